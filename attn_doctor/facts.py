@@ -1,0 +1,181 @@
+"""Facts: everything the probes learned about one machine and one Python environment.
+
+One plain, serialisable structure. Probes fill it, rules read it, ``--from-report`` loads it back.
+Every field has a default so that a report recorded by an older attn-doctor, or a partial one
+(``check --quick``), still loads.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import msgspec
+
+ProbeStatus = Literal["ok", "failed", "timeout", "skipped"]
+# ok: imported; missing: not installed; error: raised on import; crashed: killed by a signal;
+# timeout: hung; skipped: not attempted (quick mode, or a prerequisite failed).
+ImportStatus = Literal["ok", "missing", "error", "crashed", "timeout", "skipped"]
+# Classification of an import failure, used by rules and by `explain`.
+ErrorKind = Literal[
+    "undefined_symbol",
+    "missing_extension",
+    "missing_library",
+    "glibc",
+    "cuda_init",
+    "other",
+]
+
+
+class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
+    pass
+
+
+class Platform(Struct):
+    system: str = ""
+    release: str = ""
+    machine: str = ""
+    libc: Optional[str] = None  # "glibc"
+    libc_version: Optional[str] = None  # "2.36"
+    python_version: str = ""
+    python_implementation: str = ""
+    python_executable: str = ""
+    in_virtualenv: bool = False
+    externally_managed: bool = False  # PEP 668 marker present: pip refuses to install here
+    hostname: str = ""
+
+
+class Tool(Struct):
+    present: bool = False
+    version: Optional[str] = None
+    path: Optional[str] = None
+
+
+class Package(Struct):
+    version: str
+    installer: Optional[str] = None
+    # The wheel's URL when it was installed from one (flash-attn release wheels name the torch,
+    # CUDA and C++ ABI they were built for); credentials are stripped.
+    url: Optional[str] = None
+
+
+class Gpu(Struct):
+    index: int
+    name: str
+    capability: Optional[str] = None  # "9.0"
+    memory_mib: Optional[int] = None
+
+
+class GpuInfo(Struct):
+    # nvml | nvidia-smi | none (looked, found nothing) | skipped
+    source: str = "skipped"
+    driver_version: Optional[str] = None
+    cuda_driver_version: Optional[str] = None  # "13.0": the newest CUDA the driver supports
+    devices: list[Gpu] = []
+    error: Optional[str] = None
+
+
+class ImportError_(Struct):
+    type: str = ""
+    message: str = ""
+    kind: ErrorKind = "other"
+    symbol: Optional[str] = None  # undefined symbol, mangled
+    demangled: Optional[str] = None
+    library: Optional[str] = None  # the .so that failed to load, or the one missing
+
+
+class ImportResult(Struct):
+    status: ImportStatus = "skipped"
+    version: Optional[str] = None
+    duration_s: Optional[float] = None
+    error: Optional[ImportError_] = None
+    signal: Optional[int] = None
+    # Extra module-specific facts (e.g. flash_attn's extension module name).
+    detail: dict[str, str] = {}
+
+
+class TorchDevice(Struct):
+    index: int
+    name: str
+    capability: str  # "9.0"
+    bf16_native: bool  # compute capability >= 8.0
+    bf16_api: Optional[bool] = None  # torch.cuda.is_bf16_supported(): True under emulation too
+    multi_processor_count: Optional[int] = None
+    shared_memory_per_block_optin: Optional[int] = None
+    total_memory_mib: Optional[int] = None
+
+
+class TorchInfo(Struct):
+    status: ImportStatus = "skipped"
+    version: Optional[str] = None
+    cuda: Optional[str] = None  # torch.version.cuda
+    hip: Optional[str] = None
+    cudnn: Optional[str] = None
+    cxx11_abi: Optional[bool] = None
+    arch_list: list[str] = []  # torch.cuda.get_arch_list(): sm_80, sm_90, compute_90...
+    cuda_available: Optional[bool] = None
+    cuda_error: Optional[str] = None
+    device_count: int = 0
+    devices: list[TorchDevice] = []
+    # SDPA backends compiled in and enabled: flash, mem_efficient, cudnn, math
+    sdpa: dict[str, bool] = {}
+    sdpa_probe_dtype: Optional[str] = None  # the dtype the usable-checks were asked about
+    sdpa_reasons: dict[str, list[str]] = {}  # why torch refused a backend, in its own words
+    sdpa_error: Optional[str] = None
+    error: Optional[ImportError_] = None
+    duration_s: Optional[float] = None
+
+
+class ProbeRun(Struct):
+    name: str
+    status: ProbeStatus
+    duration_s: float = 0.0
+    error: Optional[str] = None
+
+
+class Facts(Struct):
+    quick: bool = False
+    platform: Platform = msgspec.field(default_factory=Platform)
+    tools: dict[str, Tool] = {}
+    packages: dict[str, Package] = {}  # canonical (PEP 503) names
+    gpu: GpuInfo = msgspec.field(default_factory=GpuInfo)
+    torch: TorchInfo = msgspec.field(default_factory=TorchInfo)
+    imports: dict[str, ImportResult] = {}  # flash_attn, xformers, triton, fla, ...
+    env: dict[str, str] = {}  # allow-listed, redacted
+    probes: list[ProbeRun] = []
+
+    # --- derived views used by rules; never serialised ---
+
+    def version_of(self, name: str) -> Optional[str]:
+        pkg = self.packages.get(canonical_name(name))
+        return pkg.version if pkg else None
+
+    def gpu_capabilities(self) -> Optional[list[str]]:
+        """Compute capabilities of the GPUs, from torch when it saw them, else NVML.
+
+        None when it is unknown whether there are GPUs (the GPU probe did not run).
+        """
+        if self.torch.devices:
+            return [d.capability for d in self.torch.devices]
+        if self.gpu.devices:
+            return [d.capability for d in self.gpu.devices if d.capability]
+        if self.gpu.source in ("none", "nvml", "nvidia-smi"):
+            return []
+        return None
+
+    def probe(self, name: str) -> Optional[ProbeRun]:
+        return next((p for p in self.probes if p.name == name), None)
+
+
+def canonical_name(name: str) -> str:
+    # PEP 503 normalisation without importing packaging (kept cheap for --quick).
+    out = []
+    prev_sep = False
+    for ch in name.lower():
+        if ch in "-_.":
+            if not prev_sep:
+                out.append("-")
+            prev_sep = True
+        else:
+            out.append(ch)
+            prev_sep = False
+    return "".join(out)

@@ -1,0 +1,145 @@
+"""Understanding import failures: classify the message, demangle the symbol, say which side.
+
+Shared by the probes (an import that failed here) and by `explain` (a message from a log).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import re
+import shutil
+import subprocess
+from typing import Optional
+
+from .facts import ImportError_
+
+_UNDEFINED = re.compile(r"(?:(?P<lib>\S+\.so[\w.\-]*):\s*)?undefined symbol:\s*(?P<sym>[A-Za-z_$][\w$.@]*)")
+_NO_MODULE = re.compile(r"No module named '(?P<mod>[\w.]+)'")
+_NO_LIB = re.compile(r"(?P<lib>lib[\w.\-+]+\.so[\w.]*): cannot open shared object file")
+_GLIBC = re.compile(r"version `(?P<need>GLIBC(?:XX)?_[\d.]+)' not found(?: \(required by (?P<lib>\S+)\))?")
+_EXTENSION_MODULES = ("flash_attn_2_cuda", "flash_attn_cuda", "flash_attn_3_cuda", "_C", "fused_dense_lib", "rotary_emb")
+
+
+def classify(type_name: str, message: str) -> ImportError_:
+    """Turn an exception's type and text into a structured import error."""
+    err = ImportError_(type=type_name, message=message)
+    m = _UNDEFINED.search(message)
+    if m:
+        err.kind = "undefined_symbol"
+        err.symbol = m.group("sym")
+        err.library = m.group("lib")
+        err.demangled = demangle(err.symbol)
+        return err
+    m = _GLIBC.search(message)
+    if m:
+        err.kind = "glibc"
+        err.symbol = m.group("need")
+        err.library = m.group("lib")
+        return err
+    m = _NO_LIB.search(message)
+    if m:
+        err.kind = "missing_library"
+        err.library = m.group("lib")
+        return err
+    m = _NO_MODULE.search(message)
+    if m and m.group("mod").split(".")[-1] in _EXTENSION_MODULES + tuple(
+        n for n in (m.group("mod").split(".")[-1],) if n.endswith("_cuda")
+    ):
+        err.kind = "missing_extension"
+        err.library = m.group("mod")
+        return err
+    if "CUDA driver" in message or "cudaGetDeviceCount" in message or "CUDA initialization" in message:
+        err.kind = "cuda_init"
+    return err
+
+
+@functools.lru_cache(maxsize=256)
+def demangle(symbol: str) -> Optional[str]:
+    """Itanium C++ demangling via libstdc++'s __cxa_demangle, else c++filt, else None."""
+    if not symbol.startswith("_Z"):
+        return None
+    result = _demangle_ctypes(symbol)
+    if result is None:
+        result = _demangle_cxxfilt(symbol)
+    return result
+
+
+def _demangle_ctypes(symbol: str) -> Optional[str]:
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+        fn = lib.__cxa_demangle
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    status = ctypes.c_int()
+    ptr = fn(symbol.encode(), None, None, ctypes.byref(status))
+    if not ptr or status.value != 0:
+        return None
+    try:
+        return ctypes.string_at(ptr).decode(errors="replace")
+    finally:
+        ctypes.CDLL(None).free(ctypes.c_void_p(ptr))
+
+
+def _demangle_cxxfilt(symbol: str) -> Optional[str]:
+    exe = shutil.which("c++filt")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, symbol], capture_output=True, text=True, timeout=5, check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out if out and out != symbol else None
+
+
+def symbol_abi(symbol: str) -> Optional[bool]:
+    """Which C++ ABI a mangled symbol was compiled with: True = C++11 ABI, False = old, None = no std::string in it."""
+    if "B5cxx11" in symbol or "__cxx11" in symbol:
+        return True
+    # Old-ABI std::string is the substitution "Ss" (or NSs); std::__cxx11::basic_string never uses it.
+    if re.search(r"(?<![A-Za-z])N?Ss", symbol[2:]):
+        return False
+    return None
+
+
+def explain_undefined_symbol(symbol: str, torch_cxx11_abi: Optional[bool]) -> str:
+    """One sentence on which side is off: the C++ ABI or the torch version."""
+    abi = symbol_abi(symbol)
+    if abi is not None and torch_cxx11_abi is not None and abi != torch_cxx11_abi:
+        built = "the C++11 ABI (cxx11abiTRUE)" if abi else "the old pre-C++11 ABI (cxx11abiFALSE)"
+        has = "the C++11 ABI" if torch_cxx11_abi else "the old ABI"
+        return f"the extension was compiled with {built}, but this torch uses {has}"
+    return "the extension was compiled against a different torch release: this symbol exists in that torch's libraries and not in this one's"
+
+
+def wheel_tag(
+    flash_attn_version: Optional[str],
+    torch_version: Optional[str],
+    cuda_version: Optional[str],
+    cxx11_abi: Optional[bool],
+    python_version: Optional[str],
+) -> Optional[str]:
+    """The name of the flash-attn release wheel that matches this torch, in upstream's naming."""
+    if not (flash_attn_version and torch_version and cuda_version and python_version and cxx11_abi is not None):
+        return None
+    torch_mm = ".".join(torch_version.split("+")[0].split(".")[:2])
+    cuda_major = cuda_version.split(".")[0]
+    py = "cp" + "".join(python_version.split(".")[:2])
+    abi = "TRUE" if cxx11_abi else "FALSE"
+    return f"flash_attn-{flash_attn_version}+cu{cuda_major}torch{torch_mm}cxx11abi{abi}-{py}-{py}-linux_x86_64.whl"
+
+
+_WHEEL_BUILD = re.compile(r"\+cu(?P<cuda>\d+)torch(?P<torch>[\d.]+)cxx11abi(?P<abi>TRUE|FALSE)", re.IGNORECASE)
+
+
+def wheel_build(url: Optional[str]) -> Optional[dict]:
+    """What a flash-attn release wheel's file name says it was built for."""
+    if not url:
+        return None
+    m = _WHEEL_BUILD.search(url)
+    if not m:
+        return None
+    return {"cuda": m.group("cuda"), "torch": m.group("torch"), "cxx11_abi": m.group("abi").upper() == "TRUE"}

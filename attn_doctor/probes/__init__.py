@@ -1,0 +1,138 @@
+"""Probes: the only code that touches the machine.
+
+`collect_facts` runs them, in parallel where they are independent:
+
+- tier 2 (not with --quick): one child process of the *target* interpreter imports torch once,
+  then forks an isolated process per risky step (CUDA init, each flash_attn / xformers / triton /
+  fla import), so a segfault or a hang in one becomes a fact, not a crash;
+- tier 1: platform and package metadata of the target (in-process when the target is this
+  interpreter, else a cheap child), GPUs through NVML or nvidia-smi, and the allow-listed
+  environment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
+
+import msgspec
+
+from ..facts import Facts, GpuInfo, ImportResult, Package, Platform, ProbeRun, Tool, TorchInfo
+from ..failures import classify
+from ..redact import safe_environment
+from . import child
+from .gpu import probe_gpus
+from .runner import ChildProcess, ProbeFailed, start_child
+
+DEFAULT_TIMEOUT_S = 120.0
+ENV_TIMEOUT_S = 30.0
+
+Progress = Optional[Callable[[str], None]]
+
+
+def same_interpreter(python: Optional[str]) -> bool:
+    if not python:
+        return True
+    try:
+        return os.path.samefile(python, sys.executable)
+    except OSError:
+        return False
+
+
+def collect_facts(
+    python: Optional[str] = None,
+    quick: bool = False,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    progress: Progress = None,
+) -> Facts:
+    """Probe this machine and the target interpreter. Never raises for a broken environment."""
+    python = python or sys.executable
+    facts = Facts(quick=quick)
+    probes: list[ProbeRun] = []
+    note = progress or (lambda _msg: None)
+
+    torch_child: Optional[ChildProcess] = None
+    if not quick:
+        note("importing torch in the target interpreter")
+        torch_child = start_child(python, ["torch"])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        gpu_future = pool.submit(_timed, "gpu", probe_gpus)
+        note("reading installed packages")
+        env_run, env_data = _timed("environment", lambda: _environment(python))
+        gpu_run, gpu = gpu_future.result()
+    probes += [env_run, gpu_run]
+    if env_data is not None:
+        _apply_environment(facts, env_data)
+    if gpu is not None:
+        facts.gpu = gpu
+    facts.env = safe_environment(os.environ)
+
+    if torch_child is not None:
+        note("waiting for torch and the import probes")
+        start = time.monotonic()
+        try:
+            data = torch_child.result(timeout)
+            _apply_torch(facts, data)
+            probes.append(ProbeRun(name="torch", status="ok", duration_s=round(time.monotonic() - start, 3)))
+        except ProbeFailed as exc:
+            probes.append(ProbeRun(name="torch", status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc)))
+            facts.torch = TorchInfo(status="timeout" if exc.status == "timeout" else "skipped")
+    facts.probes = probes
+    return facts
+
+
+def _timed(name: str, fn):
+    start = time.monotonic()
+    try:
+        value = fn()
+    except ProbeFailed as exc:
+        return ProbeRun(name=name, status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc)), None
+    except Exception as exc:  # noqa: BLE001 - a probe bug must not kill the run
+        return (
+            ProbeRun(name=name, status="failed", duration_s=round(time.monotonic() - start, 3), error=f"{type(exc).__name__}: {exc}"),
+            None,
+        )
+    run = ProbeRun(name=name, status="ok", duration_s=round(time.monotonic() - start, 3))
+    if isinstance(value, GpuInfo) and value.source == "none":
+        run.error = value.error
+    return run, value
+
+
+def _environment(python: str) -> dict:
+    if same_interpreter(python):
+        return child.collect_env()
+    return start_child(python, ["env"]).result(ENV_TIMEOUT_S)
+
+
+def _apply_environment(facts: Facts, data: dict) -> None:
+    facts.platform = msgspec.convert(data.get("platform", {}), Platform)
+    facts.tools = msgspec.convert(data.get("tools", {}), dict[str, Tool])
+    facts.packages = msgspec.convert(data.get("packages", {}), dict[str, Package])
+
+
+def _import_error(raw: Optional[dict]):
+    if not raw:
+        return None
+    return classify(raw.get("type", ""), raw.get("message", ""))
+
+
+def _apply_torch(facts: Facts, data: dict) -> None:
+    raw = dict(data.get("torch") or {})
+    error = _import_error(raw.pop("error", None))
+    fields = set(TorchInfo.__struct_fields__)
+    torch_info = msgspec.convert({k: v for k, v in raw.items() if k in fields}, TorchInfo)
+    torch_info.error = error
+    facts.torch = torch_info
+    imports = {}
+    for module, result in (data.get("imports") or {}).items():
+        result = dict(result)
+        error = _import_error(result.pop("error", None))
+        item = msgspec.convert({k: v for k, v in result.items() if k in ImportResult.__struct_fields__}, ImportResult)
+        item.error = error
+        imports[module] = item
+    facts.imports = imports

@@ -1,0 +1,463 @@
+"""The probe that runs inside the *target* interpreter.
+
+This file is executed as a script by whatever Python is being diagnosed (``--python``), which may
+not have attn-doctor, msgspec or even a working torch. So: standard library only, Python 3.8+
+syntax, never let an exception escape, and write exactly one JSON object to the original stdout.
+
+    python child.py env              # platform, tools, installed packages (no torch import)
+    python child.py torch [MODULE..] # torch build; then, in isolated forks, CUDA devices and
+                                     # the import health of each MODULE
+
+Anything the probed libraries print goes to stderr: fd 1 is pointed at fd 2 while they run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import select
+import signal
+import sys
+import time
+import traceback
+
+# Per-module import budget inside the torch probe. The doctor applies its own overall timeout.
+IMPORT_TIMEOUT_S = float(os.environ.get("ATTN_DOCTOR_IMPORT_TIMEOUT", "60"))
+
+# Modules whose import health is probed: module -> distributions that provide it.
+IMPORT_TARGETS = {
+    "flash_attn": ("flash-attn",),
+    "flash_attn_interface": ("flash-attn-3", "flash_attn_3"),
+    "xformers": ("xformers",),
+    "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
+    "fla": ("flash-linear-attention", "fla-core"),
+}
+
+# What each import probe actually imports: the public entry point, so that a lazily loaded
+# CUDA extension is loaded too.
+IMPORT_STATEMENTS = {
+    "flash_attn": ("flash_attn", "flash_attn.flash_attn_interface"),
+    "flash_attn_interface": ("flash_attn_interface",),
+    "xformers": ("xformers", "xformers.ops"),
+    "triton": ("triton", "triton.language"),
+    "fla": ("fla",),
+}
+
+
+# ---------------------------------------------------------------- environment (no torch)
+
+
+def _dist_name(dist):
+    try:
+        return dist.metadata["Name"] or ""
+    except Exception:
+        return ""
+
+
+def _strip_credentials(url):
+    # https://user:token@host/... -> https://***@host/...
+    if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
+        scheme, rest = url.split("://", 1)
+        return scheme + "://***@" + rest.split("@", 1)[1]
+    return url
+
+
+def collect_packages():
+    from importlib import metadata
+
+    packages = {}
+    for dist in metadata.distributions():
+        name = _dist_name(dist)
+        if not name:
+            continue
+        entry = {"version": dist.version}
+        try:
+            installer = dist.read_text("INSTALLER")
+            if installer:
+                entry["installer"] = installer.strip()
+            direct = dist.read_text("direct_url.json")
+            if direct:
+                url = json.loads(direct).get("url")
+                if url and not url.startswith("file:"):
+                    entry["url"] = _strip_credentials(url)
+        except Exception:
+            pass
+        key = _canonical(name)
+        # The first distribution on sys.path wins, as for imports.
+        packages.setdefault(key, entry)
+    return packages
+
+
+def _canonical(name):
+    out, prev = [], False
+    for ch in name.lower():
+        if ch in "-_.":
+            if not prev:
+                out.append("-")
+            prev = True
+        else:
+            out.append(ch)
+            prev = False
+    return "".join(out)
+
+
+def collect_platform():
+    import sysconfig
+
+    libc, libc_version = None, None
+    try:
+        # os.confstr is what glibc itself reports; platform.libc_ver() parses the binary.
+        value = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+        if value:
+            libc, libc_version = value.split(" ", 1)
+    except (AttributeError, ValueError, OSError):
+        libc, libc_version = platform.libc_ver()[0] or None, platform.libc_ver()[1] or None
+    in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+    marker = os.path.join(sysconfig.get_path("stdlib") or "", "EXTERNALLY-MANAGED")
+    return {
+        "system": platform.system(),
+        "release": platform.release(),
+        "machine": platform.machine(),
+        "libc": libc,
+        "libc_version": libc_version,
+        "python_version": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "python_executable": sys.executable,
+        "in_virtualenv": in_venv,
+        "externally_managed": (not in_venv) and os.path.exists(marker),
+        "hostname": platform.node(),
+    }
+
+
+def collect_tools(packages):
+    import shutil
+    import importlib.util
+
+    tools = {}
+    pip_spec = importlib.util.find_spec("pip")
+    tools["pip"] = {
+        "present": pip_spec is not None,
+        "version": packages.get("pip", {}).get("version") if pip_spec else None,
+        "path": None,
+    }
+    # uv works on any interpreter with `uv pip --python`; look beside the interpreter first.
+    candidates = [os.path.join(os.path.dirname(sys.executable), "uv"), shutil.which("uv")]
+    uv = next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    tools["uv"] = {"present": uv is not None, "version": None, "path": uv}
+    return tools
+
+
+def collect_env():
+    packages = collect_packages()
+    return {
+        "platform": collect_platform(),
+        "packages": packages,
+        "tools": collect_tools(packages),
+    }
+
+
+# ---------------------------------------------------------------- failures
+
+
+def describe_exception(exc):
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:4000],
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
+    }
+
+
+# ---------------------------------------------------------------- isolated work in forks
+
+
+def run_isolated(jobs, timeout):
+    """Run each (name, fn) in its own forked process; fn returns a JSON-able dict.
+
+    A job that raises, crashes (segfault in a CUDA extension) or hangs becomes a result, not a
+    failure of this process. Jobs run in parallel.
+    """
+    if not hasattr(os, "fork"):
+        return {name: _run_inline(fn) for name, fn in jobs}
+    running = {}
+    for name, fn in jobs:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            os.close(read_fd)
+            code = 0
+            try:
+                payload = _run_inline(fn)
+                data = json.dumps(payload, default=str).encode()
+            except BaseException as exc:  # noqa: BLE001 - nothing may escape a fork
+                data = json.dumps({"status": "error", "error": describe_exception(exc)}).encode()
+                code = 1
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(write_fd, view):]
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        running[read_fd] = {"name": name, "pid": pid, "chunks": [], "start": time.monotonic()}
+
+    results = {}
+    deadline = time.monotonic() + timeout
+    while running:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        ready, _, _ = select.select(list(running), [], [], remaining)
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if chunk:
+                running[fd]["chunks"].append(chunk)
+                continue
+            job = running.pop(fd)
+            os.close(fd)
+            _, status = os.waitpid(job["pid"], 0)
+            elapsed = round(time.monotonic() - job["start"], 3)
+            if os.WIFSIGNALED(status):
+                results[job["name"]] = {
+                    "status": "crashed",
+                    "signal": os.WTERMSIG(status),
+                    "duration_s": elapsed,
+                }
+                continue
+            try:
+                payload = json.loads(b"".join(job["chunks"]).decode())
+            except ValueError:
+                payload = {"status": "crashed", "signal": None}
+            payload.setdefault("duration_s", elapsed)
+            results[job["name"]] = payload
+    for fd, job in running.items():  # hung: kill and report
+        try:
+            os.kill(job["pid"], signal.SIGKILL)
+            os.waitpid(job["pid"], 0)
+        except OSError:
+            pass
+        os.close(fd)
+        results[job["name"]] = {"status": "timeout", "duration_s": round(timeout, 3)}
+    return results
+
+
+def _run_inline(fn):
+    start = time.monotonic()
+    try:
+        payload = fn()
+    except BaseException as exc:  # noqa: BLE001
+        payload = {"status": "error", "error": describe_exception(exc)}
+    payload.setdefault("duration_s", round(time.monotonic() - start, 3))
+    return payload
+
+
+# ---------------------------------------------------------------- torch tier
+
+
+def torch_build(torch):
+    info = {
+        "status": "ok",
+        "version": getattr(torch, "__version__", None),
+        "cuda": getattr(torch.version, "cuda", None),
+        "hip": getattr(torch.version, "hip", None),
+        "cxx11_abi": bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)),
+    }
+    try:
+        info["cudnn"] = str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None
+    except Exception:
+        info["cudnn"] = None
+    return info
+
+
+def _sdpa_params(torch, q):
+    cls = torch.backends.cuda.SDPAParams
+    try:  # torch >= 2.5: enable_gqa
+        return cls(q, q, q, None, 0.0, False, False)
+    except TypeError:
+        return cls(q, q, q, None, 0.0, False)
+
+
+def cuda_facts():
+    """Runs in a fork: the first CUDA initialisation of this process tree happens here."""
+    import warnings
+
+    import torch
+
+    out = {"status": "ok", "devices": [], "sdpa": {}, "sdpa_reasons": {}}
+    try:
+        available = torch.cuda.is_available()
+    except Exception as exc:  # noqa: BLE001
+        out.update(cuda_available=False, cuda_error=str(exc)[:1000])
+        return out
+    out["cuda_available"] = bool(available)
+    cuda_mod = torch.backends.cuda
+    for key, fn in (
+        ("flash_compiled", "is_flash_attention_available"),
+        ("flash_enabled", "flash_sdp_enabled"),
+        ("mem_efficient_enabled", "mem_efficient_sdp_enabled"),
+        ("cudnn_enabled", "cudnn_sdp_enabled"),
+        ("math_enabled", "math_sdp_enabled"),
+    ):
+        if hasattr(cuda_mod, fn):
+            try:
+                out["sdpa"][key] = bool(getattr(cuda_mod, fn)())
+            except Exception:  # noqa: BLE001
+                pass
+    if not available:
+        # Ask once more for the reason: lazy init raises with the driver's message.
+        try:
+            torch.cuda.init()
+        except Exception as exc:  # noqa: BLE001
+            out["cuda_error"] = str(exc)[:1000]
+        return out
+    try:
+        out["arch_list"] = list(torch.cuda.get_arch_list())
+    except Exception:  # noqa: BLE001
+        out["arch_list"] = []
+    count = torch.cuda.device_count()
+    out["device_count"] = count
+    for index in range(count):
+        props = torch.cuda.get_device_properties(index)
+        device = {
+            "index": index,
+            "name": props.name,
+            "capability": "%d.%d" % (props.major, props.minor),
+            "bf16_native": props.major >= 8,
+            "multi_processor_count": getattr(props, "multi_processor_count", None),
+            "shared_memory_per_block_optin": getattr(props, "shared_memory_per_block_optin", None),
+            "total_memory_mib": int(props.total_memory // (1024 * 1024)),
+        }
+        try:
+            with torch.cuda.device(index):
+                device["bf16_api"] = bool(torch.cuda.is_bf16_supported())
+        except Exception:  # noqa: BLE001
+            pass
+        out["devices"].append(device)
+    if count:
+        # Ask torch's own kernel selection whether the flash / efficient / cuDNN paths accept a
+        # typical half-precision input on GPU 0, and keep its reasons when they do not.
+        dtype = torch.bfloat16 if out["devices"][0]["bf16_native"] else torch.float16
+        try:
+            q = torch.zeros(1, 2, 16, 64, dtype=dtype, device="cuda:0")
+            params = _sdpa_params(torch, q)
+            for key, fn in (
+                ("flash_usable", "can_use_flash_attention"),
+                ("mem_efficient_usable", "can_use_efficient_attention"),
+                ("cudnn_usable", "can_use_cudnn_attention"),
+            ):
+                if not hasattr(cuda_mod, fn):
+                    continue
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    ok = bool(getattr(cuda_mod, fn)(params, True))
+                out["sdpa"][key] = ok
+                if not ok:
+                    out["sdpa_reasons"][key] = [str(w.message)[:500] for w in caught][:4]
+            out["sdpa_probe_dtype"] = str(dtype).replace("torch.", "")
+        except Exception as exc:  # noqa: BLE001
+            out["sdpa_error"] = str(exc)[:500]
+    return out
+
+
+def import_probe(module):
+    def job():
+        import importlib
+
+        for statement in IMPORT_STATEMENTS.get(module, (module,)):
+            importlib.import_module(statement)
+        mod = sys.modules[module]
+        result = {"status": "ok", "version": str(getattr(mod, "__version__", "") or "") or None}
+        if module == "flash_attn":
+            ext = [name for name in ("flash_attn_2_cuda", "flash_attn_cuda") if name in sys.modules]
+            if ext:
+                result["detail"] = {"extension": ext[0], "extension_file": getattr(sys.modules[ext[0]], "__file__", "")}
+        return result
+
+    def guarded():
+        try:
+            return job()
+        except BaseException as exc:  # noqa: BLE001
+            return {"status": "error", "error": describe_exception(exc)}
+
+    return guarded
+
+
+def installed(module):
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def collect_torch(modules):
+    start = time.monotonic()
+    if not installed("torch"):
+        return {"torch": {"status": "missing"}, "imports": {m: {"status": "skipped"} for m in modules}}
+    try:
+        import torch
+    except BaseException as exc:  # noqa: BLE001
+        return {
+            "torch": {"status": "error", "error": describe_exception(exc)},
+            "imports": {m: {"status": "skipped"} for m in modules},
+        }
+    info = torch_build(torch)
+    info["duration_s"] = round(time.monotonic() - start, 3)
+    jobs = [("cuda", cuda_facts)]
+    imports = {}
+    for module in modules:
+        if installed(module):
+            jobs.append(("import:" + module, import_probe(module)))
+        else:
+            imports[module] = {"status": "missing"}
+    results = run_isolated(jobs, IMPORT_TIMEOUT_S)
+    cuda = results.get("cuda", {})
+    if cuda.get("status") == "ok":
+        for key in ("cuda_available", "cuda_error", "arch_list", "device_count", "devices", "sdpa"):
+            if key in cuda:
+                info[key] = cuda[key]
+        for key in ("sdpa_reasons", "sdpa_probe_dtype", "sdpa_error"):
+            if cuda.get(key):
+                info[key] = cuda[key]
+    else:
+        info["cuda_available"] = False
+        info["cuda_error"] = "CUDA probe %s: %s" % (
+            cuda.get("status"),
+            (cuda.get("error") or {}).get("message") or ("signal %s" % cuda.get("signal")),
+        )
+    for module in modules:
+        if "import:" + module in results:
+            imports[module] = results["import:" + module]
+    return {"torch": info, "imports": imports}
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv):
+    # Keep the real stdout for our JSON; anything else written to fd 1 goes to stderr.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    result = {"protocol": 1}
+    try:
+        command = argv[0] if argv else "env"
+        if command == "env":
+            result.update(collect_env())
+        elif command == "torch":
+            result.update(collect_torch(argv[1:] or list(IMPORT_TARGETS)))
+        else:
+            result["error"] = "unknown probe command %r" % command
+    except BaseException as exc:  # noqa: BLE001
+        result["error"] = describe_exception(exc)
+    data = json.dumps(result, default=str).encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(out_fd, view):]
+    os.close(out_fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,98 @@
+"""Running the probe script in a child process of the target interpreter, with a timeout."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+CHILD_SCRIPT = Path(__file__).with_name("child.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _child_source() -> str:
+    # Passed with -c rather than as a path: the script's folder must not land on the target's
+    # sys.path, and the target sees its usual PYTHONPATH and working directory, as the user does.
+    return CHILD_SCRIPT.read_text(encoding="utf-8")
+
+
+class ProbeFailed(Exception):
+    """The child could not deliver facts: it timed out, crashed, or printed garbage."""
+
+    def __init__(self, status: str, message: str, signal_number: Optional[int] = None):
+        super().__init__(message)
+        self.status = status  # "timeout" | "failed"
+        self.signal = signal_number
+
+
+class ChildProcess:
+    def __init__(self, python: str, args: list[str]):
+        self.python = python
+        self.args = args
+        # stderr goes to a file, not a pipe: a chatty import must never fill a pipe and block.
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        env.setdefault("PYTHONWARNINGS", "ignore")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-c", _child_source(), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=env,
+                start_new_session=True,  # so a timeout kills the forks too
+            )
+        except OSError as exc:
+            self._stderr.close()
+            raise ProbeFailed("failed", f"cannot run {python}: {exc.strerror or exc}") from exc
+
+    def result(self, timeout: float) -> dict:
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise ProbeFailed(
+                "timeout", f"probe `{' '.join(self.args)}` gave no answer in {timeout:.0f} s and was stopped"
+            ) from None
+        finally:
+            stderr = self._read_stderr()
+        code = self.proc.returncode
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            raise ProbeFailed("failed", f"probe `{' '.join(self.args)}` was killed by {name}", -code)
+        try:
+            data = json.loads(out.decode("utf-8", "replace"))
+        except ValueError:
+            last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {code}"
+            raise ProbeFailed("failed", f"probe `{' '.join(self.args)}` failed: {last[:300]}") from None
+        if not isinstance(data, dict):
+            raise ProbeFailed("failed", "probe printed something other than a JSON object")
+        if data.get("error"):
+            err = data["error"]
+            text = err.get("message") if isinstance(err, dict) else str(err)
+            raise ProbeFailed("failed", f"probe `{' '.join(self.args)}` failed: {text}")
+        return data
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+    def _read_stderr(self) -> str:
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read()[-20000:].decode("utf-8", "replace")
+        finally:
+            self._stderr.close()
+
+
+def start_child(python: str, args: list[str]) -> ChildProcess:
+    return ChildProcess(python, args)

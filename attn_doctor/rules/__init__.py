@@ -1,0 +1,76 @@
+"""Rules: loaded from recipes (data), evaluated purely against Facts."""
+
+from __future__ import annotations
+
+import re
+import string
+import traceback
+from typing import Any, Optional
+
+from ..facts import Facts
+from ..report import Result
+from .checks import CHECKS
+from .conditions import Evaluator, Unknown
+from .loader import Recipes, RecipeError, load_recipes  # noqa: F401 - re-exported
+from .model import Remedy, Rule
+
+__all__ = ["Recipes", "RecipeError", "load_recipes", "evaluate", "evaluate_rule"]
+
+
+class _Fields(dict):
+    """format_map mapping: a field the evidence lacks renders as '?' instead of raising."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+_FORMATTER = string.Formatter()
+
+
+def render_template(text: str, evidence: dict[str, Any]) -> str:
+    fields = _Fields({re.sub(r"[^A-Za-z0-9_]", "_", k): v for k, v in evidence.items()})
+    try:
+        return _FORMATTER.vformat(text, (), fields)
+    except (ValueError, IndexError, KeyError, AttributeError):
+        return text
+
+
+def _remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
+    out = []
+    for remedy in rule.remedies:
+        # Templated text: a remedy may name the exact wheel or version the evidence points to.
+        out.append(
+            Remedy(
+                **{
+                    f: (render_template(v, evidence) if isinstance(v, str) else v)
+                    for f in remedy.__struct_fields__
+                    if (v := getattr(remedy, f)) is not None or f == "kind"
+                }
+            )
+        )
+    return out
+
+
+def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=None) -> Result:
+    base = dict(rule=rule.id, name=rule.name, area=rule.area, title=rule.title, links=list(rule.links))
+    evaluator = Evaluator(facts, CHECKS if checks is None else checks, data or {})
+    try:
+        verdict = evaluator.evaluate(rule.when)
+    except Exception:  # noqa: BLE001 - a buggy check is reported, the run goes on
+        return Result(status="crashed", traceback=traceback.format_exc(), **base)
+    if verdict is True:
+        evidence = evaluator.evidence
+        return Result(
+            status=rule.severity,
+            message=render_template(rule.message, evidence),
+            evidence=evidence,
+            remedies=_remedies(rule, evidence),
+            **base,
+        )
+    if isinstance(verdict, Unknown):
+        return Result(status="skipped", reason=verdict.reason, **base)
+    return Result(status="pass", **base)
+
+
+def evaluate(recipes: Recipes, facts: Facts) -> list[Result]:
+    return [evaluate_rule(rule, facts, recipes.data) for rule in recipes.rules]

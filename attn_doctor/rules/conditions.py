@@ -1,0 +1,244 @@
+"""Evaluating a rule's `when` table against Facts. Pure: no I/O.
+
+Each test answers True, False, or Unknown (the fact was not probed). A rule fires when every test
+is True; it passes when any is False; otherwise it is skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from packaging.markers import InvalidMarker, Marker
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from ..facts import Facts, canonical_name
+from .model import Condition
+
+
+class Unknown:
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Unknown({self.reason!r})"
+
+
+Verdict = Any  # True | False | Unknown
+CheckFn = Callable[[Facts, dict], Optional[dict]]
+
+
+class SkipRule(Exception):
+    """Raised by a named check when the facts it needs are missing."""
+
+
+def version_matches(version: str, spec: str) -> bool:
+    try:
+        # prereleases=True: a user on 2.8.0.dev or 2.7.0rc1 is still on that line.
+        return SpecifierSet(spec).contains(Version(version), prereleases=True)
+    except (InvalidVersion, InvalidSpecifier):
+        return False
+
+
+def capability_matches(capability: str, spec: str) -> bool:
+    return version_matches(capability, spec)
+
+
+def marker_environment(facts: Facts) -> dict[str, str]:
+    p = facts.platform
+    system = p.system or ""
+    return {
+        "sys_platform": {"Linux": "linux", "Windows": "win32", "Darwin": "darwin"}.get(system, system.lower()),
+        "platform_system": system,
+        "platform_machine": p.machine,
+        "platform_release": p.release,
+        "python_version": ".".join(p.python_version.split(".")[:2]),
+        "python_full_version": p.python_version,
+        "implementation_name": p.python_implementation.lower(),
+        "platform_python_implementation": p.python_implementation,
+        "os_name": "nt" if system == "Windows" else "posix",
+    }
+
+
+class Evaluator:
+    def __init__(self, facts: Facts, checks: dict[str, CheckFn], data: dict):
+        self.facts = facts
+        self.checks = checks
+        self.data = data
+        self.evidence: dict[str, Any] = {}
+
+    # -- the combinator
+
+    def evaluate(self, cond: Condition) -> Verdict:
+        verdicts = []
+        for key in cond.__struct_fields__:
+            value = getattr(cond, key)
+            if value in (None, [], {}):
+                continue
+            verdict = getattr(self, f"_{key.rstrip('_')}")(value)
+            if verdict is False:
+                return False  # short-circuit: later tests may need facts this one excludes
+            verdicts.append(verdict)
+        unknown = [v for v in verdicts if isinstance(v, Unknown)]
+        return unknown[0] if unknown else True
+
+    # -- the tests
+
+    def _packages_known(self) -> Optional[Unknown]:
+        if not self.facts.packages and not self.facts.platform.python_executable:
+            return Unknown("the installed packages were not probed")
+        return None
+
+    def _installed(self, names: list[str]) -> Verdict:
+        unknown = self._packages_known()
+        if unknown:
+            return unknown
+        for name in names:
+            version = self.facts.version_of(name)
+            if version is None:
+                return False
+            self.evidence[canonical_name(name)] = version
+        return True
+
+    def _installed_any(self, names: list[str]) -> Verdict:
+        unknown = self._packages_known()
+        if unknown:
+            return unknown
+        found = {canonical_name(n): self.facts.version_of(n) for n in names if self.facts.version_of(n)}
+        self.evidence.update(found)
+        return bool(found)
+
+    def _not_installed(self, names: list[str]) -> Verdict:
+        unknown = self._packages_known()
+        if unknown:
+            return unknown
+        return all(self.facts.version_of(n) is None for n in names)
+
+    def _version(self, specs: dict[str, str]) -> Verdict:
+        unknown = self._packages_known()
+        if unknown:
+            return unknown
+        for name, spec in specs.items():
+            version = self.facts.version_of(name)
+            if version is None or not version_matches(version, spec or ">=0"):
+                return False
+            self.evidence[canonical_name(name)] = version
+        return True
+
+    def _gpu(self, want: str) -> Verdict:
+        caps = self.facts.gpu_capabilities()
+        if caps is None:
+            return Unknown("the GPUs were not probed")
+        present = bool(caps) or bool(self.facts.gpu.devices)
+        if present:
+            self.evidence["gpu"] = self._gpu_names()
+        return present if want == "present" else not present
+
+    def _capability(self, spec: str) -> Verdict:
+        caps = self.facts.gpu_capabilities()
+        if caps is None:
+            return Unknown("the GPUs were not probed")
+        matching = [c for c in caps if capability_matches(c, spec)]
+        if not matching:
+            return False
+        self.evidence["capability"] = matching[0]
+        self.evidence["sm"] = "sm" + matching[0].replace(".", "")
+        self.evidence["gpu"] = self._gpu_names(matching[0])
+        return True
+
+    def _gpu_names(self, capability: Optional[str] = None) -> str:
+        devices = self.facts.torch.devices or self.facts.gpu.devices
+        names = sorted({d.name for d in devices if capability is None or d.capability == capability})
+        return ", ".join(names)
+
+    def _torch(self, statuses: list[str]) -> Verdict:
+        status = self.facts.torch.status
+        if status == "skipped":
+            return Unknown("torch was not probed (--quick)" if self.facts.quick else "the torch probe did not run")
+        if status in statuses:
+            if self.facts.torch.version:
+                self.evidence["torch"] = self.facts.torch.version
+            return True
+        return False
+
+    def _torch_cuda(self, want: str) -> Verdict:
+        t = self.facts.torch
+        if t.status != "ok":
+            return Unknown("torch did not import")
+        build = "rocm" if t.hip else "cuda" if t.cuda else "cpu"
+        self.evidence["torch"] = t.version
+        if t.cuda:
+            self.evidence["torch_cuda"] = t.cuda
+        return build == want
+
+    def _import_result(self, module: str):
+        result = self.facts.imports.get(module)
+        if result is None or result.status == "skipped":
+            reason = "the import probes did not run (--quick)" if self.facts.quick else f"{module} was not probed"
+            return None, Unknown(reason)
+        return result, None
+
+    def _imports(self, wanted: dict[str, list[str]]) -> Verdict:
+        for module, statuses in wanted.items():
+            result, unknown = self._import_result(module)
+            if unknown:
+                return unknown
+            if result.status not in statuses:
+                return False
+            self.evidence[f"{module}_status"] = result.status
+            if result.error:
+                self.evidence[f"{module}_error"] = result.error.message.strip().splitlines()[-1][:300] if result.error.message.strip() else result.error.type
+        return True
+
+    def _import_error(self, wanted: dict[str, list[str]]) -> Verdict:
+        for module, kinds in wanted.items():
+            result, unknown = self._import_result(module)
+            if unknown:
+                return unknown
+            if result.error is None or result.error.kind not in kinds:
+                return False
+            err = result.error
+            self.evidence[f"{module}_error"] = err.message.strip().splitlines()[-1][:300] if err.message.strip() else err.type
+            for key in ("symbol", "demangled", "library"):
+                if getattr(err, key):
+                    self.evidence[key] = getattr(err, key)
+        return True
+
+    def _tool_missing(self, names: list[str]) -> Verdict:
+        if not self.facts.tools:
+            return Unknown("tools were not probed")
+        return all(not self.facts.tools.get(n) or not self.facts.tools[n].present for n in names)
+
+    def _marker(self, text: str) -> Verdict:
+        if not self.facts.platform.system:
+            return Unknown("the platform was not probed")
+        try:
+            return Marker(text).evaluate(marker_environment(self.facts))
+        except InvalidMarker:
+            return False
+
+    def _check(self, name: str) -> Verdict:
+        try:
+            evidence = self.checks[name](self.facts, self.data)
+        except SkipRule as skip:
+            return Unknown(str(skip))
+        if evidence is None:
+            return False
+        self.evidence.update(evidence)
+        return True
+
+    def _any(self, options: list[Condition]) -> Verdict:
+        unknown = None
+        for option in options:
+            verdict = self.evaluate(option)
+            if verdict is True:
+                return True
+            if isinstance(verdict, Unknown):
+                unknown = unknown or verdict
+        return unknown or False
+
+    def _not(self, cond: Condition) -> Verdict:
+        verdict = Evaluator(self.facts, self.checks, self.data).evaluate(cond)
+        if isinstance(verdict, Unknown):
+            return verdict
+        return not verdict

@@ -1,0 +1,120 @@
+"""Loading recipes: TOML files validated against the schema in model.py, with errors that name
+the file, the rule and the key."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+from packaging.markers import InvalidMarker, Marker
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from .checks import CHECKS
+from .model import Condition, RecipeFile, Rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class RecipeError(Exception):
+    """A recipe file is not valid: the message names the file and what is wrong."""
+
+
+@dataclass
+class Recipes:
+    rules: list[Rule] = field(default_factory=list)
+    data: dict = field(default_factory=dict)
+    sources: dict[str, Path] = field(default_factory=dict)  # rule id -> file
+
+    def get(self, key: str) -> Optional[Rule]:
+        key_l = key.lower()
+        return next((r for r in self.rules if r.id.lower() == key_l or r.name == key_l), None)
+
+
+def default_recipes_dir() -> Path:
+    package_dir = Path(__file__).resolve().parent.parent
+    shipped = package_dir / "recipes"  # inside an installed wheel
+    if shipped.is_dir():
+        return shipped
+    return package_dir.parent / "recipes"  # a source checkout / editable install
+
+
+def load_recipes(directory: Optional[Path] = None) -> Recipes:
+    directory = Path(directory) if directory else default_recipes_dir()
+    if not directory.is_dir():
+        raise RecipeError(f"recipes folder not found: {directory}")
+    recipes = Recipes()
+    files = sorted(directory.glob("*.toml"))
+    if not files:
+        raise RecipeError(f"no recipe files (*.toml) in {directory}")
+    for path in files:
+        _load_file(path, recipes)
+    return recipes
+
+
+def _load_file(path: Path, recipes: Recipes) -> None:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"{path.name}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path.name}: not valid TOML: {exc}") from None
+    try:
+        parsed = msgspec.convert(raw, RecipeFile)
+    except msgspec.ValidationError as exc:
+        raise RecipeError(f"{path.name}: {_where(raw, str(exc))}") from None
+    for rule in parsed.rules:
+        where = f"{path.name}: rule {rule.id}"
+        if rule.id in recipes.sources:
+            raise RecipeError(f"{where}: id already used in {recipes.sources[rule.id].name}")
+        if any(r.name == rule.name for r in recipes.rules):
+            raise RecipeError(f"{where}: name {rule.name!r} already used")
+        _check_condition(rule.when, where)
+        recipes.rules.append(rule)
+        recipes.sources[rule.id] = path
+    for table, values in parsed.data.items():
+        if table in recipes.data:
+            raise RecipeError(f"{path.name}: data table {table!r} defined twice")
+        recipes.data[table] = values
+
+
+def _where(raw: dict, message: str) -> str:
+    # msgspec says "... - at `$.rule[3].when`"; name the rule id as well, people search by it.
+    if "$.rule[" in message:
+        try:
+            index = int(message.split("$.rule[", 1)[1].split("]", 1)[0])
+            rule_id = raw["rule"][index].get("id", f"#{index + 1}")
+            return f"rule {rule_id}: {message}"
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError):
+            pass
+    return message
+
+
+def _check_condition(cond: Condition, where: str) -> None:
+    """What the schema cannot say: specifiers parse, markers parse, named checks exist."""
+    for name, spec in cond.version.items():
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise RecipeError(f"{where}: invalid version specifier for {name}: {spec!r}") from None
+    if cond.capability is not None:
+        try:
+            SpecifierSet(cond.capability)
+        except InvalidSpecifier:
+            raise RecipeError(f"{where}: invalid capability specifier {cond.capability!r}") from None
+    if cond.marker is not None:
+        try:
+            Marker(cond.marker)
+        except InvalidMarker as exc:
+            raise RecipeError(f"{where}: invalid marker {cond.marker!r}: {exc}") from None
+    if cond.check is not None and cond.check not in CHECKS:
+        raise RecipeError(f"{where}: unknown check {cond.check!r} (known: {', '.join(sorted(CHECKS))})")
+    for sub in cond.any:
+        _check_condition(sub, where)
+    if cond.not_ is not None:
+        _check_condition(cond.not_, where)

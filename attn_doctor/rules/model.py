@@ -1,0 +1,101 @@
+"""The recipe schema: what a rule file may contain. Unknown keys are errors.
+
+The msgspec structs below *are* the schema: loading validates against them, and
+`attn-doctor rules --schema` prints the JSON Schema generated from them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+import msgspec
+
+Severity = Literal["error", "warning", "info"]
+Area = Literal["system", "gpu", "torch", "kernels", "libraries", "dtype", "config"]
+RemedyKind = Literal["pip", "config", "patch", "env", "manual"]
+Safety = Literal["safe", "unsafe"]
+ImportStatus = Literal["ok", "missing", "error", "crashed", "timeout", "skipped"]
+ErrorKind = Literal["undefined_symbol", "missing_extension", "missing_library", "glibc", "cuda_init", "other"]
+
+
+class Strict(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    pass
+
+
+class Condition(Strict):
+    """All given keys must hold. An unknown fact (probe not run) makes the rule `skipped`."""
+
+    installed: list[str] = []  # every one of these distributions is installed
+    installed_any: list[str] = []  # at least one is installed
+    not_installed: list[str] = []
+    # distribution -> PEP 440 specifier the installed version must satisfy ("" = any version)
+    version: dict[str, str] = {}
+    gpu: Optional[Literal["present", "absent"]] = None
+    capability: Optional[str] = None  # specifier over compute capability: ">=7.0,<8.0"
+    torch: list[ImportStatus] = []  # torch probe status is one of these
+    torch_cuda: Optional[Literal["cuda", "rocm", "cpu"]] = None  # which build of torch
+    imports: dict[str, list[ImportStatus]] = {}  # module -> allowed statuses
+    import_error: dict[str, list[ErrorKind]] = {}  # module -> error kinds
+    tool_missing: list[str] = []  # e.g. ["pip"]
+    marker: Optional[str] = None  # PEP 508 environment marker, evaluated on the target's platform
+    check: Optional[str] = None  # a named Python check in attn_doctor/rules/checks.py
+    any: list["Condition"] = []  # at least one of these holds
+    not_: Optional["Condition"] = msgspec.field(default=None, name="not")
+
+
+class Remedy(Strict):
+    kind: RemedyKind
+    summary: str
+    safety: Safety = "safe"
+    why_unsafe: Optional[str] = None
+    # pip: one requirement and how to install it
+    requirement: Optional[str] = None
+    reinstall: bool = False
+    no_build_isolation: bool = False
+    no_deps: bool = False
+    # config: which kind of file, which key, which value
+    config: Optional[Literal["llamafactory", "transformers", "accelerate", "deepspeed"]] = None
+    key: Optional[str] = None
+    value: Optional[Union[str, bool, int]] = None
+    # env: a variable to set
+    variable: Optional[str] = None
+    # manual / any: a longer text or command to show
+    detail: Optional[str] = None
+
+
+class FixtureRef(Strict):
+    """A facts document for a rule test: a recorded fixture by name, with dotted-path overrides."""
+
+    base: Optional[str] = None
+    set: dict[str, Union[str, bool, int, float, None, list, dict]] = {}
+    remove: list[str] = []
+
+
+Fixture = Union[str, FixtureRef]
+
+
+class Fixtures(Strict):
+    trigger: list[Fixture] = []
+    pass_: list[Fixture] = msgspec.field(default_factory=list, name="pass")
+
+
+class Rule(Strict):
+    id: str  # stable, e.g. AD301
+    name: str  # kebab-case slug, e.g. flash-attn-undefined-symbol
+    area: Area
+    severity: Severity
+    title: str
+    message: str  # one line, may use {evidence} fields
+    explanation: str
+    when: Condition
+    remedies: list[Remedy] = msgspec.field(default_factory=list, name="remedy")
+    links: list[str] = []
+    # error-message signatures (regular expressions) for `explain`
+    signatures: list[str] = []
+    fixtures: Fixtures = msgspec.field(default_factory=Fixtures)
+
+
+class RecipeFile(Strict):
+    rules: list[Rule] = msgspec.field(default_factory=list, name="rule")
+    # shared data tables named checks may read, e.g. the torch -> triton pins
+    data: dict[str, dict[str, Union[str, list, dict]]] = {}
