@@ -1,0 +1,37 @@
+"""Shared test helpers: recorded facts fixtures and real broken environments (tests/helpers)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:  # `import helpers` from any test, whatever the import mode
+    sys.path.insert(0, str(TESTS_DIR))
+
+FACTS_DIR = TESTS_DIR / "fixtures" / "facts"
+
+
+def load_facts(name: str):
+    """A recorded Facts fixture by file stem ("t4", "h100", "flash-attn-undefined-symbol", ...)."""
+    from attn_doctor.facts import Facts
+
+    path = FACTS_DIR / (name if name.endswith(".json") else name + ".json")
+    return msgspec.json.decode(path.read_bytes(), type=Facts)
+
+
+def facts_fixture_names() -> list[str]:
+    return sorted(p.stem for p in FACTS_DIR.glob("*.json"))
+
+
+@pytest.fixture
+def facts_dir() -> Path:
+    return FACTS_DIR
+
+
+@pytest.fixture
+def facts_loader():
+    return load_facts

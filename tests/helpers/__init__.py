@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (importable because tests/ is on sys.path via conftest)."""

@@ -1,0 +1,287 @@
+"""The probes against real broken environments, in real subprocesses.
+
+Nothing here fakes the code under test: the child probe script runs in a real interpreter, the
+broken packages are real files on PYTHONPATH (a gcc-compiled extension with an undefined C++
+symbol, a real segfault, a real hang), and the other interpreters are real venvs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attn_doctor.facts import Facts
+from attn_doctor.failures import demangle
+from attn_doctor.probes import collect_facts
+from attn_doctor.probes.runner import start_child
+from helpers import broken_env
+
+needs_gcc = pytest.mark.skipif(not broken_env.have_gcc(), reason="gcc is needed to compile the broken extension")
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="the isolated import probes fork")
+
+IMPORT_TIMEOUT_S = 3
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def broken_site(tmp_path_factory):
+    """flash_attn with an undefined C++ symbol, a segfaulting xformers, a hanging fla and a
+    working (chatty) flash_attn_interface, all on PYTHONPATH; probed once for the module."""
+    if not broken_env.have_gcc():
+        pytest.skip("gcc is needed to compile the broken extension")
+    root = tmp_path_factory.mktemp("site")
+    pid_file = root.parent / "fla.pid"
+    broken_env.install_flash_attn(root, "undefined_symbol")
+    broken_env.install_segfaulting_xformers(root)
+    broken_env.install_hanging_fla(root, pid_file)
+    broken_env.install_noisy_flash_attn_interface(root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", str(root))
+        mp.setenv("ATTN_DOCTOR_IMPORT_TIMEOUT", str(IMPORT_TIMEOUT_S))
+        start = time.monotonic()
+        facts = collect_facts(timeout=60)
+        elapsed = time.monotonic() - start
+    return {"root": root, "facts": facts, "elapsed": elapsed, "pid_file": pid_file}
+
+
+@pytest.fixture(scope="module")
+def missing_extension_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site-noext")
+    broken_env.install_flash_attn(root, "missing")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", str(root))
+        mp.setenv("ATTN_DOCTOR_IMPORT_TIMEOUT", str(IMPORT_TIMEOUT_S))
+        facts = collect_facts(timeout=60)
+    return {"root": root, "facts": facts}
+
+
+# ------------------------------------------------------------------ broken imports
+
+
+@needs_fork
+def test_undefined_symbol_is_classified_and_demangled(broken_site):
+    result = broken_site["facts"].imports["flash_attn"]
+    assert result.status == "error"
+    err = result.error
+    assert err.type == "ImportError"
+    assert err.kind == "undefined_symbol"
+    assert err.symbol == broken_env.CXX11_STRING_ERROR_SYMBOL
+    so = str(broken_site["root"] / ("flash_attn_2_cuda" + broken_env.EXTENSION_SUFFIX))
+    assert err.library == so
+    assert err.message == f"{so}: undefined symbol: {broken_env.CXX11_STRING_ERROR_SYMBOL}"
+    assert err.demangled == (
+        "c10::Error::Error(c10::SourceLocation, "
+        "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >)"
+    )
+    assert err.demangled == demangle(err.symbol)
+
+
+@needs_fork
+def test_segfaulting_import_is_a_fact_not_a_crash(broken_site):
+    facts = broken_site["facts"]
+    xformers = facts.imports["xformers"]
+    assert xformers.status == "crashed"
+    assert xformers.signal == 11
+    assert xformers.error is None
+    # The rest of the probe survived the segfault.
+    assert facts.torch.status == "ok"
+    assert facts.probe("torch").status == "ok"
+    fa3 = facts.imports["flash_attn_interface"]
+    assert fa3.status == "ok"
+    assert fa3.version == "3.0.0b1"
+
+
+@needs_fork
+def test_hanging_import_times_out_and_is_killed(broken_site):
+    facts = broken_site["facts"]
+    fla = facts.imports["fla"]
+    assert fla.status == "timeout"
+    assert fla.duration_s == pytest.approx(IMPORT_TIMEOUT_S, abs=0.5)
+    assert broken_site["elapsed"] < 20
+    # The hung import really ran, and the fork that ran it is gone, not left sleeping.
+    pid = int(broken_site["pid_file"].read_text())
+    assert not _alive(pid)
+
+
+@needs_fork
+def test_import_results_cover_every_target(broken_site):
+    facts = broken_site["facts"]
+    assert set(facts.imports) == {"flash_attn", "flash_attn_interface", "xformers", "triton", "fla"}
+    # This venv has no triton: not installed is "missing", not an error.
+    assert facts.imports["triton"].status == "missing"
+    assert facts.imports["triton"].error is None
+
+
+def test_env_child_reads_packages_on_pythonpath(broken_site, monkeypatch):
+    # The environment probe of another interpreter (here: a child of this one, which sees
+    # PYTHONPATH) reports the distributions found there, with installer and wheel URL.
+    monkeypatch.setenv("PYTHONPATH", str(broken_site["root"]))
+    data = start_child(sys.executable, ["env"]).result(30)
+    packages = data["packages"]
+    assert packages["flash-attn"]["version"] == "2.7.4.post1"
+    assert packages["flash-attn"]["installer"] == "pip"
+    assert packages["flash-attn"]["url"].endswith("cu12torch2.6cxx11abiTRUE-cp311-cp311-linux_x86_64.whl")
+    assert packages["xformers"]["version"] == "0.0.29.post1"
+    assert packages["flash-linear-attention"]["version"] == "0.2.2"
+    assert data["platform"]["python_executable"] == sys.executable
+
+
+@needs_fork
+def test_broken_facts_round_trip_through_json(broken_site):
+    import msgspec
+
+    facts = broken_site["facts"]
+    again = msgspec.json.decode(msgspec.json.encode(facts), type=Facts)
+    assert again == facts
+
+
+@needs_fork
+def test_missing_extension_module(missing_extension_site):
+    result = missing_extension_site["facts"].imports["flash_attn"]
+    assert result.status == "error"
+    assert result.error.type == "ModuleNotFoundError"
+    assert result.error.message == "No module named 'flash_attn_2_cuda'"
+    assert result.error.kind == "missing_extension"
+    assert result.error.library == "flash_attn_2_cuda"
+    assert result.error.symbol is None
+
+
+def test_child_keeps_stdout_clean_of_library_chatter(tmp_path, monkeypatch):
+    # A library printing on import must not corrupt the JSON the child writes on stdout.
+    broken_env.install_noisy_flash_attn_interface(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    data = start_child(sys.executable, ["torch", "flash_attn_interface"]).result(60)
+    assert data["protocol"] == 1
+    assert data["imports"]["flash_attn_interface"]["status"] == "ok"
+    assert data["imports"]["flash_attn_interface"]["version"] == "3.0.0b1"
+
+
+# ------------------------------------------------------------------ --python
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory):
+    """A real venv without torch (and without pip), its python a copy of the interpreter."""
+    path = tmp_path_factory.mktemp("venvs") / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--copies", str(path)], check=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def symlinked_venv(tmp_path_factory):
+    """The usual kind of venv: bin/python is a symlink to the base interpreter."""
+    path = tmp_path_factory.mktemp("venvs") / "linked"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--symlinks", str(path)], check=True)
+    return path
+
+
+def test_other_interpreter_without_torch(bare_venv):
+    python = str(bare_venv / "bin" / "python")
+    facts = collect_facts(python=python, timeout=60)
+    assert facts.torch.status == "missing"
+    assert all(result.status == "skipped" for result in facts.imports.values())
+    assert facts.platform.python_executable == python
+    assert facts.platform.in_virtualenv is True
+    assert "torch" not in facts.packages
+    assert facts.tools["pip"].present is False
+    assert [p.status for p in facts.probes] == ["ok", "ok", "ok"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG probes/__init__.py same_interpreter(): os.path.samefile() follows the venv's "
+    "bin/python symlink to the base interpreter, so any venv made from the same Python is taken "
+    "for the running one and the environment probe reports attn-doctor's own venv",
+)
+def test_symlinked_venv_is_probed_as_itself(symlinked_venv):
+    python = str(symlinked_venv / "bin" / "python")
+    facts = collect_facts(python=python, timeout=60)
+    assert facts.torch.status == "missing"  # the torch child did run the target
+    assert facts.platform.python_executable == python
+    assert "torch" not in facts.packages
+
+
+def _not_an_interpreter(kind: str, tmp_path: Path) -> str:
+    if kind == "nonexistent":
+        return str(tmp_path / "no-such-python")
+    if kind == "text-file":
+        path = tmp_path / "python"
+        path.write_text("this is not an interpreter\n")
+        return str(path)
+    if kind == "executable-text":
+        path = tmp_path / "python"
+        path.write_text("this is not an interpreter either\n")
+        path.chmod(0o755)
+        return str(path)
+    return "/bin/false"
+
+
+BAD_PYTHON_BUG = (
+    "BUG probes/__init__.py collect_facts(): start_child(python, ['torch']) is called outside any "
+    "try, so the ProbeFailed that ChildProcess raises when the interpreter cannot be executed "
+    "escapes collect_facts instead of becoming a failed ProbeRun"
+)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("nonexistent", marks=pytest.mark.xfail(strict=True, reason=BAD_PYTHON_BUG)),
+        pytest.param("text-file", marks=pytest.mark.xfail(strict=True, reason=BAD_PYTHON_BUG)),
+        pytest.param("executable-text", marks=pytest.mark.xfail(strict=True, reason=BAD_PYTHON_BUG)),
+        "bin-false",
+    ],
+)
+def test_not_an_interpreter_becomes_failed_probes(kind, tmp_path):
+    if kind == "bin-false" and not os.path.exists("/bin/false"):
+        pytest.skip("no /bin/false")
+    python = _not_an_interpreter(kind, tmp_path)
+    facts = collect_facts(python=python, timeout=30)
+    runs = {p.name: p for p in facts.probes}
+    for name in ("torch", "environment"):
+        assert runs[name].status == "failed"
+        assert runs[name].error and "\n" not in runs[name].error
+    assert python in runs["environment"].error or "exit code" in runs["environment"].error
+    assert facts.torch.status != "ok"
+    assert facts.packages == {}
+    # GPU facts come from the driver, not from the target interpreter: still probed.
+    assert runs["gpu"].status == "ok"
+
+
+def test_whole_child_timeout(tmp_path, monkeypatch):
+    # A sitecustomize that hangs the target interpreter at startup, before the probe runs.
+    site = tmp_path / "site"
+    site.mkdir()
+    pid_file = tmp_path / "child.pid"
+    (site / "sitecustomize.py").write_text(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    start = time.monotonic()
+    facts = collect_facts(timeout=2)
+    elapsed = time.monotonic() - start
+    assert elapsed < 10
+    run = facts.probe("torch")
+    assert run.status == "timeout"
+    assert "torch" in run.error and "2 s" in run.error
+    assert facts.torch.status == "timeout"
+    # The environment probe runs in-process for this interpreter and is unaffected.
+    assert facts.probe("environment").status == "ok"
+    assert not _alive(int(pid_file.read_text()))
