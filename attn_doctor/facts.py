@@ -162,8 +162,25 @@ class Facts(Struct):
             return []
         return None
 
+    def module_installed(self, module: str) -> Optional[bool]:
+        """Whether a distribution providing `module` is installed; None when packages were not read."""
+        if not self.packages:
+            return None
+        return any(self.version_of(d) for d in MODULE_DISTRIBUTIONS.get(module, (module,)))
+
     def probe(self, name: str) -> Optional[ProbeRun]:
         return next((p for p in self.probes if p.name == name), None)
+
+
+# Importable module -> the distributions that provide it (probes/child.py keeps the same table:
+# it must stay standard-library only).
+MODULE_DISTRIBUTIONS = {
+    "flash_attn": ("flash-attn",),
+    "flash_attn_interface": ("flash-attn-3",),
+    "xformers": ("xformers",),
+    "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
+    "fla": ("flash-linear-attention", "fla-core"),
+}
 
 
 def canonical_name(name: str) -> str:

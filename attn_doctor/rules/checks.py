@@ -40,9 +40,11 @@ def _mm(version: str) -> str:
 
 @check
 def flash_attn_undefined_symbol(facts: Facts, data: dict) -> Optional[dict]:
+    if facts.module_installed("flash_attn") is False:
+        return None
     result = facts.imports.get("flash_attn")
     if result is None or result.status == "skipped":
-        raise SkipRule("the flash_attn import was not probed")
+        raise SkipRule("the flash_attn import was not probed" + (" (--quick)" if facts.quick else ""))
     if not result.error or result.error.kind != "undefined_symbol":
         return None
     err = result.error
@@ -87,7 +89,7 @@ def torch_arch_missing(facts: Facts, data: dict) -> Optional[dict]:
     return {
         "gpu": d.name,
         "capability": d.capability,
-        "sm": "sm_" + d.capability.replace(".", ""),
+        "sm": "sm" + d.capability.replace(".", ""),
         "arch_list": " ".join(torch.arch_list),
         "torch": torch.version,
     }
@@ -132,7 +134,13 @@ def triton_torch_pin(facts: Facts, data: dict) -> Optional[dict]:
         return None
     if ok:
         return None
-    return {"torch": torch_version, "triton": triton_version, "expected_triton": " or ".join(expected_list)}
+    pin = expected_list[0] if expected_list[0].count(".") >= 2 else expected_list[0] + ".*"
+    return {
+        "torch": torch_version,
+        "triton": triton_version,
+        "expected_triton": " or ".join(expected_list),
+        "expected_triton_pin": pin,
+    }
 
 
 @check
@@ -157,6 +165,7 @@ def driver_too_old(facts: Facts, data: dict) -> Optional[dict]:
     return {
         "torch_cuda": torch_cuda,
         "driver_cuda": driver_cuda,
+        "driver_cuda_digits": driver_cuda.replace(".", ""),
         "driver": facts.gpu.driver_version,
         "torch": facts.torch.version,
     }
@@ -204,11 +213,14 @@ def flash_attn_built_for_other_torch(facts: Facts, data: dict) -> Optional[dict]
     torch_version = facts.version_of("torch")
     if not built or not torch_version:
         return None
-    evidence = {"built_for_torch": built["torch"], "torch": torch_version}
+    evidence = {"built_for_torch": built["torch"], "torch": torch_version, "abi_note": ""}
     mismatch = _mm(built["torch"]) != _mm(torch_version)
     if facts.torch.cxx11_abi is not None and built["cxx11_abi"] != facts.torch.cxx11_abi:
         mismatch = True
-        evidence["abi"] = f"wheel cxx11abi={'TRUE' if built['cxx11_abi'] else 'FALSE'}, torch {'TRUE' if facts.torch.cxx11_abi else 'FALSE'}"
+        evidence["abi_note"] = (
+            f" with cxx11abi{'TRUE' if built['cxx11_abi'] else 'FALSE'}"
+            f" (this torch: cxx11abi{'TRUE' if facts.torch.cxx11_abi else 'FALSE'})"
+        )
     if not mismatch:
         return None
     evidence["wheel"] = (
@@ -216,3 +228,38 @@ def flash_attn_built_for_other_torch(facts: Facts, data: dict) -> Optional[dict]
         or "a flash-attn build for this torch"
     )
     return evidence
+
+
+FLA_DISTRIBUTIONS = ("flash-linear-attention", "fla-core")
+
+
+def _fla(facts: Facts) -> Optional[tuple[str, str]]:
+    for name in FLA_DISTRIBUTIONS:
+        version = facts.version_of(name)
+        if version:
+            return name, version
+    return None
+
+
+@check
+def fla_name(facts: Facts, data: dict) -> Optional[dict]:
+    """Names the installed fla distribution (it ships under two names)."""
+    found = _fla(facts)
+    return {"fla": f"{found[0]} {found[1]}"} if found else None
+
+
+@check
+def fla_torch_requirement(facts: Facts, data: dict) -> Optional[dict]:
+    """fla >= 0.1.0 requires torch >= 2.5; fla >= 0.5.0 requires torch >= 2.7."""
+    found = _fla(facts)
+    torch_version = facts.version_of("torch")
+    if not found or not torch_version:
+        return None
+    try:
+        fla_v, torch_v = Version(found[1]), Version(torch_version)
+    except InvalidVersion:
+        return None
+    needed = ">=2.7" if fla_v >= Version("0.5.0") else ">=2.5" if fla_v >= Version("0.1.0") else None
+    if needed is None or torch_v.release >= Version(needed[2:]).release:
+        return None
+    return {"fla": f"{found[0]} {found[1]}", "needed_torch": needed, "torch": torch_version}

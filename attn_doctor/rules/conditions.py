@@ -12,7 +12,7 @@ from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts import Facts, canonical_name
+from ..facts import Facts, ImportResult, canonical_name
 from .model import Condition
 
 
@@ -60,12 +60,43 @@ def marker_environment(facts: Facts) -> dict[str, str]:
     }
 
 
+_MISSING = object()
+
+
+def lookup(obj: Any, path: str) -> Any:
+    """Follow a dotted path through structs and dicts; _MISSING when a step is absent."""
+    for part in path.split("."):
+        if isinstance(obj, dict):
+            if part not in obj:
+                return _MISSING
+            obj = obj[part]
+        elif hasattr(obj, "__struct_fields__") and part in obj.__struct_fields__:
+            obj = getattr(obj, part)
+        else:
+            return _MISSING
+    return obj
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
 class Evaluator:
     def __init__(self, facts: Facts, checks: dict[str, CheckFn], data: dict):
         self.facts = facts
         self.checks = checks
         self.data = data
         self.evidence: dict[str, Any] = {}
+        # Every message may name the environment it speaks of.
+        self.base = {
+            "python": facts.platform.python_executable or "this interpreter",
+            "torch": facts.torch.version or facts.version_of("torch") or "?",
+            "torch_cuda": facts.torch.cuda or "?",
+            "libc_version": facts.platform.libc_version or "?",
+        }
+        for name in ("flash-attn", "triton", "transformers", "xformers"):
+            self.base[name] = facts.version_of(name) or "?"
 
     # -- the combinator
 
@@ -156,10 +187,25 @@ class Evaluator:
         if status == "skipped":
             return Unknown("torch was not probed (--quick)" if self.facts.quick else "the torch probe did not run")
         if status in statuses:
-            if self.facts.torch.version:
-                self.evidence["torch"] = self.facts.torch.version
+            t = self.facts.torch
+            if t.version:
+                self.evidence["torch"] = t.version
+            if t.error:
+                self.evidence["torch_error"] = _last_line(t.error.message) or t.error.type
+            elif status in ("crashed", "timeout"):
+                self.evidence["torch_error"] = f"the import {status}"
             return True
         return False
+
+    def _fact(self, wanted: dict[str, Any]) -> Verdict:
+        for path, value in wanted.items():
+            found = lookup(self.facts, path)
+            if found is _MISSING:
+                return Unknown(f"{path} was not probed")
+            if found != value:
+                return False
+            self.evidence[path.split(".")[-1]] = found
+        return True
 
     def _torch_cuda(self, want: str) -> Verdict:
         t = self.facts.torch
@@ -173,6 +219,8 @@ class Evaluator:
 
     def _import_result(self, module: str):
         result = self.facts.imports.get(module)
+        if (result is None or result.status == "skipped") and self.facts.module_installed(module) is False:
+            return ImportResult(status="missing"), None
         if result is None or result.status == "skipped":
             reason = "the import probes did not run (--quick)" if self.facts.quick else f"{module} was not probed"
             return None, Unknown(reason)
@@ -187,7 +235,11 @@ class Evaluator:
                 return False
             self.evidence[f"{module}_status"] = result.status
             if result.error:
-                self.evidence[f"{module}_error"] = result.error.message.strip().splitlines()[-1][:300] if result.error.message.strip() else result.error.type
+                self.evidence[f"{module}_error"] = _last_line(result.error.message) or result.error.type
+            elif result.status == "crashed":
+                self.evidence[f"{module}_error"] = f"the import was killed by signal {result.signal}"
+            elif result.status == "timeout":
+                self.evidence[f"{module}_error"] = f"the import hung for {result.duration_s} s"
         return True
 
     def _import_error(self, wanted: dict[str, list[str]]) -> Verdict:
@@ -198,7 +250,7 @@ class Evaluator:
             if result.error is None or result.error.kind not in kinds:
                 return False
             err = result.error
-            self.evidence[f"{module}_error"] = err.message.strip().splitlines()[-1][:300] if err.message.strip() else err.type
+            self.evidence[f"{module}_error"] = _last_line(err.message) or err.type
             for key in ("symbol", "demangled", "library"):
                 if getattr(err, key):
                     self.evidence[key] = getattr(err, key)

@@ -1,4 +1,4 @@
-"""Rules: loaded from recipes (data), evaluated purely against Facts."""
+"""Evaluating rules against Facts: a Result per rule. Pure."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ from ..facts import Facts
 from ..report import Result
 from .checks import CHECKS
 from .conditions import Evaluator, Unknown
-from .loader import Recipes, RecipeError, load_recipes  # noqa: F401 - re-exported
+from .loader import Recipes
 from .model import Remedy, Rule
-
-__all__ = ["Recipes", "RecipeError", "load_recipes", "evaluate", "evaluate_rule"]
-
 
 class _Fields(dict):
     """format_map mapping: a field the evidence lacks renders as '?' instead of raising."""
@@ -62,9 +59,9 @@ def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=
         evidence = evaluator.evidence
         return Result(
             status=rule.severity,
-            message=render_template(rule.message, evidence),
+            message=render_template(rule.message, {**evaluator.base, **evidence}),
             evidence=evidence,
-            remedies=_remedies(rule, evidence),
+            remedies=_remedies(rule, {**evaluator.base, **evidence}),
             **base,
         )
     if isinstance(verdict, Unknown):

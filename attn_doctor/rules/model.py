@@ -37,6 +37,8 @@ class Condition(Strict):
     imports: dict[str, list[ImportStatus]] = {}  # module -> allowed statuses
     import_error: dict[str, list[ErrorKind]] = {}  # module -> error kinds
     tool_missing: list[str] = []  # e.g. ["pip"]
+    # dotted path into Facts -> the value it must equal, e.g. {"platform.externally_managed" = true}
+    fact: dict[str, Union[str, bool, int, float]] = {}
     marker: Optional[str] = None  # PEP 508 environment marker, evaluated on the target's platform
     check: Optional[str] = None  # a named Python check in attn_doctor/rules/checks.py
     any: list["Condition"] = []  # at least one of these holds

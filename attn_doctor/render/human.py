@@ -1,0 +1,269 @@
+"""The human report: one section per area, a mark per result, the remedy under each problem."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from ..facts import Facts
+from ..remedies import command_line
+from ..report import STATUS_ORDER, Report, Result
+
+AREAS = [
+    ("system", "System"),
+    ("gpu", "GPU"),
+    ("torch", "PyTorch"),
+    ("kernels", "Attention kernels"),
+    ("libraries", "Libraries"),
+    ("dtype", "Dtype path"),
+    ("config", "Configs"),
+]
+
+MARKS = {
+    "pass": ("✓", "green"),
+    "info": ("i", "cyan"),
+    "warning": ("!", "yellow"),
+    "error": ("✗", "red"),
+    "skipped": ("-", "dim"),
+    "crashed": ("✗", "magenta"),
+}
+
+LIBRARIES = [
+    "transformers",
+    "accelerate",
+    "peft",
+    "deepspeed",
+    "flash-linear-attention",
+    "fla-core",
+    "x-transformers",
+    "llamafactory",
+    "vllm",
+]
+
+
+def worst(results: list[Result]) -> str:
+    if not results:
+        return "pass"
+    status = min((r.status for r in results), key=lambda s: STATUS_ORDER[s])
+    # A section whose only non-passing results are skips is still fine as far as we know.
+    return "pass" if status == "skipped" and any(r.status == "pass" for r in results) else status
+
+
+def render(report: Report, console: Console, verbose: bool = False) -> None:
+    facts = report.facts
+    header = Text("attn-doctor ", style="bold")
+    header.append(report.tool.version, style="dim")
+    if report.source == "facts-file":
+        host = facts.platform.hostname or "another machine"
+        header.append(f"  (diagnosing a recorded report from {host}; nothing probed here)", style="dim")
+    console.print(header)
+    for area, title in AREAS:
+        results = [r for r in report.results if r.area == area]
+        summary = section_summary(area, facts)
+        if not results and summary is None:
+            continue
+        _section(console, title, summary, results, facts, verbose)
+    _footer(console, report, verbose)
+
+
+def _line(console: Console, status: str, text: str, indent: int = 0, style: str = "") -> None:
+    mark, colour = MARKS[status]
+    line = Text(" " * indent)
+    line.append(f"[{mark}] " if indent == 0 else f"{mark} ", style=f"bold {colour}")
+    line.append(text, style=style)
+    console.print(line)
+
+
+def _section(console, title, summary, results, facts, verbose) -> None:
+    status = worst(results)
+    head = f"{title}" + (f": {summary}" if summary else "")
+    _line(console, status, head)
+    problems = sorted(
+        (r for r in results if r.status in ("error", "warning", "info", "crashed")),
+        key=lambda r: (STATUS_ORDER[r.status], r.rule),
+    )
+    for result in problems:
+        _problem(console, result, facts, verbose)
+    skipped = [r for r in results if r.status == "skipped"]
+    passed = [r for r in results if r.status == "pass"]
+    if verbose:
+        for r in passed:
+            _line(console, "pass", f"{r.rule} {r.title}", indent=4, style="dim")
+        for r in skipped:
+            _line(console, "skipped", f"{r.rule} {r.title}: skipped, {r.reason}", indent=4, style="dim")
+    elif skipped:
+        reasons = sorted({r.reason or "" for r in skipped})
+        console.print(Text(f"    {len(skipped)} check(s) skipped: {'; '.join(reasons)}", style="dim"))
+
+
+def _problem(console: Console, result: Result, facts: Facts, verbose: bool) -> None:
+    if result.status == "crashed":
+        _line(console, "crashed", f"{result.rule} {result.title}: the check itself crashed (a bug in attn-doctor)", indent=4)
+        if verbose and result.traceback:
+            console.print(Text(result.traceback, style="dim"))
+        return
+    _line(console, result.status, f"{result.message}", indent=4)
+    console.print(Text(f"      {result.rule} {result.name}", style="dim"))
+    for remedy in result.remedies:
+        text = Text("      → ", style="bold")
+        text.append(remedy.summary)
+        if remedy.safety == "unsafe":
+            text.append("  (unsafe: " + (remedy.why_unsafe or "needs care") + ")", style="yellow")
+        console.print(text)
+        cmd = command_line(remedy, facts)
+        if cmd:
+            console.print(Text(f"        {cmd}", style="cyan"), soft_wrap=True)
+    if verbose:
+        if result.evidence:
+            console.print(Text("      evidence: " + ", ".join(f"{k}={v}" for k, v in result.evidence.items()), style="dim"))
+        for link in result.links:
+            console.print(Text(f"      see {link}", style="dim"))
+
+
+def _footer(console: Console, report: Report, verbose: bool) -> None:
+    s = report.summary
+    facts = report.facts
+    failed = [p for p in facts.probes if p.status in ("failed", "timeout")]
+    for probe in failed:
+        _line(console, "crashed", f"probe {probe.name} could not run: {probe.error}")
+    if verbose:
+        timings = ", ".join(f"{p.name} {p.duration_s:.2f}s" for p in facts.probes)
+        if timings:
+            console.print(Text(f"probes: {timings}", style="dim"))
+    if facts.quick:
+        console.print(
+            Text("Quick mode: torch was not imported; run `attn-doctor check` without --quick for the full diagnosis.", style="dim")
+        )
+    parts = []
+    for key, label in (("error", "error"), ("warning", "warning"), ("info", "note"), ("crashed", "crashed")):
+        n = getattr(s, key)
+        if n:
+            parts.append(f"{n} {label}{'s' if n != 1 else ''}")
+    parts.append(f"{s.passed} passed")
+    if s.skipped:
+        parts.append(f"{s.skipped} skipped")
+    style = "bold red" if s.error or s.crashed else "bold yellow" if s.warning else "bold green"
+    console.print(Text(", ".join(parts), style=style) + Text(f"  (exit code {report.exit_code})", style="dim"))
+
+
+# ---------------------------------------------------------------- one-line area summaries
+
+
+def section_summary(area: str, facts: Facts) -> Optional[str]:
+    fn = {
+        "system": _system,
+        "gpu": _gpu,
+        "torch": _torch,
+        "kernels": _kernels,
+        "libraries": _libraries,
+    }.get(area)
+    return fn(facts) if fn else None
+
+
+def _system(facts: Facts) -> str:
+    p = facts.platform
+    parts = [f"{p.system} {p.machine}".strip()]
+    if p.libc_version:
+        parts.append(f"{p.libc or 'libc'} {p.libc_version}")
+    parts.append(f"Python {p.python_version} ({p.python_executable})")
+    pip = facts.tools.get("pip")
+    if pip is not None:
+        parts.append(f"pip {pip.version}" if pip.present else "no pip")
+    uv = facts.tools.get("uv")
+    if uv is not None and uv.present:
+        parts.append("uv")
+    if p.in_virtualenv:
+        parts.append("venv")
+    return escape(", ".join(x for x in parts if x))
+
+
+def _gpu(facts: Facts) -> str:
+    devices = facts.torch.devices or facts.gpu.devices
+    if not devices:
+        if facts.gpu.source == "skipped":
+            return "not probed"
+        return "no NVIDIA GPU found"
+    groups: dict[tuple, int] = {}
+    for d in devices:
+        cap = d.capability or "?"
+        native = None
+        if cap != "?":
+            native = int(cap.split(".")[0]) >= 8
+        key = (d.name, cap, native)
+        groups[key] = groups.get(key, 0) + 1
+    parts = []
+    for (name, cap, native), count in groups.items():
+        bf16 = "bf16 native" if native else "no native bf16" if native is False else "bf16 unknown"
+        prefix = f"{count}x " if count > 1 else ""
+        parts.append(f"{prefix}{name} (sm{cap.replace('.', '')}, {bf16})")
+    driver = ""
+    if facts.gpu.driver_version:
+        driver = f", driver {facts.gpu.driver_version}"
+        if facts.gpu.cuda_driver_version:
+            driver += f" (CUDA {facts.gpu.cuda_driver_version})"
+    return escape("; ".join(parts) + driver)
+
+
+def _torch(facts: Facts) -> str:
+    t = facts.torch
+    if t.status == "skipped":
+        version = facts.version_of("torch")
+        return escape(f"torch {version} (not imported)" if version else "not installed")
+    if t.status == "missing":
+        return "not installed"
+    if t.status != "ok":
+        return f"torch {facts.version_of('torch') or ''} does not import ({t.status})"
+    parts = [f"torch {t.version}"]
+    if t.cuda:
+        parts.append(f"CUDA {t.cuda}")
+    elif t.hip:
+        parts.append(f"ROCm {t.hip}")
+    else:
+        parts.append("CPU-only build")
+    if t.cudnn:
+        parts.append(f"cuDNN {t.cudnn}")
+    if t.cxx11_abi is not None:
+        parts.append("C++11 ABI" if t.cxx11_abi else "pre-C++11 ABI")
+    triton = facts.version_of("triton")
+    if triton:
+        parts.append(f"triton {triton}")
+    backends = [(k.replace("_usable", ""), v) for k, v in t.sdpa.items() if k.endswith("_usable")]
+    if backends:
+        parts.append("SDPA " + " ".join(f"{k.replace('_', '-')} {'✓' if v else '✗'}" for k, v in backends))
+    elif t.sdpa and t.cuda:
+        parts.append("SDPA flash " + ("compiled in" if t.sdpa.get("flash_compiled") else "not compiled in"))
+    return escape(", ".join(parts))
+
+
+_KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla")]
+
+
+def _kernels(facts: Facts) -> str:
+    parts = []
+    for module, label in _KERNEL_MODULES:
+        result = facts.imports.get(module)
+        if result is None or result.status == "missing":
+            continue
+        if result.status == "skipped":
+            dist = {"flash_attn": "flash-attn", "xformers": "xformers", "triton": "triton"}.get(module)
+            version = facts.version_of(dist) if dist else None
+            if version:
+                parts.append(f"{label} {version} (import not checked)")
+            continue
+        version = result.version or ""
+        state = "imports" if result.status == "ok" else f"import {result.status}"
+        parts.append(f"{label} {version} {state}".replace("  ", " "))
+    if not parts:
+        if facts.quick:
+            fa = facts.version_of("flash-attn")
+            return escape(f"flash-attn {fa} (import not checked)") if fa else "no flash-attn / xformers installed"
+        return "no flash-attn / xformers / fla installed; SDPA only"
+    return escape(", ".join(parts))
+
+
+def _libraries(facts: Facts) -> Optional[str]:
+    parts = [f"{name} {facts.version_of(name)}" for name in LIBRARIES if facts.version_of(name)]
+    return escape(", ".join(parts)) if parts else "none of transformers, accelerate, peft, deepspeed, fla, x-transformers, LLaMA-Factory, vllm"

@@ -1,0 +1,1 @@
+"""Rules: loaded from recipes (data, loader.py), evaluated purely against Facts (engine.py)."""

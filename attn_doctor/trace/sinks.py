@@ -1,0 +1,228 @@
+"""Attention sinks: which calls the tracer stops at, how it reads q/k/v, and the kernels' rules.
+
+A sink is a call into an attention kernel. For each one the tracer records the dtypes, shapes,
+head dim and layout of q, k and v, and ``judge`` says what the kernel would do with them, with
+the kernel's own message (KNOWLEDGE.md section 4). Rule ids:
+
+- AD601 (error/warning): an implicit promotion in the model's code (half in, fp32 out) makes a
+  sink input fp32; the finding carries the chain back to it. Severity is that of the failed check.
+- AD602 (error): q, k and v reach the kernel with different dtypes (no promotion found to blame).
+- AD603 (error for flash-attn, warning for SDPA): head dim over the kernel's limit (256).
+- AD604 (error at a half-only kernel, warning at SDPA): fp32 inputs; flash-attn raises, SDPA
+  silently falls back to a slower kernel.
+- AD605 (error): the GPU's compute capability is below what the kernel needs (only when the
+  capability is known: ``--capability`` or a CUDA trace).
+
+Standard library only; tensors are read through duck typing.
+"""
+
+from __future__ import annotations
+
+HALF = ("float16", "bfloat16")
+FA2_MAX_HEAD_DIM = 256
+
+C10_NAMES = {"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float64": "double"}
+
+
+class SinkSpec(object):
+    """How to read one attention entry point.
+
+    ``roles`` maps q/k/v to (position, keyword) of the argument; a packed tensor serves several
+    roles. ``autocast`` is True for torch ops that autocast casts (SDPA): their effective input
+    dtype inside an autocast region is the autocast dtype.
+    """
+
+    __slots__ = ("name", "family", "layout", "roles", "autocast", "outer", "head_dim_from")
+
+    def __init__(self, name, family, layout, roles, autocast=False, outer=False, head_dim_from=None):
+        self.name = name
+        self.family = family
+        self.layout = layout
+        self.roles = roles
+        self.autocast = autocast
+        self.outer = outer
+        self.head_dim_from = head_dim_from
+
+    def tensors(self, args, kwargs):
+        out = {}
+        for role, (pos, key) in self.roles.items():
+            value = kwargs.get(key) if key in kwargs else (args[pos] if pos is not None and pos < len(args) else None)
+            out[role] = value
+        return out
+
+    def head_dims(self, args, kwargs, tensors):
+        if self.head_dim_from is not None:
+            return self.head_dim_from(args, kwargs, tensors)
+        q, v = tensors.get("q"), tensors.get("v")
+        dq = int(q.shape[-1]) if q is not None and q.dim() else None
+        dv = int(v.shape[-1]) if v is not None and v.dim() else None
+        return dq, dv
+
+
+QKV = {"q": (0, "q"), "k": (1, "k"), "v": (2, "v")}
+QKV_LONG = {"q": (0, "query"), "k": (1, "key"), "v": (2, "value")}
+
+
+def _mha_head_dim(args, kwargs, tensors):
+    embed = kwargs.get("embed_dim_to_check", args[3] if len(args) > 3 else None)
+    heads = kwargs.get("num_heads", args[4] if len(args) > 4 else None)
+    try:
+        d = int(embed) // int(heads)
+    except (TypeError, ValueError, ZeroDivisionError):
+        d = None
+    return d, d
+
+
+# torch functions, recognised by identity inside the TorchFunctionMode (see tracer.torch_sinks).
+SDPA = SinkSpec("F.scaled_dot_product_attention", "sdpa", "B,H,S,D", QKV_LONG, autocast=True)
+MHA = SinkSpec("F.multi_head_attention_forward", "mha", "S,B,E", QKV_LONG, autocast=True,
+               head_dim_from=_mha_head_dim)
+
+# flash-attn 2.x public functions (flash_attn/flash_attn_interface.py), layout (batch, seqlen,
+# nheads, headdim); varlen: (total_tokens, nheads, headdim).
+FLASH_ATTN2 = {
+    "flash_attn_func": SinkSpec("flash_attn_func", "flash_attn2", "B,S,H,D", QKV),
+    "flash_attn_varlen_func": SinkSpec("flash_attn_varlen_func", "flash_attn2", "T,H,D", QKV),
+    "flash_attn_qkvpacked_func": SinkSpec(
+        "flash_attn_qkvpacked_func", "flash_attn2", "B,S,3,H,D",
+        {"q": (0, "qkv"), "k": (0, "qkv"), "v": (0, "qkv")}),
+    "flash_attn_varlen_qkvpacked_func": SinkSpec(
+        "flash_attn_varlen_qkvpacked_func", "flash_attn2", "T,3,H,D",
+        {"q": (0, "qkv"), "k": (0, "qkv"), "v": (0, "qkv")}),
+    "flash_attn_kvpacked_func": SinkSpec(
+        "flash_attn_kvpacked_func", "flash_attn2", "B,S,H,D + B,S,2,H,D",
+        {"q": (0, "q"), "k": (1, "kv"), "v": (1, "kv")}),
+    "flash_attn_varlen_kvpacked_func": SinkSpec(
+        "flash_attn_varlen_kvpacked_func", "flash_attn2", "T,H,D + T,2,H,D",
+        {"q": (0, "q"), "k": (1, "kv"), "v": (1, "kv")}),
+    "flash_attn_with_kvcache": SinkSpec(
+        "flash_attn_with_kvcache", "flash_attn2", "B,S,H,D (cache B,S_cache,H,D)",
+        {"q": (0, "q"), "k": (1, "k_cache"), "v": (2, "v_cache")}),
+}
+
+# flash-attn >= 2.7 registers its kernels as torch custom ops, called as
+# torch.ops.flash_attn._flash_attn_forward(q, k, v, ...) from the autograd Functions. The forward
+# names below are in flash_attn_interface.py (2.7+) [src]; the varlen name follows the same
+# pattern [unverified]. A call that reaches them through a wrapped public function is recorded
+# once, at the public function.
+FLASH_ATTN2_CUSTOM_OPS = {
+    "flash_attn::_flash_attn_forward": SinkSpec("flash_attn::_flash_attn_forward", "flash_attn2", "B,S,H,D", QKV),
+    "flash_attn::_flash_attn_varlen_forward": SinkSpec(
+        "flash_attn::_flash_attn_varlen_forward", "flash_attn2", "T,H,D", QKV),
+}
+
+# FlashAttention-3 (hopper/, module flash_attn_interface) and FlashAttention-4 (flash-attn-4,
+# module flash_attn.cute.interface [unverified path]): same (q, k, v, ...) leading arguments.
+FLASH_ATTN3 = {
+    "flash_attn_func": SinkSpec("flash_attn_interface.flash_attn_func", "flash_attn3", "B,S,H,D", QKV),
+    "flash_attn_varlen_func": SinkSpec("flash_attn_interface.flash_attn_varlen_func", "flash_attn3", "T,H,D", QKV),
+    "flash_attn_qkvpacked_func": SinkSpec(
+        "flash_attn_interface.flash_attn_qkvpacked_func", "flash_attn3", "B,S,3,H,D",
+        {"q": (0, "qkv"), "k": (0, "qkv"), "v": (0, "qkv")}),
+    "flash_attn_with_kvcache": SinkSpec(
+        "flash_attn_interface.flash_attn_with_kvcache", "flash_attn3", "B,S,H,D",
+        {"q": (0, "q"), "k": (1, "k_cache"), "v": (2, "v_cache")}),
+}
+FLASH_ATTN4 = {
+    "flash_attn_func": SinkSpec("flash_attn.cute.flash_attn_func", "flash_attn4", "B,S,H,D", QKV),
+    "flash_attn_varlen_func": SinkSpec("flash_attn.cute.flash_attn_varlen_func", "flash_attn4", "T,H,D", QKV),
+}
+
+XFORMERS = {
+    "memory_efficient_attention": SinkSpec("xformers.ops.memory_efficient_attention", "xformers", "B,S,H,D", QKV_LONG),
+    "memory_efficient_attention_forward": SinkSpec(
+        "xformers.ops.memory_efficient_attention_forward", "xformers", "B,S,H,D", QKV_LONG),
+}
+
+
+def transformers_spec(impl):
+    # transformers' attention interface: fn(module, query, key, value, attention_mask, ...),
+    # layout (batch, heads, seq, head_dim). Recorded as an outer sink: the kernel call inside it
+    # (SDPA, flash_attn_func) is the one judged when the tracer sees it.
+    return SinkSpec("transformers:" + impl, "transformers", "B,H,S,D",
+                    {"q": (1, "query"), "k": (2, "key"), "v": (3, "value")}, outer=True)
+
+
+def fla_spec(qualname, param_names):
+    # fla chunk/fused ops take (q, k, v, ...) or, for RWKV-7, (r, w, k, v, ...); layout
+    # (batch, time, heads, dim) since head_first was removed (fla 0.5.0).
+    names = list(param_names)
+    roles = {}
+    for role, candidates in (("q", ("q", "r")), ("k", ("k",)), ("v", ("v",))):
+        for cand in candidates:
+            if cand in names:
+                roles[role] = (names.index(cand), cand)
+                break
+    if len(roles) != 3:
+        return None
+    return SinkSpec(qualname, "fla", "B,T,H,D", roles)
+
+
+# ---------------------------------------------------------------- rules
+
+
+def _problem(pid, severity, check, message):
+    return {"id": pid, "severity": severity, "check": check, "kernel_message": message}
+
+
+def judge(family, dtypes, head_dims, capability=None):
+    """What the kernel does with these inputs: a list of problems (empty when it accepts them).
+
+    ``dtypes``: {"q": "bfloat16", ...} as the kernel sees them (after autocast's cast, if any);
+    ``head_dims``: (qk, v); ``capability``: (major, minor) or None when unknown.
+    """
+    q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    problems = []
+    dq, dv = head_dims
+    widest = max(d for d in (dq, dv, 0) if d is not None)
+    if family in ("flash_attn2", "flash_attn3", "flash_attn4"):
+        if capability is not None and tuple(capability) < (8, 0):
+            problems.append(_problem("AD605", "error", "arch", "FlashAttention only supports Ampere GPUs or newer."))
+        if family == "flash_attn3" and capability is not None and tuple(capability) < (9, 0):
+            problems.append(_problem("AD605", "error", "arch", "FlashAttention-3 needs a Hopper GPU (sm90) [inferred]"))
+        # flash_api.cpp checks q's dtype first, then k against q, then v against q.
+        if q not in HALF:
+            msg = ("FlashAttention only supports fp16, bf16, and fp8_e4m3 data type"
+                   if family == "flash_attn3" else "FlashAttention only support fp16 and bf16 data type")
+            problems.append(_problem("AD604", "error", "dtype", msg))
+        elif k != q:
+            problems.append(_problem("AD602", "error", "same_dtype", "query and key must have the same dtype"))
+        elif v != q:
+            problems.append(_problem("AD602", "error", "same_dtype", "query and value must have the same dtype"))
+        if widest > FA2_MAX_HEAD_DIM:
+            problems.append(_problem("AD603", "error", "head_dim",
+                                     "FlashAttention forward only supports head dimension at most 256"))
+    elif family in ("sdpa", "mha", "transformers"):
+        if not (q == k == v):
+            problems.append(_problem(
+                "AD602", "error", "same_dtype",
+                "Expected query, key, and value to have the same dtype, but got query.dtype: %s key.dtype: %s "
+                "and value.dtype: %s instead." % tuple(C10_NAMES.get(d, d) for d in (q, k, v))))
+        elif q not in HALF:
+            problems.append(_problem(
+                "AD604", "warning", "dtype",
+                "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: %s, "
+                "Key dtype: %s, and Value dtype: %s instead. (the flash kernel is skipped; SDPA falls back to "
+                "a slower kernel)" % tuple(C10_NAMES.get(d, d).replace("c10::", "") for d in (q, k, v))))
+        if widest > FA2_MAX_HEAD_DIM:
+            problems.append(_problem(
+                "AD603", "warning", "head_dim",
+                "Flash attention requires q,k,v to have the same last dimension and to be less than or equal "
+                "to 256. Got Query.size(-1): %s (SDPA falls back to a slower kernel)" % dq))
+    elif family in ("xformers", "fla"):
+        # Both accept fp32, but not a mix: old fla asserted q.dtype == k.dtype == v.dtype, newer
+        # fla computes silently in fp32 (and can overflow shared memory sized for half inputs).
+        if not (q == k == v):
+            problems.append(_problem(
+                "AD602", "error", "same_dtype",
+                "q, k and v have different dtypes (query %s, key %s, value %s)" % (q, k, v)))
+    return problems
+
+
+def target_dtype(dtypes, preferred=None):
+    """The dtype to cast q/k/v to when continuing past a bad sink: a half dtype already among
+    the inputs (v first: it is the one promotions usually miss), else ``preferred``."""
+    for role in ("v", "q", "k"):
+        if dtypes.get(role) in HALF:
+            return dtypes[role]
+    return preferred if preferred in HALF else None

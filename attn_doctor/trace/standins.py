@@ -1,0 +1,416 @@
+"""Stand-ins and wrappers for attention libraries.
+
+- ``flash_attn`` not importable (a CPU machine, a broken build): a stand-in package is put in
+  ``sys.modules`` *before* the model's code is imported, so ``try: from flash_attn import
+  flash_attn_func`` takes the branch it takes on the GPU. Its functions enforce flash-attn 2's
+  real checks with its real messages (flash_api.cpp order: dtype, same dtype, contiguous last
+  dim, head dim), then compute the attention with PyTorch's SDPA so the forward pass goes on
+  (nothing runs on ``meta``). The architecture check is left out: the stand-in stands for the GPU.
+- Real libraries that import (flash_attn, flash_attn_interface, xformers, fla, transformers'
+  attention dispatch): their public attention functions are wrapped, and every module that did
+  ``from lib import fn`` is re-pointed at the wrapper (``rebind``). A wrapper is inert when no
+  trace runs.
+- fla's Triton kernels on a machine without CUDA: the wrapper records the call and runs nothing
+  (returns zeros shaped like the kernel's output).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import math
+import os
+import sys
+import types
+
+from . import sinks, state
+
+STANDIN_FLASH_ATTN_VERSION = os.environ.get("ATTN_DOCTOR_STANDIN_FLASH_ATTN_VERSION", "2.8.3")
+
+_INSTALLED = {}  # what this process installed: name -> "standin" | "wrapped"
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+# ---------------------------------------------------------------- flash-attn 2 stand-in
+
+
+class FlashAttnError(RuntimeError):
+    pass
+
+
+def _check(q, k, v, max_head_dim=256):
+    torch = _torch()
+    half = (torch.float16, torch.bfloat16)
+    if q.dtype not in half:
+        raise FlashAttnError("FlashAttention only support fp16 and bf16 data type")
+    if k.dtype != q.dtype:
+        raise FlashAttnError("query and key must have the same dtype")
+    if v.dtype != q.dtype:
+        raise FlashAttnError("query and value must have the same dtype")
+    for t in (q, k, v):
+        if t.stride(-1) != 1:
+            raise FlashAttnError("Input tensor must have contiguous last dimension")
+    if q.shape[-1] > max_head_dim:
+        raise FlashAttnError("FlashAttention forward only supports head dimension at most %d" % max_head_dim)
+
+
+def _attend(q, k, v, softmax_scale=None, causal=False):
+    """(B, S, H, D) attention through SDPA, with flash-attn's GQA and bottom-right causal mask."""
+    torch = _torch()
+    F = torch.nn.functional
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    if hq != hk:
+        if hq % hk:
+            raise FlashAttnError("Number of heads in key/value must divide number of heads in query")
+        k = k.repeat_interleave(hq // hk, dim=2)
+        v = v.repeat_interleave(hq // hk, dim=2)
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    mask = None
+    if causal:
+        # flash-attn aligns the causal mask to the bottom right when seqlen_q != seqlen_k.
+        i = torch.arange(sq, device=q.device).unsqueeze(1)
+        j = torch.arange(sk, device=q.device).unsqueeze(0)
+        mask = j <= i + (sk - sq)
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
+    out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale)
+    return out.transpose(1, 2)
+
+
+def _lse(q):
+    torch = _torch()
+    b, s, h, _ = q.shape
+    return torch.zeros(b, h, s, dtype=torch.float32, device=q.device)
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                    softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *args, **kwargs):
+    def impl(q, k, v, *a, **kw):
+        _check(q, k, v)
+        out = _attend(q, k, v, softmax_scale, causal)
+        return (out, _lse(q), None) if return_attn_probs else out
+
+    return _dispatch("flash_attn_func", impl, (q, k, v), {})
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, *args, **kwargs):
+    def impl(qkv, *a, **kw):
+        q, k, v = qkv.unbind(dim=2)
+        _check(q, k, v)
+        return _attend(q, k, v, softmax_scale, causal)
+
+    return _dispatch("flash_attn_qkvpacked_func", impl, (qkv,), {})
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, *args, **kwargs):
+    def impl(q, kv, *a, **kw):
+        k, v = kv.unbind(dim=2)
+        _check(q, k, v)
+        return _attend(q, k, v, softmax_scale, causal)
+
+    return _dispatch("flash_attn_kvpacked_func", impl, (q, kv), {})
+
+
+def _varlen(q, k, v, cu_q, cu_k, softmax_scale, causal):
+    torch = _torch()
+    if q.device.type == "meta":
+        return q.new_empty(q.shape[:-1] + (v.shape[-1],))
+    outs = []
+    bq, bk = cu_q.tolist(), cu_k.tolist()
+    for i in range(len(bq) - 1):
+        qs, ks = q[bq[i]:bq[i + 1]], k[bk[i]:bk[i + 1]]
+        vs = v[bk[i]:bk[i + 1]]
+        outs.append(_attend(qs[None], ks[None], vs[None], softmax_scale, causal)[0])
+    return torch.cat(outs, 0) if outs else q.new_empty(q.shape[:-1] + (v.shape[-1],))
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
+                           dropout_p=0.0, softmax_scale=None, causal=False, *args, **kwargs):
+    def impl(q, k, v, *a, **kw):
+        _check(q, k, v)
+        return _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
+
+    return _dispatch("flash_attn_varlen_func", impl, (q, k, v), {})
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen=None, dropout_p=0.0, softmax_scale=None,
+                                     causal=False, *args, **kwargs):
+    def impl(qkv, *a, **kw):
+        q, k, v = qkv.unbind(dim=1)
+        _check(q, k, v)
+        return _varlen(q, k, v, cu_seqlens, cu_seqlens, softmax_scale, causal)
+
+    return _dispatch("flash_attn_varlen_qkvpacked_func", impl, (qkv,), {})
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
+                                    dropout_p=0.0, softmax_scale=None, causal=False, *args, **kwargs):
+    def impl(q, kv, *a, **kw):
+        k, v = kv.unbind(dim=1)
+        _check(q, k, v)
+        return _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
+
+    return _dispatch("flash_attn_varlen_kvpacked_func", impl, (q, kv), {})
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                            softmax_scale=None, causal=False, *args, **kwargs):
+    # Approximation: attends over the whole cache; new k/v are checked but not appended.
+    def impl(q, k_cache, v_cache, *a, **kw):
+        _check(q, k_cache, v_cache)
+        if k is not None and k.dtype != q.dtype:
+            raise FlashAttnError("query and key must have the same dtype")
+        return _attend(q, k_cache, v_cache, softmax_scale, causal)
+
+    return _dispatch("flash_attn_with_kvcache", impl, (q, k_cache, v_cache), {})
+
+
+def _dispatch(name, impl, args, kwargs):
+    tracer = state.ACTIVE[0]
+    if tracer is None:
+        return impl(*args, **kwargs)
+    return tracer.sink_call(sinks.FLASH_ATTN2[name], impl, args, kwargs)
+
+
+STANDIN_FUNCTIONS = (
+    flash_attn_func, flash_attn_qkvpacked_func, flash_attn_kvpacked_func, flash_attn_varlen_func,
+    flash_attn_varlen_qkvpacked_func, flash_attn_varlen_kvpacked_func, flash_attn_with_kvcache,
+)
+
+
+def _module(name, is_package=False):
+    mod = types.ModuleType(name)
+    mod.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=is_package)
+    if is_package:
+        mod.__path__ = []
+    mod.__file__ = __file__
+    mod.__attn_doctor_standin__ = True
+    return mod
+
+
+def make_flash_attn_standin():
+    pkg = _module("flash_attn", is_package=True)
+    iface = _module("flash_attn.flash_attn_interface")
+    pkg.__version__ = STANDIN_FLASH_ATTN_VERSION
+    for fn in STANDIN_FUNCTIONS:
+        setattr(pkg, fn.__name__, fn)
+        setattr(iface, fn.__name__, fn)
+    pkg.flash_attn_interface = iface
+    return {"flash_attn": pkg, "flash_attn.flash_attn_interface": iface}
+
+
+def _importable(name):
+    """Import ``name``; (True, None) or (False, one-line reason). A missing package is not an error."""
+    try:
+        if importlib.util.find_spec(name) is None:
+            return False, None
+    except (ImportError, ValueError):
+        return False, None
+    try:
+        importlib.import_module(name)
+        return True, None
+    except BaseException as exc:  # noqa: BLE001 - a broken extension may raise anything
+        return False, "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+
+
+def install_standins():
+    """Before the model's code is imported: a flash_attn stand-in where flash_attn does not import.
+
+    Returns notes (one line each) saying what was put in place and why.
+    """
+    notes = []
+    mod = sys.modules.get("flash_attn")
+    if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
+        return notes
+    ok, reason = _importable("flash_attn")
+    if not ok:
+        for key in list(sys.modules):  # a half-imported broken package must not shadow the stand-in
+            if key == "flash_attn" or key.startswith("flash_attn."):
+                del sys.modules[key]
+        sys.modules.update(make_flash_attn_standin())
+        _INSTALLED["flash_attn"] = "standin"
+        notes.append(
+            "flash_attn %s here; using a stand-in that enforces flash-attn %s's checks and messages"
+            % ("does not import (" + reason + ")" if reason else "is not installed", STANDIN_FLASH_ATTN_VERSION))
+    return notes
+
+
+def remove_standins():
+    for key in list(sys.modules):
+        mod = sys.modules[key]
+        if (key == "flash_attn" or key.startswith("flash_attn.")) and getattr(mod, "__attn_doctor_standin__", False):
+            del sys.modules[key]
+    _INSTALLED.pop("flash_attn", None)
+
+
+# ---------------------------------------------------------------- wrappers of real libraries
+
+
+def _make_wrapper(spec, original):
+    def wrapper(*args, **kwargs):
+        tracer = state.ACTIVE[0]
+        if tracer is None:
+            return original(*args, **kwargs)
+        return tracer.sink_call(spec, original, args, kwargs)
+
+    wrapper.__wrapped__ = original
+    wrapper.__name__ = getattr(original, "__name__", "wrapper")
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    wrapper.__attn_doctor_wrapper__ = True
+    return wrapper
+
+
+def rebind(replacements):
+    """Point every loaded module's global that *is* an original at its wrapper (covers
+    ``from flash_attn import flash_attn_func`` done before the wrapping). torch is skipped."""
+    if not replacements:
+        return 0
+    ids = {id(orig): new for orig, new in replacements}
+    count = 0
+    for name, mod in list(sys.modules.items()):
+        if mod is None or name.startswith("torch") or name.startswith("attn_doctor"):
+            continue
+        d = getattr(mod, "__dict__", None)
+        if not isinstance(d, dict):
+            continue
+        for key, value in list(d.items()):
+            new = ids.get(id(value))
+            if new is not None and value is not new:
+                d[key] = new
+                count += 1
+    return count
+
+
+def _wrap_module_functions(modname, table):
+    mod = sys.modules.get(modname)
+    if mod is None or getattr(mod, "__attn_doctor_standin__", False):
+        return []
+    pairs = []
+    for fname, spec in table.items():
+        orig = getattr(mod, fname, None)
+        if orig is None or getattr(orig, "__attn_doctor_wrapper__", False):
+            continue
+        pairs.append((orig, _make_wrapper(spec, orig)))
+    return pairs
+
+
+def _fla_run_nothing_factory(spec):
+    def run_nothing(args, kwargs):
+        tensors = spec.tensors(args, kwargs)
+        v = tensors.get("v")
+        return v is not None and getattr(v, "device", None) is not None and v.device.type != "cuda"
+
+    return run_nothing
+
+
+def _fla_outputs(spec, args, kwargs):
+    # fla chunk/fused ops return (o, final_state); o is shaped like v in v's dtype, the final state
+    # (B, H, K, V) in float32 when output_final_state=True [inferred from fla/ops/*/chunk.py].
+    torch = _torch()
+    t = spec.tensors(args, kwargs)
+    q, v = t["q"], t["v"]
+    o = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
+    final = None
+    if kwargs.get("output_final_state"):
+        final = torch.zeros(v.shape[0], v.shape[2], q.shape[-1], v.shape[-1], dtype=torch.float32, device=v.device)
+    return o, final
+
+
+def wrap_fla():
+    """Wrap fla's chunk/fused/parallel ops (``fla.ops.*``). Which functions exist varies by fla
+    version, so they are found by name prefix and signature rather than from a fixed list."""
+    import inspect
+
+    pairs = []
+    seen = set()
+    for modname, mod in list(sys.modules.items()):
+        if not modname.startswith("fla.ops") or mod is None:
+            continue
+        for fname, fn in list(vars(mod).items()):
+            if not callable(fn) or id(fn) in seen or getattr(fn, "__attn_doctor_wrapper__", False):
+                continue
+            if not fname.startswith(("chunk_", "fused_chunk_", "fused_recurrent_", "parallel_")):
+                continue
+            if getattr(fn, "__module__", "") is None or not str(getattr(fn, "__module__", "")).startswith("fla."):
+                continue
+            seen.add(id(fn))
+            try:
+                params = list(inspect.signature(fn).parameters)
+            except (TypeError, ValueError):
+                continue
+            spec = sinks.fla_spec("fla." + fname, params)
+            if spec is None:
+                continue
+            run_nothing = _fla_run_nothing_factory(spec)
+
+            def make(spec=spec, fn=fn, run_nothing=run_nothing):
+                def no_run(*args, **kwargs):
+                    return _fla_outputs(spec, args, kwargs)
+
+                def wrapper(*args, **kwargs):
+                    tracer = state.ACTIVE[0]
+                    if tracer is None:
+                        return fn(*args, **kwargs)
+                    return tracer.sink_call(spec, no_run if run_nothing(args, kwargs) else fn, args, kwargs)
+
+                wrapper.__wrapped__ = fn
+                wrapper.__name__ = getattr(fn, "__name__", "wrapper")
+                wrapper.__attn_doctor_wrapper__ = True
+                return wrapper
+
+            pairs.append((fn, make()))
+    return pairs
+
+
+def wrap_transformers():
+    """Wrap the entries of transformers' attention interface (transformers >= 4.48,
+    ``ALL_ATTENTION_FUNCTIONS``); models look the function up on every forward."""
+    mod = sys.modules.get("transformers.modeling_utils")
+    registry = getattr(mod, "ALL_ATTENTION_FUNCTIONS", None) if mod is not None else None
+    if registry is None:
+        return 0
+    mapping = getattr(registry, "_global_mapping", None)
+    if not isinstance(mapping, dict):
+        return 0
+    count = 0
+    for impl, fn in list(mapping.items()):
+        if getattr(fn, "__attn_doctor_wrapper__", False):
+            continue
+        mapping[impl] = _make_wrapper(sinks.transformers_spec(impl), fn)
+        count += 1
+    return count
+
+
+def wrap_installed():
+    """At trace start (the model's modules are imported by now): wrap what is loaded."""
+    notes = []
+    pairs = []
+    pairs += _wrap_module_functions("flash_attn", sinks.FLASH_ATTN2)
+    pairs += _wrap_module_functions("flash_attn.flash_attn_interface", sinks.FLASH_ATTN2)
+    pairs += _wrap_module_functions("flash_attn_interface", sinks.FLASH_ATTN3)
+    pairs += _wrap_module_functions("flash_attn.cute", sinks.FLASH_ATTN4)
+    pairs += _wrap_module_functions("flash_attn.cute.interface", sinks.FLASH_ATTN4)
+    pairs += _wrap_module_functions("xformers.ops", sinks.XFORMERS)
+    pairs += _wrap_module_functions("xformers.ops.fmha", sinks.XFORMERS)
+    if "fla" in sys.modules:
+        pairs += wrap_fla()
+    # Patch the defining modules first, then every alias.
+    for orig, new in pairs:
+        modname = getattr(orig, "__module__", None)
+        mod = sys.modules.get(modname) if modname else None
+        if mod is not None and getattr(mod, getattr(orig, "__name__", ""), None) is orig:
+            setattr(mod, orig.__name__, new)
+    rebind(pairs)
+    n = wrap_transformers()
+    if pairs:
+        notes.append("wrapped %d attention functions of installed libraries" % len(pairs))
+    if n:
+        notes.append("wrapped %d transformers attention implementations" % n)
+    return notes
