@@ -253,9 +253,32 @@ def _register_optional_commands() -> None:
 _register_optional_commands()
 
 
+def _click_exceptions():
+    try:  # typer >= 0.27 vendors click
+        from typer._click.exceptions import Abort, ClickException
+    except ImportError:  # pragma: no cover - older typer uses click itself
+        from click.exceptions import Abort, ClickException
+    return ClickException, Abort
+
+
 def main() -> None:
+    ClickException, Abort = _click_exceptions()
+    command = typer.main.get_command(app)
     try:
-        app()
+        code = command.main(args=sys.argv[1:], prog_name="attn-doctor", standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except ClickException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `attn-doctor`: the help is the answer
+            typer.echo(exc.format_message())
+            sys.exit(0)
+        # One line, naming the problem; the usage is one -h away.
+        sub = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+        hint = f"attn-doctor {sub} -h" if sub in getattr(command, "commands", {}) else "attn-doctor -h"
+        _stderr_console().print(f"attn-doctor: error: {exc.format_message()} (see '{hint}')", markup=False, soft_wrap=True)
+        sys.exit(2)
+    except Abort:
+        _stderr_console().print("attn-doctor: interrupted", markup=False)
+        sys.exit(130)
     except KeyboardInterrupt:
         _stderr_console().print("attn-doctor: interrupted")
         sys.exit(130)

@@ -35,12 +35,11 @@ Progress = Optional[Callable[[str], None]]
 
 
 def same_interpreter(python: Optional[str]) -> bool:
+    # Compare paths without resolving symlinks: a venv's bin/python is a symlink to the base
+    # interpreter, yet it is another environment (another sys.prefix, other packages).
     if not python:
         return True
-    try:
-        return os.path.samefile(python, sys.executable)
-    except OSError:
-        return False
+    return os.path.abspath(python) == os.path.abspath(sys.executable)
 
 
 def collect_facts(
@@ -56,9 +55,13 @@ def collect_facts(
     note = progress or (lambda _msg: None)
 
     torch_child: Optional[ChildProcess] = None
+    torch_failure: Optional[ProbeRun] = None
     if not quick:
         note("importing torch in the target interpreter")
-        torch_child = start_child(python, ["torch"])
+        try:
+            torch_child = start_child(python, ["torch"])
+        except ProbeFailed as exc:
+            torch_failure = ProbeRun(name="torch", status=exc.status, error=str(exc))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         gpu_future = pool.submit(_timed, "gpu", probe_gpus)
@@ -71,6 +74,8 @@ def collect_facts(
     if gpu is not None:
         facts.gpu = gpu
     facts.env = safe_environment(os.environ)
+    if torch_failure is not None:
+        probes.append(torch_failure)
 
     if torch_child is not None:
         note("waiting for torch and the import probes")

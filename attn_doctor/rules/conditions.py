@@ -82,21 +82,26 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def base_evidence(facts: Facts) -> dict[str, Any]:
+    """Fields every message and remedy may use: the environment it speaks of."""
+    base = {
+        "python": facts.platform.python_executable or "this interpreter",
+        "torch": facts.torch.version or facts.version_of("torch") or "?",
+        "torch_cuda": facts.torch.cuda or "?",
+        "libc_version": facts.platform.libc_version or "?",
+    }
+    for name in ("flash-attn", "triton", "transformers", "xformers"):
+        base[name] = facts.version_of(name) or "?"
+    return base
+
+
 class Evaluator:
     def __init__(self, facts: Facts, checks: dict[str, CheckFn], data: dict):
         self.facts = facts
         self.checks = checks
         self.data = data
         self.evidence: dict[str, Any] = {}
-        # Every message may name the environment it speaks of.
-        self.base = {
-            "python": facts.platform.python_executable or "this interpreter",
-            "torch": facts.torch.version or facts.version_of("torch") or "?",
-            "torch_cuda": facts.torch.cuda or "?",
-            "libc_version": facts.platform.libc_version or "?",
-        }
-        for name in ("flash-attn", "triton", "transformers", "xformers"):
-            self.base[name] = facts.version_of(name) or "?"
+        self.base = base_evidence(facts)
 
     # -- the combinator
 

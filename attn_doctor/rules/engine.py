@@ -32,6 +32,10 @@ def render_template(text: str, evidence: dict[str, Any]) -> str:
         return text
 
 
+def template_fields(text: str) -> set[str]:
+    return {re.sub(r"[^A-Za-z0-9_]", "_", name.split(".")[0].split("[")[0]) for _, name, _, _ in _FORMATTER.parse(text) if name}
+
+
 def _remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
     out = []
     for remedy in rule.remedies:

@@ -1,0 +1,199 @@
+"""The command line, end to end, in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures" / "facts"
+SCHEMA = json.loads((Path(__file__).parents[1] / "attn_doctor" / "schemas" / "report.schema.json").read_text())
+
+
+def run(*args: str, env=None, timeout=180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "attn_doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def full_json():
+    proc = run("check", "--json")
+    return proc, json.loads(proc.stdout)
+
+
+def test_full_check_json_on_this_machine(full_json):
+    proc, doc = full_json
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    facts = doc["facts"]
+    assert facts["platform"]["python_executable"] == sys.executable
+    assert facts["torch"]["status"] == "ok"
+    import torch
+
+    assert facts["torch"]["version"] == torch.__version__
+    assert facts["torch"]["cxx11_abi"] == bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+    assert {p["name"] for p in facts["probes"]} == {"environment", "gpu", "torch"}
+    assert proc.returncode == doc["exit_code"]
+    if not torch.cuda.is_available():
+        statuses = {r["rule"]: r["status"] for r in doc["results"]}
+        assert statuses["AD101"] == "warning"  # no GPU, said plainly
+        assert facts["gpu"]["devices"] == []
+
+
+def test_json_never_changes_the_exit_code(full_json):
+    proc, doc = full_json
+    human = run("check")
+    assert human.returncode == proc.returncode
+
+
+def test_quick_does_not_import_torch():
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "attn_doctor", "check", "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "attn_doctor.cli" in imported  # the measurement works
+    assert not any(name == "torch" or name.startswith("torch.") for name in imported)
+    doc = json.loads(proc.stdout)
+    assert doc["facts"]["quick"] is True
+    assert doc["facts"]["torch"]["status"] == "skipped"
+    assert "torch" in doc["facts"]["packages"]
+
+
+def test_human_report_sections():
+    proc = run("check", "--quick")
+    out = proc.stdout
+    for section in ("System:", "GPU:", "PyTorch:", "Attention kernels:", "Libraries:"):
+        assert section in out
+    assert "Quick mode" in out
+    assert f"exit code {proc.returncode}" in out
+
+
+@pytest.mark.parametrize(
+    "fixture, code, expect",
+    [
+        ("h100", 0, ["NVIDIA H100", "sm90", "bf16 native"]),
+        ("t4", 1, ["Tesla T4", "no native bf16", "AD103", "FlashAttention only supports Ampere GPUs or newer."]),
+        ("flash-attn-undefined-symbol", 1, ["AD301", "c10::Error::Error", "pip install --force-reinstall"]),
+        ("rtx5090", 1, ["AD104", "flash-attn>=2.7.3"]),
+        ("torch-missing", 1, ["AD001", "torch is not installed"]),
+        ("cpu-only", 0, ["no NVIDIA GPU found", "AD101"]),
+    ],
+)
+def test_from_report(fixture, code, expect):
+    proc = run("check", "--from-report", str(FIXTURES / f"{fixture}.json"))
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    for text in expect:
+        assert text in proc.stdout, f"{text!r} not in:\n{proc.stdout}"
+    assert "recorded report" in proc.stdout
+
+
+def test_report_round_trip(tmp_path):
+    out = tmp_path / "{host}.json"
+    first = run("check", "--from-report", str(FIXTURES / "t4.json"), "--json", "--output", str(out))
+    written = list(tmp_path.glob("*.json"))
+    assert len(written) == 1 and "{host}" not in written[0].name
+    again = run("check", "--from-report", str(written[0]), "--json")
+    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    assert a["facts"] == b["facts"]
+    assert [(r["rule"], r["status"]) for r in a["results"]] == [(r["rule"], r["status"]) for r in b["results"]]
+
+
+def test_fail_on_warning():
+    assert run("check", "--from-report", str(FIXTURES / "cpu-only.json")).returncode == 0
+    assert run("check", "--from-report", str(FIXTURES / "cpu-only.json"), "--fail-on", "warning").returncode == 1
+
+
+def _one_line_error(proc, *needles):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("attn-doctor: error:")
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_bad_input_unknown_flag():
+    _one_line_error(run("check", "--bogus"), "--bogus")
+
+
+def test_bad_input_python_not_an_interpreter(tmp_path):
+    text = tmp_path / "python"
+    text.write_text("not python\n")
+    text.chmod(0o755)
+    _one_line_error(run("check", "--python", str(text)), str(text), "not a working Python interpreter")
+    _one_line_error(run("check", "--python", str(tmp_path / "missing")), "no such file")
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (b"\x00\x01garbage", "not valid JSON"),
+        (b'{"schema": "something/else"}', "not an attn-doctor report"),
+        (b'{"hello": 1}', "not an attn-doctor report or facts file"),
+        (b'{"schema": "attn-doctor/report", "schema_version": 99, "facts": {}}', "newer than this attn-doctor"),
+        (b'{"platform": {"python_version": 3}}', "invalid facts"),
+    ],
+)
+def test_bad_input_facts_file(tmp_path, content, needle):
+    path = tmp_path / "report.json"
+    path.write_bytes(content)
+    _one_line_error(run("check", "--facts", str(path)), needle)
+
+
+def test_bad_input_invalid_recipe_folder(tmp_path):
+    (tmp_path / "x.toml").write_text('[[rule]]\nid = "AD1"\n')
+    _one_line_error(run("check", "--recipes", str(tmp_path), "--quick"), "x.toml")
+
+
+def test_verbose_shows_traceback_for_usage_errors(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("[]")
+    proc = run("check", "--facts", str(path), "-v")
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr
+
+
+def test_rules_list_and_show():
+    listing = run("rules")
+    assert listing.returncode == 0
+    assert "AD301" in listing.stdout and "flash-attn-undefined-symbol" in listing.stdout
+    one = run("rules", "flash-attn-undefined-symbol")
+    assert one.returncode == 0 and "undefined symbol" in one.stdout and "Remedies" in one.stdout
+    missing = run("rules", "AD000")
+    _one_line_error(missing, "AD000")
+
+
+def test_rules_schema_is_the_shipped_schema():
+    proc = run("rules", "--schema")
+    assert json.loads(proc.stdout) == SCHEMA
+
+
+def test_secrets_never_reach_the_report():
+    import os
+
+    env = dict(os.environ)
+    env.update(
+        HF_TOKEN="hf_abcdefghijklmnopqrstuvwxyz012345",
+        WANDB_API_KEY="0123456789abcdef0123456789abcdef",
+        PIP_INDEX_URL="https://alice:s3cr3tpass@pypi.example.com/simple",
+        CUDA_VISIBLE_DEVICES="0,1",
+    )
+    proc = run("check", "--quick", "--json", env=env)
+    text = proc.stdout
+    for secret in ("hf_abcdefghijklmnopqrstuvwxyz012345", "0123456789abcdef0123456789abcdef", "s3cr3tpass", "alice"):
+        assert secret not in text
+    doc = json.loads(text)
+    assert doc["facts"]["env"]["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert doc["facts"]["env"]["HF_TOKEN"] == "***"

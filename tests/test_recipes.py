@@ -1,0 +1,108 @@
+"""Every rule fires on its trigger fixtures and stays quiet on its pass fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attn_doctor.rules.fixtures import build_facts, check_rule_fixtures
+from attn_doctor.rules.loader import RecipeError, load_recipes
+
+RECIPES = load_recipes()
+FIXTURES = Path(__file__).parent / "fixtures" / "facts"
+
+
+@pytest.mark.parametrize("rule", RECIPES.rules, ids=lambda r: f"{r.id}-{r.name}")
+def test_rule_fixtures(rule):
+    failures = check_rule_fixtures(rule, RECIPES, FIXTURES)
+    assert not failures, "\n".join(str(f) for f in failures)
+
+
+def test_ids_and_names_are_stable_shapes():
+    for rule in RECIPES.rules:
+        assert rule.id.startswith("AD") and rule.id[2:].isdigit() and len(rule.id) == 5, rule.id
+        assert rule.name == rule.name.lower() and " " not in rule.name, rule.name
+        assert rule.explanation.strip() and rule.title.strip()
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json")), ids=lambda p: p.stem)
+def test_recorded_fixtures_load(path):
+    facts = build_facts(path.stem, FIXTURES)
+    assert facts.platform.python_version
+
+
+def test_fixture_runner_catches_a_rule_that_does_not_fire(tmp_path):
+    # The runner itself must be able to fail: a rule whose condition can never hold.
+    (tmp_path / "bad.toml").write_text(
+        """
+[[rule]]
+id = "AD999"
+name = "never"
+area = "system"
+severity = "error"
+title = "t"
+message = "m"
+explanation = "e"
+when = { version = { "torch" = "<0.1" } }
+[rule.fixtures]
+trigger = ["h100"]
+pass = ["cpu-only"]
+"""
+    )
+    recipes = load_recipes(tmp_path)
+    failures = check_rule_fixtures(recipes.rules[0], recipes, FIXTURES)
+    assert [f.expected for f in failures] == ["trigger"]
+
+
+def test_fixture_with_misspelt_fact_is_refused(tmp_path):
+    (tmp_path / "r.toml").write_text(
+        """
+[[rule]]
+id = "AD998"
+name = "typo"
+area = "system"
+severity = "error"
+title = "t"
+message = "m"
+explanation = "e"
+when = { torch = ["missing"] }
+[rule.fixtures]
+trigger = [{ base = "h100", set = { "torch.statuss" = "missing" } }]
+pass = ["h100"]
+"""
+    )
+    recipes = load_recipes(tmp_path)
+    failures = check_rule_fixtures(recipes.rules[0], recipes, FIXTURES)
+    assert failures and "not a fact" in failures[0].detail
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('[[rule]]\nid = "AD1"\n', "Object missing required field"),
+        ("not = toml = at all", "not valid TOML"),
+        (
+            '[[rule]]\nid="AD900"\nname="x"\narea="gpu"\nseverity="fatal"\ntitle="t"\nmessage="m"\nexplanation="e"\nwhen={}\n',
+            "Expected `str` matching",
+        ),
+        (
+            '[[rule]]\nid="AD900"\nname="x"\narea="gpu"\nseverity="error"\ntitle="t"\nmessage="m"\nexplanation="e"\nwhen={ versions = {} }\n',
+            "unknown field `versions`",
+        ),
+        (
+            '[[rule]]\nid="AD900"\nname="x"\narea="gpu"\nseverity="error"\ntitle="t"\nmessage="m"\nexplanation="e"\nwhen={ version = { torch = "~=banana" } }\n',
+            "invalid version specifier",
+        ),
+        (
+            '[[rule]]\nid="AD900"\nname="x"\narea="gpu"\nseverity="error"\ntitle="t"\nmessage="m"\nexplanation="e"\nwhen={ check = "no_such_check" }\n',
+            "unknown check 'no_such_check'",
+        ),
+    ],
+)
+def test_invalid_recipes_are_named(tmp_path, body, message):
+    (tmp_path / "broken.toml").write_text(body)
+    with pytest.raises(RecipeError) as err:
+        load_recipes(tmp_path)
+    assert "broken.toml" in str(err.value)
+    assert message in str(err.value)
