@@ -438,7 +438,7 @@ class Tracer(object):
 
     def promotions_behind(self, start, budget=20000):
         """The implicit promotions a float32 tensor went through, oldest first."""
-        found, stack, seen = [], [start], set()
+        found, mixed, stack, seen = [], [], [start], set()
         while stack and budget > 0:
             n = stack.pop()
             budget -= 1
@@ -449,9 +449,20 @@ class Tracer(object):
                 continue
             if n.promo:
                 found.append(n)
+            elif len(n.inputs) >= 2:
+                # An op whose float32 inputs include a parameter, buffer or explicit cast: on its
+                # own it would promote a half tensor too (VAR's ``.mul(scale_mul)`` after an
+                # autocast-fp32 normalize). Reported only next to a real promotion.
+                mixed.append(n)
             for i in n.inputs:
                 if i.dtype == "float32":
                     stack.append(i)
+        if found:
+            for n in mixed:
+                kinds = [self.origin(i)["kind"] for i in n.inputs if i.dtype == "float32"]
+                if any(k in ("parameter", "buffer", "explicit_cast") for k in kinds) and any(
+                        k == "promotion" for k in kinds):
+                    found.append(n)
         found.sort(key=lambda n: n.seq)
         return found
 
@@ -482,9 +493,9 @@ class Tracer(object):
                 out = {"kind": "created", "op": n.op}
                 out.update(_where(n))
                 break
-            # Prefer a named parameter or buffer among the inputs: it is what the user can change.
-            named = [i for i in fp32_inputs if i.kind in ("param", "buffer")]
-            n = named[0] if named else fp32_inputs[0]
+            # Prefer a named parameter or buffer, then a direct cast (.float(), .to()) over one that
+            # copies another tensor's dtype (type_as): it is what the user can change.
+            n = min(fp32_inputs, key=_origin_rank)
         else:
             out = {"kind": "unknown"}
         if first.kind == "op" and not first.promo:
@@ -512,19 +523,34 @@ class Tracer(object):
             entry["operand_origin"] = None
             entry["reason"] = "CUDA autocast runs %s in float32 (its half input comes out float32)" % n.op
         elif fp32_inputs:
-            operand = fp32_inputs[0]
-            named = [i for i in fp32_inputs if i.kind in ("param", "buffer")]
-            if named:
-                operand = named[0]
-            origin = self.origin(operand)
-            entry["operand"] = _operand_label(operand, origin)
+            origins = [(i, self.origin(i)) for i in fp32_inputs]
+            ranked = [p for p in origins if p[1]["kind"] in ("parameter", "buffer", "explicit_cast", "created",
+                                                              "input")] or origins
+            operand, origin = ranked[0]
+            entry["operand"] = _operand_label(operand, origin, n.line)
             entry["operand_origin"] = origin
-            entry["reason"] = "a half-precision tensor meets a float32 operand; type promotion makes the result float32"
+            if n.promo:
+                entry["reason"] = ("a half-precision tensor meets a float32 operand; type promotion makes the "
+                                   "result float32")
+            else:
+                entry["kind"] = "fp32_operand"
+                entry["reason"] = ("combines the promoted tensor with a float32 operand: this op alone would "
+                                   "promote a half-precision input too")
         else:
             entry["operand"] = None
             entry["operand_origin"] = None
             entry["reason"] = "the op returns float32 from a half-precision input"
         return entry
+
+
+def _origin_rank(n):
+    if n.kind in ("param", "buffer"):
+        return 0
+    if n.kind == "cast":
+        return 2 if n.op == "Tensor.type_as" else 1
+    if n.kind == "input":
+        return 3
+    return 4
 
 
 def _source(file, line):
@@ -538,15 +564,17 @@ def _where(n):
     return {"file": n.file, "line": n.line, "source": _source(n.file, n.line)}
 
 
-def _operand_label(node, origin):
+def _operand_label(node, origin, promoting_line=None):
     if node.kind in ("param", "buffer", "input") and node.name:
         return node.name
     m = _ASSIGN.match(linecache.getline(node.file, node.line) or "") if node.file and node.line else None
-    if m:
+    if m and node.line != (promoting_line or -1):
         return m.group(1)
     if origin.get("name"):
         return origin["name"]
-    return node.op
+    if origin.get("kind") == "explicit_cast":
+        return "the result of %s (float32 since %s at line %s)" % (node.op, origin.get("op"), origin.get("line"))
+    return "the result of %s" % node.op
 
 
 class TraceMode(TorchFunctionMode):

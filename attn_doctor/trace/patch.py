@@ -1,0 +1,112 @@
+"""A minimal patch for a bad sink: cast q/k/v back to one half dtype right before the call.
+
+The promotion itself may stay (VAR's fix, commit 74138aa, did exactly this); the cast is the
+smallest change that makes the kernel accept its inputs. Returned as unified diff text that
+``patch -p1`` / ``git apply`` accept, or None where the call cannot be found or its arguments
+are not plain names.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+
+
+def _call_name(func):
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _find_call(tree, line, names):
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.lineno <= line <= getattr(node, "end_lineno", node.lineno):
+            if _call_name(node.func) in names:
+                if best is None or node.lineno >= best.lineno:
+                    best = node
+    return best
+
+
+def _enclosing_statement(tree, call):
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With,
+                       ast.Try, ast.AsyncWith, ast.AsyncFor)):
+            if node.lineno <= call.lineno and getattr(node, "end_lineno", node.lineno) >= getattr(
+                    call, "end_lineno", call.lineno):
+                if best is None or node.lineno >= best.lineno:
+                    best = node
+    return best
+
+
+def _arg(call, pos, key):
+    for kw in call.keywords:
+        if kw.arg == key:
+            return kw.value
+    if pos is not None and pos < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[:pos + 1]):
+        return call.args[pos]
+    return None
+
+
+def display_path(path, cwd=None):
+    cwd = os.path.abspath(cwd or os.getcwd())
+    apath = os.path.abspath(path)
+    if apath.startswith(cwd + os.sep):
+        return os.path.relpath(apath, cwd)
+    return apath.lstrip("/")
+
+
+def sink_patch(file, line, call_names, roles, dtypes, target, cwd=None, rule_id="AD601"):
+    """Diff text casting the q/k/v arguments whose dtype differs from ``target`` to it.
+
+    ``roles``: {"q": (pos, keyword), ...}; ``dtypes``: role -> dtype name; ``target``: dtype name.
+    """
+    if not file or not os.path.isfile(file) or target is None:
+        return None
+    try:
+        with open(file, encoding="utf-8") as fh:
+            text = fh.read()
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    call = _find_call(tree, line, set(call_names))
+    if call is None:
+        return None
+    stmt = _enclosing_statement(tree, call)
+    if stmt is None:
+        return None
+    exprs = {}
+    for role, (pos, key) in roles.items():
+        node = _arg(call, pos, key)
+        if not isinstance(node, ast.Name):
+            return None
+        exprs[role] = node.id
+    # A name that already holds the target dtype gives the cast its dtype; else spell it out.
+    source_name = next((exprs[r] for r in ("v", "q", "k") if r in exprs and dtypes.get(r) == target), None)
+    if source_name is not None:
+        dtype_expr = source_name + ".dtype"
+    elif "import torch" in text:
+        dtype_expr = "torch." + target
+    else:
+        return None
+    to_cast = []
+    for role in ("q", "k", "v"):
+        if role in exprs and dtypes.get(role) != target and exprs[role] not in to_cast:
+            to_cast.append(exprs[role])
+    if not to_cast:
+        return None
+    lines = text.splitlines(True)
+    first = lines[stmt.lineno - 1]
+    indent = first[: len(first) - len(first.lstrip())]
+    new_line = "%s%s = %s  # attn-doctor %s: the kernel needs one half dtype\n" % (
+        indent, ", ".join(to_cast), ", ".join("%s.to(%s)" % (n, dtype_expr) for n in to_cast), rule_id)
+    new_lines = lines[: stmt.lineno - 1] + [new_line] + lines[stmt.lineno - 1:]
+    path = display_path(file, cwd)
+    diff = difflib.unified_diff(lines, new_lines, fromfile="a/" + path, tofile="b/" + path, n=3)
+    out = "".join(diff)
+    return out or None

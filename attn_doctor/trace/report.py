@@ -1,0 +1,159 @@
+"""Turn a finished trace into plain JSON-able sink records and findings."""
+
+from __future__ import annotations
+
+import linecache
+
+from . import patch, sinks
+
+SCHEMA = "attn-doctor.trace/1"
+
+_CALL_NAMES = {
+    "sdpa": ("scaled_dot_product_attention",),
+    "mha": ("multi_head_attention_forward",),
+}
+
+
+def _call_names(record):
+    names = _CALL_NAMES.get(record["family"])
+    if names:
+        return names
+    short = record["name"].rsplit(".", 1)[-1].rsplit(":", 1)[-1]
+    return (short,)
+
+
+def _roles_for(record):
+    for table in (sinks.FLASH_ATTN2, sinks.FLASH_ATTN3, sinks.FLASH_ATTN4, sinks.XFORMERS):
+        for spec in table.values():
+            if spec.name == record["name"]:
+                return spec.roles
+    if record["family"] in ("sdpa", "mha"):
+        return sinks.QKV_LONG
+    return None
+
+
+def public_sink(record):
+    out = {k: v for k, v in record.items() if not k.startswith("_") and k != "seq"}
+    out["source"] = linecache.getline(record["file"], record["line"]).strip() if record.get("file") else None
+    out["ok"] = not record["problems"]
+    return out
+
+
+def build(tracer, expected_dtype=None, cwd=None):
+    """(sinks, findings) from a tracer's records; repeated sites (one per layer) are merged."""
+    sink_list, findings, by_key = [], [], {}
+    for record in tracer.sinks:
+        public = public_sink(record)
+        sink_list.append(public)
+        if not record["problems"]:
+            continue
+        dtype_problems = [p for p in record["problems"] if p["check"] in ("dtype", "same_dtype")]
+        other = [p for p in record["problems"] if p not in dtype_problems]
+        raw = tuple(sorted(record["effective_dtypes"].items()))
+        for group in ([dtype_problems] if dtype_problems else []) + [[p] for p in other]:
+            first = group[0]
+            key = (first["id"], record["name"], record["file"], record["line"], raw)
+            if key in by_key:
+                f = by_key[key]
+                f["count"] += 1
+                if record["module_path"] and record["module_path"] not in f["module_paths"] and len(
+                        f["module_paths"]) < 8:
+                    f["module_paths"].append(record["module_path"])
+                continue
+            f = _finding(tracer, record, public, group, expected_dtype, cwd)
+            by_key[key] = f
+            findings.append(f)
+    return sink_list, findings
+
+
+def _finding(tracer, record, public, problems, expected_dtype, cwd):
+    first = problems[0]
+    chain, rid, severity = [], first["id"], first["severity"]
+    eff = record["effective_dtypes"]
+    if first["check"] in ("dtype", "same_dtype"):
+        chains = tracer.explain_sink(record)
+        merged = {}
+        for role in ("q", "k", "v"):
+            for entry in chains.get(role, ()):
+                key = (entry["file"], entry["line"], entry["op"])
+                if key in merged:
+                    if role not in merged[key]["feeds"]:
+                        merged[key]["feeds"].append(role)
+                else:
+                    merged[key] = dict(entry, feeds=[role])
+        chain = list(merged.values())
+        if chain:
+            rid = "AD601"
+    sink = {
+        "name": record["name"],
+        "family": record["family"],
+        "file": record["file"],
+        "line": record["line"],
+        "source": public.get("source"),
+        "module_path": record["module_path"],
+        "layout": record["layout"],
+        "head_dim": record["head_dim"],
+        "autocast": record["autocast"],
+    }
+    for role, info in record["inputs"].items():
+        sink[role] = info
+    message = _message(rid, record, first, chain)
+    patch_text = None
+    if first["check"] in ("dtype", "same_dtype"):
+        roles = _roles_for(record)
+        target = sinks.target_dtype(eff, expected_dtype)
+        if roles is not None and target is not None and record.get("file"):
+            patch_text = patch.sink_patch(record["file"], record["line"], _call_names(record), roles, eff, target,
+                                          cwd=cwd, rule_id=rid)
+    return {
+        "id": rid,
+        "severity": severity,
+        "message": message,
+        "kernel_message": first["kernel_message"],
+        "checks": [p["check"] for p in problems],
+        "sink": sink,
+        "chain": chain,
+        "patch": patch_text,
+        "count": 1,
+        "module_paths": [record["module_path"]] if record["module_path"] else [],
+        "continued_with": record.get("continued_with"),
+    }
+
+
+def _loc(file, line):
+    return "%s:%s" % (patch.display_path(file) if file else "?", line)
+
+
+def _message(rid, record, problem, chain):
+    where = _loc(record["file"], record["line"])
+    eff = record["effective_dtypes"]
+    dtypes = ", ".join("%s %s" % (r, eff[r]) for r in ("q", "k", "v") if r in eff)
+    if rid == "AD601":
+        head = chain[0]
+        operand = head.get("operand")
+        what = ("%s (float32)" % operand) if operand else head.get("reason", "")
+        return ("%s reaches %s at %s with %s: promoted to float32 by %s at %s (%s)" % (
+            "/".join(r for r in "qkv" if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes, head["op"],
+            _loc(head["file"], head["line"]), what))
+    if rid == "AD602":
+        return "%s at %s gets mixed dtypes (%s)" % (record["name"], where, dtypes)
+    if rid == "AD604":
+        if problem["severity"] == "warning":
+            return "%s at %s gets float32 inputs (%s): no flash kernel, SDPA falls back to a slower one" % (
+                record["name"], where, dtypes)
+        return "%s at %s gets float32 inputs (%s); the kernel takes fp16/bf16 only" % (record["name"], where, dtypes)
+    if rid == "AD603":
+        return "%s at %s: head dim %s is over the kernel's limit of %d" % (
+            record["name"], where, record["head_dim"], sinks.FA2_MAX_HEAD_DIM)
+    if rid == "AD605":
+        return "%s at %s: %s" % (record["name"], where, problem["kernel_message"])
+    return problem["kernel_message"]
+
+
+def summarize(sink_list, findings):
+    return {
+        "sinks": len(sink_list),
+        "bad_sinks": sum(1 for s in sink_list if not s["ok"]),
+        "errors": sum(1 for f in findings if f["severity"] == "error"),
+        "warnings": sum(1 for f in findings if f["severity"] == "warning"),
+    }
