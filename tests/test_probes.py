@@ -204,12 +204,8 @@ def test_other_interpreter_without_torch(bare_venv):
     assert [p.status for p in facts.probes] == ["ok", "ok", "ok"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG probes/__init__.py same_interpreter(): os.path.samefile() follows the venv's "
-    "bin/python symlink to the base interpreter, so any venv made from the same Python is taken "
-    "for the running one and the environment probe reports attn-doctor's own venv",
-)
+# Regression: same_interpreter() used os.path.samefile(), which follows the venv's bin/python
+# symlink to the base interpreter and took any venv of the same Python for the running one.
 def test_symlinked_venv_is_probed_as_itself(symlinked_venv):
     python = str(symlinked_venv / "bin" / "python")
     facts = collect_facts(python=python, timeout=60)
@@ -233,22 +229,9 @@ def _not_an_interpreter(kind: str, tmp_path: Path) -> str:
     return "/bin/false"
 
 
-BAD_PYTHON_BUG = (
-    "BUG probes/__init__.py collect_facts(): start_child(python, ['torch']) is called outside any "
-    "try, so the ProbeFailed that ChildProcess raises when the interpreter cannot be executed "
-    "escapes collect_facts instead of becoming a failed ProbeRun"
-)
-
-
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param("nonexistent", marks=pytest.mark.xfail(strict=True, reason=BAD_PYTHON_BUG)),
-        pytest.param("text-file", marks=pytest.mark.xfail(strict=True, reason=BAD_PYTHON_BUG)),
-        pytest.param("executable-text", marks=pytest.mark.xfail(strict=True, reason=BAD_PYTHON_BUG)),
-        "bin-false",
-    ],
-)
+# Regression: start_child(python, ["torch"]) ran outside any try, so an interpreter that cannot
+# be executed made collect_facts raise instead of reporting failed probes.
+@pytest.mark.parametrize("kind", ["nonexistent", "text-file", "executable-text", "bin-false"])
 def test_not_an_interpreter_becomes_failed_probes(kind, tmp_path):
     if kind == "bin-false" and not os.path.exists("/bin/false"):
         pytest.skip("no /bin/false")
@@ -285,3 +268,133 @@ def test_whole_child_timeout(tmp_path, monkeypatch):
     # The environment probe runs in-process for this interpreter and is unaffected.
     assert facts.probe("environment").status == "ok"
     assert not _alive(int(pid_file.read_text()))
+
+
+# ------------------------------------------------------------------ recorded facts fixtures
+# The fixtures stand in for collect_facts on machines we do not have: they must have exactly its
+# shape and be internally consistent, or rules tested against them prove nothing.
+
+import json  # noqa: E402
+
+import msgspec  # noqa: E402
+
+from attn_doctor.facts import canonical_name  # noqa: E402
+from attn_doctor.failures import classify  # noqa: E402
+from attn_doctor.probes import child  # noqa: E402
+from attn_doctor.redact import safe_environment  # noqa: E402
+from conftest import FACTS_DIR, load_facts  # noqa: E402
+
+FIXTURES = [
+    "cpu-only",
+    "t4",
+    "v100",
+    "a100",
+    "h100",
+    "rtx4090",
+    "rtx5090",
+    "flash-attn-undefined-symbol",
+    "torch-missing",
+    "pip-missing",
+]
+# KNOWLEDGE.md section 3: the triton each torch minor pins.
+TRITON_FOR_TORCH = {"2.4": "3.0.0", "2.5": "3.1.0", "2.6": "3.2.0", "2.7": "3.3", "2.8": "3.4.0", "2.11": "3.6.0"}
+
+
+def test_every_fixture_is_there_and_listed():
+    names = {p.stem for p in FACTS_DIR.glob("*.json")}
+    assert set(FIXTURES) <= names
+    readme = (FACTS_DIR / "README.md").read_text()
+    for name in names:
+        assert f"`{name}.json`" in readme
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_is_exactly_what_facts_serialises(name):
+    # msgspec ignores unknown fields and fills missing ones: a typo would vanish silently.
+    # Equality of the raw JSON with the re-encoded Facts rules that out.
+    raw = json.loads((FACTS_DIR / f"{name}.json").read_text())
+    facts = load_facts(name)
+    assert raw == msgspec.to_builtins(facts)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_is_consistent(name):
+    facts = load_facts(name)
+    assert [p.name for p in facts.probes] == ["environment", "gpu", "torch"]
+    assert all(p.status == "ok" for p in facts.probes)
+    assert set(facts.imports) == set(child.IMPORT_TARGETS)
+    assert all(key == canonical_name(key) for key in facts.packages)
+    assert safe_environment(facts.env) == facts.env  # nothing outside the allow-list, all redacted
+    # pip is present exactly when the environment has the pip distribution.
+    assert facts.tools["pip"].present == ("pip" in facts.packages)
+    if facts.tools["pip"].present:
+        assert facts.tools["pip"].version == facts.version_of("pip")
+
+    if facts.gpu.source == "none":
+        assert facts.gpu.devices == [] and facts.gpu.error
+        assert facts.probe("gpu").error == facts.gpu.error
+    else:
+        assert facts.gpu.source == "nvml" and facts.gpu.driver_version and facts.gpu.cuda_driver_version
+
+    torch = facts.torch
+    if torch.status == "missing":
+        assert "torch" not in facts.packages
+        assert all(r.status == "skipped" for r in facts.imports.values())
+        return
+    assert torch.status == "ok"
+    # The distribution's version is torch's, less the local tag when installed from PyPI.
+    assert torch.version.startswith(facts.version_of("torch"))
+    minor = ".".join(torch.version.split(".")[:2])
+    for module, result in facts.imports.items():
+        dists = child.IMPORT_TARGETS[module]
+        installed = any(facts.version_of(d) for d in dists)
+        assert (result.status != "missing") == installed, module
+        if result.status == "ok" and result.version:
+            assert result.version in {facts.version_of(d) for d in dists}, module
+    if torch.cuda is None:
+        assert torch.cuda_available is False and torch.devices == []
+        return
+    assert facts.version_of("triton").startswith(TRITON_FOR_TORCH[minor])
+    assert any(name.startswith("nvidia-cublas") for name in facts.packages)
+    assert torch.cuda_available is True and torch.device_count == len(torch.devices)
+    assert [d.capability for d in torch.devices] == [g.capability for g in facts.gpu.devices]
+    for dev, gpu in zip(torch.devices, facts.gpu.devices):
+        assert dev.name == gpu.name
+        assert dev.bf16_native == (int(dev.capability.split(".")[0]) >= 8)
+        assert dev.total_memory_mib < gpu.memory_mib  # NVML counts memory torch cannot use
+        # Some sm_<major><minor'> with minor' <= minor runs on it (sm_86 code runs on sm_89).
+        major, minor = dev.capability.split(".")
+        assert any(a.startswith("sm_" + major) and int(a[3 + len(major):]) <= int(minor) for a in torch.arch_list)
+    # The CUDA the driver supports is at least the CUDA torch was built with.
+    as_tuple = lambda v: tuple(int(x) for x in v.split("."))  # noqa: E731
+    assert as_tuple(facts.gpu.cuda_driver_version) >= as_tuple(torch.cuda)
+    expected_dtype = "bfloat16" if torch.devices[0].bf16_native else "float16"
+    assert torch.sdpa_probe_dtype == expected_dtype
+    for key, usable in torch.sdpa.items():
+        if key.endswith("_usable"):
+            assert (key in torch.sdpa_reasons) == (not usable), key
+
+
+def test_undefined_symbol_fixture_is_what_classify_gives():
+    facts = load_facts("flash-attn-undefined-symbol")
+    err = facts.imports["flash_attn"].error
+    assert err == classify(err.type, err.message)
+    assert err.kind == "undefined_symbol"
+    assert err.demangled.startswith("c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char")
+    assert facts.torch.cxx11_abi is False
+
+
+def test_pre_ampere_fixtures_have_emulated_bf16_only():
+    for name, capability in (("t4", "7.5"), ("v100", "7.0")):
+        dev = load_facts(name).torch.devices[0]
+        assert (dev.capability, dev.bf16_native, dev.bf16_api) == (capability, False, True)
+        reasons = load_facts(name).torch.sdpa_reasons["flash_usable"]
+        assert f"Attempting to run on a sm {capability} gpu." in reasons[0]
+
+
+def test_h100_fixture_matches_knowledge():
+    facts = load_facts("h100")
+    dev = facts.torch.devices[0]
+    assert (dev.capability, dev.multi_processor_count, dev.shared_memory_per_block_optin) == ("9.0", 132, 232448)
+    assert (facts.gpu.driver_version, facts.gpu.cuda_driver_version) == ("580.159.04", "13.0")
+    assert all(facts.torch.sdpa[k] for k in ("flash_usable", "mem_efficient_usable", "cudnn_usable"))
