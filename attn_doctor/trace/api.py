@@ -459,6 +459,20 @@ def _prepare(built, device, dtype, seq_len=16):
         return t
 
     inputs = _map_tensors(inputs, move)
+    if dtype is not None:
+        target = NAME_TO_DTYPE[dtype]
+        cast = []
+
+        def to_dtype(t):
+            if t.is_floating_point() and t.dtype != target:
+                cast.append(str(t.dtype).replace("torch.", ""))
+                return t.to(target)
+            return t
+
+        inputs = _map_tensors(inputs, to_dtype)
+        if cast:
+            notes.append("cast the floating example inputs (%s) to --dtype %s, like the model"
+                         % (", ".join(sorted(set(cast))), dtype))
     if moved:
         notes.append("example inputs were on %s; moved them to %s" % (", ".join(sorted(moved)), device))
     return model, inputs, notes

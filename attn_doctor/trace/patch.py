@@ -58,7 +58,7 @@ def display_path(path, cwd=None):
     apath = os.path.abspath(path)
     if apath.startswith(cwd + os.sep):
         return os.path.relpath(apath, cwd)
-    return apath.lstrip("/")
+    return apath
 
 
 def sink_patch(file, line, call_names, roles, dtypes, target, cwd=None, rule_id="AD601"):
@@ -107,6 +107,8 @@ def sink_patch(file, line, call_names, roles, dtypes, target, cwd=None, rule_id=
         indent, ", ".join(to_cast), ", ".join("%s.to(%s)" % (n, dtype_expr) for n in to_cast), rule_id)
     new_lines = lines[: stmt.lineno - 1] + [new_line] + lines[stmt.lineno - 1:]
     path = display_path(file, cwd)
-    diff = difflib.unified_diff(lines, new_lines, fromfile="a/" + path, tofile="b/" + path, n=3)
+    # Relative paths get git's a/ b/ prefixes (git apply, patch -p1); absolute ones stay as they are.
+    old, new = (path, path) if os.path.isabs(path) else ("a/" + path, "b/" + path)
+    diff = difflib.unified_diff(lines, new_lines, fromfile=old, tofile=new, n=3)
     out = "".join(diff)
     return out or None

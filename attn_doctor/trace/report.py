@@ -130,8 +130,15 @@ def _message(rid, record, problem, chain):
     dtypes = ", ".join("%s %s" % (r, eff[r]) for r in ("q", "k", "v") if r in eff)
     if rid == "AD601":
         head = chain[0]
-        operand = head.get("operand")
-        what = ("%s (float32)" % operand) if operand else head.get("reason", "")
+        what = head.get("reason", "") if head.get("kind") == "autocast" else ""
+        with_operand = next((e for e in chain if e.get("operand")), None)
+        if with_operand is not None:
+            origin = with_operand.get("operand_origin") or {}
+            extra = ""
+            if origin.get("kind") in ("parameter", "buffer") and origin.get("name") != with_operand["operand"]:
+                extra = ", %s %s" % (origin["kind"], origin["name"])
+            what = (what + "; " if what else "") + "float32 operand %s%s at %s" % (
+                with_operand["operand"], extra, _loc(with_operand["file"], with_operand["line"]))
         return ("%s reaches %s at %s with %s: promoted to float32 by %s at %s (%s)" % (
             "/".join(r for r in "qkv" if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes, head["op"],
             _loc(head["file"], head["line"]), what))

@@ -50,13 +50,16 @@ CAST_OPS = frozenset(("float", "double", "half", "bfloat16", "to", "type", "type
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# The tracer's own machinery is skipped when naming a caller; the sample models are user code.
+_TRACE_FILES = frozenset(_TRACE_DIR + name for name in (
+    "tracer.py", "api.py", "standins.py", "sinks.py", "state.py", "policy.py", "child.py", "report.py"))
 _STDLIB_HELPERS = ("contextlib.py", "functools.py")
 
 
 def _transparent_dirs():
     """Library code whose frames are skipped when naming an op's caller: torch itself, this
     tracer, and einops (``rearrange`` is a reshape done on the caller's behalf)."""
-    dirs = [_TORCH_DIR, _TRACE_DIR]
+    dirs = [_TORCH_DIR]
     try:
         import importlib.util
 
@@ -228,7 +231,7 @@ class Tracer(object):
             self.names[id(tensor)] = ("input", name)
 
     def _is_internal(self, filename):
-        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS):
+        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS) or filename in _TRACE_FILES:
             return True
         return filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython")
 
@@ -572,6 +575,9 @@ def _operand_label(node, origin, promoting_line=None):
         return m.group(1)
     if origin.get("name"):
         return origin["name"]
+    m = _ASSIGN.match(linecache.getline(origin["file"], origin["line"]) or "") if origin.get("line") else None
+    if m:
+        return m.group(1)
     if origin.get("kind") == "explicit_cast":
         return "the result of %s (float32 since %s at line %s)" % (node.op, origin.get("op"), origin.get("line"))
     return "the result of %s" % node.op

@@ -1,0 +1,146 @@
+"""Human rendering of a dtype-trace report (``attn-doctor trace``) and of the sample forward
+passes (``check``'s dtype-path section). The only printing code of the tracer."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.syntax import Syntax
+from rich.text import Text
+from rich.tree import Tree
+
+MARKS = {"error": ("✗", "bold red"), "warning": ("!", "bold yellow"), "ok": ("✓", "bold green"),
+         "failed": ("✗", "bold magenta"), "skipped": ("-", "dim")}
+
+
+def _path(file):
+    if not file:
+        return "?"
+    try:
+        rel = os.path.relpath(file)
+        return rel if not rel.startswith("..") else file
+    except ValueError:
+        return file
+
+
+def _loc(file, line):
+    return "%s:%s" % (_path(file), line)
+
+
+def _mark(kind):
+    sym, style = MARKS[kind]
+    return Text(sym + " ", style=style)
+
+
+def finding_renderable(f, verbose=False):
+    title = Text.assemble(_mark(f["severity"]), (f["id"] + " ", "bold"), f["message"])
+    if f.get("count", 1) > 1:
+        title.append("  (%d calls" % f["count"], style="dim")
+        if f.get("module_paths"):
+            title.append(": " + ", ".join(f["module_paths"][:3]) + (", ..." if len(f["module_paths"]) > 3 else ""),
+                         style="dim")
+        title.append(")", style="dim")
+    tree = Tree(title, guide_style="dim")
+    for entry in f.get("chain") or ():
+        label = Text.assemble(
+            ("%s " % ("autocast" if entry.get("kind") == "autocast" else (
+                "operand" if entry.get("kind") == "fp32_operand" else "promotes")), "cyan"),
+            (entry["op"], "bold"), "  ", (_loc(entry["file"], entry["line"]), "underline"),
+            ("  -> " + "/".join(entry.get("feeds", ())), "dim"))
+        node = tree.add(label)
+        if entry.get("source"):
+            node.add(Text(entry["source"], style="green"))
+        if entry.get("operand"):
+            origin = entry.get("operand_origin") or {}
+            text = Text.assemble(("float32 operand: ", "dim"), (entry["operand"], "bold"))
+            if origin.get("kind") in ("parameter", "buffer", "input"):
+                text.append("  (%s %s)" % (origin["kind"], origin.get("name")), style="dim")
+            elif origin.get("kind") in ("explicit_cast", "created", "promotion") and origin.get("line"):
+                text.append("  (%s %s at %s)" % (origin["kind"].replace("_", " "), origin.get("op"),
+                                                  _loc(origin.get("file"), origin.get("line"))), style="dim")
+            via = origin.get("via")
+            if via and via.get("line") and via.get("line") != entry.get("line"):
+                text.append("  via %s" % _loc(via.get("file"), via.get("line")), style="dim")
+            node.add(text)
+        elif entry.get("reason") and verbose:
+            node.add(Text(entry["reason"], style="dim"))
+    sink = f["sink"]
+    dtypes = ", ".join("%s %s%s" % (r, sink[r]["dtype"], list(sink[r]["shape"])) for r in ("q", "k", "v") if r in sink)
+    sink_node = tree.add(Text.assemble(("sink ", "cyan"), (sink["name"], "bold"), "  ",
+                                       (_loc(sink["file"], sink["line"]), "underline"),
+                                       ("  [%s] %s" % (sink.get("layout"), dtypes), "dim")))
+    if sink.get("source"):
+        sink_node.add(Text(sink["source"], style="green"))
+    sink_node.add(Text.assemble(("kernel says: ", "dim"), (f.get("kernel_message") or "", "red")))
+    parts = [tree]
+    if f.get("patch"):
+        parts.append(Padding(Syntax(f["patch"].rstrip("\n"), "diff", theme="ansi_dark", background_color="default"),
+                             (0, 0, 0, 4)))
+    return Group(*parts)
+
+
+def render_trace(report, console=None, verbose=False):
+    console = console or Console()
+    status = report.get("status")
+    head = Text.assemble(("dtype trace ", "bold"), (str(report.get("target")), "bold cyan"),
+                         ("  device=%s" % report.get("device"), "dim"))
+    if report.get("dtype"):
+        head.append("  dtype=%s" % report["dtype"], style="dim")
+    if report.get("autocast"):
+        head.append("  autocast=%s (%s)" % (report["autocast"], report.get("autocast_mode")), style="dim")
+    if report.get("train"):
+        head.append("  train", style="dim")
+    console.print(head)
+    for note in report.get("notes") or ():
+        console.print(Text("  note: " + note, style="dim"))
+    err = report.get("error")
+    if status in ("usage_error", "failed"):
+        console.print(Text.assemble(_mark("failed"), ("trace could not run: " if status == "failed" else "usage: ",
+                                                      "bold"), err.get("message", "") if err else ""))
+        if verbose and err and err.get("traceback"):
+            console.print(Text(err["traceback"], style="dim"))
+        elif err and err.get("traceback"):
+            console.print(Text("  (traceback with -v)", style="dim"))
+        return
+    findings = report.get("findings") or []
+    for f in findings:
+        console.print(finding_renderable(f, verbose))
+    if verbose:
+        for s in report.get("sinks") or ():
+            console.print(Text.assemble(_mark("ok" if s["ok"] else "warning"), s["name"], "  ",
+                                        _loc(s["file"], s["line"]), ("  %s" % s.get("module_path"), "dim"),
+                                        ("  %s head_dim=%s" % (s["effective_dtypes"], s.get("head_dim")), "dim")))
+    if err:
+        console.print(Text.assemble(_mark("warning"), err.get("message", "")))
+        if verbose and err.get("traceback"):
+            console.print(Text(err["traceback"], style="dim"))
+    summary = report.get("summary") or {}
+    if not findings:
+        console.print(Text.assemble(_mark("ok"), "no dtype problems at %d attention call%s (%d ops traced)" % (
+            summary.get("sinks", 0), "" if summary.get("sinks") == 1 else "s", summary.get("ops", 0))))
+        if summary.get("sinks", 0) == 0:
+            console.print(Text("  no attention call was seen: is the attention path the one you meant?", style="yellow"))
+    else:
+        console.print(Text("%d error(s), %d warning(s) at %d of %d attention calls; %d ops traced in %.2fs" % (
+            summary.get("errors", 0), summary.get("warnings", 0), summary.get("bad_sinks", 0), summary.get("sinks", 0),
+            summary.get("ops", 0), report.get("duration_s") or 0), style="bold"))
+
+
+def render_samples(result, console=None, verbose=False):
+    """The dtype-path section of ``check``: one line per sample forward pass."""
+    console = console or Console()
+    for s in result.get("samples") or ():
+        status = s["status"]
+        if status == "ran":
+            summ = s.get("summary") or {}
+            kind = "error" if summ.get("errors") else ("warning" if summ.get("warnings") else "ok")
+            line = Text.assemble(_mark(kind), (s["name"], "bold"),
+                                 ("  %d attention calls" % summ.get("sinks", 0), "dim"))
+        else:
+            line = Text.assemble(_mark("skipped" if status == "skipped" else "failed"), (s["name"], "bold"),
+                                 ("  %s" % (s.get("reason") or status), "dim"))
+        console.print(line)
+        for f in s.get("findings") or ():
+            console.print(Padding(finding_renderable(f, verbose), (0, 0, 0, 2)))

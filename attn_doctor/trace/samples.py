@@ -1,0 +1,189 @@
+"""The sample forward passes ``check`` runs: one per attention path installed here.
+
+``run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=None, samples=None)``
+returns a JSON-able dict: {"schema", "status", "verdict" ("pass" | "warning" | "error" |
+"failed"), "device", "dtype", "autocast", "samples": [{"name", "status" ("ran" | "skipped" |
+"failed"), "reason", "summary", "findings", "sinks"}], "findings": [... each with "sample"],
+"exit_code"}. A sample whose library is not installed is skipped, not failed.
+
+The sample models live in this file on purpose: a finding in one points at a line in a library
+(x-transformers' rotary code, transformers' attention wrapper) or at the kernel's rules, not here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+SCHEMA = "attn-doctor.sample/1"
+
+
+def _installed(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _block_model(use_flash):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Attention(nn.Module):
+        def __init__(self, dim=64, heads=4):
+            super().__init__()
+            self.heads, self.head_dim = heads, dim // heads
+            self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+            self.out = nn.Linear(dim, dim, bias=False)
+            inv = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+            self.register_buffer("inv_freq", inv, persistent=False)
+
+        def forward(self, x):
+            b, s, c = x.shape
+            q, k, v = self.qkv(x).view(b, s, 3, self.heads, self.head_dim).unbind(2)
+            t = torch.arange(s, device=x.device, dtype=torch.float32)
+            freqs = torch.outer(t, self.inv_freq.float())
+            emb = torch.cat((freqs, freqs), -1)[None, :, None, :]
+            cos, sin = emb.cos().to(q.dtype), emb.sin().to(q.dtype)
+            q = q * cos + torch.cat((-q[..., self.head_dim // 2:], q[..., : self.head_dim // 2]), -1) * sin
+            k = k * cos + torch.cat((-k[..., self.head_dim // 2:], k[..., : self.head_dim // 2]), -1) * sin
+            if use_flash:
+                from flash_attn import flash_attn_func
+
+                o = flash_attn_func(q, k, v, causal=True)
+            else:
+                o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                   is_causal=True).transpose(1, 2)
+            return self.out(o.reshape(b, s, c))
+
+    class Block(nn.Module):
+        def __init__(self, dim=64):
+            super().__init__()
+            self.norm = nn.LayerNorm(dim)
+            self.attn = Attention(dim)
+
+        def forward(self, x):
+            return x + self.attn(self.norm(x))
+
+    return nn.Sequential(Block(), Block())
+
+
+def _sdpa_block(torch, device):
+    return _block_model(False), (torch.randn(2, 16, 64),)
+
+
+def _flash_block(torch, device):
+    return _block_model(True), (torch.randn(2, 16, 64),)
+
+
+def _tiny_llama(impl):
+    def build(torch, device):
+        import transformers
+
+        config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                          max_position_embeddings=64)
+        try:
+            config._attn_implementation = impl
+        except Exception:  # noqa: BLE001
+            pass
+        model = transformers.LlamaForCausalLM(config)
+        return model, {"input_ids": torch.zeros(1, 16, dtype=torch.long)}
+
+    return build
+
+
+def _x_transformers(torch, device):
+    from x_transformers import Decoder, TransformerWrapper
+
+    model = TransformerWrapper(num_tokens=128, max_seq_len=64,
+                               attn_layers=Decoder(dim=64, depth=2, heads=4, rotary_xpos=True, attn_flash=True))
+    return model, (torch.zeros(1, 16, dtype=torch.long),)
+
+
+def _fla_layer(torch, device):
+    # fla's layer constructors differ between releases [unverified across versions]; try a few.
+    import fla.layers as layers
+
+    last = None
+    for cls_name, kwargs in (("RWKV7Attention", {"hidden_size": 64, "head_dim": 16, "num_heads": 4}),
+                             ("GatedLinearAttention", {"hidden_size": 64, "num_heads": 4}),
+                             ("MultiScaleRetention", {"hidden_size": 64, "num_heads": 4})):
+        cls = getattr(layers, cls_name, None)
+        if cls is None:
+            continue
+        try:
+            return cls(**kwargs), (torch.randn(1, 16, 64),)
+        except TypeError as exc:
+            last = exc
+    raise RuntimeError("no fla layer could be built with the sample arguments (%s)" % last)
+
+
+def sample_table():
+    """name -> (needs, builder). needs: modules that must be installed for the sample to run."""
+    table = [
+        ("sdpa_block", (), _sdpa_block),
+        ("flash_attn_block", (), _flash_block),  # real flash_attn, or the stand-in off the GPU
+        ("transformers_sdpa", ("transformers",), _tiny_llama("sdpa")),
+        ("transformers_flash_attention_2", ("transformers", "flash_attn"), _tiny_llama("flash_attention_2")),
+        ("x_transformers", ("x_transformers", "einops"), _x_transformers),
+        ("fla_layer", ("fla",), _fla_layer),
+    ]
+    return table
+
+
+def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=None, samples=None):
+    from .api import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, trace
+
+    out = {"schema": SCHEMA, "status": "ok", "dtype": dtype, "autocast": autocast, "samples": [], "findings": []}
+    try:
+        import torch
+    except BaseException as exc:  # noqa: BLE001
+        out.update(status="failed", verdict="failed", exit_code=EXIT_FAILED,
+                   error={"kind": "environment", "message": "torch does not import: %s" % exc})
+        return out
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "meta"
+    out["device"] = device
+    if device == "cuda" and capability is None:
+        capability = tuple(torch.cuda.get_device_capability())
+    for name, needs, builder in sample_table():
+        if samples and name not in samples:
+            continue
+        entry = {"name": name}
+        missing = [m for m in needs if not _installed(m)]
+        if missing:
+            entry.update(status="skipped", reason="%s not installed" % ", ".join(missing))
+            out["samples"].append(entry)
+            continue
+        try:
+            with torch.device(device if device != "cuda" else "cpu"):
+                model, inputs = builder(torch, device)
+        except BaseException as exc:  # noqa: BLE001
+            entry.update(status="failed", reason="building the sample failed: %s: %s" % (type(exc).__name__,
+                                                                                       str(exc)[:300]))
+            out["samples"].append(entry)
+            continue
+        report = trace(model=model, inputs=inputs, dtype=dtype, autocast=autocast, device=device,
+                       capability=capability)
+        entry.update(status="ran" if report["status"] in ("ok", "partial") else "failed",
+                     summary=report["summary"], findings=report["findings"],
+                     sinks=[{k: s.get(k) for k in ("name", "file", "line", "effective_dtypes", "head_dim", "ok")}
+                            for s in report["sinks"][:8]],
+                     notes=report.get("notes", []))
+        if report.get("error"):
+            entry["reason"] = report["error"]["message"]
+        for f in report["findings"]:
+            out["findings"].append(dict(f, sample=name))
+        out["samples"].append(entry)
+    errors = [f for f in out["findings"] if f["severity"] == "error"]
+    warnings = [f for f in out["findings"] if f["severity"] == "warning"]
+    failed = [s for s in out["samples"] if s["status"] == "failed"]
+    out["verdict"] = "error" if errors else ("failed" if failed else ("warning" if warnings else "pass"))
+    out["exit_code"] = EXIT_FINDINGS if errors else (EXIT_FAILED if failed else EXIT_CLEAN)
+    out["summary"] = {"errors": len(errors), "warnings": len(warnings),
+                      "ran": sum(1 for s in out["samples"] if s["status"] == "ran"),
+                      "skipped": sum(1 for s in out["samples"] if s["status"] == "skipped"),
+                      "failed": len(failed)}
+    return out
