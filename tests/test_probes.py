@@ -354,7 +354,8 @@ def test_fixture_is_consistent(name):
     if torch.cuda is None:
         assert torch.cuda_available is False and torch.devices == []
         return
-    assert facts.version_of("triton").startswith(TRITON_FOR_TORCH[minor])
+    if minor in TRITON_FOR_TORCH:  # a later real recording may carry a torch not in the table
+        assert facts.version_of("triton").startswith(TRITON_FOR_TORCH[minor])
     assert any(name.startswith("nvidia-cublas") for name in facts.packages)
     assert torch.cuda_available is True and torch.device_count == len(torch.devices)
     assert [d.capability for d in torch.devices] == [g.capability for g in facts.gpu.devices]
