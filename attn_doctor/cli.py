@@ -173,7 +173,8 @@ def check(
 
         from .render.human import render
 
-        render(report, Console(highlight=False), verbose=verbose)
+        # Piped into a log or grep: one line per finding, no wrapping at 80 columns.
+        render(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose=verbose)
     raise typer.Exit(report.exit_code)
 
 
@@ -225,7 +226,7 @@ def rules(
 
     from .render.rules import render_rule, render_rules
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True) if sys.stdout.isatty() else Console(highlight=False, width=200)
     if rule_id:
         rule = loaded.get(rule_id)
         if rule is None:

@@ -99,10 +99,13 @@ def symbol_abi(symbol: str) -> Optional[bool]:
     """Which C++ ABI a mangled symbol was compiled with: True = C++11 ABI, False = old, None = no std::string in it."""
     if "B5cxx11" in symbol or "__cxx11" in symbol:
         return True
-    # Old-ABI std::string is the substitution "Ss" (or NSs); std::__cxx11::basic_string never uses it.
-    if re.search(r"(?<![A-Za-z])N?Ss", symbol[2:]):
-        return False
-    return None
+    demangled = demangle(symbol)
+    if demangled is not None:
+        # The old ABI's std::string demangles as std::string / std::basic_string<...> without __cxx11.
+        return False if re.search(r"std::(basic_)?string\b", demangled) else None
+    # No demangler: old-ABI std::string is the substitution "Ss", which follows a type qualifier
+    # or the end of a name (ESs, RKSs, PSs, NSs); std::__cxx11::basic_string never uses it.
+    return False if re.search(r"[EKRPN]Ss", symbol[2:]) else None
 
 
 def explain_undefined_symbol(symbol: str, torch_cxx11_abi: Optional[bool]) -> str:
@@ -124,6 +127,15 @@ def wheel_tag(
 ) -> Optional[str]:
     """The name of the flash-attn release wheel that matches this torch, in upstream's naming."""
     if not (flash_attn_version and torch_version and cuda_version and python_version and cxx11_abi is not None):
+        return None
+    try:
+        from packaging.version import Version
+
+        if Version(flash_attn_version) < Version("2.7.0"):
+            # Older releases named the CUDA toolkit they were built with (cu118, cu122, cu123),
+            # which setup.py chose itself; we do not guess it.
+            return None
+    except ValueError:
         return None
     torch_mm = ".".join(torch_version.split("+")[0].split(".")[:2])
     cuda_major = cuda_version.split(".")[0]

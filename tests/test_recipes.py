@@ -84,7 +84,7 @@ pass = ["h100"]
         ("not = toml = at all", "not valid TOML"),
         (
             '[[rule]]\nid="AD900"\nname="x"\narea="gpu"\nseverity="fatal"\ntitle="t"\nmessage="m"\nexplanation="e"\nwhen={}\n',
-            "Expected `str` matching",
+            "Invalid enum value 'fatal'",
         ),
         (
             '[[rule]]\nid="AD900"\nname="x"\narea="gpu"\nseverity="error"\ntitle="t"\nmessage="m"\nexplanation="e"\nwhen={ versions = {} }\n',

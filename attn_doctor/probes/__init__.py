@@ -54,41 +54,53 @@ def collect_facts(
     probes: list[ProbeRun] = []
     note = progress or (lambda _msg: None)
 
-    torch_child: Optional[ChildProcess] = None
-    torch_failure: Optional[ProbeRun] = None
+    children: dict[str, ChildProcess] = {}
     if not quick:
         note("importing torch in the target interpreter")
-        try:
-            torch_child = start_child(python, ["torch"])
-        except ProbeFailed as exc:
-            torch_failure = ProbeRun(name="torch", status=exc.status, error=str(exc))
+        _start(children, probes, "torch", python, ["torch"])
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        gpu_future = pool.submit(_timed, "gpu", probe_gpus)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        env_future = pool.submit(_timed, "environment", lambda: _environment(python))
+        gpu_run, gpu = _timed("gpu", probe_gpus)
+        if not quick and gpu is not None and gpu.devices:
+            # CUDA is initialised in a process of its own, in parallel with the imports: once a
+            # process has touched the CUDA runtime, its forks cannot use CUDA any more.
+            note("initialising CUDA in the target interpreter")
+            _start(children, probes, "cuda", python, ["cuda"])
         note("reading installed packages")
-        env_run, env_data = _timed("environment", lambda: _environment(python))
-        gpu_run, gpu = gpu_future.result()
+        env_run, env_data = env_future.result()
     probes += [env_run, gpu_run]
     if env_data is not None:
         _apply_environment(facts, env_data)
     if gpu is not None:
         facts.gpu = gpu
     facts.env = safe_environment(os.environ)
-    if torch_failure is not None:
-        probes.append(torch_failure)
 
-    if torch_child is not None:
-        note("waiting for torch and the import probes")
+    deadline = time.monotonic() + timeout
+    for name, child_process in children.items():
+        note("waiting for torch and the import probes" if name == "torch" else "waiting for CUDA")
         start = time.monotonic()
         try:
-            data = torch_child.result(timeout)
-            _apply_torch(facts, data)
-            probes.append(ProbeRun(name="torch", status="ok", duration_s=round(time.monotonic() - start, 3)))
+            data = child_process.result(max(1.0, deadline - time.monotonic()))
         except ProbeFailed as exc:
-            probes.append(ProbeRun(name="torch", status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc)))
-            facts.torch = TorchInfo(status="timeout" if exc.status == "timeout" else "skipped")
+            probes.append(ProbeRun(name=name, status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc)))
+            if name == "torch":
+                facts.torch = TorchInfo(status="timeout" if exc.status == "timeout" else "skipped")
+            continue
+        probes.append(ProbeRun(name=name, status="ok", duration_s=round(time.monotonic() - start, 3)))
+        if name == "torch":
+            _apply_torch(facts, data)
+        else:
+            _apply_cuda(facts, data.get("cuda") or {})
     facts.probes = probes
     return facts
+
+
+def _start(children: dict, probes: list, name: str, python: str, args: list[str]) -> None:
+    try:
+        children[name] = start_child(python, args)
+    except ProbeFailed as exc:
+        probes.append(ProbeRun(name=name, status=exc.status, error=str(exc)))
 
 
 def _timed(name: str, fn):
@@ -124,6 +136,38 @@ def _import_error(raw: Optional[dict]):
     if not raw:
         return None
     return classify(raw.get("type", ""), raw.get("message", ""))
+
+
+_CUDA_FIELDS = (
+    "cudnn",
+    "cuda_available",
+    "cuda_error",
+    "arch_list",
+    "device_count",
+    "devices",
+    "sdpa",
+    "sdpa_probe_dtype",
+    "sdpa_reasons",
+    "sdpa_error",
+)
+
+
+def _apply_cuda(facts: Facts, cuda: dict) -> None:
+    """Fold the CUDA probe into TorchInfo (the torch probe may have failed on its own)."""
+    if cuda.get("status") != "ok":
+        error = cuda.get("error") or {}
+        facts.torch.cuda_available = False
+        reason = error.get("message") if isinstance(error, dict) else None
+        if cuda.get("status") == "crashed":
+            reason = f"the CUDA probe was killed by signal {cuda.get('signal')}"
+        facts.torch.cuda_error = (reason or f"the CUDA probe ended with status {cuda.get('status')}")[:1000]
+        return
+    merged = msgspec.to_builtins(facts.torch)
+    merged.update({k: cuda[k] for k in _CUDA_FIELDS if k in cuda})
+    error = facts.torch.error
+    merged.pop("error", None)
+    facts.torch = msgspec.convert(merged, TorchInfo)
+    facts.torch.error = error
 
 
 def _apply_torch(facts: Facts, data: dict) -> None:

@@ -5,8 +5,9 @@ not have attn-doctor, msgspec or even a working torch. So: standard library only
 syntax, never let an exception escape, and write exactly one JSON object to the original stdout.
 
     python child.py env              # platform, tools, installed packages (no torch import)
-    python child.py torch [MODULE..] # torch build; then, in isolated forks, CUDA devices and
-                                     # the import health of each MODULE
+    python child.py torch [MODULE..] # torch build; then, in isolated forks, the import health
+                                     # of each MODULE (no CUDA call: forks must stay clean)
+    python child.py cuda             # CUDA devices, cuDNN, SDPA backends (its own process)
 
 Anything the probed libraries print goes to stderr: fd 1 is pointed at fd 2 while they run.
 """
@@ -255,18 +256,14 @@ def _run_inline(fn):
 
 
 def torch_build(torch):
-    info = {
+    # Plain attributes only: nothing here may touch the CUDA runtime (see collect_cuda).
+    return {
         "status": "ok",
         "version": getattr(torch, "__version__", None),
         "cuda": getattr(torch.version, "cuda", None),
         "hip": getattr(torch.version, "hip", None),
         "cxx11_abi": bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)),
     }
-    try:
-        info["cudnn"] = str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None
-    except Exception:
-        info["cudnn"] = None
-    return info
 
 
 def _sdpa_params(torch, q):
@@ -278,12 +275,17 @@ def _sdpa_params(torch, q):
 
 
 def cuda_facts():
-    """Runs in a fork: the first CUDA initialisation of this process tree happens here."""
+    """CUDA devices, cuDNN and the SDPA backends. Runs in its own process (`child.py cuda`):
+    once torch has touched the CUDA runtime, forked children can no longer use CUDA."""
     import warnings
 
     import torch
 
     out = {"status": "ok", "devices": [], "sdpa": {}, "sdpa_reasons": {}}
+    try:
+        out["cudnn"] = str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None
+    except Exception:  # noqa: BLE001
+        out["cudnn"] = None
     try:
         available = torch.cuda.is_available()
     except Exception as exc:  # noqa: BLE001
@@ -392,6 +394,7 @@ def installed(module):
 
 
 def collect_torch(modules):
+    """torch's build, then the import health of each module, each in its own fork."""
     start = time.monotonic()
     if not installed("torch"):
         return {"torch": {"status": "missing"}, "imports": {m: {"status": "skipped"} for m in modules}}
@@ -404,7 +407,7 @@ def collect_torch(modules):
         }
     info = torch_build(torch)
     info["duration_s"] = round(time.monotonic() - start, 3)
-    jobs = [("cuda", cuda_facts)]
+    jobs = []
     imports = {}
     for module in modules:
         if installed(module):
@@ -412,24 +415,20 @@ def collect_torch(modules):
         else:
             imports[module] = {"status": "missing"}
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)
-    cuda = results.get("cuda", {})
-    if cuda.get("status") == "ok":
-        for key in ("cuda_available", "cuda_error", "arch_list", "device_count", "devices", "sdpa"):
-            if key in cuda:
-                info[key] = cuda[key]
-        for key in ("sdpa_reasons", "sdpa_probe_dtype", "sdpa_error"):
-            if cuda.get(key):
-                info[key] = cuda[key]
-    else:
-        info["cuda_available"] = False
-        info["cuda_error"] = "CUDA probe %s: %s" % (
-            cuda.get("status"),
-            (cuda.get("error") or {}).get("message") or ("signal %s" % cuda.get("signal")),
-        )
     for module in modules:
         if "import:" + module in results:
             imports[module] = results["import:" + module]
     return {"torch": info, "imports": imports}
+
+
+def collect_cuda():
+    if not installed("torch"):
+        return {"cuda": {"status": "missing"}}
+    try:
+        import torch  # noqa: F401
+    except BaseException as exc:  # noqa: BLE001
+        return {"cuda": {"status": "error", "error": describe_exception(exc)}}
+    return {"cuda": _run_inline(cuda_facts)}
 
 
 # ---------------------------------------------------------------- main
@@ -447,6 +446,8 @@ def main(argv):
             result.update(collect_env())
         elif command == "torch":
             result.update(collect_torch(argv[1:] or list(IMPORT_TARGETS)))
+        elif command == "cuda":
+            result.update(collect_cuda())
         else:
             result["error"] = "unknown probe command %r" % command
     except BaseException as exc:  # noqa: BLE001
