@@ -178,11 +178,8 @@ def test_package_url_credentials_are_stripped_by_the_env_probe(tmp_path, monkeyp
 
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP redact.py TOKEN_VALUE: no pattern for GitHub fine-grained tokens (github_pat_...), "
-    "the default kind of personal access token since 2023; classic ghp_ tokens are caught",
-)
+# Regression: GitHub fine-grained tokens (github_pat_..., the default kind since 2023) had no
+# pattern; classic ghp_ tokens did.
 def test_github_fine_grained_token_in_a_value():
     token = "github_pat_11ABCDEFG0123456789abc_" + "Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa9876543210zyxwvutsrqponmlkjihgfedcba"
     out = safe_environment({"PIP_FIND_LINKS": f"https://wheels.example.com/index.html?access={token}"})
