@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import pytest
-
 from attn_doctor.redact import REDACTED, allowed, redact_value, safe_environment
 from attn_doctor.probes.runner import start_child
 from helpers import broken_env
