@@ -1,0 +1,28 @@
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOYS = os.path.join(HERE, "toys")
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def marker_line(toy, marker):
+    """Line number of the line ending with ``# MARKER`` in a toy file."""
+    with open(os.path.join(TOYS, toy)) as fh:
+        for number, line in enumerate(fh, 1):
+            if line.rstrip().endswith("# " + marker):
+                return number
+    raise AssertionError("marker %s not in %s" % (marker, toy))
+
+
+def toy_target(toy, factory):
+    return os.path.join(TOYS, toy) + ":" + factory
+
+
+@pytest.fixture(scope="session")
+def trace():
+    from attn_doctor.trace.api import trace as _trace
+
+    return _trace

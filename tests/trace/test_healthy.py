@@ -1,0 +1,37 @@
+"""No false positives: residual adds under autocast, fp32 log-sum-exp outputs, explicit casts."""
+import pytest
+
+from conftest import toy_target
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+@pytest.mark.parametrize("factory,autocast", [
+    ("build_fp32", "bf16"), ("build_fp32", "fp16"), ("build_bf16", None), ("build_fp16", None),
+    ("build_fp32_flash", "bf16"), ("build_fp32_flash", "fp16"), ("build_bf16_flash", None),
+])
+def test_healthy_decoder_has_no_findings(trace, device, factory, autocast):
+    r = trace(toy_target("healthy_toy.py", factory), autocast=autocast, device=device)
+    assert r["status"] == "ok", r["error"]
+    assert r["summary"]["sinks"] == 2
+    assert r["findings"] == []
+    # The trace did see promotions (fp32 residual stream, softmax(logits.float())) and judged them harmless.
+    assert r["summary"]["ops"] > 50
+
+
+def test_fp32_model_at_sdpa_is_a_slow_path_warning_not_an_error(trace):
+    r = trace(toy_target("healthy_toy.py", "build_fp32"))
+    assert [(f["id"], f["severity"]) for f in r["findings"]] == [("AD604", "warning")]
+    assert r["exit_code"] == 0
+
+
+def test_fp32_model_at_flash_attn_is_an_error_without_a_chain(trace):
+    # LLaMA-Factory #7151: the whole model is fp32; nothing promoted, so no chain.
+    r = trace(toy_target("healthy_toy.py", "build_fp32_flash"))
+    (f,) = r["findings"]
+    assert (f["id"], f["severity"], f["chain"]) == ("AD604", "error", [])
+    assert r["exit_code"] == 1
+
+
+def test_train_mode_healthy(trace):
+    r = trace(toy_target("healthy_toy.py", "build_fp32_flash"), autocast="bf16", device="cpu", train=True)
+    assert r["status"] == "ok" and r["findings"] == []

@@ -1,0 +1,156 @@
+"""The suggested patch applies and fixes the model; the CLI's exit codes and one-line errors."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conftest import REPO, TOYS, toy_target
+
+from attn_doctor import cli_trace
+
+app = typer.Typer()
+app.command("trace")(cli_trace.trace)
+
+
+@app.command("noop")
+def _noop():  # a second command keeps "trace" as a subcommand, as in attn_doctor/cli.py
+    pass
+
+
+def run_cli(*args):
+    result = CliRunner().invoke(app, ["trace", *args])
+    return result.exit_code, result.output
+
+
+def test_patch_applies_with_git_apply_and_the_patched_model_is_clean(trace, tmp_path, monkeypatch):
+    shutil.copy(os.path.join(TOYS, "var_toy.py"), tmp_path / "var_model.py")
+    monkeypatch.chdir(tmp_path)
+    r = trace("var_model.py:build_fp32", autocast="bf16")
+    (f,) = r["findings"]
+    assert f["patch"].startswith("--- a/var_model.py\n+++ b/var_model.py\n")
+    assert "+        q, k = q.to(v.dtype), k.to(v.dtype)" in f["patch"]
+    (tmp_path / "fix.diff").write_text(f["patch"])
+    subprocess.run(["git", "init", "-q"], check=True)
+    subprocess.run(["git", "apply", "fix.diff"], check=True)
+    r2 = trace("var_model.py:build_fp32", autocast="bf16")
+    assert r2["status"] == "ok" and r2["findings"] == [] and r2["summary"]["sinks"] == 2
+
+
+def test_cli_exit_codes_and_json():
+    code, out = run_cli(toy_target("var_toy.py", "build_fp32"), "--autocast", "bf16", "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["findings"][0]["id"] == "AD601"
+    code, out = run_cli(toy_target("healthy_toy.py", "build_bf16"))
+    assert code == 0 and "no dtype problems" in out
+    code, out = run_cli(toy_target("var_toy.py", "build_fp32"), "--autocast", "bf16")
+    assert code == 1 and "AD601" in out and "scale_mul" in out and "kernel says" in out
+    code, out = run_cli(toy_target("var_toy.py", "build_fp32"), "--autocast", "bf16", "--patch")
+    assert code == 1 and out.startswith("---") and "attn-doctor AD601" in out
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["no_such_module_xyz:build"], 2, "no module named 'no_such_module_xyz'"),
+    (["just_a_module"], 2, "not MODULE:FACTORY"),
+    ([toy_target("var_toy.py", "missing")], 2, "has no attribute 'missing'"),
+    ([toy_target("var_toy.py", "build"), "--autocast", "fp8"], 2, "--autocast must be one of"),
+    ([toy_target("var_toy.py", "build"), "--device", "cuda"], 3, "CUDA is not available"),
+    ([], 2, "give exactly one of"),
+])
+def test_cli_usage_errors(args, code, needle):
+    got, out = run_cli(*args)
+    assert got == code, out
+    assert needle in out.replace("\n", " ")
+    assert "Traceback" not in out
+
+
+def _write(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def test_broken_user_code_gives_one_line_and_traceback_only_with_v(tmp_path):
+    bad_import = _write(tmp_path, "bad_import.py", "import torch\nraise ValueError('boom at import')\ndef f(): pass\n")
+    code, out = run_cli(bad_import + ":f")
+    assert code == 3 and "importing" in out and "ValueError: boom at import" in out and "Traceback" not in out
+    raises = _write(tmp_path, "raises.py", "def build():\n    raise RuntimeError('no weights here')\n")
+    code, out = run_cli(raises + ":build")
+    assert code == 3 and "the factory raised RuntimeError: no weights here" in out.replace("\n", " ")
+    code, out = run_cli(raises + ":build", "-v")
+    assert code == 3 and "Traceback" in out
+
+
+def test_item_on_meta_falls_back_to_cpu(trace, tmp_path):
+    path = _write(tmp_path, "itemy.py", """
+        import torch, torch.nn as nn, torch.nn.functional as F
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Linear(16, 48)
+                self.k_scale = nn.Parameter(torch.ones(16))
+            def forward(self, x):
+                if x.abs().max().item() > 1e6:
+                    x = x / 1e6
+                q, k, v = self.w(x).view(1, 4, 3, 1, 16).unbind(2)
+                k = k * self.k_scale
+                return F.scaled_dot_product_attention(q, k, v)
+        def build():
+            m = M().to(torch.bfloat16)
+            m.k_scale.data = m.k_scale.data.float()
+            return m, torch.randn(1, 4, 16, dtype=torch.bfloat16)
+        """)
+    r = trace(path + ":build")
+    assert r["status"] == "ok" and r["device"] == "cpu"
+    assert any("meta cannot run" in n and "retried on CPU" in n for n in r["notes"])
+    assert r["findings"][0]["id"] == "AD601" and r["findings"][0]["chain"][0]["operand"] == "k_scale"
+
+
+def test_inputs_on_the_wrong_device_are_moved(trace, tmp_path):
+    path = _write(tmp_path, "cpu_inputs.py", """
+        import torch
+        def build():
+            m = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+            x = torch.randn(1, 4, 16, device="cpu")
+            return m, (x, x, x)
+        """)
+    r = trace(path + ":build", device="meta")
+    assert r["status"] == "ok", r["error"]
+    assert any("example inputs were on cpu; moved them to meta" in n for n in r["notes"])
+    assert r["summary"]["sinks"] >= 1
+
+
+def test_user_prints_do_not_corrupt_json(tmp_path):
+    path = _write(tmp_path, "noisy.py", """
+        import torch
+        print("hello from the model module")
+        def build():
+            print("hello from the factory")
+            return torch.nn.Linear(4, 4), torch.randn(2, 4)
+        """)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-c", "import sys, typer; from attn_doctor import cli_trace; "
+                           "typer.run(cli_trace.trace)", path + ":build", "--json"],
+                          capture_output=True, text=True, env=env, cwd=str(tmp_path))
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["summary"]["sinks"] == 0
+    assert "hello from the factory" in proc.stderr
+
+
+def test_child_in_another_interpreter_runs_the_sample_forward():
+    from attn_doctor.trace.launch import run_child
+
+    result = run_child("sample", {"dtype": "bf16"}, python=sys.executable, timeout=300)
+    assert result["schema"] == "attn-doctor.sample/1"
+    assert result["verdict"] == "pass", result
+    names = {s["name"]: s["status"] for s in result["samples"]}
+    assert names["sdpa_block"] == "ran" and names["flash_attn_block"] == "ran"
+    bad = run_child("sample", {"dtype": "fp32"}, python=sys.executable, timeout=300)
+    assert bad["verdict"] == "error" and bad["exit_code"] == 1
+    assert {f["sample"] for f in bad["findings"]} == {"sdpa_block", "flash_attn_block"}
