@@ -8,6 +8,7 @@ symbol, a real segfault, a real hang), and the other interpreters are real venvs
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -171,6 +172,41 @@ def test_child_keeps_stdout_clean_of_library_chatter(tmp_path, monkeypatch):
     assert data["protocol"] == 1
     assert data["imports"]["flash_attn_interface"]["status"] == "ok"
     assert data["imports"]["flash_attn_interface"]["version"] == "3.0.0b1"
+
+
+def test_import_that_leaves_a_process_behind_is_not_a_timeout(tmp_path, monkeypatch):
+    # Some libraries start a helper process on import (a compile server, a telemetry daemon).
+    # It inherits every descriptor: the probe must decide on the importing process's exit, not
+    # wait for EOF on a pipe the helper keeps open.
+    pid_file = tmp_path / "daemon.pid"
+    broken_env.write_module(
+        tmp_path,
+        "fla",
+        f"""
+        import os, time
+        pid = os.fork()  # a helper forked without exec: it holds every descriptor of the importer
+        if pid == 0:
+            os.setsid()
+            time.sleep(30)
+            os._exit(0)
+        open({str(pid_file)!r}, "w").write(str(pid))
+        __version__ = "0.0.99"
+        """,
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("ATTN_DOCTOR_IMPORT_TIMEOUT", "20")
+    start = time.monotonic()
+    try:
+        data = start_child(sys.executable, ["torch", "fla"]).result(60)
+    finally:
+        if pid_file.exists():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert data["imports"]["fla"]["status"] == "ok"
+    assert data["imports"]["fla"]["version"] == "0.0.99"
+    assert time.monotonic() - start < 15
 
 
 # ------------------------------------------------------------------ --python

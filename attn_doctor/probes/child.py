@@ -26,6 +26,10 @@ import traceback
 # Per-module import budget inside the torch probe. The doctor applies its own overall timeout.
 IMPORT_TIMEOUT_S = float(os.environ.get("ATTN_DOCTOR_IMPORT_TIMEOUT", "60"))
 
+# The descriptor our JSON goes to (set in main). Forked jobs close it at once: a process an
+# import leaves behind must not keep the doctor's pipe open.
+OUT_FD = None
+
 # Modules whose import health is probed: module -> distributions that provide it.
 IMPORT_TARGETS = {
     "flash_attn": ("flash-attn",),
@@ -186,6 +190,8 @@ def run_isolated(jobs, timeout):
         pid = os.fork()
         if pid == 0:  # child
             os.close(read_fd)
+            if OUT_FD is not None:
+                os.close(OUT_FD)
             code = 0
             try:
                 payload = _run_inline(fn)
@@ -208,29 +214,20 @@ def run_isolated(jobs, timeout):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        ready, _, _ = select.select(list(running), [], [], remaining)
+        ready, _, _ = select.select(list(running), [], [], min(remaining, 0.1))
         for fd in ready:
             chunk = os.read(fd, 65536)
             if chunk:
                 running[fd]["chunks"].append(chunk)
-                continue
-            job = running.pop(fd)
-            os.close(fd)
-            _, status = os.waitpid(job["pid"], 0)
-            elapsed = round(time.monotonic() - job["start"], 3)
-            if os.WIFSIGNALED(status):
-                results[job["name"]] = {
-                    "status": "crashed",
-                    "signal": os.WTERMSIG(status),
-                    "duration_s": elapsed,
-                }
-                continue
-            try:
-                payload = json.loads(b"".join(job["chunks"]).decode())
-            except ValueError:
-                payload = {"status": "crashed", "signal": None}
-            payload.setdefault("duration_s", elapsed)
-            results[job["name"]] = payload
+            else:
+                _finish(running.pop(fd), fd, results, None)
+        # A job can exit while something it started still holds the pipe open: decide on its exit.
+        for fd in list(running):
+            pid, status = os.waitpid(running[fd]["pid"], os.WNOHANG)
+            if pid:
+                job = running.pop(fd)
+                job["chunks"].append(_drain(fd))
+                _finish(job, fd, results, status)
     for fd, job in running.items():  # hung: kill and report
         try:
             os.kill(job["pid"], signal.SIGKILL)
@@ -240,6 +237,38 @@ def run_isolated(jobs, timeout):
         os.close(fd)
         results[job["name"]] = {"status": "timeout", "duration_s": round(timeout, 3)}
     return results
+
+
+def _drain(fd):
+    import fcntl
+
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _finish(job, fd, results, status):
+    os.close(fd)
+    if status is None:
+        _, status = os.waitpid(job["pid"], 0)
+    elapsed = round(time.monotonic() - job["start"], 3)
+    if os.WIFSIGNALED(status):
+        results[job["name"]] = {"status": "crashed", "signal": os.WTERMSIG(status), "duration_s": elapsed}
+        return
+    try:
+        payload = json.loads(b"".join(job["chunks"]).decode())
+    except ValueError:
+        payload = {"status": "crashed", "signal": None}
+    payload.setdefault("duration_s", elapsed)
+    results[job["name"]] = payload
 
 
 def _run_inline(fn):
@@ -436,7 +465,8 @@ def collect_cuda():
 
 def main(argv):
     # Keep the real stdout for our JSON; anything else written to fd 1 goes to stderr.
-    out_fd = os.dup(1)
+    global OUT_FD
+    out_fd = OUT_FD = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     result = {"protocol": 1}

@@ -199,6 +199,7 @@ def sdpa_flash_refused(facts: Facts, data: dict) -> Optional[dict]:
     return {
         "gpu": torch.devices[0].name,
         "capability": torch.devices[0].capability,
+        "sm": "sm" + torch.devices[0].capability.replace(".", ""),
         "dtype": torch.sdpa_probe_dtype or "?",
         "compiled": torch.sdpa.get("flash_compiled"),
         "reason": (reasons[0] if reasons else "no reason given").strip().splitlines()[0][:300],
