@@ -255,11 +255,18 @@ _register_optional_commands()
 
 
 def _click_exceptions():
-    try:  # typer >= 0.27 vendors click
-        from typer._click.exceptions import Abort, ClickException
-    except ImportError:  # pragma: no cover - older typer uses click itself
-        from click.exceptions import Abort, ClickException
-    return ClickException, Abort
+    """Click's exception classes: typer >= 0.27 vendors click, and moved Abort in 0.28."""
+    import importlib
+
+    modules = []
+    for name in ("typer._click.exceptions", "typer.exceptions", "click.exceptions"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    click_exc = tuple({m.ClickException for m in modules if hasattr(m, "ClickException")})
+    abort = tuple({m.Abort for m in modules if hasattr(m, "Abort")})
+    return click_exc, abort
 
 
 def main() -> None:
