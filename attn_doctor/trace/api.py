@@ -260,7 +260,10 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
         kwargs["torch_dtype"] = torch_dtype
     try:
         with torch.device(device):
-            model = auto.from_config(config, **kwargs)
+            try:
+                model = auto.from_config(config, **_dtype_kw(kwargs))
+            except TypeError:
+                model = auto.from_config(config, **kwargs)
     except (ImportError, ValueError) as exc:
         if "flash" not in impl:
             raise TraceError("factory", "building %s from its config failed: %s" % (path, _one_line(exc)), exc)
@@ -268,7 +271,10 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
         # SDPA and switch the dispatch afterwards, which is what the forward pass reads.
         kwargs["attn_implementation"] = "sdpa"
         with torch.device(device):
-            model = auto.from_config(config, **kwargs)
+            try:
+                model = auto.from_config(config, **_dtype_kw(kwargs))
+            except TypeError:
+                model = auto.from_config(config, **kwargs)
         for m in model.modules():
             cfg = getattr(m, "config", None)
             if cfg is not None:
@@ -282,6 +288,14 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
         raise TraceError("factory", "building %s from its config failed: %s" % (path, _one_line(exc)), exc)
     ids = torch.zeros(1, seq_len, dtype=torch.long, device=device)
     return model, ((), {"input_ids": ids}), notes, {"attn_implementation": impl, "dtype": want_dtype}
+
+
+def _dtype_kw(kwargs):
+    # transformers >= 4.56 calls it dtype and warns about torch_dtype.
+    out = dict(kwargs)
+    if "torch_dtype" in out:
+        out["dtype"] = out.pop("torch_dtype")
+    return out
 
 
 def _config_dtype(config):
@@ -377,6 +391,9 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
             return _failure(exc, info, notes, start)
     sink_list, findings, tracer, forward_error, prep_notes = outcome
     notes.extend(prep_notes)
+    for s in sink_list:
+        if s.get("fallback") and s["fallback"] not in notes:
+            notes.append(s["fallback"])
     summary = report_mod.summarize(sink_list, findings)
     summary["ops"] = tracer.ops
     status = "ok" if forward_error is None else "partial"

@@ -43,6 +43,8 @@ def build(tracer, expected_dtype=None, cwd=None):
     """(sinks, findings) from a tracer's records; repeated sites (one per layer) are merged."""
     sink_list, findings, by_key = [], [], {}
     for record in tracer.sinks:
+        if record.get("inner"):
+            continue  # transformers' dispatch: the kernel call inside it is the record that counts
         public = public_sink(record)
         sink_list.append(public)
         if not record["problems"]:

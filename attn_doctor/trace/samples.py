@@ -84,11 +84,17 @@ def _tiny_llama(impl):
         config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                           num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
                                           max_position_embeddings=64)
-        try:
-            config._attn_implementation = impl
-        except Exception:  # noqa: BLE001
-            pass
+        config._attn_implementation = "sdpa"
         model = transformers.LlamaForCausalLM(config)
+        # transformers refuses flash_attention_2 at build time without a GPU; the forward pass reads
+        # the implementation from the config, so switch it after building.
+        for m in model.modules():
+            cfg = getattr(m, "config", None)
+            if cfg is not None:
+                try:
+                    cfg._attn_implementation = impl
+                except Exception:  # noqa: BLE001
+                    pass
         return model, {"input_ids": torch.zeros(1, 16, dtype=torch.long)}
 
     return build

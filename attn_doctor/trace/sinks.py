@@ -139,7 +139,8 @@ def transformers_spec(impl):
     # transformers' attention interface: fn(module, query, key, value, attention_mask, ...),
     # layout (batch, heads, seq, head_dim). Recorded as an outer sink: the kernel call inside it
     # (SDPA, flash_attn_func) is the one judged when the tracer sees it.
-    return SinkSpec("transformers:" + impl, "transformers", "B,H,S,D",
+    family = "transformers_flash" if "flash" in impl else "transformers"
+    return SinkSpec("transformers:" + impl, family, "B,H,S,D",
                     {"q": (1, "query"), "k": (2, "key"), "v": (3, "value")}, outer=True)
 
 

@@ -380,10 +380,17 @@ def wrap_transformers():
     if not isinstance(mapping, dict):
         return 0
     count = 0
+    sdpa = mapping.get("sdpa")
     for impl, fn in list(mapping.items()):
         if getattr(fn, "__attn_doctor_wrapper__", False):
             continue
-        mapping[impl] = _make_wrapper(sinks.transformers_spec(impl), fn)
+
+        def call(*args, _fn=fn, **kwargs):
+            return _fn(*args, **kwargs)
+
+        if "flash" in impl and sdpa is not None:
+            call.attn_doctor_fallback = sdpa
+        mapping[impl] = _make_wrapper(sinks.transformers_spec(impl), call)
         count += 1
     return count
 

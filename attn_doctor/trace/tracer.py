@@ -368,11 +368,15 @@ class Tracer(object):
             for r, t in tensors.items():
                 if _lower_eligible(t):
                     effective[r] = autocast_now
+        family = spec.family
+        if family == "transformers_flash":
+            ac = dtype_name(AUTOCAST_DTYPE()) if AUTOCAST_ENABLED() else None
+            effective, family = _transformers_flash_effective(args, effective, ac), "flash_attn2"
         try:
             head_dims = spec.head_dims(args, kwargs, tensors)
         except Exception:  # noqa: BLE001 - odd shapes must not stop the trace
             head_dims = (None, None)
-        problems = sinks.judge(spec.family, effective, head_dims, self.capability)
+        problems = sinks.judge(family, effective, head_dims, self.capability)
         record = {
             "name": spec.name,
             "family": spec.family,
@@ -396,6 +400,20 @@ class Tracer(object):
             self.via.append(spec.name)
             try:
                 out = func(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                # transformers cannot run flash-attn here (no GPU, no package, autocast queried for
+                # the meta device): keep the judgement made above and let the forward pass go on
+                # through its SDPA path.
+                fallback = getattr(func, "attn_doctor_fallback", None)
+                if fallback is None:
+                    raise
+                record["fallback"] = "%s could not run here (%s: %s); continued with sdpa" % (
+                    spec.name, type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+                self.in_sink += 1
+                try:
+                    out = fallback(*args, **kwargs)
+                finally:
+                    self.in_sink -= 1
             finally:
                 self.via.pop()
             if len(self.sinks) > before:
@@ -544,6 +562,30 @@ class Tracer(object):
             entry["operand_origin"] = None
             entry["reason"] = "the op returns float32 from a half-precision input"
         return entry
+
+
+def _transformers_flash_effective(args, effective, autocast_now):
+    """What transformers' flash-attention wrapper hands to flash-attn: float32 q/k/v are cast to
+    the autocast dtype, else the model's pre-quantization dtype, else the dtype of the module's
+    first Linear weight (transformers/modeling_flash_attention_utils.py, get_target_dtype
+    [src, version range unverified]); half inputs pass unchanged."""
+    if "float32" not in effective.values():
+        return effective
+    target = autocast_now
+    module = args[0] if args else None
+    if target is None and module is not None:
+        cfg = getattr(module, "config", None)
+        pre = getattr(cfg, "_pre_quantization_dtype", None)
+        if pre is not None:
+            target = dtype_name(pre)
+        else:
+            for m in module.modules():
+                if isinstance(m, torch.nn.Linear):
+                    target = dtype_name(m.weight.dtype)
+                    break
+    if target is None:
+        return effective
+    return {r: (target if d == "float32" else d) for r, d in effective.items()}
 
 
 def _origin_rank(n):

@@ -1,0 +1,66 @@
+"""transformers' attention dispatch and ``--hf``: built from a local config on meta, nothing
+downloaded. transformers is installed from PyPI into a temp folder; skipped when pip cannot."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CONFIG = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "torch_dtype": "bfloat16"}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    try:
+        import transformers  # noqa: F401
+
+        return None
+    except ImportError:
+        pass
+    target = tmp_path_factory.mktemp("tf")
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target",
+                           str(target), "transformers"], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.skip("pip could not install transformers: %s" % proc.stderr.strip()[-300:])
+    for extra in target.glob("torch*"):  # never shadow the venv's torch
+        subprocess.run(["rm", "-rf", str(extra)])
+    return str(target)
+
+
+def run(site, monkeypatch, tmp_path, **kwargs):
+    from attn_doctor.trace.launch import run_child
+
+    if site:
+        monkeypatch.setenv("PYTHONPATH", site)
+    folder = tmp_path / "ckpt"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(CONFIG))
+    return run_child("trace", dict(hf=str(folder), **kwargs), python=sys.executable, timeout=600)
+
+
+def test_hf_sdpa_bf16_is_clean_and_sees_every_layer(site, monkeypatch, tmp_path):
+    r = run(site, monkeypatch, tmp_path, attn_implementation="sdpa")
+    assert r["status"] == "ok", r.get("error")
+    assert r["findings"] == []
+    assert [s["via"] for s in r["sinks"]] == ["transformers:sdpa"] * 2
+    assert {s["effective_dtypes"]["q"] for s in r["sinks"]} == {"bfloat16"}
+
+
+def test_hf_fp32_model_with_flash_attention_2_is_an_error(site, monkeypatch, tmp_path):
+    # LLaMA-Factory #7151 / #7998: weights in fp32, FA2 asked for, no autocast.
+    r = run(site, monkeypatch, tmp_path, attn_implementation="flash_attention_2", dtype="fp32")
+    assert r["status"] == "ok", r.get("error")
+    (f,) = r["findings"]
+    assert f["id"] in ("AD601", "AD604") and f["severity"] == "error"
+    assert f["kernel_message"] == "FlashAttention only support fp16 and bf16 data type"
+    assert f["sink"]["name"] == "transformers:flash_attention_2" and f["count"] == 2
+
+
+def test_hf_fp32_model_with_flash_attention_2_under_autocast_is_fine(site, monkeypatch, tmp_path):
+    # transformers casts fp32 q/k/v to the autocast dtype before calling flash-attn.
+    r = run(site, monkeypatch, tmp_path, attn_implementation="flash_attention_2", dtype="fp32", autocast="bf16")
+    assert r["status"] == "ok", r.get("error")
+    assert r["findings"] == []
