@@ -97,7 +97,8 @@ def _output_path(template: str) -> Path:
         "Probe this machine and a Python environment, and print a diagnosis with remedies.\n\n"
         "Tiers: --quick reads package metadata, the OS and the GPUs (NVML / nvidia-smi) without importing torch; "
         "the full check also imports torch in the target interpreter and tests, each in an isolated process, "
-        "CUDA initialisation, the SDPA backends and the imports of flash_attn, xformers, triton and fla.\n\n"
+        "CUDA initialisation, the SDPA backends and the imports of flash_attn, xformers, triton and fla; "
+        "then a sample forward pass over the installed attention paths shows the dtypes reaching the kernels.\n\n"
         "Examples:\n\n"
         "  attn-doctor check\n\n"
         "  attn-doctor check --python ~/venvs/train/bin/python\n\n"
@@ -122,6 +123,11 @@ def check(
         help="Diagnose facts recorded elsewhere (a report from `check --json`) instead of probing this machine.",
     ),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 on errors (default), or on warnings too (strict onboarding)."),
+    no_sample: bool = typer.Option(
+        False,
+        "--no-sample",
+        help="Skip the sample forward pass (tiny models of the installed attention paths, traced on meta for the dtypes reaching the kernels).",
+    ),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", min=1.0, help="How long to wait for the torch probe."),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show passing and skipped checks, evidence, timings and tracebacks."),
@@ -143,6 +149,7 @@ def check(
                 fail_on=fail_on.value,
                 timeout=timeout,
                 progress=progress.update if progress else None,
+                sample=not no_sample,
             )
         finally:
             if progress:

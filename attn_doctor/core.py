@@ -72,11 +72,12 @@ def run_check(
     fail_on: str = "error",
     timeout: float = 120.0,
     progress=None,
+    sample: bool = True,
 ) -> Report:
     recipes = load_recipes(recipes_dir)  # first: an invalid recipe is a usage error, before any probing
     if facts_file is not None:
         return diagnose(load_facts_file(facts_file), recipes, fail_on, source="facts-file")
     from .probes import collect_facts
 
-    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress)
+    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample)
     return diagnose(facts, recipes, fail_on)

@@ -7,7 +7,7 @@ Every field has a default so that a report recorded by an older attn-doctor, or 
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import msgspec
 
@@ -125,6 +125,28 @@ class TorchInfo(Struct):
     duration_s: Optional[float] = None
 
 
+class SampleRun(Struct):
+    name: str  # sdpa_block, transformers_flash_attention_2, x_transformers, fla_layer, ...
+    status: str  # ran | skipped | failed
+    reason: Optional[str] = None
+    summary: dict[str, Any] = {}
+
+
+class DtypePath(Struct):
+    """The built-in sample forward pass (attn_doctor.trace.samples), run in the target interpreter."""
+
+    status: str = "skipped"  # ok | failed | skipped
+    device: Optional[str] = None
+    dtype: Optional[str] = None
+    autocast: Optional[str] = None
+    capability: Optional[str] = None  # the GPU the kernels were judged for
+    verdict: Optional[str] = None  # pass | warning | error | failed
+    samples: list[SampleRun] = []
+    # The tracer's findings (id AD6xx, severity, message, sink, chain, patch), as it wrote them.
+    findings: list[dict[str, Any]] = []
+    error: Optional[str] = None
+
+
 class ProbeRun(Struct):
     name: str
     status: ProbeStatus
@@ -141,6 +163,7 @@ class Facts(Struct):
     torch: TorchInfo = msgspec.field(default_factory=TorchInfo)
     imports: dict[str, ImportResult] = {}  # flash_attn, xformers, triton, fla, ...
     env: dict[str, str] = {}  # allow-listed, redacted
+    dtype_path: DtypePath = msgspec.field(default_factory=DtypePath)
     probes: list[ProbeRun] = []
 
     # --- derived views used by rules; never serialised ---

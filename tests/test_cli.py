@@ -40,7 +40,13 @@ def test_full_check_json_on_this_machine(full_json):
 
     assert facts["torch"]["version"] == torch.__version__
     assert facts["torch"]["cxx11_abi"] == bool(torch._C._GLIBCXX_USE_CXX11_ABI)
-    assert {p["name"] for p in facts["probes"]} == {"environment", "gpu", "torch"}
+    assert {p["name"] for p in facts["probes"]} >= {"environment", "gpu", "torch", "sample"}
+    # The sample forward pass ran in the target interpreter and judged the plain SDPA block clean.
+    dtype_path = facts["dtype_path"]
+    assert dtype_path["status"] == "ok" and dtype_path["device"] == "meta"
+    samples = {s["name"]: s["status"] for s in dtype_path["samples"]}
+    assert samples["sdpa_block"] == "ran"
+    assert dtype_path["findings"] == []
     assert proc.returncode == doc["exit_code"]
     if not torch.cuda.is_available():
         statuses = {r["rule"]: r["status"] for r in doc["results"]}

@@ -237,7 +237,13 @@ def test_other_interpreter_without_torch(bare_venv):
     assert facts.platform.in_virtualenv is True
     assert "torch" not in facts.packages
     assert facts.tools["pip"].present is False
-    assert [p.status for p in facts.probes] == ["ok", "ok", "ok"]
+    assert [(p.name, p.status) for p in facts.probes] == [
+        ("environment", "ok"),
+        ("gpu", "ok"),
+        ("torch", "ok"),
+        ("sample", "skipped"),  # no torch: no forward pass to judge, and not a probe failure
+    ]
+    assert facts.dtype_path.status == "skipped" and "torch" in facts.dtype_path.error
 
 
 # Regression: same_interpreter() used os.path.samefile(), which follows the venv's bin/python

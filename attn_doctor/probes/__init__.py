@@ -21,7 +21,7 @@ from typing import Optional
 
 import msgspec
 
-from ..facts import Facts, GpuInfo, ImportResult, Package, Platform, ProbeRun, Tool, TorchInfo
+from ..facts import DtypePath, Facts, GpuInfo, ImportResult, Package, Platform, ProbeRun, SampleRun, Tool, TorchInfo
 from ..failures import classify
 from ..redact import safe_environment
 from . import child
@@ -47,6 +47,7 @@ def collect_facts(
     quick: bool = False,
     timeout: float = DEFAULT_TIMEOUT_S,
     progress: Progress = None,
+    sample: bool = True,
 ) -> Facts:
     """Probe this machine and the target interpreter. Never raises for a broken environment."""
     python = python or sys.executable
@@ -59,7 +60,7 @@ def collect_facts(
         note("importing torch in the target interpreter")
         _start(children, probes, "torch", python, ["torch"])
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         env_future = pool.submit(_timed, "environment", lambda: _environment(python))
         gpu_run, gpu = _timed("gpu", probe_gpus)
         if not quick and gpu is not None and gpu.devices:
@@ -67,6 +68,9 @@ def collect_facts(
             # process has touched the CUDA runtime, its forks cannot use CUDA any more.
             note("initialising CUDA in the target interpreter")
             _start(children, probes, "cuda", python, ["cuda"])
+        sample_future = None
+        if not quick and sample:
+            sample_future = pool.submit(_timed, "sample", lambda: _sample_forward(python, gpu, timeout))
         note("reading installed packages")
         env_run, env_data = env_future.result()
     probes += [env_run, gpu_run]
@@ -79,7 +83,7 @@ def collect_facts(
     deadline = time.monotonic() + timeout
     for name, child_process in children.items():
         note("waiting for torch and the import probes" if name == "torch" else "waiting for CUDA")
-        start = time.monotonic()
+        start = child_process.started
         try:
             data = child_process.result(max(1.0, deadline - time.monotonic()))
         except ProbeFailed as exc:
@@ -92,6 +96,14 @@ def collect_facts(
             _apply_torch(facts, data)
         else:
             _apply_cuda(facts, data.get("cuda") or {})
+    if sample_future is not None:
+        note("running the sample forward pass")
+        sample_run, dtype_path = sample_future.result()
+        if dtype_path is not None:
+            facts.dtype_path = dtype_path
+            if dtype_path.status in ("failed", "skipped"):
+                sample_run.status, sample_run.error = dtype_path.status, dtype_path.error
+        probes.append(sample_run)
     facts.probes = probes
     return facts
 
@@ -118,6 +130,44 @@ def _timed(name: str, fn):
     if isinstance(value, GpuInfo) and value.source == "none":
         run.error = value.error
     return run, value
+
+
+def _sample_forward(python: str, gpu: Optional[GpuInfo], timeout: float) -> DtypePath:
+    """The tracer's built-in samples, on meta, judged for this machine's weakest GPU.
+
+    bf16 where every GPU has it natively (or there is no GPU), else fp16: the dtype a user of
+    this machine should train in.
+    """
+    from ..trace.launch import run_child
+
+    caps = sorted(d.capability for d in (gpu.devices if gpu else []) if d.capability)
+    weakest = min(caps, key=lambda c: tuple(int(x) for x in c.split("."))) if caps else None
+    dtype = "fp16" if weakest and int(weakest.split(".")[0]) < 8 else "bf16"
+    kwargs = {"device": "meta", "dtype": dtype, "autocast": None}
+    if weakest:
+        kwargs["capability"] = [int(x) for x in weakest.split(".")]
+    raw = run_child("sample", kwargs, python=python, timeout=timeout)
+    error = raw.get("error") or {}
+    samples = []
+    for entry in raw.get("samples", []):
+        samples.append(
+            SampleRun(name=str(entry.get("name")), status=str(entry.get("status")), reason=entry.get("reason"), summary=entry.get("summary") or {})
+        )
+    failed = raw.get("status") == "failed"
+    if failed and isinstance(error, dict) and error.get("kind") == "environment":
+        # torch missing or broken: the torch rules say so; there is no forward pass to judge.
+        return DtypePath(status="skipped", dtype=dtype, error=error.get("message"))
+    return DtypePath(
+        status="failed" if failed else "ok",
+        device=raw.get("device", "meta"),
+        dtype=dtype,
+        autocast=None,
+        capability=weakest,
+        verdict=raw.get("verdict"),
+        samples=samples,
+        findings=list(raw.get("findings") or []),
+        error=(error.get("message") if isinstance(error, dict) else str(error)) if failed else None,
+    )
 
 
 def _environment(python: str) -> dict:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -34,6 +35,7 @@ class ChildProcess:
     def __init__(self, python: str, args: list[str]):
         self.python = python
         self.args = args
+        self.started = time.monotonic()
         # stderr goes to a file, not a pipe: a chatty import must never fill a pipe and block.
         self._stderr = tempfile.TemporaryFile()
         env = dict(os.environ)

@@ -159,6 +159,7 @@ def section_summary(area: str, facts: Facts) -> Optional[str]:
         "torch": _torch,
         "kernels": _kernels,
         "libraries": _libraries,
+        "dtype": _dtype_path,
     }.get(area)
     return fn(facts) if fn else None
 
@@ -262,6 +263,31 @@ def _kernels(facts: Facts) -> str:
             return escape(f"flash-attn {fa} (import not checked)") if fa else "no flash-attn / xformers installed"
         return "no flash-attn / xformers / fla installed; SDPA only"
     return escape(", ".join(parts))
+
+
+def _dtype_path(facts: Facts) -> Optional[str]:
+    dp = facts.dtype_path
+    if dp.status == "skipped":
+        if dp.error:
+            return escape(f"sample forward pass not run: {dp.error}")
+        return "sample forward pass not run" + (" (--quick)" if facts.quick else " (--no-sample)")
+    if dp.status == "failed":
+        return escape(f"sample forward pass could not run: {dp.error}")
+    marks = {"ran": "✓", "failed": "✗"}
+    ran = []
+    for sample in dp.samples:
+        if sample.status == "skipped":
+            continue
+        bad = sample.summary.get("errors", 0) + sample.summary.get("warnings", 0) if sample.summary else 0
+        ran.append(f"{sample.name} {'✗' if bad or sample.status == 'failed' else marks.get(sample.status, '?')}")
+    skipped = [s.name for s in dp.samples if s.status == "skipped"]
+    where = f"{dp.device}, {dp.dtype}" + (f", autocast {dp.autocast}" if dp.autocast else "")
+    if dp.capability:
+        where += f", judged for sm{dp.capability.replace('.', '')}"
+    text = f"sample forward ({where}): " + (", ".join(ran) if ran else "nothing ran")
+    if skipped:
+        text += f"; not installed: {', '.join(skipped)}"
+    return escape(text)
 
 
 def _libraries(facts: Facts) -> Optional[str]:

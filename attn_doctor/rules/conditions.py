@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -101,6 +100,7 @@ class Evaluator:
         self.checks = checks
         self.data = data
         self.evidence: dict[str, Any] = {}
+        self.severity: Optional[str] = None  # set when the facts themselves carry a severity
         self.base = base_evidence(facts)
 
     # -- the combinator
@@ -261,6 +261,51 @@ class Evaluator:
                     self.evidence[key] = getattr(err, key)
         return True
 
+    def _dtype_path_known(self) -> Optional[Unknown]:
+        dp = self.facts.dtype_path
+        if dp.status == "skipped":
+            return Unknown("the sample forward pass did not run" + (" (--quick)" if self.facts.quick else ""))
+        if dp.status != "ok":
+            return Unknown(f"the sample forward pass failed: {dp.error}")
+        return None
+
+    def _trace_finding(self, ids: list[str]) -> Verdict:
+        unknown = self._dtype_path_known()
+        if unknown:
+            return unknown
+        found = [f for f in self.facts.dtype_path.findings if f.get("id") in ids]
+        if not found:
+            return False
+        found.sort(key=lambda f: f.get("severity") != "error")
+        first = found[0]
+        # A tracer finding carries its own severity: the same dtype problem is an error at
+        # flash-attn and a warning (a silent slow fallback) at SDPA.
+        if first.get("severity") in ("error", "warning", "info"):
+            self.severity = first["severity"]
+        sink = first.get("sink") or {}
+        self.evidence.update(
+            trace_message=first.get("message", ""),
+            kernel_message=first.get("kernel_message") or "",
+            site=f"{sink.get('file', '?')}:{sink.get('line', '?')}",
+            sample=first.get("sample", "?"),
+            count=len(found),
+            dtype=self.facts.dtype_path.dtype,
+            more="",
+        )
+        if len(found) > 1:
+            others = [f"{(f.get('sink') or {}).get('file', '?')}:{(f.get('sink') or {}).get('line', '?')}" for f in found[1:4]]
+            self.evidence["more"] = f" (and {len(found) - 1} more: {', '.join(others)}{', ...' if len(found) > 4 else ''})"
+        return True
+
+    def _sample_failed(self, want: bool) -> Verdict:
+        unknown = self._dtype_path_known()
+        if unknown:
+            return unknown
+        failed = [s for s in self.facts.dtype_path.samples if s.status == "failed"]
+        if failed:
+            self.evidence.update(sample=failed[0].name, sample_reason=failed[0].reason or "no reason given")
+        return bool(failed) == want
+
     def _tool_missing(self, names: list[str]) -> Verdict:
         if not self.facts.tools:
             return Unknown("tools were not probed")
@@ -269,6 +314,8 @@ class Evaluator:
     def _marker(self, text: str) -> Verdict:
         if not self.facts.platform.system:
             return Unknown("the platform was not probed")
+        from packaging.markers import InvalidMarker, Marker
+
         try:
             return Marker(text).evaluate(marker_environment(self.facts))
         except InvalidMarker:

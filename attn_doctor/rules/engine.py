@@ -62,7 +62,7 @@ def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=
     if verdict is True:
         evidence = evaluator.evidence
         return Result(
-            status=rule.severity,
+            status=evaluator.severity or rule.severity,
             message=render_template(rule.message, {**evaluator.base, **evidence}),
             evidence=evidence,
             remedies=_remedies(rule, {**evaluator.base, **evidence}),

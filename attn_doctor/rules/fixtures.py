@@ -115,7 +115,9 @@ def check_rule_fixtures(rule: Rule, recipes: Recipes, directory: Optional[Path] 
             result = evaluate_rule(rule, facts, recipes.data)
             if result.status == "crashed":
                 failures.append(FixtureFailure(rule.id, describe(fixture), expect, "crashed", result.traceback or ""))
-            elif expect == "trigger" and result.status != rule.severity:
+            elif expect == "trigger" and (
+                result.status not in FIRED if rule.when.trace_finding else result.status != rule.severity
+            ):
                 failures.append(FixtureFailure(rule.id, describe(fixture), "trigger", result.status, result.reason or ""))
             elif expect == "pass" and result.status in FIRED:
                 failures.append(FixtureFailure(rule.id, describe(fixture), "not trigger", result.status, result.message or ""))

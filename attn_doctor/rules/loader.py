@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Optional
 
 import msgspec
-from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .checks import CHECKS
@@ -108,6 +107,9 @@ def _check_condition(cond: Condition, where: str) -> None:
         except InvalidSpecifier:
             raise RecipeError(f"{where}: invalid capability specifier {cond.capability!r}") from None
     if cond.marker is not None:
+        # Imported only when a rule uses a marker: packaging.markers costs ~50 ms of regex compiling.
+        from packaging.markers import InvalidMarker, Marker
+
         try:
             Marker(cond.marker)
         except InvalidMarker as exc:

@@ -40,6 +40,10 @@ class Condition(Strict):
     # dotted path into Facts -> the value it must equal, e.g. {"platform.externally_managed" = true}
     fact: dict[str, Union[str, bool, int, float]] = {}
     marker: Optional[str] = None  # PEP 508 environment marker, evaluated on the target's platform
+    # the sample forward pass (dtype tracer) reported a finding with one of these ids (AD6xx)
+    trace_finding: list[str] = []
+    # the sample forward pass could not run one of its samples
+    sample_failed: Optional[bool] = None
     check: Optional[str] = None  # a named Python check in attn_doctor/rules/checks.py
     any: list["Condition"] = []  # at least one of these holds
     not_: Optional["Condition"] = msgspec.field(default=None, name="not")

@@ -42,11 +42,11 @@ def stdout_to_stderr():
 
 
 def run(command, kwargs):
+    if kwargs.get("capability") is not None:  # JSON has no tuples
+        kwargs["capability"] = tuple(kwargs["capability"])
     if command == "trace":
         from .api import trace
 
-        if "capability" in kwargs and kwargs["capability"] is not None:
-            kwargs["capability"] = tuple(kwargs["capability"])
         return trace(**kwargs)
     if command == "sample":
         from .samples import run_sample_forward
