@@ -249,13 +249,23 @@ def rules(
         render_rules(loaded.rules, console)
 
 
+# Commands that live in their own modules: attn_doctor/cli_<name>.py defines a function <name>
+# (Typer annotations, heavy imports inside the function: `check --quick` must stay fast).
+COMMAND_MODULES = ("trace", "fix", "explain", "fleet")
+
+
 def _register_optional_commands() -> None:
-    """Commands contributed by other modules (the tracer); absent modules just are not offered."""
-    try:
-        from . import cli_trace
-    except ImportError:
-        return
-    app.command("trace", help=cli_trace.trace.__doc__)(cli_trace.trace)
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f".cli_{name}", __package__)
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__package__}.cli_{name}":
+                continue  # not built (yet)
+            raise
+        fn = getattr(module, name)
+        app.command(name, help=fn.__doc__)(fn)
 
 
 _register_optional_commands()
