@@ -12,11 +12,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import msgspec
@@ -55,24 +56,26 @@ def collect_facts(
     probes: list[ProbeRun] = []
     note = progress or (lambda _msg: None)
 
+    # The GPUs first (NVML answers in milliseconds): the sample forward pass is judged for them.
+    gpu_run, gpu = _timed("gpu", probe_gpus)
     children: dict[str, ChildProcess] = {}
+    sample_dir = None
     if not quick:
         note("importing torch in the target interpreter")
-        _start(children, probes, "torch", python, ["torch"])
+        args = ["torch"]
+        if sample:
+            from ..trace.launch import package_dir
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        env_future = pool.submit(_timed, "environment", lambda: _environment(python))
-        gpu_run, gpu = _timed("gpu", probe_gpus)
-        if not quick and gpu is not None and gpu.devices:
+            sample_dir = package_dir()
+            args += ["--sample", json.dumps(_sample_config(gpu, sample_dir))]
+        _start(children, probes, "torch", python, args)
+        if gpu is not None and gpu.devices:
             # CUDA is initialised in a process of its own, in parallel with the imports: once a
             # process has touched the CUDA runtime, its forks cannot use CUDA any more.
-            note("initialising CUDA in the target interpreter")
             _start(children, probes, "cuda", python, ["cuda"])
-        sample_future = None
-        if not quick and sample:
-            sample_future = pool.submit(_timed, "sample", lambda: _sample_forward(python, gpu, timeout))
-        note("reading installed packages")
-        env_run, env_data = env_future.result()
+
+    note("reading installed packages")
+    env_run, env_data = _timed("environment", lambda: _environment(python))
     probes += [env_run, gpu_run]
     if env_data is not None:
         _apply_environment(facts, env_data)
@@ -81,31 +84,70 @@ def collect_facts(
     facts.env = safe_environment(os.environ)
 
     deadline = time.monotonic() + timeout
-    for name, child_process in children.items():
-        note("waiting for torch and the import probes" if name == "torch" else "waiting for CUDA")
-        start = child_process.started
-        try:
-            data = child_process.result(max(1.0, deadline - time.monotonic()))
-        except ProbeFailed as exc:
-            probes.append(ProbeRun(name=name, status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc)))
+    try:
+        for name, child_process in children.items():
+            note("waiting for torch, the import probes and the sample forward pass" if name == "torch" else "waiting for CUDA")
+            start = child_process.started
+            try:
+                data = child_process.result(max(1.0, deadline - time.monotonic()))
+            except ProbeFailed as exc:
+                probes.append(ProbeRun(name=name, status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc)))
+                if name == "torch":
+                    facts.torch = TorchInfo(status="timeout" if exc.status == "timeout" else "skipped")
+                continue
+            probes.append(ProbeRun(name=name, status="ok", duration_s=round(time.monotonic() - start, 3)))
             if name == "torch":
-                facts.torch = TorchInfo(status="timeout" if exc.status == "timeout" else "skipped")
-            continue
-        probes.append(ProbeRun(name=name, status="ok", duration_s=round(time.monotonic() - start, 3)))
-        if name == "torch":
-            _apply_torch(facts, data)
-        else:
-            _apply_cuda(facts, data.get("cuda") or {})
-    if sample_future is not None:
-        note("running the sample forward pass")
-        sample_run, dtype_path = sample_future.result()
-        if dtype_path is not None:
-            facts.dtype_path = dtype_path
-            if dtype_path.status in ("failed", "skipped"):
-                sample_run.status, sample_run.error = dtype_path.status, dtype_path.error
-        probes.append(sample_run)
+                _apply_torch(facts, data)
+                if "dtype_path" in data:
+                    facts.dtype_path = _dtype_path(data["dtype_path"], gpu)
+            else:
+                _apply_cuda(facts, data.get("cuda") or {})
+    finally:
+        if sample_dir:
+            shutil.rmtree(sample_dir, ignore_errors=True)
+    if sample and not quick and facts.dtype_path.status == "skipped" and facts.torch.status != "ok":
+        facts.dtype_path = DtypePath(status="skipped", error=f"torch is {facts.torch.status} in the target environment")
     facts.probes = probes
     return facts
+
+
+def _weakest_capability(gpu: Optional[GpuInfo]) -> Optional[str]:
+    caps = [d.capability for d in (gpu.devices if gpu else []) if d.capability]
+    return min(caps, key=lambda c: tuple(int(x) for x in c.split("."))) if caps else None
+
+
+def _sample_config(gpu: Optional[GpuInfo], path: str) -> dict:
+    """The sample forward pass runs on meta, judged for this machine's weakest GPU, in bf16 where
+    every GPU has it natively (or there is no GPU), else in fp16: the dtype a user here should
+    train in."""
+    weakest = _weakest_capability(gpu)
+    config = {"path": path, "dtype": "fp16" if weakest and int(weakest.split(".")[0]) < 8 else "bf16", "autocast": None}
+    if weakest:
+        config["capability"] = [int(x) for x in weakest.split(".")]
+    return config
+
+
+def _dtype_path(raw: dict, gpu: Optional[GpuInfo]) -> DtypePath:
+    samples = [
+        SampleRun(name=str(e.get("name")), status=str(e.get("status")), reason=e.get("reason"), summary=e.get("summary") or {})
+        for e in raw.get("samples", [])
+    ]
+    findings = list(raw.get("findings") or [])
+    failed = [s for s in samples if s.status == "failed"]
+    errors = [f for f in findings if f.get("severity") == "error"]
+    warnings = [f for f in findings if f.get("severity") == "warning"]
+    verdict = "error" if errors else "failed" if failed else "warning" if warnings else "pass"
+    return DtypePath(
+        status=raw.get("status", "ok"),
+        device=raw.get("device", "meta"),
+        dtype=raw.get("dtype"),
+        autocast=raw.get("autocast"),
+        capability=_weakest_capability(gpu),
+        verdict=verdict,
+        samples=samples,
+        findings=findings,
+        error=raw.get("error"),
+    )
 
 
 def _start(children: dict, probes: list, name: str, python: str, args: list[str]) -> None:
@@ -130,44 +172,6 @@ def _timed(name: str, fn):
     if isinstance(value, GpuInfo) and value.source == "none":
         run.error = value.error
     return run, value
-
-
-def _sample_forward(python: str, gpu: Optional[GpuInfo], timeout: float) -> DtypePath:
-    """The tracer's built-in samples, on meta, judged for this machine's weakest GPU.
-
-    bf16 where every GPU has it natively (or there is no GPU), else fp16: the dtype a user of
-    this machine should train in.
-    """
-    from ..trace.launch import run_child
-
-    caps = sorted(d.capability for d in (gpu.devices if gpu else []) if d.capability)
-    weakest = min(caps, key=lambda c: tuple(int(x) for x in c.split("."))) if caps else None
-    dtype = "fp16" if weakest and int(weakest.split(".")[0]) < 8 else "bf16"
-    kwargs = {"device": "meta", "dtype": dtype, "autocast": None}
-    if weakest:
-        kwargs["capability"] = [int(x) for x in weakest.split(".")]
-    raw = run_child("sample", kwargs, python=python, timeout=timeout)
-    error = raw.get("error") or {}
-    samples = []
-    for entry in raw.get("samples", []):
-        samples.append(
-            SampleRun(name=str(entry.get("name")), status=str(entry.get("status")), reason=entry.get("reason"), summary=entry.get("summary") or {})
-        )
-    failed = raw.get("status") == "failed"
-    if failed and isinstance(error, dict) and error.get("kind") == "environment":
-        # torch missing or broken: the torch rules say so; there is no forward pass to judge.
-        return DtypePath(status="skipped", dtype=dtype, error=error.get("message"))
-    return DtypePath(
-        status="failed" if failed else "ok",
-        device=raw.get("device", "meta"),
-        dtype=dtype,
-        autocast=None,
-        capability=weakest,
-        verdict=raw.get("verdict"),
-        samples=samples,
-        findings=list(raw.get("findings") or []),
-        error=(error.get("message") if isinstance(error, dict) else str(error)) if failed else None,
-    )
 
 
 def _environment(python: str) -> dict:

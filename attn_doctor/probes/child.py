@@ -5,8 +5,10 @@ not have attn-doctor, msgspec or even a working torch. So: standard library only
 syntax, never let an exception escape, and write exactly one JSON object to the original stdout.
 
     python child.py env              # platform, tools, installed packages (no torch import)
-    python child.py torch [MODULE..] # torch build; then, in isolated forks, the import health
-                                     # of each MODULE (no CUDA call: forks must stay clean)
+    python child.py torch [--sample JSON] [MODULE..]
+                                     # torch build; then, in isolated forks, the import health
+                                     # of each MODULE and each sample forward pass of the tracer
+                                     # (no CUDA call: forks must stay clean)
     python child.py cuda             # CUDA devices, cuDNN, SDPA backends (its own process)
 
 Anything the probed libraries print goes to stderr: fd 1 is pointed at fd 2 while they run.
@@ -422,8 +424,9 @@ def installed(module):
         return False
 
 
-def collect_torch(modules):
-    """torch's build, then the import health of each module, each in its own fork."""
+def collect_torch(modules, sample=None):
+    """torch's build, then, each in its own fork and all in parallel: the import health of each
+    module and (with `sample`) each of the tracer's sample forward passes."""
     start = time.monotonic()
     if not installed("torch"):
         return {"torch": {"status": "missing"}, "imports": {m: {"status": "skipped"} for m in modules}}
@@ -443,11 +446,69 @@ def collect_torch(modules):
             jobs.append(("import:" + module, import_probe(module)))
         else:
             imports[module] = {"status": "missing"}
+    names, sample_error = [], None
+    if sample is not None:
+        names, sample_error = _sample_names(sample)
+        jobs += [("sample:" + name, sample_probe(name, sample)) for name in names]
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)
     for module in modules:
         if "import:" + module in results:
             imports[module] = results["import:" + module]
-    return {"torch": info, "imports": imports}
+    out = {"torch": info, "imports": imports}
+    if sample is not None:
+        out["dtype_path"] = _merge_samples(names, results, sample, sample_error)
+    return out
+
+
+def _sample_names(sample):
+    """The tracer's samples (attn_doctor.trace.samples, put on sys.path by the doctor)."""
+    try:
+        if sample.get("path") and sample["path"] not in sys.path:
+            sys.path.insert(0, sample["path"])
+        from attn_doctor.trace.samples import sample_table
+
+        return [name for name, _needs, _builder in sample_table()], None
+    except BaseException as exc:  # noqa: BLE001
+        return [], "the tracer could not be loaded: %s: %s" % (type(exc).__name__, str(exc)[:300])
+
+
+def sample_probe(name, sample):
+    def job():
+        from attn_doctor.trace.samples import run_sample_forward
+
+        capability = tuple(sample["capability"]) if sample.get("capability") else None
+        return run_sample_forward(
+            device="meta", dtype=sample.get("dtype", "bf16"), autocast=sample.get("autocast"), capability=capability, samples=[name]
+        )
+
+    return job
+
+
+def _merge_samples(names, results, sample, error):
+    merged = {
+        "status": "failed" if error else "ok",
+        "device": "meta",
+        "dtype": sample.get("dtype"),
+        "autocast": sample.get("autocast"),
+        "samples": [],
+        "findings": [],
+        "error": error,
+    }
+    for name in names:
+        result = results.get("sample:" + name) or {"status": "timeout"}
+        if result.get("samples"):
+            merged["samples"].extend(result["samples"])
+            merged["findings"].extend(result.get("findings") or [])
+            continue
+        if result.get("status") == "timeout":
+            reason = "did not finish within %d s (an import that hangs?)" % IMPORT_TIMEOUT_S
+        elif result.get("status") == "crashed":
+            reason = "crashed (signal %s)" % result.get("signal")
+        else:
+            err = result.get("error") or {}
+            reason = err.get("message") if isinstance(err, dict) else str(err)
+        merged["samples"].append({"name": name, "status": "failed", "reason": reason or "no result"})
+    return merged
 
 
 def collect_cuda():
@@ -475,7 +536,12 @@ def main(argv):
         if command == "env":
             result.update(collect_env())
         elif command == "torch":
-            result.update(collect_torch(argv[1:] or list(IMPORT_TARGETS)))
+            args = argv[1:]
+            sample = None
+            if args[:1] == ["--sample"]:
+                sample = json.loads(args[1])
+                args = args[2:]
+            result.update(collect_torch(args or list(IMPORT_TARGETS), sample))
         elif command == "cuda":
             result.update(collect_cuda())
         else:

@@ -17,16 +17,23 @@ import tempfile
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def package_dir():
+    """A new temporary folder whose only entry is this ``attn_doctor`` package (a symlink, or a
+    copy where symlinks fail): put it on another interpreter's sys.path. The caller removes it."""
+    tmp = tempfile.mkdtemp(prefix="attn-doctor-")
+    link = os.path.join(tmp, "attn_doctor")
+    try:
+        os.symlink(PACKAGE_DIR, link)
+    except OSError:
+        shutil.copytree(PACKAGE_DIR, link)
+    return tmp
+
+
 def run_child(command, kwargs, python=None, timeout=600, cwd=None):
     """Run ``child.py COMMAND JSON`` under ``python``; return its JSON object, or a failure dict."""
     python = python or sys.executable
-    tmp = tempfile.mkdtemp(prefix="attn-doctor-")
+    tmp = package_dir()
     try:
-        link = os.path.join(tmp, "attn_doctor")
-        try:
-            os.symlink(PACKAGE_DIR, link)
-        except OSError:
-            shutil.copytree(PACKAGE_DIR, link)
         env = dict(os.environ)
         env["PYTHONPATH"] = tmp + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
