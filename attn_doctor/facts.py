@@ -147,6 +147,50 @@ class DtypePath(Struct):
     error: Optional[str] = None
 
 
+class SmokeResult(Struct):
+    """One attention backend, one dtype: a tiny causal forward + backward on the GPU against a
+    float64 reference."""
+
+    backend: str  # sdpa-flash, sdpa-mem-efficient, sdpa-cudnn, sdpa-math, flash_attn, flash_attn_3, xformers
+    dtype: str
+    status: str  # ok | wrong (numbers off) | refused (the backend declined these inputs) | error | unavailable
+    head_dim: Optional[int] = None
+    seq: Optional[int] = None
+    rel_err: Optional[float] = None  # ||out - ref|| / ||ref||
+    rel_err_grad: Optional[float] = None  # worst of dq, dk, dv
+    tolerance: Optional[float] = None
+    kernel_ms: Optional[float] = None  # median forward + backward, CUDA events
+    total_ms: Optional[float] = None  # the whole smoke test of this backend
+    error: Optional[str] = None
+    reasons: list[str] = []  # torch's "not used because" warnings
+    sticky_error: Optional[str] = None
+
+
+class SdpaChoice(Struct):
+    dtype: str
+    head_dim: int
+    backend: str  # what SDPA's default dispatch picks: flash_attention, efficient_attention, cudnn_attention, math
+    refused: dict[str, list[str]] = {}  # fused backends torch would not use, with its reasons
+
+
+class Smoke(Struct):
+    status: str = "skipped"  # ok | failed (the GPU probe died mid-way) | skipped
+    choices: list[SdpaChoice] = []
+    results: list[SmokeResult] = []
+    error: Optional[str] = None
+
+
+class ConfigFile(Struct):
+    """A training config given with --config: which kind it is and the settings rules read."""
+
+    path: str  # absolute
+    kind: str = "unknown"  # llamafactory | transformers | accelerate | deepspeed | unknown
+    status: str = "ok"  # ok | error (unreadable, not YAML/JSON, not a mapping)
+    error: Optional[str] = None
+    # The keys rules read, dotted for nested ones (DeepSpeed "bf16.enabled"); absent when unset.
+    settings: dict[str, Any] = {}
+
+
 class ProbeRun(Struct):
     name: str
     status: ProbeStatus
@@ -164,7 +208,9 @@ class Facts(Struct):
     imports: dict[str, ImportResult] = {}  # flash_attn, xformers, triton, fla, ...
     env: dict[str, str] = {}  # allow-listed, redacted
     dtype_path: DtypePath = msgspec.field(default_factory=DtypePath)
+    smoke: Smoke = msgspec.field(default_factory=Smoke)
     probes: list[ProbeRun] = []
+    configs: list[ConfigFile] = []  # training configs given with --config (attn_doctor.probes.configs)
 
     # --- derived views used by rules; never serialised ---
 

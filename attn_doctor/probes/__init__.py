@@ -22,12 +22,26 @@ from typing import Optional
 
 import msgspec
 
-from ..facts import DtypePath, Facts, GpuInfo, ImportResult, Package, Platform, ProbeRun, SampleRun, Tool, TorchInfo
+from ..facts import (
+    DtypePath,
+    Facts,
+    GpuInfo,
+    ImportResult,
+    Package,
+    Platform,
+    ProbeRun,
+    SampleRun,
+    SdpaChoice,
+    Smoke,
+    SmokeResult,
+    Tool,
+    TorchInfo,
+)
 from ..failures import classify
 from ..redact import safe_environment
 from . import child
 from .gpu import probe_gpus
-from .runner import ChildProcess, ProbeFailed, start_child
+from .runner import CHILD_SCRIPT, GPU_CHILD_SCRIPT, ChildProcess, ProbeFailed, start_child
 
 DEFAULT_TIMEOUT_S = 120.0
 ENV_TIMEOUT_S = 30.0
@@ -49,6 +63,7 @@ def collect_facts(
     timeout: float = DEFAULT_TIMEOUT_S,
     progress: Progress = None,
     sample: bool = True,
+    smoke: bool = True,
 ) -> Facts:
     """Probe this machine and the target interpreter. Never raises for a broken environment."""
     python = python or sys.executable
@@ -71,8 +86,9 @@ def collect_facts(
         _start(children, probes, "torch", python, args)
         if gpu is not None and gpu.devices:
             # CUDA is initialised in a process of its own, in parallel with the imports: once a
-            # process has touched the CUDA runtime, its forks cannot use CUDA any more.
-            _start(children, probes, "cuda", python, ["cuda"])
+            # process has touched the CUDA runtime, its forks cannot use CUDA any more. The smoke
+            # tests run there too, after the CUDA facts, streamed line by line.
+            _start(children, probes, "cuda", python, [json.dumps({"smoke": smoke})], GPU_CHILD_SCRIPT)
 
     note("reading installed packages")
     env_run, env_data = _timed("environment", lambda: _environment(python))
@@ -86,22 +102,30 @@ def collect_facts(
     deadline = time.monotonic() + timeout
     try:
         for name, child_process in children.items():
-            note("waiting for torch, the import probes and the sample forward pass" if name == "torch" else "waiting for CUDA")
+            note("waiting for torch, the import probes and the sample forward pass" if name == "torch" else "waiting for CUDA and the smoke tests")
             start = child_process.started
+            if name == "cuda":
+                records, failure = child_process.lines(max(1.0, deadline - time.monotonic()))
+                _apply_gpu_records(facts, records, failure, smoke)
+                probes.append(
+                    ProbeRun(
+                        name=name,
+                        status=failure.status if failure else "ok",
+                        duration_s=round(time.monotonic() - start, 3),
+                        error=str(failure) if failure else None,
+                    )
+                )
+                continue
             try:
                 data = child_process.result(max(1.0, deadline - time.monotonic()))
             except ProbeFailed as exc:
                 probes.append(ProbeRun(name=name, status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc)))
-                if name == "torch":
-                    facts.torch = TorchInfo(status="timeout" if exc.status == "timeout" else "skipped")
+                facts.torch = TorchInfo(status="timeout" if exc.status == "timeout" else "skipped")
                 continue
             probes.append(ProbeRun(name=name, status="ok", duration_s=round(time.monotonic() - start, 3)))
-            if name == "torch":
-                _apply_torch(facts, data)
-                if "dtype_path" in data:
-                    facts.dtype_path = _dtype_path(data["dtype_path"], gpu)
-            else:
-                _apply_cuda(facts, data.get("cuda") or {})
+            _apply_torch(facts, data)
+            if "dtype_path" in data:
+                facts.dtype_path = _dtype_path(data["dtype_path"], gpu)
     finally:
         if sample_dir:
             shutil.rmtree(sample_dir, ignore_errors=True)
@@ -150,9 +174,9 @@ def _dtype_path(raw: dict, gpu: Optional[GpuInfo]) -> DtypePath:
     )
 
 
-def _start(children: dict, probes: list, name: str, python: str, args: list[str]) -> None:
+def _start(children: dict, probes: list, name: str, python: str, args: list[str], script=CHILD_SCRIPT) -> None:
     try:
-        children[name] = start_child(python, args)
+        children[name] = start_child(python, args, script)
     except ProbeFailed as exc:
         probes.append(ProbeRun(name=name, status=exc.status, error=str(exc)))
 
@@ -204,6 +228,25 @@ _CUDA_FIELDS = (
     "sdpa_reasons",
     "sdpa_error",
 )
+
+
+def _apply_gpu_records(facts: Facts, records: list[dict], failure: Optional[ProbeFailed], smoke: bool) -> None:
+    """Fold the GPU child's stream into the facts; what it wrote before dying is kept."""
+    cuda = next((r["cuda"] for r in records if "cuda" in r), None)
+    if cuda is not None:
+        _apply_cuda(facts, cuda)
+    elif failure is not None:
+        facts.torch.cuda_available = False
+        facts.torch.cuda_error = str(failure)
+    if not smoke or cuda is None or not cuda.get("cuda_available"):
+        return
+    choices = [msgspec.convert(r["choice"], SdpaChoice) for r in records if "choice" in r]
+    results = [msgspec.convert(r["smoke"], SmokeResult) for r in records if "smoke" in r]
+    error = next((r["smoke_error"] for r in records if "smoke_error" in r), None)
+    if failure is not None:
+        # The process died (a kernel crashed it) or hung: the test it was running is the culprit.
+        error = f"{failure} after {len(results)} smoke test(s)"
+    facts.smoke = Smoke(status="failed" if error else "ok", choices=choices, results=results, error=error)
 
 
 def _apply_cuda(facts: Facts, cuda: dict) -> None:

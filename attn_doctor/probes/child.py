@@ -9,7 +9,9 @@ syntax, never let an exception escape, and write exactly one JSON object to the 
                                      # torch build; then, in isolated forks, the import health
                                      # of each MODULE and each sample forward pass of the tracer
                                      # (no CUDA call: forks must stay clean)
-    python child.py cuda             # CUDA devices, cuDNN, SDPA backends (its own process)
+
+CUDA facts and the GPU smoke tests live in gpu_child.py: a process that has touched the CUDA
+runtime cannot fork CUDA-using children, so they get a process of their own.
 
 Anything the probed libraries print goes to stderr: fd 1 is pointed at fd 2 while they run.
 """
@@ -297,101 +299,6 @@ def torch_build(torch):
     }
 
 
-def _sdpa_params(torch, q):
-    cls = torch.backends.cuda.SDPAParams
-    try:  # torch >= 2.5: enable_gqa
-        return cls(q, q, q, None, 0.0, False, False)
-    except TypeError:
-        return cls(q, q, q, None, 0.0, False)
-
-
-def cuda_facts():
-    """CUDA devices, cuDNN and the SDPA backends. Runs in its own process (`child.py cuda`):
-    once torch has touched the CUDA runtime, forked children can no longer use CUDA."""
-    import warnings
-
-    import torch
-
-    out = {"status": "ok", "devices": [], "sdpa": {}, "sdpa_reasons": {}}
-    try:
-        out["cudnn"] = str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None
-    except Exception:  # noqa: BLE001
-        out["cudnn"] = None
-    try:
-        available = torch.cuda.is_available()
-    except Exception as exc:  # noqa: BLE001
-        out.update(cuda_available=False, cuda_error=str(exc)[:1000])
-        return out
-    out["cuda_available"] = bool(available)
-    cuda_mod = torch.backends.cuda
-    for key, fn in (
-        ("flash_compiled", "is_flash_attention_available"),
-        ("flash_enabled", "flash_sdp_enabled"),
-        ("mem_efficient_enabled", "mem_efficient_sdp_enabled"),
-        ("cudnn_enabled", "cudnn_sdp_enabled"),
-        ("math_enabled", "math_sdp_enabled"),
-    ):
-        if hasattr(cuda_mod, fn):
-            try:
-                out["sdpa"][key] = bool(getattr(cuda_mod, fn)())
-            except Exception:  # noqa: BLE001
-                pass
-    if not available:
-        # Ask once more for the reason: lazy init raises with the driver's message.
-        try:
-            torch.cuda.init()
-        except Exception as exc:  # noqa: BLE001
-            out["cuda_error"] = str(exc)[:1000]
-        return out
-    try:
-        out["arch_list"] = list(torch.cuda.get_arch_list())
-    except Exception:  # noqa: BLE001
-        out["arch_list"] = []
-    count = torch.cuda.device_count()
-    out["device_count"] = count
-    for index in range(count):
-        props = torch.cuda.get_device_properties(index)
-        device = {
-            "index": index,
-            "name": props.name,
-            "capability": "%d.%d" % (props.major, props.minor),
-            "bf16_native": props.major >= 8,
-            "multi_processor_count": getattr(props, "multi_processor_count", None),
-            "shared_memory_per_block_optin": getattr(props, "shared_memory_per_block_optin", None),
-            "total_memory_mib": int(props.total_memory // (1024 * 1024)),
-        }
-        try:
-            with torch.cuda.device(index):
-                device["bf16_api"] = bool(torch.cuda.is_bf16_supported())
-        except Exception:  # noqa: BLE001
-            pass
-        out["devices"].append(device)
-    if count:
-        # Ask torch's own kernel selection whether the flash / efficient / cuDNN paths accept a
-        # typical half-precision input on GPU 0, and keep its reasons when they do not.
-        dtype = torch.bfloat16 if out["devices"][0]["bf16_native"] else torch.float16
-        try:
-            q = torch.zeros(1, 2, 16, 64, dtype=dtype, device="cuda:0")
-            params = _sdpa_params(torch, q)
-            for key, fn in (
-                ("flash_usable", "can_use_flash_attention"),
-                ("mem_efficient_usable", "can_use_efficient_attention"),
-                ("cudnn_usable", "can_use_cudnn_attention"),
-            ):
-                if not hasattr(cuda_mod, fn):
-                    continue
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    ok = bool(getattr(cuda_mod, fn)(params, True))
-                out["sdpa"][key] = ok
-                if not ok:
-                    out["sdpa_reasons"][key] = [str(w.message)[:500] for w in caught][:4]
-            out["sdpa_probe_dtype"] = str(dtype).replace("torch.", "")
-        except Exception as exc:  # noqa: BLE001
-            out["sdpa_error"] = str(exc)[:500]
-    return out
-
-
 def import_probe(module):
     def job():
         import importlib
@@ -511,16 +418,6 @@ def _merge_samples(names, results, sample, error):
     return merged
 
 
-def collect_cuda():
-    if not installed("torch"):
-        return {"cuda": {"status": "missing"}}
-    try:
-        import torch  # noqa: F401
-    except BaseException as exc:  # noqa: BLE001
-        return {"cuda": {"status": "error", "error": describe_exception(exc)}}
-    return {"cuda": _run_inline(cuda_facts)}
-
-
 # ---------------------------------------------------------------- main
 
 
@@ -542,8 +439,6 @@ def main(argv):
                 sample = json.loads(args[1])
                 args = args[2:]
             result.update(collect_torch(args or list(IMPORT_TARGETS), sample))
-        elif command == "cuda":
-            result.update(collect_cuda())
         else:
             result["error"] = "unknown probe command %r" % command
     except BaseException as exc:  # noqa: BLE001

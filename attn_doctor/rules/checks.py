@@ -264,3 +264,273 @@ def fla_torch_requirement(facts: Facts, data: dict) -> Optional[dict]:
     if needed is None or torch_v.release >= Version(needed[2:]).release:
         return None
     return {"fla": f"{found[0]} {found[1]}", "needed_torch": needed, "torch": torch_version}
+
+
+def _smoke_ran(facts: Facts) -> None:
+    if facts.smoke.status == "skipped":
+        if facts.quick:
+            raise SkipRule("the smoke tests need the full check (--quick)")
+        raise SkipRule("no smoke tests ran (no usable GPU, or --no-smoke)")
+
+
+@check
+def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
+    """An attention backend that accepted the inputs computed wrong numbers, raised, or took the
+    GPU probe down with it."""
+    _smoke_ran(facts)
+    bad = [r for r in facts.smoke.results if r.status in ("wrong", "error")]
+    if not bad and facts.smoke.status != "failed":
+        return None
+    if not bad:
+        return {"backend": "the next backend", "dtype": "?", "what": facts.smoke.error or "the GPU probe died", "count": 1}
+    first = bad[0]
+    if first.status == "wrong":
+        what = f"relative error {first.rel_err:.2g} (gradients {first.rel_err_grad:.2g}) against float64, tolerance {first.tolerance:g}"
+    else:
+        what = f"raised: {first.error}"
+    others = ", ".join(f"{r.backend}/{r.dtype}" for r in bad[1:4])
+    return {
+        "backend": first.backend,
+        "dtype": first.dtype,
+        "what": what + (f"; also {others}" if others else ""),
+        "count": len(bad),
+    }
+
+
+@check
+def sdpa_default_math(facts: Facts, data: dict) -> Optional[dict]:
+    """On an Ampere+ GPU, SDPA's default dispatch falls back to the math kernel for a half dtype."""
+    _smoke_ran(facts)
+    caps = facts.gpu_capabilities() or []
+    if not caps or min(int(c.split(".")[0]) for c in caps) < 8:
+        return None
+    slow = [c for c in facts.smoke.choices if c.backend == "math"]
+    if not slow:
+        return None
+    choice = slow[0]
+    reasons = "; ".join(f"{k}: {v[0]}" for k, v in choice.refused.items() if v) or "no reason given"
+    return {"dtype": choice.dtype, "head_dim": choice.head_dim, "reasons": reasons[:600]}
+
+
+# ---------------------------------------------------------------- training configs (--config)
+
+# LLaMA-Factory's `flash_attn` values by version (KNOWLEDGE.md 1.4; hparams/model_args.py).
+# An intent (what the user means) -> the spelling each version accepts.
+LLAMAFACTORY_FLASH_ATTN_INTENTS = ("auto", "disabled", "sdpa", "fa2", "fa3")
+
+
+def llamafactory_flash_attn_values(version: Optional[str]) -> Optional[tuple]:
+    """The values `flash_attn` accepts in this LLaMA-Factory version; None when unknown."""
+    if not version:
+        return None
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    if v < Version("0.7.0"):
+        return (True, False)
+    if v < Version("0.8.3"):
+        return ("off", "sdpa", "fa2", "auto")
+    if v < Version("0.9.4"):
+        return ("auto", "disabled", "sdpa", "fa2")
+    return ("auto", "disabled", "sdpa", "fa2", "fa3")
+
+
+def llamafactory_flash_attn_intent(value) -> Optional[str]:
+    """What a `flash_attn` value means, whatever version it was written for."""
+    if value is True:
+        return "fa2"
+    if value is False or value is None:
+        return "disabled"
+    text = str(value).strip().lower()
+    return {
+        "off": "disabled",
+        "disabled": "disabled",
+        "disable": "disabled",
+        "none": "disabled",
+        "eager": "disabled",
+        "false": "disabled",
+        "sdpa": "sdpa",
+        "fa2": "fa2",
+        "flashattn2": "fa2",
+        "flash_attention_2": "fa2",
+        "true": "fa2",
+        "fa3": "fa3",
+        "flash_attention_3": "fa3",
+        "auto": "auto",
+    }.get(text)
+
+
+def llamafactory_flash_attn_value(version: Optional[str], intent: str):
+    """The spelling of `intent` this LLaMA-Factory version accepts (the newest spelling when the
+    version is unknown)."""
+    valid = llamafactory_flash_attn_values(version) or ("auto", "disabled", "sdpa", "fa2", "fa3")
+    if valid == (True, False):
+        return intent in ("fa2", "fa3")  # <= 0.6: true = FlashAttention-2, false = transformers' default
+    if intent == "fa3" and "fa3" not in valid:
+        intent = "fa2"
+    if intent == "disabled" and "disabled" not in valid:
+        return "off"
+    return intent
+
+
+def _configs_of(facts: Facts, kind: str) -> list:
+    if not facts.configs:
+        raise SkipRule("no config file given (--config FILE)")
+    found = [c for c in facts.configs if c.kind == kind and c.status == "ok"]
+    if not found:
+        raise SkipRule(f"no {kind} config among the --config files")
+    return found
+
+
+def _old_gpu(facts: Facts) -> Optional[dict]:
+    """The weakest GPU when it has no native bf16 (compute capability < 8.0)."""
+    caps = facts.gpu_capabilities()
+    if caps is None:
+        raise SkipRule("the GPUs were not probed")
+    old = sorted((c for c in caps if _major(c) < 8), key=lambda c: tuple(int(x) for x in c.split(".")))
+    if not old:
+        return None
+    devices = facts.torch.devices or facts.gpu.devices
+    name = ", ".join(sorted({d.name for d in devices if d.capability == old[0]}))
+    return {"gpu": name, "capability": old[0], "sm": "sm" + old[0].replace(".", "")}
+
+
+def _major(capability: str) -> int:
+    try:
+        return int(capability.split(".")[0])
+    except ValueError:
+        return 99
+
+
+def _config_evidence(matching: list, setting: str, gpu: Optional[dict] = None) -> dict:
+    evidence = dict(gpu or {})
+    evidence.update(
+        config=matching[0].path,
+        config_files=[c.path for c in matching],
+        setting=setting,
+        more_configs=f" (and {len(matching) - 1} more)" if len(matching) > 1 else "",
+    )
+    return evidence
+
+
+def _truthy(value) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"))
+
+
+@check
+def config_llamafactory_bf16(facts: Facts, data: dict) -> Optional[dict]:
+    """A LLaMA-Factory config asks for bf16 (or pure_bf16) on a GPU without native bf16."""
+    configs = _configs_of(facts, "llamafactory")
+    gpu = _old_gpu(facts)
+    matching = [c for c in configs if _truthy(c.settings.get("bf16")) or _truthy(c.settings.get("pure_bf16"))]
+    if not gpu or not matching:
+        return None
+    key = "bf16" if _truthy(matching[0].settings.get("bf16")) else "pure_bf16"
+    return _config_evidence(matching, f"{key}: true", gpu)
+
+
+@check
+def config_llamafactory_fa2_old_gpu(facts: Facts, data: dict) -> Optional[dict]:
+    """A LLaMA-Factory config asks for FlashAttention-2 (or 3) on a GPU older than Ampere."""
+    configs = _configs_of(facts, "llamafactory")
+    gpu = _old_gpu(facts)
+    matching = [
+        c for c in configs if "flash_attn" in c.settings and llamafactory_flash_attn_intent(c.settings["flash_attn"]) in ("fa2", "fa3")
+    ]
+    if not gpu or not matching:
+        return None
+    version = facts.version_of("llamafactory")
+    evidence = _config_evidence(matching, f"flash_attn: {_yaml_value(matching[0].settings['flash_attn'])}", gpu)
+    evidence["suggested"] = _yaml_value(llamafactory_flash_attn_value(version, "sdpa"))
+    return evidence
+
+
+@check
+def config_llamafactory_flash_attn_invalid(facts: Facts, data: dict) -> Optional[dict]:
+    """A LLaMA-Factory config's `flash_attn` is not a value the installed LLaMA-Factory accepts."""
+    configs = _configs_of(facts, "llamafactory")
+    version = facts.version_of("llamafactory")
+    if version is None:
+        raise SkipRule("LLaMA-Factory is not installed in the target environment: the accepted flash_attn values depend on its version")
+    valid = llamafactory_flash_attn_values(version)
+    if valid is None:
+        raise SkipRule(f"LLaMA-Factory version {version!r} is not a PEP 440 version")
+    matching = [c for c in configs if "flash_attn" in c.settings and not _valid_value(c.settings["flash_attn"], valid)]
+    if not matching:
+        return None
+    value = matching[0].settings["flash_attn"]
+    intent = llamafactory_flash_attn_intent(value) or "auto"
+    evidence = _config_evidence(matching, f"flash_attn: {_yaml_value(value)}")
+    evidence.update(
+        llamafactory=version,
+        value=_yaml_value(value),
+        valid=", ".join(_yaml_value(v) for v in valid),
+        suggested=_yaml_value(llamafactory_flash_attn_value(version, intent)),
+    )
+    return evidence
+
+
+def _valid_value(value, valid: tuple) -> bool:
+    if isinstance(value, bool) or isinstance(valid[0], bool):
+        return any(value is v for v in valid)
+    return isinstance(value, str) and value in valid
+
+
+def _yaml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@check
+def config_transformers_bf16(facts: Facts, data: dict) -> Optional[dict]:
+    """A model's config.json says bfloat16 (what torch_dtype="auto" loads) on a GPU without native bf16."""
+    configs = _configs_of(facts, "transformers")
+    gpu = _old_gpu(facts)
+    matching = [c for c in configs if "bfloat16" in (str(c.settings.get("dtype")), str(c.settings.get("torch_dtype")))]
+    if not gpu or not matching:
+        return None
+    key = "dtype" if str(matching[0].settings.get("dtype")) == "bfloat16" else "torch_dtype"
+    return _config_evidence(matching, f'"{key}": "bfloat16"', gpu)
+
+
+@check
+def config_transformers_fa2_unusable(facts: Facts, data: dict) -> Optional[dict]:
+    """A model's config.json asks for flash_attention_2 where it cannot run (GPU before Ampere, or no flash-attn)."""
+    configs = _configs_of(facts, "transformers")
+    matching = [c for c in configs if c.settings.get("attn_implementation") == "flash_attention_2"]
+    if not matching:
+        return None
+    gpu = _old_gpu(facts)
+    if gpu:
+        reason = f"{gpu['gpu']} is {gpu['sm']}: FlashAttention-2 needs Ampere (sm80) or newer"
+    elif facts.packages and facts.version_of("flash-attn") is None:
+        reason = "flash-attn is not installed in the target environment"
+    else:
+        return None
+    evidence = _config_evidence(matching, '"attn_implementation": "flash_attention_2"', gpu)
+    evidence["reason"] = reason
+    return evidence
+
+
+@check
+def config_accelerate_bf16(facts: Facts, data: dict) -> Optional[dict]:
+    """An accelerate config sets mixed_precision: bf16 on a GPU without native bf16."""
+    configs = _configs_of(facts, "accelerate")
+    gpu = _old_gpu(facts)
+    matching = [c for c in configs if str(c.settings.get("mixed_precision")).lower() == "bf16"]
+    if not gpu or not matching:
+        return None
+    return _config_evidence(matching, "mixed_precision: bf16", gpu)
+
+
+@check
+def config_deepspeed_bf16(facts: Facts, data: dict) -> Optional[dict]:
+    """A DeepSpeed config enables its bf16 block on a GPU without native bf16 ("auto" defers to the trainer)."""
+    configs = _configs_of(facts, "deepspeed")
+    gpu = _old_gpu(facts)
+    matching = [c for c in configs if _truthy(c.settings.get("bf16.enabled"))]
+    if not gpu or not matching:
+        return None
+    return _config_evidence(matching, '"bf16": {"enabled": true}', gpu)

@@ -1,0 +1,365 @@
+"""The GPU probe that runs inside the *target* interpreter: CUDA facts, then smoke tests.
+
+Executed by the doctor as `python -c <this file> [SMOKE_JSON]`. Standard library plus torch (and
+the attention libraries it tests), Python 3.8+ syntax, never lets an exception escape. Unlike
+child.py it streams: one JSON object per line on the original stdout, flushed as it goes, so a
+kernel that segfaults the process loses only the test it was running:
+
+    {"cuda": {...}}                      CUDA devices, cuDNN, SDPA backends (torch's own answers)
+    {"choice": {...}}                    per dtype: the SDPA backend torch picks, and why not others
+    {"smoke": {...}}                     per backend and dtype: forward + backward vs a float64 reference
+    {"done": true}
+
+A process that has touched the CUDA runtime cannot fork CUDA-using children, so this is a
+process of its own (the import probes fork from child.py's torch process, which never does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+OUT_FD = None
+
+# The smoke problem: small enough to cost milliseconds, large enough to run the real kernels
+# (several blocks per head, causal masking). [batch, heads, seq, head_dim]
+SHAPE = (2, 4, 256, 128)
+# ||out - ref|| / ||ref|| against a float64 reference; gradients get twice the room.
+TOLERANCE = {"float16": 5e-3, "bfloat16": 4e-2}
+TIMED_RUNS = 5
+
+
+def emit(obj):
+    data = (json.dumps(obj, default=str) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(OUT_FD, view):]
+
+
+def _sdpa_params(torch, q):
+    cls = torch.backends.cuda.SDPAParams
+    try:  # torch >= 2.5: enable_gqa
+        return cls(q, q, q, None, 0.0, False, False)
+    except TypeError:
+        return cls(q, q, q, None, 0.0, False)
+
+
+def cuda_facts():
+    """CUDA devices, cuDNN and the SDPA backends, as torch sees them."""
+    import warnings
+
+    import torch
+
+    out = {"status": "ok", "devices": [], "sdpa": {}, "sdpa_reasons": {}}
+    try:
+        out["cudnn"] = str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None
+    except Exception:  # noqa: BLE001
+        out["cudnn"] = None
+    try:
+        available = torch.cuda.is_available()
+    except Exception as exc:  # noqa: BLE001
+        out.update(cuda_available=False, cuda_error=str(exc)[:1000])
+        return out
+    out["cuda_available"] = bool(available)
+    cuda_mod = torch.backends.cuda
+    for key, fn in (
+        ("flash_compiled", "is_flash_attention_available"),
+        ("flash_enabled", "flash_sdp_enabled"),
+        ("mem_efficient_enabled", "mem_efficient_sdp_enabled"),
+        ("cudnn_enabled", "cudnn_sdp_enabled"),
+        ("math_enabled", "math_sdp_enabled"),
+    ):
+        if hasattr(cuda_mod, fn):
+            try:
+                out["sdpa"][key] = bool(getattr(cuda_mod, fn)())
+            except Exception:  # noqa: BLE001
+                pass
+    if not available:
+        # Ask once more for the reason: lazy init raises with the driver's message.
+        try:
+            torch.cuda.init()
+        except Exception as exc:  # noqa: BLE001
+            out["cuda_error"] = str(exc)[:1000]
+        return out
+    try:
+        out["arch_list"] = list(torch.cuda.get_arch_list())
+    except Exception:  # noqa: BLE001
+        out["arch_list"] = []
+    count = torch.cuda.device_count()
+    out["device_count"] = count
+    for index in range(count):
+        props = torch.cuda.get_device_properties(index)
+        device = {
+            "index": index,
+            "name": props.name,
+            "capability": "%d.%d" % (props.major, props.minor),
+            "bf16_native": props.major >= 8,
+            "multi_processor_count": getattr(props, "multi_processor_count", None),
+            "shared_memory_per_block_optin": getattr(props, "shared_memory_per_block_optin", None),
+            "total_memory_mib": int(props.total_memory // (1024 * 1024)),
+        }
+        try:
+            with torch.cuda.device(index):
+                device["bf16_api"] = bool(torch.cuda.is_bf16_supported())
+        except Exception:  # noqa: BLE001
+            pass
+        out["devices"].append(device)
+    if count:
+        # Ask torch's own kernel selection whether the flash / efficient / cuDNN paths accept a
+        # typical half-precision input on GPU 0, and keep its reasons when they do not.
+        dtype = torch.bfloat16 if out["devices"][0]["bf16_native"] else torch.float16
+        try:
+            q = torch.zeros(1, 2, 16, 64, dtype=dtype, device="cuda:0")
+            params = _sdpa_params(torch, q)
+            for key, fn in (
+                ("flash_usable", "can_use_flash_attention"),
+                ("mem_efficient_usable", "can_use_efficient_attention"),
+                ("cudnn_usable", "can_use_cudnn_attention"),
+            ):
+                if not hasattr(cuda_mod, fn):
+                    continue
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    ok = bool(getattr(cuda_mod, fn)(params, True))
+                out["sdpa"][key] = ok
+                if not ok:
+                    out["sdpa_reasons"][key] = [str(w.message)[:500] for w in caught][:4]
+            out["sdpa_probe_dtype"] = str(dtype).replace("torch.", "")
+        except Exception as exc:  # noqa: BLE001
+            out["sdpa_error"] = str(exc)[:500]
+    return out
+
+
+# ---------------------------------------------------------------- smoke tests
+
+
+def _rel(a, b):
+    import torch
+
+    den = torch.linalg.vector_norm(b.double())
+    num = torch.linalg.vector_norm(a.double() - b.double())
+    return float(num / den) if float(den) > 0 else float(num)
+
+
+def _sdpa_backends(torch):
+    """SDPA backends that can be forced: name -> context manager factory."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # torch < 2.3
+        ctx = torch.backends.cuda.sdp_kernel
+        return {
+            "sdpa-flash": lambda: ctx(enable_flash=True, enable_math=False, enable_mem_efficient=False),
+            "sdpa-mem-efficient": lambda: ctx(enable_flash=False, enable_math=False, enable_mem_efficient=True),
+            "sdpa-math": lambda: ctx(enable_flash=False, enable_math=True, enable_mem_efficient=False),
+        }
+    out = {
+        "sdpa-flash": lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION),
+        "sdpa-mem-efficient": lambda: sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION),
+    }
+    if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+        out["sdpa-cudnn"] = lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION)
+    out["sdpa-math"] = lambda: sdpa_kernel(SDPBackend.MATH)
+    return out
+
+
+def _library_backends():
+    """Attention libraries installed next to torch: name -> fn(q, k, v) on [B, H, S, D] tensors."""
+    out = {}
+
+    def bshd(t):
+        return t.transpose(1, 2)
+
+    try:
+        from flash_attn import flash_attn_func
+
+        out["flash_attn"] = lambda q, k, v: bshd(flash_attn_func(bshd(q), bshd(k), bshd(v), causal=True))
+    except BaseException as exc:  # noqa: BLE001 - reported by the import probe; here just not tested
+        out["flash_attn"] = exc
+    try:
+        import flash_attn_interface as fa3
+
+        def fa3_call(q, k, v):
+            res = fa3.flash_attn_func(bshd(q), bshd(k), bshd(v), causal=True)
+            return bshd(res[0] if isinstance(res, tuple) else res)
+
+        out["flash_attn_3"] = fa3_call
+    except BaseException as exc:  # noqa: BLE001
+        out["flash_attn_3"] = exc
+    try:
+        import xformers.ops as xops
+
+        out["xformers"] = lambda q, k, v: bshd(
+            xops.memory_efficient_attention(bshd(q), bshd(k), bshd(v), attn_bias=xops.LowerTriangularMask())
+        )
+    except BaseException as exc:  # noqa: BLE001
+        out["xformers"] = exc
+    # Not installed at all: not a backend of this machine. Installed but broken: tested as unavailable.
+    top = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "xformers": "xformers"}
+    return {k: v for k, v in out.items() if not (isinstance(v, ModuleNotFoundError) and v.name == top[k])}
+
+
+def _events_ms(torch, fn, runs):
+    times = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def smoke_one(torch, name, call, dtype, ref, inputs32, grad_out32):
+    """Forward + backward of one backend in one dtype, against the float64 reference."""
+    import warnings
+
+    result = {"backend": name, "dtype": str(dtype).replace("torch.", ""), "head_dim": SHAPE[-1], "seq": SHAPE[2]}
+    started = time.perf_counter()
+    q, k, v = (t.to(dtype).requires_grad_(True) for t in inputs32)
+    grad_out = grad_out32.to(dtype)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = call(q, k, v)
+            out.backward(grad_out)
+            torch.cuda.synchronize()
+    except BaseException as exc:  # noqa: BLE001
+        message = str(exc).strip()
+        reasons = [str(w.message).strip() for w in caught if "not used because" in str(w.message) or "Expected" in str(w.message) or "requires" in str(w.message)]
+        result["status"] = "refused" if "No available kernel" in message else "error"
+        result["error"] = (message.splitlines() or [type(exc).__name__])[0][:400]
+        if reasons:
+            result["reasons"] = [r.splitlines()[0][:300] for r in reasons[:6]]
+        try:
+            torch.cuda.synchronize()
+        except BaseException as sticky:  # noqa: BLE001 - a sticky CUDA error poisons what follows
+            result["sticky_error"] = str(sticky)[:300]
+        result["total_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return result
+    ref_out, ref_grads = ref
+    tol = TOLERANCE.get(result["dtype"], 1e-2)
+    result["rel_err"] = _rel(out.detach(), ref_out)
+    result["rel_err_grad"] = max(_rel(t.grad, g) for t, g in zip((q, k, v), ref_grads))
+    bad = [x for x in (result["rel_err"], result["rel_err_grad"] / 2) if not (x <= tol)]  # NaN fails too
+    result["status"] = "wrong" if bad else "ok"
+    result["tolerance"] = tol
+
+    def bare():
+        q.grad = k.grad = v.grad = None
+        call(q, k, v).backward(grad_out)
+
+    result["kernel_ms"] = round(_events_ms(torch, bare, TIMED_RUNS), 4)
+    result["total_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    return result
+
+
+def _choice(torch, q, k, v):
+    """The backend SDPA's default dispatch picks for these inputs (what `actually runs`)."""
+    try:
+        from torch.nn.attention import SDPBackend
+
+        index = torch._fused_sdp_choice(q, k, v, None, 0.0, True)
+        return SDPBackend(index).name.lower()
+    except BaseException as exc:  # noqa: BLE001 - private API: report rather than guess
+        return "unknown (%s)" % type(exc).__name__
+
+
+def _refusals(torch, q):
+    """torch's own reasons for not using each fused backend on these inputs."""
+    import warnings
+
+    reasons = {}
+    params = _sdpa_params(torch, q)
+    for key, fn in (
+        ("flash", "can_use_flash_attention"),
+        ("mem_efficient", "can_use_efficient_attention"),
+        ("cudnn", "can_use_cudnn_attention"),
+    ):
+        if not hasattr(torch.backends.cuda, fn):
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ok = bool(getattr(torch.backends.cuda, fn)(params, True))
+        if not ok:
+            reasons[key] = [str(w.message).strip().splitlines()[0][:300] for w in caught][:4] or ["refused"]
+    return reasons
+
+
+def run_smoke(config):
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    device = "cuda:0"
+    major, _minor = torch.cuda.get_device_capability(0)
+    dtypes = [torch.float16] + ([torch.bfloat16] if major >= 8 else [])
+    gen = torch.Generator(device=device).manual_seed(1234)
+    inputs32 = [torch.randn(SHAPE, device=device, generator=gen) for _ in range(3)]
+    grad_out32 = torch.randn(SHAPE, device=device, generator=gen)
+    # float64 reference through the math backend (the only one that takes float64)
+    q64, k64, v64 = (t.double().requires_grad_(True) for t in inputs32)
+    with _sdpa_backends(torch)["sdpa-math"]():
+        out64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
+    out64.backward(grad_out32.double())
+    ref = (out64.detach(), (q64.grad, k64.grad, v64.grad))
+
+    def sdpa_call(make_ctx):
+        def call(q, k, v):
+            with make_ctx():
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+        return call
+
+    backends = [(name, sdpa_call(ctx)) for name, ctx in _sdpa_backends(torch).items()]
+    libraries = _library_backends()
+    only = set(config.get("backends") or [])
+    for dtype in dtypes:
+        q, k, v = (t.to(dtype) for t in inputs32)
+        emit({"choice": {"dtype": str(dtype).replace("torch.", ""), "head_dim": SHAPE[-1], "backend": _choice(torch, q, k, v), "refused": _refusals(torch, q)}})
+        for name, call in backends + sorted(libraries.items()):
+            if only and name not in only:
+                continue
+            if isinstance(call, BaseException):
+                emit({"smoke": {"backend": name, "dtype": str(dtype).replace("torch.", ""), "status": "unavailable", "error": ("%s: %s" % (type(call).__name__, call))[:300]}})
+                continue
+            emit({"smoke": smoke_one(torch, name, call, dtype, ref, inputs32, grad_out32)})
+
+
+def main(argv):
+    global OUT_FD
+    OUT_FD = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        config = json.loads(argv[0]) if argv else {}
+    except ValueError:
+        config = {}
+    try:
+        import torch  # noqa: F401
+    except BaseException as exc:  # noqa: BLE001
+        emit({"cuda": {"status": "error", "error": {"type": type(exc).__name__, "message": str(exc)[:1000]}}})
+        emit({"done": True})
+        return 0
+    start = time.monotonic()
+    try:
+        facts = cuda_facts()
+    except BaseException as exc:  # noqa: BLE001
+        facts = {"status": "error", "error": {"type": type(exc).__name__, "message": str(exc)[:1000], "traceback": traceback.format_exc()[-3000:]}}
+    facts["duration_s"] = round(time.monotonic() - start, 3)
+    emit({"cuda": facts})
+    if config.get("smoke") and facts.get("cuda_available"):
+        try:
+            run_smoke(config)
+        except BaseException as exc:  # noqa: BLE001
+            emit({"smoke_error": "%s: %s" % (type(exc).__name__, str(exc)[:500])})
+    emit({"done": True})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
