@@ -103,7 +103,8 @@ def _output_path(template: str) -> Path:
         "  attn-doctor check\n\n"
         "  attn-doctor check --python ~/venvs/train/bin/python\n\n"
         "  attn-doctor check --json --output reports/{host}.json\n\n"
-        "  attn-doctor check --from-report colleague.json\n\n" + EXIT_CODES_HELP
+        "  attn-doctor check --from-report colleague.json\n\n"
+        "  attn-doctor check --config train_lora.yaml --config ds_z2.json\n\n" + EXIT_CODES_HELP
     )
 )
 def check(
@@ -130,6 +131,13 @@ def check(
     ),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", min=1.0, help="How long to wait for the torch probe."),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
+    config: Optional[list[str]] = typer.Option(
+        None,
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="Also judge this training config against the machine (repeatable): a LLaMA-Factory YAML, a model's config.json, an accelerate config or a DeepSpeed JSON; the kind is detected from its keys.",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show passing and skipped checks, evidence, timings and tracebacks."),
 ) -> None:
     from .core import FactsFileError, run_check
@@ -139,9 +147,13 @@ def check(
         target = _validate_python(python)
         if facts is not None and (python or quick):
             raise UsageError("--facts/--from-report diagnoses a recorded report; it cannot be combined with --python or --quick")
+        for path in config or []:
+            if not Path(path).expanduser().is_file():
+                raise UsageError(f"--config {path}: no such file")
         progress = _progress() if not json_out and sys.stderr.isatty() else None
         try:
             report = run_check(
+                configs=config,
                 python=target,
                 quick=quick,
                 facts_file=facts,

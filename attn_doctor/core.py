@@ -72,12 +72,26 @@ def run_check(
     fail_on: str = "error",
     timeout: float = 120.0,
     progress=None,
+    configs: Optional[list[str]] = None,
     sample: bool = True,
 ) -> Report:
     recipes = load_recipes(recipes_dir)  # first: an invalid recipe is a usage error, before any probing
     if facts_file is not None:
-        return diagnose(load_facts_file(facts_file), recipes, fail_on, source="facts-file")
+        facts = load_facts_file(facts_file)
+        if configs:
+            # Config files are read here even for a recorded report: they are the files to judge
+            # (and to fix) against that machine's facts.
+            facts.configs = _probe_configs(configs)
+        return diagnose(facts, recipes, fail_on, source="facts-file")
     from .probes import collect_facts
 
     facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample)
+    if configs:
+        facts.configs = _probe_configs(configs)
     return diagnose(facts, recipes, fail_on)
+
+
+def _probe_configs(paths: list[str]):
+    from .probes.configs import probe_configs
+
+    return probe_configs(paths)

@@ -1,0 +1,272 @@
+"""`attn-doctor fix`: the command. Thin: options -> check -> plan -> confirm -> apply -> render."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+FIX_SCHEMA = "attn-doctor/fix"
+
+
+def fix(
+    run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="With --undo: the run to undo (default: the latest)."),
+    config: Optional[list[str]] = typer.Option(
+        None, "--config", "-c", metavar="FILE", help="A training config to judge and fix (repeatable): LLaMA-Factory YAML, config.json, accelerate, DeepSpeed."
+    ),
+    python: Optional[str] = typer.Option(None, "--python", "-p", metavar="PATH", help="Fix this interpreter (or venv folder) instead of the current one."),
+    facts: Optional[Path] = typer.Option(
+        None, "--facts", "--from-report", metavar="FILE", help="Judge with a report recorded elsewhere: only config files can then be fixed here."
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking (onboarding scripts)."),
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Print the plan, the exact commands and the file diffs; change nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan and the results as JSON (schema attn-doctor/fix v1)."),
+    only: Optional[list[str]] = typer.Option(None, "--only", metavar="RULE_ID", help="Act only on this rule (repeatable)."),
+    skip: Optional[list[str]] = typer.Option(None, "--skip", metavar="RULE_ID", help="Leave this rule alone (repeatable)."),
+    unsafe: bool = typer.Option(False, "--unsafe", help="Allow unsafe remedies (torch upgrades, edits inside installed packages); each says why it is unsafe."),
+    apply_patch: bool = typer.Option(False, "--apply-patch", help="Apply the tracer's source patches to your files (by default they are only written as .patch files)."),
+    patch_dir: Path = typer.Option(Path("."), "--patch-dir", metavar="DIR", help="Where .patch files are written."),
+    undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID)."),
+    history: bool = typer.Option(False, "--history", help="List past fix runs."),
+    quick: bool = typer.Option(False, "--quick", "-q", help="Judge without importing torch (packages, OS, GPUs, configs): faster, fewer findings."),
+    no_sample: bool = typer.Option(False, "--no-sample", help="Skip the sample forward pass of the check."),
+    timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", min=1.0, help="How long to wait for the torch probe."),
+    recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show diffs of package actions, manual details, tracebacks."),
+) -> None:
+    """Apply the remedies `check` finds: planned, journaled, verified, reversible.
+
+    The pipeline: check -> plan (one remedy per finding, as data from the recipes) -> show -> confirm
+    -> snapshot (the package set and a byte copy of every file to edit, in a journal under the
+    state directory; ATTN_DOCTOR_STATE_DIR overrides it) -> apply (the target's pip or uv, as an
+    argument list; atomic file writes) -> re-check -> roll back every action whose rule still fires.
+
+    Unsafe remedies (a torch upgrade, which triton>=3.0 means since torch pins triton; edits inside
+    installed packages) need --unsafe. Externally managed Pythons (PEP 668) are never installed into.
+    Config files keep every comment and their key order; flash_attn is spelt as the installed
+    LLaMA-Factory version wants it. A fix killed mid-way is restored by the next fix or fix --undo.
+
+    Examples:
+
+      attn-doctor fix --dry-run
+
+      attn-doctor fix --yes --python ~/venvs/train
+
+      attn-doctor fix --from-report t4.json --config train_lora.yaml --yes
+
+      attn-doctor fix --only AD401 --json --yes
+
+      attn-doctor fix --history
+
+      attn-doctor fix --undo
+
+    Exit codes: 0 everything planned was applied and verified (or nothing to do, or --dry-run);
+    1 an action failed, was rolled back or blocked (unsafe, PEP 668), or the plan was declined;
+    2 usage error (bad option, unreadable file, no --yes without a terminal).
+    """
+    from rich.console import Console
+
+    from .cli import UsageError, _validate_python, fail
+    from .fix.journal import JournalError
+
+    console = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    err_console = Console(stderr=True, highlight=False)
+    try:
+        if run_id and not undo:
+            raise UsageError(f"unexpected argument {run_id!r}: a run id goes with --undo")
+        if history:
+            return _history(console, json_out)
+        if undo:
+            return _undo(run_id, console, json_out)
+        target = _validate_python(python)
+        if facts is not None and (python or quick):
+            raise UsageError("--facts/--from-report judges a recorded report; it cannot be combined with --python or --quick")
+        for path in config or []:
+            if not Path(path).expanduser().is_file():
+                raise UsageError(f"--config {path}: no such file")
+        if dry_run and yes:
+            pass  # --dry-run wins: nothing changes
+        return _fix(
+            console,
+            err_console,
+            target=target,
+            config=config or [],
+            facts_file=facts,
+            yes=yes,
+            dry_run=dry_run,
+            json_out=json_out,
+            only=only or [],
+            skip=skip or [],
+            unsafe=unsafe,
+            apply_patch=apply_patch,
+            patch_dir=patch_dir,
+            quick=quick,
+            sample=not no_sample,
+            timeout=timeout,
+            recipes=recipes,
+            verbose=verbose,
+        )
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        from .core import FactsFileError
+        from .fix.apply import FixError
+        from .rules.loader import RecipeError
+
+        if not isinstance(exc, (UsageError, FactsFileError, RecipeError, JournalError, FixError)):
+            raise
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError)) else 1) from None
+
+
+def _fix(console, err_console, *, target, config, facts_file, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, quick, sample, timeout, recipes, verbose):
+    from .core import run_check
+    from .fix.apply import apply_plan, recover_interrupted
+    from .fix.journal import Lock, interrupted_runs, state_dir
+    from .fix.plan import Options, build_plan
+    from .render.fix_human import render_outcome, render_plan
+    from .rules.loader import load_recipes
+
+    progress = _Status() if not json_out and sys.stderr.isatty() else None
+    note = progress.update if progress else None
+    try:
+        interrupted = interrupted_runs()
+        if interrupted:
+            ids = ", ".join(j.id for j in interrupted)
+            if dry_run:
+                err_console.print(f"attn-doctor: a previous fix ({ids}) was interrupted; `attn-doctor fix` or `fix --undo` restores the state before it", soft_wrap=True)
+            else:
+                with Lock(state_dir()):
+                    recover_interrupted(progress=note)
+                err_console.print(f"attn-doctor: restored the state before the interrupted fix {ids}", soft_wrap=True)
+
+        def check():
+            return run_check(
+                python=target, quick=quick, facts_file=facts_file, timeout=timeout, progress=note, sample=sample, configs=config,
+                recipes_dir=recipes,
+            )
+
+        report = check()
+        options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir)
+        plan = build_plan(report, options, load_recipes(recipes).data)
+    finally:
+        if progress:
+            progress.stop()
+
+    if dry_run or not plan.runnable and not _patches(plan):
+        code = 0 if dry_run or not any(a.status == "blocked" for a in plan.actions) else 1
+        if json_out:
+            _print_json(plan, None, dry_run=dry_run, exit_code=code)
+        else:
+            render_plan(plan, console, dry_run=True, verbose=verbose)
+            if not dry_run and plan.actions:
+                console.print("Nothing to apply.")
+        raise typer.Exit(code)
+
+    if not json_out:
+        render_plan(plan, console, dry_run=False, verbose=verbose)
+    if not yes:
+        if not sys.stdin.isatty():
+            from .cli import fail
+
+            raise fail("fix needs confirmation: run with --yes to apply, or --dry-run to see the plan only")
+        if not typer.confirm(f"Apply {len(plan.runnable)} change(s)?", default=False, err=True):
+            err_console.print("attn-doctor: nothing changed")
+            raise typer.Exit(1)
+
+    progress = _Status() if not json_out and sys.stderr.isatty() else None
+    try:
+        journal = apply_plan(
+            plan,
+            report.facts,
+            verify=check,
+            command=sys.argv[1:],
+            patch_dir=patch_dir,
+            progress=progress.update if progress else None,
+        )
+    finally:
+        if progress:
+            progress.stop()
+    bad = any(a.status in ("failed", "rolled-back", "blocked") for a in plan.actions)
+    code = 1 if bad else 0
+    if json_out:
+        _print_json(plan, journal, dry_run=False, exit_code=code)
+    else:
+        render_outcome(plan, journal, console)
+    raise typer.Exit(code)
+
+
+def _patches(plan) -> bool:
+    return any(a.kind == "patch" and a.diff for a in plan.actions)
+
+
+def _print_json(plan, journal, dry_run: bool, exit_code: int) -> None:
+    import json
+
+    doc = {
+        "schema": FIX_SCHEMA,
+        "schema_version": 1,
+        "run": journal.id if journal else None,
+        "dry_run": dry_run,
+        "source": plan.source,
+        "python": plan.python,
+        "actions": [a.to_dict() for a in plan.actions],
+        "manual": [vars(m) for m in plan.manual],
+        "exit_code": exit_code,
+    }
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _history(console, json_out: bool) -> None:
+    import json
+
+    from .fix.journal import list_runs
+    from .render.fix_human import render_history
+
+    runs = list_runs()
+    if json_out:
+        sys.stdout.write(json.dumps([r.data for r in runs], indent=2) + "\n")
+    else:
+        render_history(runs, console)
+    raise typer.Exit(0)
+
+
+def _undo(run_id: Optional[str], console, json_out: bool) -> None:
+    import json
+
+    from .fix.apply import restore_run
+    from .fix.journal import Lock, find_run, state_dir
+    from .render.fix_human import render_undo
+
+    with Lock(state_dir()):
+        journal = find_run(run_id)
+        if journal.status == "undone":
+            from .fix.journal import JournalError
+
+            raise JournalError(f"run {journal.id} was already undone")
+        changed = restore_run(journal)
+    if json_out:
+        sys.stdout.write(json.dumps({"schema": FIX_SCHEMA, "schema_version": 1, "undone": journal.id, "changed": changed}, indent=2) + "\n")
+    else:
+        render_undo(journal.id, changed, console)
+    raise typer.Exit(0)
+
+
+class _Status:
+    def __init__(self):
+        from rich.console import Console
+
+        self._status = Console(stderr=True).status("probing")
+        self._status.start()
+
+    def update(self, message: str) -> None:
+        self._status.update(message)
+
+    def stop(self) -> None:
+        self._status.stop()

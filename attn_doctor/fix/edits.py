@@ -1,0 +1,277 @@
+"""Config edits and atomic file writes: the only code in attn-doctor that writes a user's file.
+
+YAML (LLaMA-Factory, accelerate) is parsed with ruamel.yaml's round-trip loader, which knows where
+each key and value sits in the text; the value is then replaced in place, so every other byte
+(comments, key order, quoting, blank lines, indentation) stays exactly as it was. JSON (a model's
+config.json, DeepSpeed) has no comments; it is re-written with the file's own indentation and key
+order. Every edit is read back with the loader the training tool uses and must mean what was
+intended, and nothing else may have changed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+from ..probes.configs import ConfigReadError, detect_kind, is_yaml, load_document
+from ..rules.checks import llamafactory_flash_attn_intent, llamafactory_flash_attn_value
+
+
+class EditError(Exception):
+    """An edit that cannot be made safely: the message says why, in one line."""
+
+
+# ---------------------------------------------------------------- atomic writes
+
+
+def atomic_write(path: Path, data: bytes, mode: Optional[int] = None) -> None:
+    """Write, fsync, rename: the file is the old bytes or the new, never half of either.
+
+    The new file keeps the old one's permission bits (and owner, where we may set it).
+    """
+    path = Path(path)
+    st = None
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".attn-doctor-tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode if mode is not None else (st.st_mode & 0o7777 if st else 0o644))
+        if st is not None:
+            try:
+                os.chown(tmp, st.st_uid, st.st_gid)
+            except (PermissionError, OSError):
+                pass
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(str(directory), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def unified_diff(path: str, old: bytes, new: bytes) -> str:
+    a = old.decode("utf-8", "replace").splitlines(True)
+    b = new.decode("utf-8", "replace").splitlines(True)
+    return "".join(difflib.unified_diff(a, b, fromfile=path, tofile=path, n=2))
+
+
+# ---------------------------------------------------------------- what a remedy means per kind
+
+
+def settings_for(kind: str, key: str, value: Any, doc: dict, llamafactory_version: Optional[str]) -> dict[str, Any]:
+    """The settings to write for one remedy, coherent with the rest of the file.
+
+    Precision flags are exclusive: turning fp16 on turns bf16 (and pure_bf16) off; the DeepSpeed
+    fp16 block goes with a disabled bf16 block. `flash_attn` is spelt as the installed
+    LLaMA-Factory version wants it. A transformers dtype goes to whichever key the file uses.
+    """
+    if kind == "llamafactory":
+        if key == "flash_attn":
+            intent = llamafactory_flash_attn_intent(value) or "auto"
+            return {"flash_attn": llamafactory_flash_attn_value(llamafactory_version, intent)}
+        if key in ("fp16", "bf16", "pure_bf16") and value is True:
+            out = {key: True}
+            for other in ("fp16", "bf16", "pure_bf16"):
+                if other != key and other in doc and doc[other] is not False:
+                    out[other] = False
+            return out
+        return {key: value}
+    if kind == "transformers":
+        if key in ("torch_dtype", "dtype"):
+            keys = [k for k in ("dtype", "torch_dtype") if doc.get(k) not in (None, value)] or [key]
+            return {k: value for k in keys}
+        if key == "attn_implementation":
+            keys = [k for k in ("attn_implementation", "_attn_implementation") if k in doc] or [key]
+            return {k: value for k in keys}
+        return {key: value}
+    if kind == "deepspeed":
+        if key in ("fp16.enabled", "bf16.enabled") and value is True:
+            other = "bf16" if key.startswith("fp16") else "fp16"
+            out = {key: True}
+            for alias in ("bf16", "bfloat16") if other == "bf16" else ("fp16",):
+                block = doc.get(alias)
+                if isinstance(block, dict) and block.get("enabled") not in (False,):
+                    out[f"{alias}.enabled"] = False
+            return out
+        return {key: value}
+    return {key: value}
+
+
+def edit_config(path: Path, kind: str, key: str, value: Any, llamafactory_version: Optional[str] = None) -> tuple[bytes, bytes, dict]:
+    """(old bytes, new bytes, settings written) for one remedy on one file. Changes nothing on disk."""
+    path = Path(path)
+    try:
+        old = path.read_bytes()
+        doc = load_document(path)
+    except (OSError, ConfigReadError) as exc:
+        raise EditError(f"{path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise EditError(f"{path}: not a mapping of settings")
+    found = detect_kind(doc)
+    if found != kind:
+        raise EditError(f"{path}: expected a {kind} config, found {found}")
+    settings = settings_for(kind, key, value, doc, llamafactory_version)
+    new = apply_settings(path, old, settings)
+    return old, new, settings
+
+
+def apply_settings(path: Path, text: bytes, settings: dict[str, Any]) -> bytes:
+    """`text` with `settings` written; verified by reading it back."""
+    if is_yaml(path):
+        new = _yaml_set(text.decode("utf-8"), settings).encode("utf-8")
+    else:
+        new = _json_set(text.decode("utf-8"), settings).encode("utf-8")
+    _verify(path, text, new, settings)
+    return new
+
+
+def _verify(path: Path, old: bytes, new: bytes, settings: dict[str, Any]) -> None:
+    before, after = _parse(path, old), _parse(path, new)
+    for dotted, value in settings.items():
+        if _get(after, dotted) != value or type(_get(after, dotted)) is not type(value):
+            raise EditError(f"{path}: the edit of {dotted} did not read back as {value!r} (left unchanged)")
+    for dotted in settings:
+        _pop(before, dotted)
+        _pop(after, dotted)
+    _drop_empty(before)
+    _drop_empty(after)
+    if before != after:
+        raise EditError(f"{path}: editing {', '.join(settings)} would change other settings (left unchanged)")
+
+
+def _parse(path: Path, data: bytes) -> Any:
+    if is_yaml(path):
+        from ruamel.yaml import YAML
+
+        yaml = YAML(typ="safe", pure=True)
+        yaml.version = (1, 1)
+        return yaml.load(data.decode("utf-8"))
+    return json.loads(data.decode("utf-8"))
+
+
+def _get(doc: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(doc, dict) or part not in doc:
+            return None
+        doc = doc[part]
+    return doc
+
+
+def _pop(doc: Any, dotted: str) -> None:
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if not isinstance(doc, dict):
+            return
+        doc = doc.get(part)
+    if isinstance(doc, dict):
+        doc.pop(parts[-1], None)
+
+
+def _drop_empty(doc: dict) -> None:
+    for k in [k for k, v in doc.items() if v == {}]:
+        del doc[k]
+
+
+# ---------------------------------------------------------------- YAML: in-place value edits
+
+# Strings YAML 1.1 (PyYAML, what LLaMA-Factory and accelerate load with) would read as something
+# else than a string when left unquoted.
+_YAML11_SPECIAL = re.compile(r"^(y|n|yes|no|on|off|true|false|null|~|[-+.0-9].*)$", re.IGNORECASE)
+_SCALAR = re.compile(r"""^('(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|[^\s#][^#\n]*?)(?=\s+#|\s*$)""")
+
+
+def _yaml_scalar(value: Any, like: str = "") -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    text = str(value)
+    quote = like[:1] if like[:1] in ("'", '"') else ""
+    if not quote and (_YAML11_SPECIAL.match(text) or not re.match(r"^[A-Za-z_][A-Za-z0-9_./-]*$", text)):
+        quote = '"'
+    return f"{quote}{text}{quote}" if quote else text
+
+
+def _yaml_set(text: str, settings: dict[str, Any]) -> str:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    doc = YAML(typ="rt", pure=True).load(text)
+    if not isinstance(doc, CommentedMap):
+        raise EditError("not a mapping of settings")
+    lines = text.splitlines(True)
+    inserts: list[tuple[int, str]] = []
+    for key, value in settings.items():
+        if "." in key:
+            raise EditError(f"nested YAML key {key} is not supported")
+        if key in doc:
+            line_no, col = doc.lc.value(key)
+            line = lines[line_no]
+            rest = line[col:]
+            match = _SCALAR.match(rest)
+            if line_no != doc.lc.key(key)[0] or not match:
+                raise EditError(f"{key}: its value is not a one-line scalar; edit it by hand")
+            lines[line_no] = line[:col] + _yaml_scalar(value, match.group(1)) + rest[match.end():]
+        else:
+            # A new key goes right after its sibling precision/attention key when there is one,
+            # else at the end, with the file's indentation of top-level keys (none).
+            anchor = next((k for k in ("bf16", "fp16", "pure_bf16", "flash_attn") if k in doc), None)
+            at = _last_line_of(doc, anchor, lines) + 1 if anchor else len(lines)
+            inserts.append((at, f"{key}: {_yaml_scalar(value)}\n"))
+    for at, new_line in sorted(inserts, reverse=True):
+        if at > 0 and at <= len(lines) and not lines[at - 1].endswith("\n"):
+            lines[at - 1] += "\n"
+        lines.insert(at, new_line)
+    return "".join(lines)
+
+
+def _last_line_of(doc, key: str, lines: list[str]) -> int:
+    return doc.lc.value(key)[0]
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def _json_set(text: str, settings: dict[str, Any]) -> str:
+    doc = json.loads(text)
+    indent_match = re.search(r"\n([ \t]+)\"", text)
+    indent: Any = indent_match.group(1) if indent_match else None
+    if isinstance(indent, str) and set(indent) == {" "}:
+        indent = len(indent)
+    for dotted, value in settings.items():
+        parts = dotted.split(".")
+        node = doc
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = value
+    ascii_only = all(ord(ch) < 128 for ch in text)
+    out = json.dumps(doc, indent=indent, ensure_ascii=ascii_only)
+    return out + ("\n" if text.endswith("\n") else "")

@@ -1,0 +1,185 @@
+"""The fix journal: what the environment and the files were before a fix, kept until undone.
+
+    STATE/lock                    held (flock) by the fix or undo that is running
+    STATE/runs/ID/journal.json    the run: status, target, package set before, files, actions
+    STATE/runs/ID/files/N         byte copies of the files the run edits
+
+STATE is ``$ATTN_DOCTOR_STATE_DIR`` or the user's state directory (platformdirs). The backups are
+written and fsynced, then the journal (atomically) with status ``applying``, and only then does
+anything change. A journal still ``applying`` while nobody holds the lock belongs to a fix that
+was killed: the next ``fix`` (or ``fix --undo``) restores from it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Optional
+
+from .edits import atomic_write, fsync_dir
+
+STATE_ENV = "ATTN_DOCTOR_STATE_DIR"
+
+# planning: backups being written, nothing changed yet; applying: changes under way;
+# applied: done (some actions may have been rolled back); failed: every action failed and was
+# rolled back; undone: restored by --undo.
+OPEN_STATUSES = ("planning", "applying")
+
+
+class JournalError(Exception):
+    pass
+
+
+def state_dir() -> Path:
+    env = os.environ.get(STATE_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("attn-doctor", appauthor=False))
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Lock:
+    """An exclusive flock on STATE/lock; released by the kernel if the holder dies."""
+
+    def __init__(self, root: Path):
+        root.mkdir(parents=True, exist_ok=True)
+        self.path = root / "lock"
+        self.fd: Optional[int] = None
+
+    def acquire(self) -> None:
+        self.fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            self.fd = None
+            raise JournalError(f"another attn-doctor fix is running (lock {self.path})") from None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+class Journal:
+    def __init__(self, directory: Path, data: dict):
+        self.dir = directory
+        self.data = data
+
+    # -- creation and persistence
+
+    @classmethod
+    def create(cls, root: Path, python: str, source: str, command: list[str]) -> "Journal":
+        now = _dt.datetime.now(_dt.timezone.utc)
+        run_id = now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+        directory = root / "runs" / run_id
+        (directory / "files").mkdir(parents=True)
+        journal = cls(
+            directory,
+            {
+                "id": run_id,
+                "created": now.replace(microsecond=0).isoformat(),
+                "status": "planning",
+                "pid": os.getpid(),
+                "python": python,
+                "source": source,
+                "command": command,
+                "packages_before": None,
+                "files": [],
+                "actions": [],
+            },
+        )
+        journal.save()
+        return journal
+
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    def save(self) -> None:
+        atomic_write(self.dir / "journal.json", json.dumps(self.data, indent=2).encode() + b"\n", mode=0o600)
+
+    def set_status(self, status: str) -> None:
+        self.data["status"] = status
+        self.save()
+
+    # -- snapshots
+
+    def snapshot_file(self, path: Path) -> dict:
+        """A byte copy of `path` (fsynced) before it is edited; once per file per run."""
+        path = Path(path).absolute()
+        for entry in self.data["files"]:
+            if entry["path"] == str(path):
+                return entry
+        index = len(self.data["files"])
+        entry: dict[str, Any] = {"path": str(path), "backup": None, "existed": path.exists(), "mode": None}
+        if entry["existed"]:
+            data = path.read_bytes()
+            backup = self.dir / "files" / str(index)
+            with open(backup, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            fsync_dir(backup.parent)
+            entry.update(backup=backup.name, mode=path.stat().st_mode & 0o7777, sha256_before=sha256(data))
+        self.data["files"].append(entry)
+        return entry
+
+    def original_bytes(self, path: str) -> Optional[bytes]:
+        for entry in self.data["files"]:
+            if entry["path"] == str(Path(path).absolute()) and entry["backup"]:
+                return (self.dir / "files" / entry["backup"]).read_bytes()
+        return None
+
+
+def list_runs(root: Optional[Path] = None) -> list[Journal]:
+    root = root or state_dir()
+    runs = []
+    for path in sorted((root / "runs").glob("*/journal.json")) if (root / "runs").is_dir() else []:
+        try:
+            runs.append(Journal(path.parent, json.loads(path.read_text())))
+        except (OSError, ValueError):
+            continue  # a run killed before its first journal write: nothing was changed
+    return runs
+
+
+def find_run(run_id: Optional[str], root: Optional[Path] = None) -> Journal:
+    runs = list_runs(root)
+    if run_id:
+        matches = [r for r in runs if r.id == run_id or r.id.startswith(run_id)]
+        if len(matches) != 1:
+            raise JournalError(
+                f"no fix run {run_id!r}" if not matches else f"{run_id!r} matches {len(matches)} runs; give more of the id"
+            )
+        return matches[0]
+    undoable = [r for r in runs if r.status not in ("undone",) and (r.data["files"] or r.data.get("packages_before"))]
+    if not undoable:
+        raise JournalError("nothing to undo: no fix run has changed anything (`attn-doctor fix --history` lists them)")
+    return undoable[-1]
+
+
+def interrupted_runs(root: Optional[Path] = None) -> list[Journal]:
+    """Runs killed mid-way (call with the lock held: nobody else is running)."""
+    return [r for r in list_runs(root) if r.status in OPEN_STATUSES]

@@ -1,0 +1,275 @@
+"""From findings to a plan: which remedy to apply for each finding, and exactly how.
+
+Pure apart from reading the files to edit (to show their diffs). Each finding gets its first
+remedy that can be automated here; the others are listed as manual. An action is `blocked`
+(with the reason) when it is unsafe and --unsafe was not given, when the environment is
+externally managed (PEP 668), when there is no pip/uv, or when the facts come from a report
+recorded on another machine (packages are changed only where they were probed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from ..facts import Facts, canonical_name
+from ..remedies import installer, pip_argv
+from ..report import Report, Result
+from ..rules.model import Remedy
+from .edits import EditError, apply_settings, settings_for, unified_diff
+from .patches import PatchError, fla_states_patch, trace_patch
+
+FIRED = ("error", "warning", "info")
+
+# Pinned by torch (KNOWLEDGE.md section 3): asking for one of these means asking for a torch.
+TORCH_PINNED = {"triton", "pytorch-triton"}
+
+
+@dataclass
+class Action:
+    id: int
+    rule: str
+    kind: str  # pip | config | patch
+    summary: str
+    safety: str = "safe"
+    why_unsafe: Optional[str] = None
+    status: str = "planned"  # planned | blocked | applied | verified | unverified | failed | rolled-back | not-run
+    reason: Optional[str] = None  # why blocked / failed / rolled back
+    argv: list[str] = field(default_factory=list)  # pip: the exact command
+    requirement: Optional[str] = None
+    files: list[str] = field(default_factory=list)
+    diff: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)  # config: what is written
+    config: Optional[str] = None  # config kind
+    note: Optional[str] = None
+    patch_file: Optional[str] = None  # patch: where the .patch was (or will be) written
+    output: Optional[str] = None  # the tail of pip's output when it failed
+    # Not shown: the new bytes of each file, in plan order.
+    new_bytes: dict[str, bytes] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.pop("new_bytes")
+        return {k: v for k, v in out.items() if v not in (None, [], {}, "")}
+
+
+@dataclass
+class ManualItem:
+    rule: str
+    status: str
+    summary: str
+    detail: Optional[str] = None
+
+
+@dataclass
+class Plan:
+    actions: list[Action] = field(default_factory=list)
+    manual: list[ManualItem] = field(default_factory=list)
+    source: str = "probed"
+    python: str = ""
+
+    @property
+    def runnable(self) -> list[Action]:
+        return [a for a in self.actions if a.status == "planned"]
+
+
+@dataclass
+class Options:
+    unsafe: bool = False
+    apply_patch: bool = False
+    only: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)
+    patch_dir: Optional[Path] = None
+    from_report: bool = False  # set by build_plan: the facts were recorded elsewhere
+
+
+def build_plan(report: Report, options: Options, data: Optional[dict] = None) -> Plan:
+    facts = report.facts
+    plan = Plan(source=report.source, python=facts.platform.python_executable)
+    options.from_report = report.source == "facts-file"
+    only = {r.upper() for r in options.only}
+    skip = {r.upper() for r in options.skip}
+    pending_text: dict[str, bytes] = {}  # file -> its bytes after the actions planned so far
+    for result in report.results:
+        if result.status not in FIRED:
+            continue
+        if (only and result.rule.upper() not in only) or result.rule.upper() in skip:
+            continue
+        action = None
+        for remedy in result.remedies:
+            action = _action_for(len(plan.actions) + 1, result, remedy, facts, options, pending_text, data or {})
+            if action is None:
+                continue
+            if action.status == "blocked":
+                # A later remedy may be possible where this one is not (fla: the source patch when
+                # the torch upgrade cannot be done); an unsafe block is final only at the end.
+                later = _first_possible(result, remedy, facts, options, pending_text, data or {}, len(plan.actions) + 1)
+                if later is not None:
+                    action = later
+            break
+        if action is None:
+            first = result.remedies[0] if result.remedies else None
+            plan.manual.append(
+                ManualItem(result.rule, result.status, first.summary if first else result.title, first.detail if first else None)
+            )
+            continue
+        plan.actions.append(action)
+    return plan
+
+
+def _first_possible(result, after, facts, options, pending_text, data, next_id) -> Optional[Action]:
+    remedies = result.remedies[result.remedies.index(after) + 1 :]
+    for remedy in remedies:
+        action = _action_for(next_id, result, remedy, facts, options, dict(pending_text), data)
+        if action is not None and action.status == "planned":
+            return _action_for(next_id, result, remedy, facts, options, pending_text, data)
+    return None
+
+
+def _action_for(
+    number: int, result: Result, remedy: Remedy, facts: Facts, options: Options, pending_text: dict, data: dict
+) -> Optional[Action]:
+    base = dict(id=number, rule=result.rule, summary=remedy.summary, safety=remedy.safety, why_unsafe=remedy.why_unsafe)
+    if remedy.kind == "pip" and remedy.requirement:
+        return _pip_action(Action(kind="pip", **base), remedy, facts, options, data)
+    if remedy.kind == "config" and remedy.config and remedy.key:
+        files = result.evidence.get("config_files") or []
+        if not files:
+            return None  # a generic config advice (no --config file named): manual
+        return _config_action(Action(kind="config", config=remedy.config, **base), remedy, files, facts, options, pending_text)
+    if remedy.kind == "patch":
+        return _patch_action(Action(kind="patch", **base), result, facts, options, pending_text)
+    return None
+
+
+def _block(action: Action, reason: str) -> Action:
+    action.status = "blocked"
+    action.reason = reason
+    return action
+
+
+# ---------------------------------------------------------------- pip
+
+
+def _pip_action(action: Action, remedy: Remedy, facts: Facts, options: Options, data: dict) -> Action:
+    try:
+        req = Requirement(remedy.requirement)
+    except InvalidRequirement:
+        return _block(action, f"the recipe's requirement {remedy.requirement!r} is not valid")
+    name = canonical_name(req.name)
+    if name in TORCH_PINNED:
+        torch_req = _torch_for_triton(req, data.get("torch_triton", {}))
+        if torch_req is None:
+            return _block(action, f"{req} is pinned by torch and no torch release in the pin table brings it")
+        action.note = f"triton is pinned by torch: {req} means {torch_req}"
+        remedy = Remedy(**{**_fields(remedy), "requirement": torch_req})
+        req = Requirement(torch_req)
+        name = "torch"
+    if name == "torch" and action.safety != "unsafe":
+        action.safety = "unsafe"
+        action.why_unsafe = "a torch upgrade changes the CUDA build; every compiled extension (flash-attn, xformers...) must match it"
+    action.requirement = str(req)
+    if action.safety == "unsafe" and not options.unsafe:
+        return _block(action, f"unsafe ({action.why_unsafe or 'see the rule'}); run with --unsafe to allow it")
+    if options.from_report:
+        return _block(action, "the facts come from a recorded report: packages are changed only in a probed environment (drop --from-report, use --python)")
+    if facts.platform.externally_managed:
+        return _block(
+            action,
+            f"{facts.platform.python_executable} is externally managed (PEP 668): attn-doctor will not install into a system Python; use a virtual environment",
+        )
+    if installer(facts) is None:
+        return _block(action, "neither pip nor uv is available for the target interpreter")
+    action.argv = pip_argv(remedy, facts) or []
+    return action
+
+
+def _fields(remedy: Remedy) -> dict:
+    return {f: getattr(remedy, f) for f in remedy.__struct_fields__}
+
+
+def _torch_for_triton(req: Requirement, pins: dict) -> Optional[str]:
+    """triton>=3.0 -> torch>=2.4: the oldest torch whose pinned triton satisfies the requirement."""
+    best = None
+    for torch_mm, triton in pins.items():
+        candidates = triton if isinstance(triton, list) else [triton]
+        try:
+            ok = any(req.specifier.contains(Version(c if c.count(".") >= 2 else c + ".0"), prereleases=True) for c in candidates)
+            key = Version(torch_mm)
+        except InvalidVersion:
+            continue
+        if ok and (best is None or key < best):
+            best = key
+    return f"torch>={best}" if best else None
+
+
+# ---------------------------------------------------------------- config
+
+
+def _config_action(
+    action: Action, remedy: Remedy, files: list[str], facts: Facts, options: Options, pending_text: dict
+) -> Action:
+    from ..probes.configs import ConfigReadError, load_document
+
+    lf_version = facts.version_of("llamafactory")
+    diffs = []
+    for file in files:
+        path = Path(file)
+        try:
+            current = pending_text.get(file)
+            if current is None:
+                current = path.read_bytes()
+            doc = _load_bytes(path, current) if file in pending_text else load_document(path)
+            settings = settings_for(remedy.config, remedy.key, remedy.value, doc, lf_version)
+            new = apply_settings(path, current, settings)
+        except (OSError, EditError, ConfigReadError) as exc:
+            return _block(action, str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
+        action.files.append(file)
+        action.settings.update(settings)
+        action.new_bytes[file] = new
+        pending_text[file] = new
+        diffs.append(unified_diff(file, current, new))
+    action.diff = "".join(diffs)
+    if remedy.config == "llamafactory" and action.settings.get("flash_attn") == "auto":
+        action.note = "flash_attn: auto hands attention to transformers (SDPA or eager): it avoids FA2, it does not fix dtypes"
+    if not action.diff:
+        return _block(action, "already set as the remedy asks")
+    return action
+
+
+def _load_bytes(path: Path, data: bytes):
+    from .edits import _parse
+
+    return _parse(path, data)
+
+
+# ---------------------------------------------------------------- patches
+
+
+def _patch_action(action: Action, result: Result, facts: Facts, options: Options, pending_text: dict) -> Optional[Action]:
+    try:
+        if result.rule == "AD402":
+            patch = fla_states_patch(facts)
+            action.note = "edits the installed fla package (undone by any reinstall of fla)"
+        else:
+            patch = trace_patch(result, facts)
+    except PatchError as exc:
+        return _block(action, str(exc))
+    if patch is None:
+        return None
+    file, new, diff = patch
+    action.files = [file]
+    action.new_bytes[file] = new
+    action.diff = diff
+    if result.rule == "AD402":
+        if action.safety == "unsafe" and not options.unsafe:
+            return _block(action, f"unsafe ({action.why_unsafe or 'see the rule'}); run with --unsafe to allow it")
+        return action
+    if not options.apply_patch:
+        action.status = "blocked"
+        action.reason = "a patch to your source: written as a .patch file; --apply-patch applies it"
+    return action

@@ -1,0 +1,134 @@
+"""The config probe: read training configs given with ``--config`` and say what they ask for.
+
+Kinds, detected from the keys (not the file name, which users choose freely):
+
+- ``llamafactory``: a LLaMA-Factory training YAML (or JSON): ``model_name_or_path``, ``stage``,
+  ``finetuning_type``, ``flash_attn``...; settings ``flash_attn``, ``bf16``, ``fp16``, ``pure_bf16``.
+- ``transformers``: a model's ``config.json`` (``model_type`` / ``architectures``); settings
+  ``torch_dtype``, ``dtype`` (transformers >= 4.56 writes ``dtype``), ``attn_implementation``.
+- ``accelerate``: an ``accelerate config`` YAML (``compute_environment``, ``distributed_type``);
+  setting ``mixed_precision``.
+- ``deepspeed``: a DeepSpeed JSON (``zero_optimization``, ``train_batch_size``, ``bf16``/``fp16``
+  blocks); settings ``bf16.enabled``, ``fp16.enabled`` (``bfloat16`` is DeepSpeed's alias of ``bf16``).
+
+YAML is read as the tools themselves read it: LLaMA-Factory and accelerate use PyYAML's
+``safe_load`` (YAML 1.1), where ``off``/``on``/``yes``/``no`` are booleans; so is it here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from ..facts import ConfigFile
+
+KINDS = ("llamafactory", "transformers", "accelerate", "deepspeed")
+
+LLAMAFACTORY_KEYS = ("flash_attn", "bf16", "fp16", "pure_bf16")
+TRANSFORMERS_KEYS = ("torch_dtype", "dtype", "attn_implementation", "_attn_implementation")
+ACCELERATE_KEYS = ("mixed_precision",)
+DEEPSPEED_BLOCKS = {"bf16": ("bf16", "bfloat16"), "fp16": ("fp16",)}
+
+_LLAMAFACTORY_MARKERS = {"model_name_or_path", "stage", "finetuning_type", "flash_attn", "template", "dataset"}
+_ACCELERATE_MARKERS = {"compute_environment", "distributed_type", "num_processes", "machine_rank", "use_cpu"}
+_DEEPSPEED_MARKERS = {
+    "zero_optimization",
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps",
+    "zero_allow_untested_optimizer",
+}
+
+
+class ConfigReadError(Exception):
+    pass
+
+
+def is_yaml(path: Path) -> bool:
+    return path.suffix.lower() in (".yaml", ".yml")
+
+
+def load_document(path: Path) -> Any:
+    """The file's data, as the training tools would read it (YAML 1.1 / strict JSON)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigReadError("no such file") from None
+    except IsADirectoryError:
+        raise ConfigReadError("a folder, not a config file") from None
+    except UnicodeDecodeError:
+        raise ConfigReadError("not a text file (UTF-8)") from None
+    except OSError as exc:
+        raise ConfigReadError(f"cannot read: {exc.strerror or exc}") from None
+    if is_yaml(path):
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
+
+        yaml = YAML(typ="safe", pure=True)
+        yaml.version = (1, 1)  # PyYAML's safe_load: `off` is False, as LLaMA-Factory sees it
+        try:
+            return yaml.load(text)
+        except YAMLError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigReadError(f"not valid YAML: {first}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigReadError(f"not valid JSON: {exc}") from None
+
+
+def detect_kind(doc: dict) -> str:
+    keys = set(doc)
+    if "model_type" in keys or "architectures" in keys:
+        return "transformers"
+    if keys & _DEEPSPEED_MARKERS or any(isinstance(doc.get(b), dict) for b in ("bf16", "bfloat16", "fp16")):
+        return "deepspeed"
+    if keys & _ACCELERATE_MARKERS or ("mixed_precision" in keys and "model_name_or_path" not in keys):
+        return "accelerate"
+    if keys & _LLAMAFACTORY_MARKERS:
+        return "llamafactory"
+    return "unknown"
+
+
+def settings_of(kind: str, doc: dict) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if kind == "llamafactory":
+        out = {k: doc[k] for k in LLAMAFACTORY_KEYS if k in doc}
+    elif kind == "transformers":
+        out = {k.lstrip("_"): doc[k] for k in TRANSFORMERS_KEYS if k in doc and doc[k] is not None}
+    elif kind == "accelerate":
+        out = {k: doc[k] for k in ACCELERATE_KEYS if k in doc}
+    elif kind == "deepspeed":
+        for name, aliases in DEEPSPEED_BLOCKS.items():
+            for alias in aliases:
+                block = doc.get(alias)
+                if isinstance(block, dict) and "enabled" in block:
+                    out[f"{name}.enabled"] = block["enabled"]
+                    break
+    return {k: _plain(v) for k, v in out.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return str(value)
+
+
+def probe_config(path: str) -> ConfigFile:
+    """One config file; never raises: an unreadable file is a ConfigFile with status error."""
+    p = Path(path).expanduser()
+    absolute = os.path.abspath(p)
+    try:
+        doc = load_document(p)
+    except ConfigReadError as exc:
+        return ConfigFile(path=absolute, status="error", error=str(exc))
+    if not isinstance(doc, dict):
+        return ConfigFile(path=absolute, status="error", error="not a mapping of settings (expected key: value pairs)")
+    kind = detect_kind(doc)
+    return ConfigFile(path=absolute, kind=kind, settings=settings_of(kind, doc))
+
+
+def probe_configs(paths: Optional[list[str]]) -> list[ConfigFile]:
+    return [probe_config(p) for p in (paths or [])]

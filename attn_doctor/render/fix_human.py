@@ -1,0 +1,93 @@
+"""The human output of `attn-doctor fix`: the plan, the outcome, the history, an undo."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Optional
+
+from rich.console import Console
+from rich.markup import escape
+from rich.syntax import Syntax
+
+MARKS = {
+    "planned": ("→", "cyan"),
+    "blocked": ("-", "yellow"),
+    "verified": ("✓", "green"),
+    "unverified": ("?", "cyan"),
+    "applied": ("✓", "green"),
+    "failed": ("✗", "red"),
+    "rolled-back": ("↺", "red"),
+}
+
+
+def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) -> None:
+    if not plan.actions and not plan.manual:
+        console.print("[green]Nothing to fix:[/] no finding has a remedy to apply.")
+        return
+    title = "Plan (dry run: nothing will change)" if dry_run else "Plan"
+    console.print(f"[bold]{title}[/]" + (f"  [dim]{escape(plan.python)}[/]" if plan.python else ""))
+    for action in plan.actions:
+        _action_line(action, console)
+        if action.argv:
+            console.print(f"      $ {escape(shlex.join(action.argv))}", soft_wrap=True)
+        if action.note:
+            console.print(f"      [dim]note: {escape(action.note)}[/]", soft_wrap=True)
+        if action.status == "blocked":
+            console.print(f"      [yellow]not applied: {escape(action.reason or '')}[/]", soft_wrap=True)
+        if action.diff and (dry_run or verbose or action.kind != "pip"):
+            console.print(Syntax(action.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+    if plan.manual:
+        console.print("[bold]By hand[/] (no automatic remedy)")
+        for item in plan.manual:
+            console.print(f"  [dim]·[/] {item.rule}: {escape(item.summary)}", soft_wrap=True)
+            if item.detail and verbose:
+                console.print(f"      {escape(item.detail)}", soft_wrap=True)
+
+
+def _action_line(action, console: Console) -> None:
+    mark, style = MARKS.get(action.status, ("·", "dim"))
+    unsafe = " [red](unsafe)[/]" if action.safety == "unsafe" else ""
+    console.print(f"  [{style}]{mark}[/] {action.rule} [dim]{action.kind}[/]{unsafe}: {escape(action.summary)}", soft_wrap=True)
+    if action.safety == "unsafe" and action.why_unsafe:
+        console.print(f"      [dim]why unsafe: {escape(action.why_unsafe)}[/]", soft_wrap=True)
+
+
+def render_outcome(plan, journal, console: Console) -> None:
+    console.print("[bold]Result[/]")
+    for action in plan.actions:
+        mark, style = MARKS.get(action.status, ("·", "dim"))
+        console.print(f"  [{style}]{mark} {action.status}[/] {action.rule}: {escape(action.summary)}", soft_wrap=True)
+        if action.reason and action.status != "verified":
+            console.print(f"      {escape(action.reason)}", soft_wrap=True)
+        if action.patch_file:
+            console.print(f"      patch written: {escape(action.patch_file)}", soft_wrap=True)
+    if journal is not None:
+        console.print(f"Journal {journal.id}: undo with [bold]attn-doctor fix --undo {journal.id}[/]", soft_wrap=True)
+
+
+def render_history(runs, console: Console) -> None:
+    if not runs:
+        console.print("No fix runs recorded.")
+        return
+    for run in runs:
+        data = run.data
+        actions = data.get("actions") or []
+        kept = sum(1 for a in actions if a.get("status") in ("verified", "unverified"))
+        console.print(
+            f"{run.id}  {data['status']:<11} {data['created']}  {kept}/{len(actions)} kept  "
+            f"{len(data['files'])} file(s){'  packages' if data.get('packages_before') is not None else ''}  [dim]{escape(data.get('python') or '')}[/]",
+            soft_wrap=True,
+        )
+        for a in actions:
+            console.print(f"    {a.get('status', '?'):<11} {a.get('rule')}: {escape(a.get('summary', ''))}", soft_wrap=True)
+
+
+def render_undo(run_id: str, changed: list[str], console: Console, note: Optional[str] = None) -> None:
+    if note:
+        console.print(note)
+    if not changed:
+        console.print(f"Run {run_id}: already as it was before; marked undone.")
+        return
+    console.print(f"[bold]Undid {run_id}[/]:")
+    for item in changed:
+        console.print(f"  ↺ {escape(item)}", soft_wrap=True)
