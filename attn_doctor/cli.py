@@ -138,8 +138,23 @@ def check(
         metavar="FILE",
         help="Also judge this training config against the machine (repeatable): a LLaMA-Factory YAML, a model's config.json, an accelerate config or a DeepSpeed JSON; the kind is detected from its keys.",
     ),
+    distributed: bool = typer.Option(
+        False,
+        "--distributed",
+        help=(
+            "Fleet mode under torchrun or srun: every rank checks its own GPU and environment, rank 0 gathers the "
+            "reports (torch.distributed's TCPStore, no NCCL) and prints one fleet report, odd ranks first; rank 0 "
+            "exits with the fleet's code. Example: torchrun --nproc_per_node 8 -m attn_doctor check --distributed "
+            "--fail-on warning. See examples/onboard-*.sh."
+        ),
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show passing and skipped checks, evidence, timings and tracebacks."),
 ) -> None:
+    if distributed:
+        from .fleet.distributed import run_distributed_check
+
+        # All of check's options, whatever they are now: the fleet branch forwards those run_check takes.
+        raise typer.Exit(run_distributed_check(dict(locals())))
     from .core import FactsFileError, run_check
     from .rules.loader import RecipeError
 

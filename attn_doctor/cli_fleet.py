@@ -1,0 +1,66 @@
+"""`attn-doctor fleet`: one fleet report from many per-node JSON reports."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .cli import FailOn, fail
+
+
+def fleet(
+    paths: list[Path] = typer.Argument(..., metavar="REPORT.json|DIR ...", help="Reports from `check --json`, or folders of them (*.json inside)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the fleet report as JSON (schema attn-doctor/fleet v1). Never changes the exit code."),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when any node has errors (default), or warnings too."),
+    expect: Optional[int] = typer.Option(None, "--expect", metavar="N", min=1, help="The number of reports there should be; fewer is a failure (exit 3) and is named."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List every difference and every node."),
+    schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of the fleet report and exit (give any path)."),
+) -> None:
+    """Aggregate per-node reports into one fleet report: identical nodes grouped, the odd ones out
+    listed first with the exact facts that differ (path: majority -> this node), unreadable files named.
+
+    Write the reports on each node with `attn-doctor check --json --output DIR/{host}.json` (for
+    schedulers whose tasks cannot talk to each other; where they can, `check --distributed` under
+    torchrun or srun gathers them itself).
+
+    Examples:
+
+      attn-doctor fleet reports/
+
+      attn-doctor fleet reports/ --expect 64 --fail-on warning
+
+      attn-doctor fleet node01.json node02.json --json > fleet.json
+
+    Exit codes: 0 every node passes; 1 a node has errors (or warnings, with --fail-on warning);
+    2 usage error (no such path, a folder without reports, no readable report at all);
+    3 a report is unreadable or missing (--expect), or a node's probe could not run.
+    """
+    from .fleet.aggregate import fleet_schema, to_json
+    from .fleet.files import FleetUsageError, fleet_from_files
+
+    if schema:
+        import msgspec
+
+        typer.echo(msgspec.json.format(msgspec.json.encode(fleet_schema()), indent=2).decode())
+        raise typer.Exit(0)
+    try:
+        report = fleet_from_files(paths, fail_on=fail_on.value, expect=expect)
+    except FleetUsageError as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        raise fail(str(exc)) from None
+    if json_out:
+        sys.stdout.buffer.write(to_json(report))
+        sys.stdout.flush()
+    else:
+        from rich.console import Console
+
+        from .render.fleet_human import render_fleet
+
+        render_fleet(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose=verbose)
+    raise typer.Exit(report.exit_code)

@@ -1,0 +1,457 @@
+"""`check --distributed`: every rank of a torchrun / srun launch checks itself; rank 0 prints the fleet.
+
+Built on the launcher and on torch.distributed's TCPStore (the store behind `init_process_group`),
+not on NCCL or the GPU, so it works where those are what is broken. No process group is formed
+(that would be a barrier of all ranks, which one dead rank hangs); instead a small protocol with
+deadlines, under the prefix ``attn-doctor/fleet/<run id>``:
+
+    every rank, at start      append "hello"  "<rank>\\t<local rank>\\t<host>"     (who connected)
+    every rank, when checked  add "claim/<digest>" 1; the first rank with a digest sets
+                              "report/<digest>" (its report, zlib JSON): one full report per
+                              distinct digest, never one per rank
+                              append "members" (rank, host, digest, exit code, summary: ~300 B)
+                              add "count" 1
+    a rank whose check cannot run   append "failed" "<rank>\\t<host>\\t<why>"; add "count" 1
+    rank 0                    polls "count" until every rank is in or the deadline passes
+                              (ATTN_DOCTOR_GATHER_TIMEOUT seconds after its own report), sets
+                              "closed", reads "members" and the distinct reports, names the ranks
+                              missing (connected or not), prints the fleet report
+
+Exit codes: rank 0 exits with the fleet's code (as check's: 0, 1, 3; 2 for usage); the other ranks
+exit 0 once their report is handed over, and 3 when they cannot hand it over (rank 0's store
+unreachable, or the fleet report already closed without them). torchrun and srun fail the job step
+when any task exits non-zero, so the step fails exactly when the fleet does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+
+from ..report import EXIT_PROBE_FAILED, Summary
+from .aggregate import FleetReport, Member, Problem, aggregate
+from .digest import report_digest
+
+GATHER_TIMEOUT_ENV = "ATTN_DOCTOR_GATHER_TIMEOUT"
+SLURM_PORT_BASE = 15000  # MASTER_PORT under srun when unset: 15000 + SLURM_JOB_ID % 20000
+
+
+class LaunchError(Exception):
+    """Not under a launcher, or its environment is inconsistent (a usage error, exit 2)."""
+
+
+class GatherError(Exception):
+    """The rendezvous could not be reached or the report not handed over (exit 3)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+    launcher: str  # torchrun | slurm | env
+    run_id: str
+    agent_store: bool  # torchrun's agent hosts the store; rank 0 is then a client like the others
+
+
+def detect(env=None) -> Placement:
+    """Where this process sits in the launch, from the launcher's standard environment."""
+    env = os.environ if env is None else env
+
+    def _int(name: str) -> int:
+        try:
+            return int(env[name])
+        except ValueError:
+            raise LaunchError(f"{name}={env[name]!r} is not an integer") from None
+
+    if "RANK" in env and "WORLD_SIZE" in env:
+        launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+        rank, world = _int("RANK"), _int("WORLD_SIZE")
+        local = _int("LOCAL_RANK") if env.get("LOCAL_RANK") else 0
+        addr, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
+        if not addr or not port:
+            raise LaunchError("RANK and WORLD_SIZE are set but MASTER_ADDR / MASTER_PORT are not (torchrun sets all four)")
+        port_n = _int("MASTER_PORT")
+        run_id = f"{env.get('TORCHELASTIC_RUN_ID', 'env')}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+        agent = env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    elif "SLURM_PROCID" in env and ("SLURM_NTASKS" in env or "SLURM_NPROCS" in env):
+        launcher = "slurm"
+        rank = _int("SLURM_PROCID")
+        world = _int("SLURM_NTASKS" if "SLURM_NTASKS" in env else "SLURM_NPROCS")
+        local = _int("SLURM_LOCALID") if env.get("SLURM_LOCALID") else 0
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
+        addr = env.get("MASTER_ADDR") or first_host(nodelist)
+        if not addr:
+            raise LaunchError("under srun without MASTER_ADDR or SLURM_STEP_NODELIST: cannot tell where rank 0 runs")
+        if env.get("MASTER_PORT"):
+            port_n = _int("MASTER_PORT")
+        elif env.get("SLURM_JOB_ID", "").isdigit():
+            port_n = SLURM_PORT_BASE + int(env["SLURM_JOB_ID"]) % 20000
+        else:
+            raise LaunchError("under srun without MASTER_PORT or SLURM_JOB_ID: set MASTER_PORT")
+        run_id = f"slurm-{env.get('SLURM_JOB_ID', '0')}.{env.get('SLURM_STEP_ID', '0')}"
+        agent = False
+    else:
+        raise LaunchError(
+            "--distributed needs a launcher: run it under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) "
+            "or srun (SLURM_PROCID, SLURM_NTASKS); see examples/onboard-torchrun.sh and examples/onboard-slurm.sh"
+        )
+    if world < 1 or not 0 <= rank < world:
+        raise LaunchError(f"rank {rank} is not within a world of {world}")
+    if not 0 < port_n < 65536:
+        raise LaunchError(f"MASTER_PORT {port_n} is not a TCP port")
+    return Placement(rank, world, local, addr, port_n, launcher, run_id, agent)
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a Slurm node list: 'gpu[003-005,9],cpu1' -> 'gpu003'."""
+    m = re.match(r"\s*([^,\[\s]+)(?:\[([^\]]*)\])?", nodelist)
+    if not m:
+        return ""
+    prefix, ranges = m.group(1), m.group(2)
+    if ranges is None:
+        return prefix
+    first = ranges.split(",")[0].split("-")[0]
+    return prefix + first
+
+
+def host_name() -> str:
+    return socket.gethostname().split(".")[0] or "host"
+
+
+def default_gather_timeout(quick: bool, from_report: bool, probe_timeout: float) -> float:
+    value = os.environ.get(GATHER_TIMEOUT_ENV)
+    if value:
+        try:
+            return max(0.1, float(value))
+        except ValueError:
+            raise LaunchError(f"{GATHER_TIMEOUT_ENV}={value!r} is not a number of seconds") from None
+    # The slowest rank may wait out its torch probe's own timeout before it reports.
+    return 30.0 if (quick or from_report) else probe_timeout + 30.0
+
+
+def _import_store():
+    """torch.distributed's stores, imported quietly: no c10d retry chatter, no NumPy warning."""
+    import warnings
+
+    if "TORCH_CPP_LOG_LEVEL" not in os.environ:
+        # The C environment only (os.putenv): not os.environ, so neither the report's env nor the probes see it.
+        os.putenv("TORCH_CPP_LOG_LEVEL", "FATAL")
+    warnings.filterwarnings("ignore", module=r"torch(\.|$)")
+    from torch.distributed import PrefixStore, TCPStore
+
+    return PrefixStore, TCPStore
+
+
+class Connection(threading.Thread):
+    """Imports torch.distributed and joins the store in the background while the check runs."""
+
+    def __init__(self, placement: Placement, host: str, timeout: float):
+        super().__init__(name="attn-doctor-fleet-connect", daemon=True)
+        self.placement, self.host, self.timeout = placement, host, timeout
+        self.store = None
+        self.error: Optional[str] = None
+
+    def run(self) -> None:
+        p = self.placement
+        try:
+            PrefixStore, TCPStore = _import_store()
+            base = TCPStore(
+                p.master_addr,
+                p.master_port,
+                None,
+                p.rank == 0 and not p.agent_store,
+                timeout=timedelta(seconds=self.timeout),
+                wait_for_workers=False,
+                multi_tenant=True,
+            )
+            store = PrefixStore(f"attn-doctor/fleet/{p.run_id}", base)
+            store.append("hello", f"{p.rank}\t{p.local_rank}\t{self.host}\n")
+            self.store = store
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, in one line
+            self.error = _one_line(exc)
+
+    def result(self, timeout: float):
+        self.join(timeout)
+        if self.store is None:
+            p = self.placement
+            where = "torchrun's store" if p.agent_store else ("hosting" if p.rank == 0 else "rank 0's store")
+            why = self.error or f"no answer within {timeout:.0f} s"
+            raise GatherError(f"cannot reach the rendezvous ({where} at {p.master_addr}:{p.master_port}): {why}")
+        return self.store
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def publish(store, placement: Placement, host: str, doc: dict, digest: str) -> None:
+    """Hand this rank's report over (one full report per distinct digest fleet-wide)."""
+    try:
+        if store.check(["closed"]):
+            raise GatherError("rank 0 closed the fleet report before this rank's check finished (raise ATTN_DOCTOR_GATHER_TIMEOUT)")
+        if store.add(f"claim/{digest}", 1) == 1:
+            store.set(f"report/{digest}", zlib.compress(msgspec.json.encode(doc)))
+        member = Member(
+            rank=placement.rank,
+            local_rank=placement.local_rank,
+            host=host,
+            digest=digest,
+            exit_code=doc.get("exit_code", 0),
+            summary=msgspec.convert(doc.get("summary") or {}, Summary),
+        )
+        store.append("members", msgspec.json.encode(member) + b"\n")
+        if store.check(["closed"]):
+            raise GatherError("rank 0 closed the fleet report while this rank was handing its report over (raise ATTN_DOCTOR_GATHER_TIMEOUT)")
+        store.add("count", 1)
+    except GatherError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the store went away (rank 0 finished or died)
+        raise GatherError(f"handing the report to rank 0 failed: {_one_line(exc)}") from None
+
+
+def report_failure(store, placement: Placement, host: str, message: str) -> None:
+    """A rank whose check cannot run tells rank 0 why, so that rank 0 need not wait it out."""
+    try:
+        store.append("failed", f"{placement.rank}\t{host}\t{message}".replace("\n", " ") + "\n")
+        store.add("count", 1)
+    except Exception:  # noqa: BLE001 - best effort: rank 0 names it missing anyway
+        pass
+
+
+def _lines(store, key: str) -> list[bytes]:
+    if not store.check([key]):
+        return []
+    return [line for line in store.get(key).split(b"\n") if line.strip()]
+
+
+class _Stop:
+    """SIGTERM during the gather (torchrun stops the other workers when one dies): report what is in."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+STOP_GRACE_S = 1.0  # after SIGTERM: how long rank 0 still waits for ranks that are about to report
+
+
+def gather(store, placement: Placement, *, timeout: float, fail_on: str, progress=None) -> FleetReport:
+    """Rank 0: wait for every rank or the deadline, then aggregate what came in."""
+    world = placement.world_size
+    deadline = time.monotonic() + timeout
+    stopped = False
+    with _Stop() as stop:
+        delay = 0.005
+        while True:
+            count = store.add("count", 0)
+            if count >= world:
+                break
+            now = time.monotonic()
+            if stop.requested and not stopped:
+                stopped = True
+                deadline = min(deadline, now + STOP_GRACE_S)
+            if now >= deadline:
+                break
+            if progress:
+                progress(f"waiting for the other ranks: {count} of {world} reported")
+            time.sleep(min(delay, max(0.0, deadline - now)))
+            delay = min(delay * 2, 0.1)
+        store.set("closed", "1")
+
+    members: dict[int, Member] = {}
+    for line in _lines(store, "members"):
+        try:
+            m = msgspec.json.decode(line, type=Member)
+        except msgspec.DecodeError:
+            continue
+        if m.rank is not None and 0 <= m.rank < world:
+            members.setdefault(m.rank, m)
+    failed: dict[int, tuple[str, str]] = {}
+    for line in _lines(store, "failed"):
+        parts = line.decode(errors="replace").split("\t", 2)
+        if len(parts) == 3 and parts[0].isdigit():
+            failed.setdefault(int(parts[0]), (parts[1], parts[2]))
+    hello: dict[int, str] = {}
+    for line in _lines(store, "hello"):
+        parts = line.decode(errors="replace").split("\t")
+        if len(parts) == 3 and parts[0].isdigit():
+            hello.setdefault(int(parts[0]), parts[2])
+
+    reports: dict[str, dict] = {}
+    pending = {m.digest for m in members.values()}
+    upload_deadline = time.monotonic() + min(2.0, max(timeout, 0.5))
+    while pending:
+        for digest in sorted(pending):
+            key = f"report/{digest}"
+            if store.check([key]):
+                try:
+                    reports[digest] = msgspec.json.decode(zlib.decompress(store.get(key)))
+                except (zlib.error, msgspec.DecodeError):
+                    pass
+                pending.discard(digest)
+        if not pending or time.monotonic() >= upload_deadline:
+            break  # an uploader that died mid-upload: its group is shown without its report
+        time.sleep(0.02)
+
+    problems = []
+    late = " (stopped by the launcher: another rank exited)" if stopped else ""
+    for rank in range(world):
+        if rank in members:
+            continue
+        if rank in failed:
+            host, why = failed[rank]
+            problems.append(Problem(kind="missing", rank=rank, host=host, message=f"rank {rank} on {host}: its check could not run: {why.strip()}"))
+        elif rank in hello:
+            problems.append(
+                Problem(kind="missing", rank=rank, host=hello[rank], message=f"rank {rank} on {hello[rank]} connected but did not report within {timeout:g} s (hung or died during its check){late}")
+            )
+        else:
+            problems.append(Problem(kind="missing", rank=rank, message=f"rank {rank} never reached the rendezvous within {timeout:g} s (not started, or died early){late}"))
+    return aggregate(
+        list(members.values()),
+        reports,
+        problems,
+        expected=world,
+        command="check --distributed",
+        launcher=placement.launcher,
+        fail_on=fail_on,
+    )
+
+
+def _run_check_kwargs(run_check, options: dict) -> dict:
+    """check's other options, mapped to run_check's keywords where run_check takes them."""
+    import inspect
+
+    accepted = set(inspect.signature(run_check).parameters)
+    mapping = {
+        "recipes_dir": options.get("recipes"),
+        "sample": not options.get("no_sample", False),
+        "smoke": not options.get("no_smoke", False),
+        "configs": options.get("config"),
+    }
+    return {k: v for k, v in mapping.items() if k in accepted}
+
+
+def _template(value: str, placement: Placement, host: str) -> str:
+    return value.replace("{rank}", str(placement.rank)).replace("{local_rank}", str(placement.local_rank)).replace("{host}", host)
+
+
+def run_distributed_check(options: dict) -> int:
+    """The `check --distributed` branch of the CLI. Returns the exit code; bad input raises typer.Exit."""
+    import sys
+
+    from ..cli import UsageError, _progress, _validate_python, fail
+    from ..core import FactsFileError, run_check
+    from ..render.json import to_json
+    from ..rules.loader import RecipeError
+
+    quick, python, facts, verbose = options["quick"], options["python"], options["facts"], options["verbose"]
+    json_out, output, timeout = options["json_out"], options["output"], options["timeout"]
+    fail_on = getattr(options["fail_on"], "value", options["fail_on"])
+    check_kwargs = _run_check_kwargs(run_check, options)
+
+    def _usage(message: str, code: int = 2):
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        return fail(message, code)
+
+    try:
+        placement = detect()
+        gather_timeout = default_gather_timeout(quick, facts is not None, timeout)
+    except LaunchError as exc:
+        raise _usage(str(exc)) from None
+    host = host_name()
+    who = f"rank {placement.rank} ({host})"
+    connection = Connection(placement, host, gather_timeout)
+    connection.start()  # torch.distributed's import and the rendezvous overlap the probes
+
+    is_reporter = placement.rank == 0
+    progress = _progress() if is_reporter and not json_out and sys.stderr.isatty() else None
+    try:
+        try:
+            target = _validate_python(python)
+            facts_file = Path(_template(str(facts), placement, host)) if facts is not None else None
+            if facts_file is not None and (python or quick):
+                raise UsageError("--facts/--from-report diagnoses a recorded report; it cannot be combined with --python or --quick")
+            report = run_check(
+                python=target,
+                quick=quick,
+                facts_file=facts_file,
+                fail_on=fail_on,
+                timeout=timeout,
+                progress=progress.update if progress else None,
+                **check_kwargs,
+            )
+        except (UsageError, FactsFileError, RecipeError) as exc:
+            connection.join(min(gather_timeout, 10.0))
+            if connection.store is not None:
+                report_failure(connection.store, placement, host, str(exc))
+            raise _usage(f"{who}: {exc}") from None
+
+        if output:
+            path = Path(_template(output, placement, host)).expanduser()
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(to_json(report))
+            except OSError as exc:
+                raise _usage(f"{who}: --output {path}: cannot write: {exc.strerror or exc}") from None
+
+        doc = msgspec.to_builtins(report)
+        try:
+            if progress:
+                progress.update("joining the rendezvous")
+            store = connection.result(gather_timeout)
+            publish(store, placement, host, doc, report_digest(doc))
+            if not is_reporter:
+                return 0
+            fleet = gather(store, placement, timeout=gather_timeout, fail_on=fail_on, progress=progress.update if progress else None)
+        except GatherError as exc:
+            raise _usage(f"{who}: {exc}", EXIT_PROBE_FAILED) from None
+        except Exception as exc:  # noqa: BLE001 - torch.distributed raised: one line, exit 3
+            raise _usage(f"{who}: the gather failed: {_one_line(exc)}", EXIT_PROBE_FAILED) from None
+    finally:
+        if progress:
+            progress.stop()
+
+    if json_out:
+        from .aggregate import to_json as fleet_json
+
+        sys.stdout.buffer.write(fleet_json(fleet))
+        sys.stdout.flush()
+    else:
+        from rich.console import Console
+
+        from ..render.fleet_human import render_fleet
+
+        render_fleet(fleet, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose=verbose)
+        sys.stdout.flush()
+    return fleet.exit_code

@@ -1,0 +1,109 @@
+"""`attn-doctor fleet`: the fleet report from per-node JSON reports (`check --json --output DIR/{host}.json`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+
+from ..report import SCHEMA_ID, SCHEMA_VERSION, Report, Summary
+from .aggregate import FleetReport, Member, Problem, aggregate
+from .digest import report_digest
+
+
+class FleetUsageError(Exception):
+    """Nothing to aggregate (no such path, an empty folder): a usage error, exit 2."""
+
+
+def expand(paths: list[Path]) -> list[Path]:
+    """Files as given; a folder stands for the *.json files directly inside it (sorted)."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(x for x in p.glob("*.json") if x.is_file())
+            if not found:
+                raise FleetUsageError(f"{p}: a folder without *.json reports")
+            files.extend(found)
+        elif p.exists():
+            files.append(p)
+        else:
+            raise FleetUsageError(f"{p}: no such file or folder")
+    seen, unique = set(), []
+    for f in files:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def load_report(path: Path) -> dict:
+    """A report as JSON builtins (defaults filled in), or ValueError saying in one line why not."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        doc = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise ValueError(f"not an attn-doctor report (schema {found!r}; expected {SCHEMA_ID!r} from `check --json`)")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ValueError(f"report schema version {version!r} is newer than this attn-doctor understands ({SCHEMA_VERSION})")
+    try:
+        report = msgspec.convert(doc, Report)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"invalid report: {exc}") from None
+    return msgspec.to_builtins(report)
+
+
+def member_of(doc: dict, digest: str, file: Optional[str] = None) -> Member:
+    facts = doc.get("facts") or {}
+    env = facts.get("env") or {}
+
+    def _int(name: str) -> Optional[int]:
+        try:
+            return int(env[name])
+        except (KeyError, ValueError):
+            return None
+
+    return Member(
+        rank=_int("RANK"),
+        local_rank=_int("LOCAL_RANK"),
+        host=(facts.get("platform") or {}).get("hostname") or (Path(file).stem if file else ""),
+        file=file,
+        digest=digest,
+        exit_code=doc.get("exit_code", 0),
+        summary=msgspec.convert(doc.get("summary") or {}, type=Summary),
+    )
+
+
+def fleet_from_files(paths: list[Path], *, fail_on: str = "error", expect: Optional[int] = None) -> FleetReport:
+    files = expand(paths)
+    members: list[Member] = []
+    reports: dict[str, dict] = {}
+    problems: list[Problem] = []
+    for f in files:
+        try:
+            doc = load_report(f)
+        except ValueError as exc:
+            problems.append(Problem(kind="unreadable", file=str(f), message=str(exc)))
+            continue
+        digest = report_digest(doc)
+        reports.setdefault(digest, doc)  # one full report per distinct digest is all the aggregate needs
+        members.append(member_of(doc, digest, str(f)))
+    if not members:
+        raise FleetUsageError(
+            "no readable report among " + ", ".join(f"{p.file} ({p.message})" for p in problems[:5]) + (" ..." if len(problems) > 5 else "")
+        )
+    # A rank recorded twice (two files from one rank) would be counted twice; ranks are informative only here.
+    if expect is not None and len(files) < expect:
+        problems.append(Problem(kind="missing", message=f"{expect - len(files)} of {expect} expected reports are missing (found {len(files)} files)"))
+    fleet = aggregate(members, reports, problems, expected=expect, command="fleet", fail_on=fail_on)
+    if expect is not None:
+        fleet.summary.missing = max(0, expect - len(files))
+    return fleet

@@ -1,0 +1,130 @@
+"""The human fleet report: problems and differing groups first, the agreeing majority last, compact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from ..fleet.aggregate import FleetReport, Group, compact_ranks, member_fails
+from .human import MARKS
+
+DIFFERENCES_SHOWN = 12  # per group without -v; --json and -v list them all
+HOSTS_SHOWN = 8
+
+
+def _line(console: Console, status: str, text: str, indent: int = 0, style: str = "") -> None:
+    mark, colour = MARKS.get(status, ("?", "magenta"))
+    line = Text(" " * indent)
+    line.append(f"[{mark}] " if indent == 0 else f"{mark} ", style=f"bold {colour}")
+    line.append(text, style=style)
+    console.print(line)
+
+
+def _value(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value) if not isinstance(value, (list, dict)) else str(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _hosts(hosts: list[str]) -> str:
+    if len(hosts) <= HOSTS_SHOWN:
+        return ", ".join(hosts)
+    return ", ".join(hosts[:HOSTS_SHOWN]) + f" +{len(hosts) - HOSTS_SHOWN} more"
+
+
+def _who(group: Group) -> str:
+    n = group.size
+    if group.ranks:
+        noun = "rank" if n == 1 else "ranks"
+        text = f"{n} {noun} ({compact_ranks(group.ranks)})"
+    else:
+        noun = "report" if n == 1 else "reports"
+        files = [m.file for m in group.members if m.file]
+        text = f"{n} {noun}" + (f" ({_hosts(files)})" if files and n <= HOSTS_SHOWN else "")
+    if group.hosts:
+        text += f" on {_hosts(group.hosts)}"
+    return text
+
+
+def _key_facts(group: Group) -> str:
+    k = group.key_facts
+    parts = [k.get("gpus", "")]
+    if k.get("driver"):
+        parts.append(f"driver {k['driver']}")
+    if k.get("torch"):
+        parts.append(f"torch {k['torch']}" + (f" (CUDA {k['torch_cuda']})" if k.get("torch_cuda") else ""))
+    for name in ("triton", "flash-attn", "xformers", "transformers"):
+        if name in k:
+            parts.append(f"{name} {k[name]}")
+    if k.get("imports_failing"):
+        parts.append("import failing: " + ", ".join(k["imports_failing"]))
+    return ", ".join(p for p in parts if p)
+
+
+def _group_status(group: Group, fail_on: str) -> str:
+    if not group.report_received:
+        return "crashed"
+    if any(member_fails(m.summary, fail_on) for m in group.members):
+        return "error"
+    if not group.majority:
+        return "warning"  # differs from the fleet: worth a look even when it passes on its own
+    return group.status if group.status in ("warning", "info") else "pass"
+
+
+def render_fleet(fleet: FleetReport, console: Console, verbose: bool = False) -> None:
+    s = fleet.summary
+    header = Text("attn-doctor fleet ", style="bold")
+    header.append(fleet.tool.version, style="dim")
+    scope = f"{s.received} {'rank' if fleet.command != 'fleet' else 'report'}{'s' if s.received != 1 else ''}"
+    if s.expected is not None:
+        scope += f" of {s.expected}"
+    scope += f" on {s.hosts} host{'s' if s.hosts != 1 else ''}"
+    if fleet.launcher:
+        scope += f" ({fleet.launcher})"
+    header.append(f"  {scope}", style="dim")
+    console.print(header)
+
+    for problem in fleet.problems:
+        label = problem.file + ": unreadable: " if problem.kind == "unreadable" else ""
+        _line(console, "crashed", label + problem.message)
+
+    for group in fleet.groups:
+        status = _group_status(group, fleet.fail_on)
+        if group.majority:
+            agree = "agree" if group.size > 1 else "reports"
+            head = f"{_who(group)} {agree}" + (" (the majority)" if len(fleet.groups) > 1 else "") + f": {_key_facts(group)}"
+        else:
+            head = f"{_who(group)} differ{'s' if group.size == 1 else ''} from the majority: {_key_facts(group)}"
+        if not group.report_received:
+            head += " (its report never arrived: the uploading rank died)"
+        _line(console, status, head)
+        shown = group.differences if verbose else group.differences[:DIFFERENCES_SHOWN]
+        for d in shown:
+            console.print(Text(f"    {d.path}: {_value(d.majority)} -> {_value(d.value)}"))
+        if len(group.differences) > len(shown):
+            console.print(Text(f"    ... {len(group.differences) - len(shown)} more differences (-v or --json lists them all)", style="dim"))
+        for f in group.findings:
+            if f.status in ("error", "warning", "crashed") or (verbose and f.status == "info"):
+                _line(console, f.status, f"{f.rule} {f.message or f.name}", indent=4)
+        if verbose:
+            for m in group.members:
+                where = f"rank {m.rank}" if m.rank is not None else (m.file or "")
+                console.print(Text(f"    {where} on {m.host or '?'}: exit {m.exit_code}", style="dim"))
+
+    parts = []
+    if s.expected is not None and fleet.command != "fleet":
+        parts.append(f"{s.received} of {s.expected} ranks reported")
+    else:
+        parts.append(f"{s.received} report{'s' if s.received != 1 else ''}")
+    if s.groups > 1:
+        parts.append(f"{s.groups} distinct configurations, {s.differing} differ{'s' if s.differing == 1 else ''} from the majority")
+    elif s.groups == 1:
+        parts.append("all identical")
+    if s.failing:
+        parts.append(f"{s.failing} failing")
+    if s.missing:
+        parts.append(f"{s.missing} missing")
+    if s.unreadable:
+        parts.append(f"{s.unreadable} unreadable")
+    console.print(Text(", ".join(parts) + f"  (exit code {fleet.exit_code})", style="bold"))
