@@ -37,7 +37,6 @@ _DEEPSPEED_MARKERS = {
     "zero_optimization",
     "train_batch_size",
     "train_micro_batch_size_per_gpu",
-    "gradient_accumulation_steps",
     "zero_allow_untested_optimizer",
 }
 
@@ -83,6 +82,8 @@ def detect_kind(doc: dict) -> str:
     keys = set(doc)
     if "model_type" in keys or "architectures" in keys:
         return "transformers"
+    if "model_name_or_path" in keys or {"stage", "finetuning_type"} <= keys:
+        return "llamafactory"  # before DeepSpeed: training YAMLs share keys such as gradient_accumulation_steps
     if keys & _DEEPSPEED_MARKERS or any(isinstance(doc.get(b), dict) for b in ("bf16", "bfloat16", "fp16")):
         return "deepspeed"
     if keys & _ACCELERATE_MARKERS or ("mixed_precision" in keys and "model_name_or_path" not in keys):

@@ -1,0 +1,123 @@
+"""fix on config files, end to end through the CLI: a recorded T4 report, real YAML/JSON with comments."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+
+import pytest
+
+from .conftest import CONFIGS, FACTS, cli
+
+T4 = str(FACTS / "t4.json")
+
+
+@pytest.fixture
+def state(tmp_path):
+    return tmp_path / "state"
+
+
+def copy(name, tmp_path):
+    dst = tmp_path / name
+    shutil.copyfile(CONFIGS / name, dst)
+    return dst
+
+
+def test_llamafactory_yaml_on_t4_gets_fp16_and_a_valid_flash_attn_with_every_comment(tmp_path, state):
+    cfg = copy("llamafactory_lora_bf16.yaml", tmp_path)
+    os.chmod(cfg, 0o640)
+    before = cfg.read_bytes()
+    proc = cli("fix", "--from-report", T4, "--config", str(cfg), "--yes", "--json", state=state)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    statuses = {a["rule"]: a["status"] for a in doc["actions"]}
+    assert statuses == {"AD501": "verified", "AD502": "verified"}
+    after = cfg.read_bytes()
+    # Exactly the three intended lines changed; every comment, blank line and key order kept.
+    old_lines, new_lines = before.decode().splitlines(), after.decode().splitlines()
+    changed = [l for l in new_lines if l not in old_lines]
+    assert changed == ["flash_attn: sdpa    # FlashAttention-2: fastest on A100", "bf16: false         # mixed precision (set by the WebUI)", "fp16: true"]
+    assert [l for l in old_lines if l not in new_lines] == ["flash_attn: fa2    # FlashAttention-2: fastest on A100", "bf16: true         # mixed precision (set by the WebUI)"]
+    assert [l for l in old_lines if "#" in l and "flash_attn" not in l and "bf16" not in l] == [
+        l for l in new_lines if "#" in l and "flash_attn" not in l and "bf16" not in l
+    ]
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o640
+    # The re-check passes for this file, as the tool reads it (YAML 1.1).
+    check = cli("check", "--from-report", T4, "--config", str(cfg), "--json", state=state)
+    results = {r["rule"]: r["status"] for r in json.loads(check.stdout)["results"]}
+    assert results["AD501"] == "pass" and results["AD502"] == "pass" and results["AD503"] == "pass"
+    # Undo brings the exact bytes and mode back.
+    undo = cli("fix", "--undo", state=state)
+    assert undo.returncode == 0, undo.stderr
+    assert cfg.read_bytes() == before and stat.S_IMODE(cfg.stat().st_mode) == 0o640
+    again = cli("fix", "--undo", doc["run"], state=state)
+    assert again.returncode == 1 and "already undone" in again.stderr
+
+
+def test_dry_run_changes_nothing_byte_for_byte(tmp_path, state):
+    files = [copy(n, tmp_path) for n in ("llamafactory_lora_bf16.yaml", "deepspeed_z2_bf16.json", "accelerate_bf16.yaml", "model_config.json")]
+    before = {f: f.read_bytes() for f in files}
+    mtimes = {f: f.stat().st_mtime_ns for f in files}
+    args = [a for f in files for a in ("--config", str(f))]
+    proc = cli("fix", "--from-report", T4, *args, "--dry-run", state=state)
+    assert proc.returncode == 0, proc.stderr
+    assert "dry run" in proc.stdout and "+fp16: true" in proc.stdout and "-bf16: true" in proc.stdout
+    assert {f: f.read_bytes() for f in files} == before
+    assert {f: f.stat().st_mtime_ns for f in files} == mtimes
+    assert not state.exists() or not list(state.rglob("journal.json"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f.name for f in files) + (["state"] if state.exists() else [])
+
+
+def test_json_configs_deepspeed_accelerate_transformers(tmp_path, state):
+    ds, acc, model = (copy(n, tmp_path) for n in ("deepspeed_z2_bf16.json", "accelerate_bf16.yaml", "model_config.json"))
+    proc = cli("fix", "--from-report", T4, "--config", str(ds), "--config", str(acc), "--config", str(model), "--yes", "--json", state=state)
+    assert proc.returncode == 0, proc.stderr
+    statuses = {a["rule"]: a["status"] for a in json.loads(proc.stdout)["actions"]}
+    assert statuses == {"AD504": "verified", "AD505": "verified", "AD506": "verified", "AD507": "verified"}
+    ds_doc = json.loads(ds.read_text())
+    assert ds_doc["bf16"] == {"enabled": False} and ds_doc["fp16"] == {"enabled": True}
+    assert ds.read_text().startswith('{\n    "train_batch_size"')  # its own 4-space indent
+    model_doc = json.loads(model.read_text())
+    assert model_doc["torch_dtype"] == "float16" and model_doc["attn_implementation"] == "sdpa"
+    assert list(model_doc) == ["architectures", "attn_implementation", "hidden_size", "model_type", "torch_dtype"]
+    assert acc.read_text() == (CONFIGS / "accelerate_bf16.yaml").read_text().replace("mixed_precision: bf16", "mixed_precision: fp16")
+
+
+@pytest.mark.parametrize(
+    "version, expected",
+    [("0.9.1", "flash_attn: disabled   # no flash attention"), ("0.8.2", None), ("0.6.3", None)],
+)
+def test_flash_attn_value_is_spelt_for_the_installed_version(tmp_path, state, version, expected):
+    # An unquoted `off` is YAML 1.1 false, which LLaMA-Factory 0.8.3+ rejects; 0.7-0.8.2 wants "off".
+    cfg = copy("llamafactory_off.yaml", tmp_path)
+    report = json.loads((FACTS / "t4.json").read_text())
+    facts = report.get("facts", report)
+    facts["packages"]["llamafactory"]["version"] = version
+    (tmp_path / "t4.json").write_text(json.dumps(report))
+    proc = cli("fix", "--from-report", str(tmp_path / "t4.json"), "--config", str(cfg), "--only", "AD503", "--yes", "--json", state=state)
+    doc = json.loads(proc.stdout)
+    if version == "0.9.1":
+        assert [a["status"] for a in doc["actions"]] == ["verified"]
+        assert expected in cfg.read_text()
+    elif version == "0.8.2":
+        # `off` is the 0.8.2 spelling; false is not among its values: written quoted, so YAML keeps it a string.
+        assert [a["status"] for a in doc["actions"]] == ["verified"], doc
+        assert 'flash_attn: "off"   # no flash attention' in cfg.read_text()
+    else:
+        assert doc["actions"] == [] and proc.returncode == 0  # <= 0.6: a boolean, false is valid
+
+
+def test_usage_errors_are_one_line(tmp_path, state):
+    for args in (["--config", str(tmp_path / "missing.yaml")], ["--undo", "--from-report", "nope.json", "x"], ["stray-id"]):
+        proc = cli("fix", *args, state=state)
+        assert proc.returncode in (1, 2) and proc.stderr.startswith("attn-doctor: error:"), proc.stderr
+        assert "Traceback" not in proc.stderr
+    proc = cli("fix", "--from-report", T4, "--config", str(copy("accelerate_bf16.yaml", tmp_path)), state=state)
+    # Not a terminal and no --yes: refuse rather than hang on a prompt.
+    assert proc.returncode == 2 and "--yes" in proc.stderr
+    nothing = cli("fix", "--undo", state=state)
+    assert nothing.returncode == 1 and "nothing to undo" in nothing.stderr
+    bad = cli("check", "--config", str(tmp_path / "missing.yaml"), "--quick", state=state)
+    assert bad.returncode == 2 and bad.stderr.startswith("attn-doctor: error: --config")

@@ -1,0 +1,153 @@
+"""fix on packages: real pip in a temporary venv against a local wheelhouse; undo; SIGKILL recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from attn_doctor.facts import Facts
+from attn_doctor.fix.plan import Options, build_plan
+from attn_doctor.report import Report, Result
+from attn_doctor.rules.model import Remedy
+
+from .conftest import CONFIGS, cli, installed_version, offline_env
+
+
+def test_upgrade_verified_then_undo_brings_the_old_version_back(venv, wheelhouse, tmp_path):
+    state = tmp_path / "state"
+    env = offline_env(wheelhouse)
+    py = str(venv / "bin" / "python")
+    dry = cli("fix", "--python", py, "--quick", "--only", "AD401", "--dry-run", state=state, env_extra=env)
+    assert dry.returncode == 0 and "-m pip install --upgrade 'x-transformers>=1.30.2'" in dry.stdout, dry.stdout + dry.stderr
+    assert installed_version(venv, "x-transformers") == "1.30.1"
+
+    proc = cli("fix", "--python", py, "--quick", "--yes", "--json", state=state, env_extra=env)
+    doc = json.loads(proc.stdout)
+    action = next(a for a in doc["actions"] if a["rule"] == "AD401")
+    assert action["status"] == "verified" and action["argv"][:4] == [py, "-m", "pip", "install"], doc
+    assert installed_version(venv, "x-transformers") == "1.30.2"
+    journal = json.loads((state / "runs" / doc["run"] / "journal.json").read_text())
+    assert journal["packages_before"]["x-transformers"] == "1.30.1" and journal["status"] == "applied"
+
+    history = cli("fix", "--history", state=state)
+    assert doc["run"] in history.stdout and "AD401" in history.stdout
+
+    undo = cli("fix", "--undo", doc["run"], state=state, env_extra=env)
+    assert undo.returncode == 0, undo.stderr
+    assert installed_version(venv, "x-transformers") == "1.30.1"
+    assert json.loads((state / "runs" / doc["run"] / "journal.json").read_text())["status"] == "undone"
+
+
+def test_failing_pip_leaves_the_environment_as_it_was(venv, tmp_path):
+    # A wheelhouse without the fixed release: pip finds no matching version.
+    empty = tmp_path / "empty-wheelhouse"
+    empty.mkdir()
+    before = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
+    proc = cli("fix", "--python", str(venv), "--quick", "--only", "AD401", "--yes", "--json", state=tmp_path / "state", env_extra=offline_env(empty))
+    assert proc.returncode == 1
+    action = json.loads(proc.stdout)["actions"][0]
+    assert action["status"] == "failed" and "pip exited 1" in action["reason"]
+    assert "x-transformers>=1.30.2" in action["reason"] or "No matching distribution" in action["reason"], action["reason"]
+    after = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
+    assert before == after
+
+
+def test_sigkill_mid_pip_is_recovered_by_the_next_fix(venv, wheelhouse, tmp_path):
+    state = tmp_path / "state"
+    env = dict(os.environ, ATTN_DOCTOR_STATE_DIR=str(state), **{k: v for k, v in offline_env(wheelhouse).items() if k.startswith("PIP_")})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attn_doctor", "fix", "--python", str(venv), "--quick", "--only", "AD401", "--yes"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    # Kill the whole process group (the doctor and its pip) as soon as changes are under way.
+    deadline = time.monotonic() + 120
+    killed_while = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        journals = list(state.glob("runs/*/journal.json"))
+        if journals:
+            try:
+                status = json.loads(journals[0].read_text())["status"]
+            except ValueError:
+                status = None
+            if status == "applying":
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed_while = status
+                break
+        time.sleep(0.005)
+    proc.wait(timeout=60)
+    assert killed_while == "applying", "the fix finished before it could be killed"
+    journal = json.loads(next(state.glob("runs/*/journal.json")).read_text())
+    assert journal["status"] == "applying" and journal["packages_before"]["x-transformers"] == "1.30.1"
+    # Whatever pip had done, the next fix restores the state before the killed one first.
+    nxt = cli("fix", "--python", str(venv), "--quick", "--only", "AD401", "--dry-run", state=state, env_extra=offline_env(wheelhouse))
+    assert "was interrupted" in nxt.stderr  # a dry run only reports it
+    rec = cli("fix", "--python", str(venv), "--quick", "--only", "NONE", "--yes", state=state, env_extra=offline_env(wheelhouse))
+    assert "restored the state before the interrupted fix" in rec.stderr, rec.stderr
+    assert installed_version(venv, "x-transformers") == "1.30.1"
+    assert json.loads((state / "runs" / journal["id"] / "journal.json").read_text())["status"] == "undone"
+
+
+def test_sigkill_during_config_writes_never_leaves_a_half_file(tmp_path):
+    src = CONFIGS / "llamafactory_lora_bf16.yaml"
+    facts = str(CONFIGS.parent / "facts" / "t4.json")
+    original = src.read_bytes()
+    fixed = None
+    for delay in (0.0, 0.15, 0.3, 0.45, 0.6):
+        cfg = tmp_path / f"train-{delay}.yaml"
+        shutil.copyfile(src, cfg)
+        state = tmp_path / f"state-{delay}"
+        env = dict(os.environ, ATTN_DOCTOR_STATE_DIR=str(state))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "attn_doctor", "fix", "--from-report", facts, "--config", str(cfg), "--yes"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        data = cfg.read_bytes()
+        if fixed is None and data != original:
+            fixed = data
+        assert data == original or b"fp16: true" in data, "a half-written file"
+        undo = subprocess.run([sys.executable, "-m", "attn_doctor", "fix", "--undo"], env=env, capture_output=True, text=True, timeout=60)
+        assert cfg.read_bytes() == original, (delay, undo.stderr)
+
+
+def _report(facts: Facts, remedy: Remedy, rule="AD999") -> Report:
+    return Report(source="probed", facts=facts, results=[Result(rule=rule, name="x", area="libraries", status="error", title="t", remedies=[remedy])])
+
+
+def _facts(**platform) -> Facts:
+    facts = Facts()
+    facts.platform.python_executable = "/venv/bin/python"
+    for k, v in platform.items():
+        setattr(facts.platform, k, v)
+    return facts
+
+
+PINS = {"2.3": "2.3", "2.4": "3.0.0", "2.5": "3.1.0"}
+
+
+def test_triton_requirement_means_an_unsafe_torch_upgrade():
+    plan = build_plan(_report(_facts(), Remedy(kind="pip", requirement="triton>=3.0", summary="s")), Options(), {"torch_triton": PINS})
+    action = plan.actions[0]
+    assert action.requirement == "torch>=2.4" and action.safety == "unsafe" and action.status == "blocked"
+    assert "--unsafe" in action.reason and "pinned by torch" in action.note
+    allowed = build_plan(_report(_facts(), Remedy(kind="pip", requirement="triton>=3.0", summary="s")), Options(unsafe=True), {"torch_triton": PINS})
+    assert allowed.actions[0].status == "planned" and allowed.actions[0].argv[-1] == "torch>=2.4"
+
+
+def test_externally_managed_python_is_refused():
+    plan = build_plan(
+        _report(_facts(externally_managed=True), Remedy(kind="pip", requirement="x-transformers>=1.30.2", summary="s")), Options(), {}
+    )
+    assert plan.actions[0].status == "blocked" and "PEP 668" in plan.actions[0].reason and not plan.actions[0].argv
