@@ -54,6 +54,8 @@ def _remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
 
 def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=None) -> Result:
     base = dict(rule=rule.id, name=rule.name, area=rule.area, title=rule.title, links=list(rule.links))
+    if rule.when is None:
+        return Result(status="skipped", reason="recognised from error messages only (attn-doctor explain)", **base)
     evaluator = Evaluator(facts, CHECKS if checks is None else checks, data or {})
     try:
         verdict = evaluator.evaluate(rule.when)
@@ -74,4 +76,5 @@ def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=
 
 
 def evaluate(recipes: Recipes, facts: Facts) -> list[Result]:
-    return [evaluate_rule(rule, facts, recipes.data) for rule in recipes.rules]
+    # Signature-only rules (no `when`) speak about messages, not facts: only explain reports them.
+    return [evaluate_rule(rule, facts, recipes.data) for rule in recipes.rules if rule.when is not None]

@@ -103,6 +103,10 @@ class FixtureFailure:
 
 def check_rule_fixtures(rule: Rule, recipes: Recipes, directory: Optional[Path] = None) -> list[FixtureFailure]:
     failures = []
+    if rule.when is None:  # signature-only: its log snippets are its fixtures
+        from ..explain.fixtures import check_signature_fixtures
+
+        return [FixtureFailure(rule.id, f.snippet, f.expected, f.got) for f in check_signature_fixtures(rule)]
     if not rule.fixtures.trigger or not rule.fixtures.pass_:
         failures.append(FixtureFailure(rule.id, "-", "exist (at least one trigger and one pass fixture)", "missing"))
     for expect, fixtures in (("trigger", rule.fixtures.trigger), ("pass", rule.fixtures.pass_)):

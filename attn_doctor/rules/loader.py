@@ -73,7 +73,11 @@ def _load_file(path: Path, recipes: Recipes) -> None:
             raise RecipeError(f"{where}: id already used in {recipes.sources[rule.id].name}")
         if any(r.name == rule.name for r in recipes.rules):
             raise RecipeError(f"{where}: name {rule.name!r} already used")
-        _check_condition(rule.when, where)
+        if rule.when is not None:
+            _check_condition(rule.when, where)
+        elif not rule.signatures:
+            raise RecipeError(f"{where}: a rule without `when` must have `signatures` (it is recognised only by explain)")
+        _check_signatures(rule, where)
         recipes.rules.append(rule)
         recipes.sources[rule.id] = path
     for table, values in parsed.data.items():
@@ -92,6 +96,21 @@ def _where(raw: dict, message: str) -> str:
         except (ValueError, IndexError, KeyError, AttributeError, TypeError):
             pass
     return message
+
+
+def _check_signatures(rule: Rule, where: str) -> None:
+    """Signatures compile, carry a literal the scanner can pre-filter on, and have fixtures."""
+    if not rule.signatures:
+        return
+    from ..explain.signatures import SignatureError, compile_signature
+
+    for signature in rule.signatures:
+        try:
+            compile_signature(rule.id, signature)
+        except SignatureError as exc:
+            raise RecipeError(f"{where}: signature {exc}") from None
+    if not rule.signature_fixtures.match or not rule.signature_fixtures.no_match:
+        raise RecipeError(f"{where}: a rule with signatures needs [rule.signature_fixtures] with `match` and `no_match` log snippets")
 
 
 def _check_condition(cond: Condition, where: str) -> None:

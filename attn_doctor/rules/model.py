@@ -85,6 +85,43 @@ class Fixtures(Strict):
     pass_: list[Fixture] = msgspec.field(default_factory=list, name="pass")
 
 
+# The root-cause classes `explain` names (one label each in attn_doctor/explain/causes.py).
+CauseClass = Literal[
+    "build-mismatch",  # an extension built for another torch or C++ ABI
+    "extension-missing",  # flash-attn (or its compiled extension) is not there
+    "cuda-mismatch",  # the wheel's CUDA major differs from torch's
+    "glibc",  # the wheel needs a newer C / C++ runtime than the OS has
+    "gpu-arch",  # the GPU is too old or too new for the installed kernels
+    "torch-arch",  # torch was built without the GPU's architecture
+    "bf16-unsupported",  # bf16 requested on a GPU without native bf16
+    "fp32-model",  # a model loaded / computing in fp32 reaches a half-only kernel
+    "dtype-promotion",  # an implicit promotion inside the forward
+    "autocast-scope",  # the forward runs (partly) outside autocast, or autocast is disabled
+    "version-pair",  # two releases known not to work together
+    "head-dim",  # the head dimension is over a kernel's limit
+    "triton-bf16",  # Triton compiler bugs on bf16
+    "kernel-selection",  # SDPA chose (or could not choose) a kernel
+    "harmless",  # a message that needs no fix
+]
+
+
+class Signature(Strict):
+    """An error-message signature with its own severity (e.g. a fallback warning on an error rule)."""
+
+    pattern: str  # a Python regular expression, searched in normalised log lines
+    severity: Optional[Severity] = None  # default: the rule's
+    # the match counts only when the input also matches this expression somewhere (e.g. a library's path)
+    context: Optional[str] = None
+    note: Optional[str] = None  # one line shown with the match
+
+
+class SignatureFixtures(Strict):
+    """Log snippets each signature-carrying rule must recognise (`match`) and must not (`no_match`)."""
+
+    match: list[str] = []
+    no_match: list[str] = []
+
+
 class Rule(Strict):
     id: str  # stable, e.g. AD301
     name: str  # kebab-case slug, e.g. flash-attn-undefined-symbol
@@ -93,11 +130,14 @@ class Rule(Strict):
     title: str
     message: str  # one line, may use {evidence} fields
     explanation: str
-    when: Condition
+    # None: a signature-only rule; no facts can show it, only `explain` reports it from a message
+    when: Optional[Condition] = None
     remedies: list[Remedy] = msgspec.field(default_factory=list, name="remedy")
     links: list[str] = []
     # error-message signatures (regular expressions) for `explain`
-    signatures: list[str] = []
+    signatures: list[Union[str, Signature]] = []
+    signature_fixtures: SignatureFixtures = msgspec.field(default_factory=SignatureFixtures)
+    cause: Optional[CauseClass] = None  # the root-cause class `explain` names
     fixtures: Fixtures = msgspec.field(default_factory=Fixtures)
 
 

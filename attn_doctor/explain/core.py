@@ -1,0 +1,328 @@
+"""The core of `explain`: input in, explained matches out. Returns values; never prints, never exits."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Callable, Optional
+
+from ..facts import Facts
+from ..report import now
+from ..rules.conditions import Evaluator, Unknown, base_evidence
+from ..rules.engine import evaluate_rule, render_template, template_fields
+from ..rules.loader import Recipes
+from ..rules.model import Condition, Remedy, Rule
+from . import causes
+from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck, Match, Summary
+from .scan import ScanResult, Scanner
+from .signatures import compile_rules
+from .versions import LogVersions, gpu_table_from
+
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+LIKELIHOOD_RANK = {"confirmed": 0, "possible": 1, "unlikely": 2}
+
+
+class LogEvaluator(Evaluator):
+    """Evaluates a rule's `when` on the partial facts a log gives: what the log does not show is
+    unknown, never "not installed"."""
+
+    def _seen(self, names):
+        missing = [n for n in names if self.facts.version_of(n) is None]
+        return Unknown(f"the log does not show the version of {', '.join(missing)}") if missing else None
+
+    def _installed(self, names):
+        return self._seen(names) or super()._installed(names)
+
+    def _installed_any(self, names):
+        found = [n for n in names if self.facts.version_of(n)]
+        return super()._installed_any(found) if found else Unknown(f"the log shows none of {', '.join(names)}")
+
+    def _not_installed(self, names):
+        return Unknown("a log cannot show that a package is absent")
+
+    def _version(self, specs):
+        return self._seen(list(specs)) or super()._version(specs)
+
+    def _fact(self, wanted):
+        return Unknown("the log does not show " + ", ".join(wanted))
+
+    def _marker(self, text):
+        return Unknown("the log does not show the platform")
+
+    def _tool_missing(self, names):
+        return Unknown("the log does not show the tools")
+
+    def _check(self, name):
+        try:
+            return super()._check(name)
+        except Exception:  # noqa: BLE001 - a check written for probed facts may trip on a log's partial facts
+            return Unknown(f"{name} needs facts the log does not give")
+
+
+def _why_false(rule: Rule, facts: Facts, data: dict) -> str:
+    """Which part of the rule's condition the log's versions contradict, in words."""
+    when = rule.when
+    for key in when.__struct_fields__:
+        value = getattr(when, key)
+        if value in (None, [], {}):
+            continue
+        sub = Condition(**{key: value}) if key != "not_" else Condition(not_=value)
+        ev = LogEvaluator(facts, _checks(), data)
+        try:
+            verdict = ev.evaluate(sub)
+        except Exception:  # noqa: BLE001
+            continue
+        if verdict is False:
+            if key == "version":
+                return "; ".join(f"the log shows {n} {facts.version_of(n)}, not {spec}" for n, spec in value.items() if facts.version_of(n))
+            if key == "capability":
+                caps = ", ".join(f"sm{c.replace('.', '')}" for c in facts.gpu_capabilities() or [])
+                return f"the log shows a GPU of {caps}, not compute capability {value}"
+            return f"the log's facts contradict `{key}`"
+    return "the log's versions do not fit this cause"
+
+
+def _checks():
+    from ..rules.checks import CHECKS
+
+    return CHECKS
+
+
+def _fill(text: str, evidence: dict[str, Any]) -> str:
+    fields = {f: evidence.get(f) for f in template_fields(text)}
+    return render_template(text, {k: (v if v not in (None, "", "?") else f"<{k}>") for k, v in fields.items()})
+
+
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _remedy(remedy: Remedy, evidence: dict[str, Any]) -> Remedy:
+    values = {}
+    for f in remedy.__struct_fields__:
+        v = getattr(remedy, f)
+        if v is None and f != "kind":
+            continue
+        if isinstance(v, str):
+            if f == "requirement" and any(evidence.get(k) in (None, "", "?") for k in template_fields(v)):
+                v = _REQ_NAME.match(v).group(1) if _REQ_NAME.match(v) else v  # no version known: the bare name
+            else:
+                v = _fill(v, evidence)
+        values[f] = v
+    return Remedy(**values)
+
+
+def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVersions, live: Optional[Facts]) -> dict[str, str]:
+    """Facts a capture implies: a demangled symbol and which side is off, the wheel that fits."""
+    from .. import failures
+
+    out: dict[str, str] = {}
+    symbol = captures.get("symbol")
+    if symbol and symbol.startswith("_Z"):
+        demangled = failures.demangle(symbol)
+        if demangled:
+            out["demangled"] = demangled
+        abi = live.torch.cxx11_abi if live is not None and live.torch.cxx11_abi is not None else (versions.torch_cxx11_abi[-1] if versions.torch_cxx11_abi else None)
+        out["side"] = failures.explain_undefined_symbol(symbol, abi)
+        symbol_abi = failures.symbol_abi(symbol)
+        if symbol_abi is not None:
+            out["symbol_abi"] = "C++11 ABI (cxx11abiTRUE)" if symbol_abi else "old ABI (cxx11abiFALSE)"
+    lib = captures.get("library")
+    if lib:
+        out["library"] = lib
+    glibc = captures.get("glibc")
+    if glibc:
+        out["symbol"] = f"GLIBC_{glibc}"
+    cuda = evidence.get("torch_cuda")
+    wheel = failures.wheel_tag(
+        str(evidence.get("flash-attn") or "") or None if evidence.get("flash-attn") not in (None, "?") else None,
+        evidence.get("torch") if evidence.get("torch") not in (None, "?") else None,
+        cuda if cuda not in (None, "?") else None,
+        live.torch.cxx11_abi if live is not None else (versions.torch_cxx11_abi[-1] if versions.torch_cxx11_abi else None),
+        (live.platform.python_version if live is not None else (versions.python[-1] if versions.python else None)) or None,
+    )
+    if wheel:
+        out["wheel"] = wheel
+    return out
+
+
+def explain(
+    source,
+    recipes: Recipes,
+    *,
+    kind: str = "file",
+    path: Optional[str] = None,
+    live: Optional[Facts] = None,
+    progress: Optional[Callable[[int], None]] = None,
+    force_regex: bool = False,
+) -> ExplainReport:
+    """Scan `source` (a path, or a binary stream) for every known signature and explain each."""
+    started = time.perf_counter()
+    sig_rules = [r for r in recipes.rules if r.signatures]
+    compiled = compile_rules(sig_rules)
+    scanner = Scanner(compiled, gpu_table_from(recipes.data), force_regex=force_regex)
+    scan = scanner.scan(source, progress=progress, keep_all_lines=kind == "text")
+    report = ExplainReport(
+        created=now(),
+        input=InputInfo(source=kind, path=path, bytes=scan.bytes, lines=scan.lines, engine=scan.engine),
+        versions=scan.versions.summary(),
+        notes=list(scan.notes),
+        checked=live is not None,
+    )
+    if scan.bytes == 0:
+        report.notes.append("the input is empty: nothing to explain")
+    report.matches = _matches(scan, sig_rules, recipes, live)
+    if not [m for m in report.matches if not m.harmless]:
+        report.candidates = closest(scan.candidate_lines, sig_rules, exclude={m.rule for m in report.matches})
+    report.summary = _summary(report.matches)
+    report.exit_code = 1 if any(not m.harmless and m.likelihood != "unlikely" and m.severity in ("error", "warning") for m in report.matches) else 0
+    report.input.seconds = round(time.perf_counter() - started, 3)
+    return report
+
+
+def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Optional[Facts]) -> list[Match]:
+    by_rule: dict[str, list] = {}
+    for idx, hits in scan.hits.items():
+        sig = hits.signature
+        if sig.context is not None and idx not in scan.contexts_seen:
+            continue  # e.g. an x-transformers signature in a log that never mentions x-transformers
+        by_rule.setdefault(sig.rule, []).append(hits)
+    log_facts = scan.versions.to_facts()
+    rules_by_id = {r.id: r for r in rules}
+    out = []
+    for rule_id, all_hits in by_rule.items():
+        rule = rules_by_id[rule_id]
+        captures: dict[str, str] = {}
+        evidence_lines: list[EvidenceLine] = []
+        notes: list[str] = []
+        severity = None
+        for hits in sorted(all_hits, key=lambda h: h.evidence[0].line if h.evidence else 0):
+            for k, v in hits.groups.items():
+                captures.setdefault(k, v)
+            evidence_lines += [EvidenceLine(line=e.line, text=e.text) for e in hits.evidence]
+            sev = hits.signature.severity or rule.severity
+            severity = sev if severity is None or SEVERITY_RANK[sev] < SEVERITY_RANK[severity] else severity
+            if hits.signature.note and hits.signature.note not in notes:
+                notes.append(hits.signature.note)
+        seen_lines, unique = set(), []
+        for e in sorted(evidence_lines, key=lambda e: e.line):
+            if e.line not in seen_lines:
+                seen_lines.add(e.line)
+                unique.append(e)
+        occurrences = max(h.count for h in all_hits)
+        # likelihood: the rule's condition on what the log shows
+        evidence: dict[str, Any] = dict(base_evidence(live if live is not None else log_facts))
+        if live is None:
+            for key in list(evidence):
+                if evidence[key] == "?" or key == "python":
+                    evidence.pop(key)
+        evidence.update({k.replace("-", "_"): v for k, v in list(evidence.items())})
+        if rule.when is None:
+            likelihood, reason = "confirmed", "the message itself identifies this cause"
+        else:
+            ev = LogEvaluator(log_facts, _checks(), recipes.data)
+            try:
+                verdict = ev.evaluate(rule.when)
+            except Exception:  # noqa: BLE001
+                verdict = Unknown("the rule's condition could not be evaluated on the log")
+            if verdict is True:
+                likelihood, reason = "confirmed", "the versions in the log fit this cause"
+                evidence.update(ev.evidence)
+            elif verdict is False:
+                likelihood, reason = "unlikely", _why_false(rule, log_facts, recipes.data)
+            else:
+                likelihood, reason = "possible", f"the message fits; {verdict.reason} to confirm it"
+        evidence.update(captures)
+        evidence.update(_derived(captures, evidence, scan.versions, live))
+        evidence.update({k.replace("-", "_"): v for k, v in list(evidence.items())})
+        message = None
+        fields = template_fields(rule.message)
+        if all(evidence.get(f) not in (None, "", "?") for f in fields):
+            message = render_template(rule.message, evidence)
+        remedies = [_remedy(r, evidence) for r in rule.remedies]
+        from ..remedies import command_line
+
+        match = Match(
+            rule=rule.id,
+            name=rule.name,
+            area=rule.area,
+            severity=severity or rule.severity,
+            cause=rule.cause,
+            cause_label=causes.label(rule.cause),
+            harmless=rule.cause == "harmless",
+            title=rule.title,
+            message=message,
+            explanation=rule.explanation.strip(),
+            occurrences=occurrences,
+            evidence=unique[:8],
+            captures={k: str(v) for k, v in {**captures, **_derived(captures, evidence, scan.versions, live)}.items()},
+            notes=notes,
+            likelihood=likelihood,
+            likelihood_reason=reason,
+            remedies=remedies,
+            commands=[command_line(r, live or Facts()) for r in remedies],
+            links=list(rule.links),
+        )
+        if live is not None:
+            match.live = _live(rule, live, recipes)
+        out.append(match)
+    out.sort(key=lambda m: (m.harmless, LIKELIHOOD_RANK[m.likelihood], SEVERITY_RANK[m.severity], m.evidence[0].line if m.evidence else 0, m.rule))
+    return out
+
+
+def _live(rule: Rule, facts: Facts, recipes: Recipes) -> LiveCheck:
+    if rule.when is None:
+        return LiveCheck(status="unknown", reason="no probe can show this; it lives in the code or the run's settings")
+    result = evaluate_rule(rule, facts, recipes.data)
+    if result.status in ("error", "warning", "info"):
+        return LiveCheck(status="present", message=result.message)
+    if result.status == "pass":
+        return LiveCheck(status="absent", reason="this environment does not show it now")
+    return LiveCheck(status="unknown", reason=result.reason or (result.traceback or "").strip().splitlines()[-1:][0] if result.traceback else result.reason)
+
+
+def _summary(matches: list[Match]) -> Summary:
+    s = Summary()
+    for m in matches:
+        if m.harmless:
+            s.harmless += 1
+        elif m.likelihood == "unlikely":
+            s.unlikely += 1
+        else:
+            setattr(s, m.severity, getattr(s, m.severity) + 1)
+    return s
+
+
+# -- nothing matched: the closest known messages -----------------------------------------------
+
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+
+
+def _tokens(text: str) -> set[str]:
+    return {t.lower() for t in _TOKEN.findall(text)}
+
+
+def closest(lines: list[str], rules: list[Rule], exclude: set[str] = frozenset(), limit: int = 3) -> list[Candidate]:
+    """Known messages (the rules' signature fixtures) that share the most words with the input's lines."""
+    import difflib
+
+    examples = [(r, ex) for r in rules if r.id not in exclude for ex in r.signature_fixtures.match]
+    ex_tokens = [(r, ex, _tokens(ex)) for r, ex in examples]
+    best: dict[str, Candidate] = {}
+    for line in lines[-CANDIDATE_SCAN:]:
+        lt = _tokens(line)
+        if len(lt) < 2:
+            continue
+        for rule, ex, et in ex_tokens:
+            if not et:
+                continue
+            overlap = len(lt & et) / len(lt | et)
+            if overlap < 0.12:
+                continue
+            ratio = difflib.SequenceMatcher(None, line[:300].lower(), ex[:300].lower(), autojunk=False).ratio()
+            score = round(0.6 * overlap + 0.4 * ratio, 3)
+            if score >= 0.25 and (rule.id not in best or best[rule.id].score < score):
+                best[rule.id] = Candidate(rule=rule.id, title=rule.title, score=score, line=line[:300], example=ex.strip()[:300])
+    return sorted(best.values(), key=lambda c: -c.score)[:limit]
+
+
+CANDIDATE_SCAN = 200

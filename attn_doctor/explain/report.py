@@ -1,0 +1,110 @@
+"""The explain report: a versioned envelope (schema `attn-doctor/explain`, version 1), generated
+from these structs (`attn-doctor explain --schema` prints its JSON Schema)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import msgspec
+
+from .. import __version__
+from ..rules.model import Remedy
+
+SCHEMA_ID = "attn-doctor/explain"
+SCHEMA_VERSION = 1
+
+Likelihood = Literal["confirmed", "possible", "unlikely"]
+
+
+class _S(msgspec.Struct, kw_only=True, omit_defaults=False):
+    pass
+
+
+class EvidenceLine(_S, kw_only=True):
+    line: int  # 1-based line number in the input
+    text: str  # the normalised line (ANSI colours and log prefixes removed), or the joined wrapped lines
+
+
+class LiveCheck(_S, kw_only=True):
+    """--check: the rule evaluated on this environment's live facts."""
+
+    status: Literal["present", "absent", "unknown"]
+    message: Optional[str] = None
+    reason: Optional[str] = None
+
+
+class Match(_S, kw_only=True):
+    rule: str
+    name: str
+    area: str
+    severity: Literal["error", "warning", "info"]
+    cause: Optional[str] = None
+    cause_label: str = ""
+    harmless: bool = False
+    title: str
+    message: Optional[str] = None  # the rule's message, when the log gave every field it needs
+    explanation: str = ""
+    occurrences: int = 0
+    evidence: list[EvidenceLine] = []
+    captures: dict[str, str] = {}  # what the signatures captured (symbol, dtypes, head dim, ...), plus derived facts
+    notes: list[str] = []
+    likelihood: Likelihood = "possible"
+    likelihood_reason: str = ""
+    remedies: list[Remedy] = []
+    commands: list[Optional[str]] = []  # each remedy as a command line, where it has one
+    links: list[str] = []
+    live: Optional[LiveCheck] = None
+
+
+class Candidate(_S, kw_only=True):
+    rule: str
+    title: str
+    score: float
+    line: str  # the input line it resembles
+    example: str  # the known message it resembles
+
+
+class InputInfo(_S, kw_only=True):
+    source: Literal["text", "file", "stdin"]
+    path: Optional[str] = None
+    bytes: int = 0
+    lines: int = 0
+    engine: str = ""  # aho-corasick | regex
+    seconds: float = 0.0
+
+
+class Summary(_S, kw_only=True):
+    error: int = 0
+    warning: int = 0
+    info: int = 0
+    harmless: int = 0
+    unlikely: int = 0
+
+
+class Tool(_S, kw_only=True):
+    name: str = "attn-doctor"
+    version: str = __version__
+
+
+class ExplainReport(_S, kw_only=True):
+    schema_: str = msgspec.field(default=SCHEMA_ID, name="schema")
+    schema_version: int = SCHEMA_VERSION
+    tool: Tool = msgspec.field(default_factory=Tool)
+    created: str = ""
+    command: str = "explain"
+    input: InputInfo
+    versions: dict[str, str] = {}  # what the log shows: package versions, CUDA, glibc, GPUs
+    matches: list[Match] = []
+    candidates: list[Candidate] = []  # only when nothing matched: the closest known messages
+    notes: list[str] = []
+    checked: bool = False  # --check ran the live probes
+    summary: Summary = msgspec.field(default_factory=Summary)
+    exit_code: int = 0
+
+
+def explain_schema() -> dict:
+    schema = msgspec.json.schema(ExplainReport)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://attn-doctor.dev/schemas/explain-1.json"
+    schema["title"] = "attn-doctor explain report, schema version 1"
+    return schema

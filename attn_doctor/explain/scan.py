@@ -1,0 +1,314 @@
+"""Streaming the input: large binary chunks, one multi-pattern search for every anchor (signature
+literals, version lines, generic error words), and the regular expressions only on the few lines
+an anchor hit. Memory stays flat whatever the size; a gigantic single line is read in windows."""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, Optional
+
+from . import versions as _versions
+from .signatures import CompiledSignature, normalise
+
+CHUNK = 8 << 20
+LINE_WINDOW = 4096  # bytes kept each side of a hit on a gigantic line
+EVIDENCE_KEEP = 5  # evidence lines kept per signature
+GENERIC_ANCHORS = ["Error", "error:", "ERROR", "Exception", "Warning", "WARNING", "Traceback", "FAILED", "fatal", "assert"]
+CANDIDATE_LINES = 200
+
+
+@dataclass
+class Evidence:
+    line: int  # 1-based
+    text: str
+
+
+@dataclass
+class SignatureHits:
+    signature: CompiledSignature
+    count: int = 0
+    evidence: list[Evidence] = field(default_factory=list)
+    groups: dict[str, str] = field(default_factory=dict)  # named groups of the first match
+
+
+@dataclass
+class ScanResult:
+    hits: dict[int, SignatureHits] = field(default_factory=dict)  # signature index -> hits
+    contexts_seen: set[int] = field(default_factory=set)  # signature indexes whose context matched
+    versions: _versions.LogVersions = field(default_factory=_versions.LogVersions)
+    candidate_lines: list[str] = field(default_factory=list)
+    bytes: int = 0
+    lines: int = 0
+    notes: list[str] = field(default_factory=list)
+    engine: str = ""
+
+
+class _Finder:
+    """All occurrences of a set of literal byte strings: Aho-Corasick (ahocorasick-rs) when it is
+    installed, else one alternation regex plus a substring test per hit line."""
+
+    def __init__(self, anchors: list[bytes], force_regex: bool = False):
+        self.anchors = anchors
+        self._ac = None
+        if not force_regex:
+            try:
+                import ahocorasick_rs
+
+                self._ac = ahocorasick_rs.BytesAhoCorasick(anchors, matchkind=ahocorasick_rs.MATCHKIND_STANDARD)
+            except ImportError:
+                self._ac = None
+        self.engine = "aho-corasick" if self._ac is not None else "regex"
+        self._regex = re.compile(b"|".join(re.escape(a) for a in sorted(anchors, key=len, reverse=True)))
+
+    def positions(self, buf, end: int) -> list[tuple[int, int]]:
+        """(anchor index or -1, start) for hits starting before `end`; -1 = some anchor, test the line."""
+        if self._ac is not None:
+            found = self._ac.find_matches_as_indexes(buf, overlapping=True)
+            return sorted((s, i) for i, s, _e in found if s < end)
+        return [(m.start(), -1) for m in self._regex.finditer(buf, 0, min(len(buf), end + 256)) if m.start() < end]
+
+
+def _open(source) -> tuple[BinaryIO, list[str]]:
+    """A binary stream of UTF-8-ish bytes: gzip and UTF-16 inputs are decoded on the fly."""
+    notes: list[str] = []
+    raw = source if hasattr(source, "read") else open(source, "rb")
+    stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+    head = stream.peek(4)[:4]
+    if head[:2] == b"\x1f\x8b":
+        notes.append("the input is gzip-compressed: decompressed while reading")
+        stream = io.BufferedReader(gzip.GzipFile(fileobj=stream))  # type: ignore[arg-type]
+        head = stream.peek(4)[:4]
+    if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        notes.append("the input is UTF-16 (e.g. PowerShell `>` redirection): decoded while reading")
+        text = io.TextIOWrapper(stream, encoding="utf-16", errors="replace")
+        stream = _Utf8Reader(text)  # type: ignore[assignment]
+    return stream, notes
+
+
+class _Utf8Reader:
+    def __init__(self, text: io.TextIOWrapper):
+        self._text = text
+
+    def read(self, n: int) -> bytes:
+        return self._text.read(n // 2).encode("utf-8", "replace")
+
+
+def _line_bounds(buf, pos: int, lo: int, hi: int) -> tuple[int, int, bool]:
+    """Start and end of the line around pos, clipped to a window; True when clipped."""
+    window_lo = max(lo, pos - LINE_WINDOW)
+    start = max(buf.rfind(b"\n", window_lo, pos), buf.rfind(b"\r", window_lo, pos)) + 1
+    clipped = False
+    if start == 0 and window_lo > 0:
+        start, clipped = window_lo, True
+    window_hi = min(hi, pos + LINE_WINDOW)
+    ends = [e for e in (buf.find(b"\n", pos, window_hi), buf.find(b"\r", pos, window_hi)) if e != -1]
+    if ends:
+        end = min(ends)
+    else:
+        end = window_hi
+        clipped = clipped or window_hi < hi
+    return start, end, clipped
+
+
+def _decode(raw) -> str:
+    return bytes(raw).decode("utf-8", "replace")
+
+
+class Scanner:
+    def __init__(self, signatures: list[CompiledSignature], gpu_table, force_regex: bool = False):
+        self.signatures = signatures
+        self.gpu_table = gpu_table
+        kinds: dict[bytes, list[tuple[str, int]]] = {}
+        for i, sig in enumerate(signatures):
+            for a in sig.anchors:
+                kinds.setdefault(a.encode(), []).append(("sig", i))
+            for a in sig.context_anchors:
+                kinds.setdefault(a.encode(), []).append(("ctx", i))
+        for a in _versions.ANCHORS:
+            kinds.setdefault(a.encode(), []).append(("ver", 0))
+        for a in GENERIC_ANCHORS:
+            kinds.setdefault(a.encode(), []).append(("gen", 0))
+        self.anchor_bytes = list(kinds)
+        self.anchor_kinds = [kinds[a] for a in self.anchor_bytes]
+        self.finder = _Finder(self.anchor_bytes, force_regex)
+        self.max_anchor = max(len(a) for a in self.anchor_bytes)
+
+    # -- the loop over chunks
+
+    def scan(self, source, progress: Optional[Callable[[int], None]] = None, keep_all_lines: bool = False) -> ScanResult:
+        result = ScanResult(engine=self.finder.engine)
+        stream, result.notes = _open(source)
+        self._cache: dict[str, list[tuple[int, Optional[re.Match]]]] = {}
+        self._candidates: deque[str] = deque(maxlen=CANDIDATE_LINES)
+        self._keep_all = keep_all_lines
+        carry = b""
+        prev_line = ""
+        line_base = 0  # newlines before buf[0]
+        first = True
+        while True:
+            data = stream.read(CHUNK)
+            eof = not data
+            if first:
+                first = False
+                self._inspect_head(data, result)
+            result.bytes += len(data)
+            buf = carry + data if carry else data
+            if not buf:
+                break
+            if eof:
+                region_end = len(buf)
+            else:
+                region_end = self._region_end(buf)
+            self._scan_region(buf, region_end, line_base, prev_line, result)
+            line_base += buf.count(b"\n", 0, region_end)
+            last_start = max(buf.rfind(b"\n", max(0, region_end - LINE_WINDOW), max(0, region_end - 1)), 0)
+            prev_line = normalise(_decode(buf[last_start:region_end]))
+            carry = buf[region_end:]
+            if progress:
+                progress(result.bytes)
+            if eof:
+                break
+        result.lines = line_base + (0 if not result.bytes or self._ends_with_newline else 1)
+        result.candidate_lines = list(self._candidates)
+        return result
+
+    _ends_with_newline = True
+
+    def _inspect_head(self, data: bytes, result: ScanResult) -> None:
+        head = data[: 64 << 10]
+        if not head:
+            return
+        nul = head.count(b"\x00")
+        if nul > len(head) // 200:
+            result.notes.append(f"the input looks binary ({nul} NUL bytes in its first {len(head)} bytes): only its text was searched")
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 4:  # not just a character cut at the chunk's end
+                result.notes.append(f"the input is not valid UTF-8 (first bad byte at offset {exc.start}): undecodable bytes were replaced")
+
+    def _region_end(self, buf: bytes) -> int:
+        """Where to stop this round: after the third-last newline (the two lines after a hit line
+        stay available for joining wrapped messages); on a gigantic line, a window before the end."""
+        end = len(buf)
+        for _ in range(3):
+            end = buf.rfind(b"\n", 0, end)
+            if end == -1:
+                break
+        if end == -1 or len(buf) - end > 2 * CHUNK:
+            return max(0, len(buf) - max(LINE_WINDOW, self.max_anchor))
+        return end + 1
+
+    def _scan_region(self, buf: bytes, region_end: int, line_base: int, prev_line: str, result: ScanResult) -> None:
+        self._ends_with_newline = buf.endswith(b"\n") or buf.endswith(b"\r")
+        positions = self.finder.positions(buf, region_end)
+        if not positions:
+            return
+        counted_to, newlines = 0, 0
+        i, n = 0, len(positions)
+        while i < n:
+            pos = positions[i][0]
+            start, end, clipped = _line_bounds(buf, pos, 0, len(buf))
+            anchors = set()
+            while i < n and positions[i][0] < end:
+                anchors.add(positions[i][1])
+                i += 1
+            newlines += buf.count(b"\n", counted_to, start)
+            counted_to = start
+            raw = buf[start:end]
+            if -1 in anchors:  # regex fallback: which anchors does this line hold?
+                anchors = {k for k, a in enumerate(self.anchor_bytes) if a in raw}
+            self._line(buf, start, end, raw, anchors, line_base + newlines + 1, prev_line, clipped, result)
+
+    # -- one hit line
+
+    def _line(self, buf, start, end, raw, anchors, lineno, prev_line, clipped, result: ScanResult) -> None:
+        kinds = [k for a in anchors for k in self.anchor_kinds[a]]
+        text = normalise(_decode(raw))
+        if clipped:
+            text = "…" + text + "…"
+        matched_any = False
+        sig_ids = sorted({idx for kind, idx in kinds if kind == "sig"})
+        if sig_ids:
+            key = text
+            cached = self._cache.get(key)
+            if cached is None:
+                cached = []
+                for idx in sig_ids:
+                    m = self.signatures[idx].regex.search(text)
+                    if m is None:
+                        m, joined = self._joined(buf, start, end, prev_line, text, self.signatures[idx].regex)
+                        if m is None:
+                            continue
+                        cached.append((idx, m, joined))
+                    else:
+                        cached.append((idx, m, None))
+                if len(self._cache) < 10000:
+                    self._cache[key] = cached
+            for idx, m, joined in cached:
+                matched_any = True
+                hits = result.hits.get(idx)
+                if hits is None:
+                    hits = result.hits[idx] = SignatureHits(self.signatures[idx], groups={k: v for k, v in m.groupdict().items() if v})
+                hits.count += 1
+                if len(hits.evidence) < EVIDENCE_KEEP:
+                    hits.evidence.append(Evidence(lineno, _shorten(joined or text)))
+        for kind, idx in kinds:
+            if kind == "ctx" and idx not in result.contexts_seen and self.signatures[idx].context.search(text):
+                result.contexts_seen.add(idx)
+        if any(kind == "ver" for kind, _ in kinds):
+            result.versions.read(text, self.gpu_table)
+        if not matched_any and (self._keep_all or any(kind == "gen" for kind, _ in kinds)) and text:
+            if not self._candidates or self._candidates[-1] != text:
+                self._candidates.append(_shorten(text))
+
+    def _joined(self, buf, start, end, prev_line, text, regex):
+        """A message wrapped over lines: try the line with its neighbours, joined with and without a space."""
+        nxt = _next_lines(buf, end, 2)
+        prev = _prev_line(buf, start) if start > 0 else prev_line
+        options = []
+        if nxt:
+            options += [text + " " + nxt[0], text + nxt[0]]
+        if prev:
+            options += [prev + " " + text, prev + text]
+        if prev and nxt:
+            options += [prev + " " + text + " " + nxt[0]]
+        if len(nxt) > 1:
+            options += [text + " " + nxt[0] + " " + nxt[1]]
+        for option in options:
+            m = regex.search(option)
+            if m:
+                return m, option
+        return None, None
+
+
+def _next_lines(buf, end: int, count: int) -> list[str]:
+    out = []
+    pos = end
+    while len(out) < count and pos < len(buf):
+        pos += 1 if buf[pos:pos + 2] != b"\r\n" else 2
+        nl = [e for e in (buf.find(b"\n", pos, pos + LINE_WINDOW), buf.find(b"\r", pos, pos + LINE_WINDOW)) if e != -1]
+        stop = min(nl) if nl else min(len(buf), pos + LINE_WINDOW)
+        line = normalise(_decode(buf[pos:stop]))
+        if line:
+            out.append(line)
+        pos = stop
+    return out
+
+
+def _prev_line(buf, start: int) -> str:
+    end = start - 1
+    if end > 0 and buf[end - 1:end + 1] == b"\r\n":
+        end -= 1
+    lo = max(0, end - LINE_WINDOW)
+    s = max(buf.rfind(b"\n", lo, end), buf.rfind(b"\r", lo, end)) + 1
+    return normalise(_decode(buf[s:end]))
+
+
+def _shorten(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

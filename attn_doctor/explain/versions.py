@@ -1,0 +1,200 @@
+"""What a log says about the environment it ran in: package versions (pip freeze, pip list,
+`collect_env`, `transformers-cli env`, banners), CUDA (nvidia-smi, nvcc, torch's +cuXYZ), glibc,
+GPUs (by name or compute capability), torch's C++ ABI and a flash-attn wheel's build tags."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..facts import Facts, Gpu, GpuInfo, Package, Platform, TorchInfo
+
+# log spelling (lower case) -> distribution
+_NAMES = {
+    "torch": "torch", "pytorch": "torch",
+    "triton": "triton", "pytorch-triton": "triton",
+    "flash_attn": "flash-attn", "flash-attn": "flash-attn", "flash-attention": "flash-attn", "flash_attention": "flash-attn",
+    "transformers": "transformers",
+    "xformers": "xformers",
+    "x-transformers": "x-transformers", "x_transformers": "x-transformers",
+    "flash-linear-attention": "flash-linear-attention", "flash_linear_attention": "flash-linear-attention",
+    "fla-core": "fla-core", "fla_core": "fla-core",
+    "llamafactory": "llamafactory", "llama-factory": "llamafactory", "llama_factory": "llamafactory",
+    "accelerate": "accelerate", "peft": "peft", "deepspeed": "deepspeed", "vllm": "vllm",
+}
+_NAME_RE = "|".join(sorted((re.escape(n) for n in _NAMES), key=len, reverse=True))
+_VERSION = r"v?(?P<version>\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)*(?:\+[\w.]+)?)"
+
+# Literal substrings a line must contain to be worth reading for versions (case-sensitive).
+ANCHORS = [
+    "torch", "Torch", "TORCH", "triton", "Triton", "flash_attn", "flash-attn", "Flash-Attention", "flash_attention",
+    "transformers", "Transformers", "xformers", "fla-core", "fla_core", "flash-linear-attention", "llamafactory",
+    "LLaMA-Factory", "LlamaFactory", "llama_factory", "accelerate", "peft", "deepspeed", "DeepSpeed", "vllm",
+    "CUDA Version", "CUDA used to build", "compilation tools", "Libc version", "GNU libc", "GLIBC ", "glibc ",
+    "GPU 0", "GPU 1", "NVIDIA", "Tesla", "Quadro", "capability", "Capability", "_GLIBCXX_USE_CXX11_ABI",
+    "you have", "cpython-3",
+]
+
+_PKG = re.compile(
+    rf"(?:^|(?<=[\s\[(`'\"|,]))(?i:(?P<name>{_NAME_RE}))[`'\"]?"
+    r"(?:\s+version)?(?:\s*\((?:GPU\?|CPU|CUDA)[^)]*\))?\s*(?:===?|:|=|\s)\s*"
+    rf"{_VERSION}(?![\w.]*/)"
+)
+_WHEEL = re.compile(
+    r"flash_attn-(?P<version>\d+\.\d+[\w.]*?)\+cu(?P<cuda>\d+)torch(?P<torch>\d+\.\d+)cxx11abi(?P<abi>TRUE|FALSE)", re.IGNORECASE
+)
+_CUDA_DRIVER = re.compile(r"CUDA Version\s*:\s*(?P<v>\d+\.\d+)")
+_DRIVER = re.compile(r"Driver Version\s*:\s*(?P<v>\d+\.\d+(?:\.\d+)?)")
+_TORCH_CUDA = re.compile(r"CUDA used to build PyTorch\s*:\s*(?P<v>\d+\.\d+)")
+_NVCC = re.compile(r"Cuda compilation tools, release (?P<v>\d+\.\d+)")
+_LIBC = re.compile(r"(?:Libc version:\s*glibc-|ldd \(GNU libc\)\s*|\bGLIBC |\bglibc )(?P<v>2\.\d+)")
+_ABI = re.compile(r"_GLIBCXX_USE_CXX11_ABI\W{0,4}(?P<v>True|False|1|0)\b")
+_YOU_HAVE = re.compile(r"\(you have (?P<v>\d+\.\d+[\w.+]*)\)")
+_PYTHON = re.compile(r"cpython-(?P<major>3)(?P<minor>\d{1,2})-")
+_SM = re.compile(
+    r"(?:compute capability|Compute Capability|capability)[:\s]+(?:sm_?)?(?P<cap>\d{1,2}\.\d|\d{2,3})\b|"
+    r"run on a sm (?P<cap2>\d{1,2}\.\d) gpu"
+)
+_GPU_NAME = re.compile(
+    r"(?P<name>(?:NVIDIA |Tesla |Quadro )?(?:GeForce )?(?:RTX |GTX |TITAN )?"
+    r"(?:[ABHLTVPK]\d{1,4}[A-Za-z]?|GB\d{3}|B\d{3}|RTX (?:PRO )?\d{4}(?: Ti| Ada)?|\d{4}(?: Ti)?|A\d{4}|V)"
+    r"(?:[- ](?:SXM\d?|PCIe|NVL|HBM\d?e?|\d+GB|80GB|40GB))*)"
+)
+_GPU_LINE = re.compile(r"GPU \d+:\s*(?P<name>[^()\n]+?)\s*(?:\(UUID|$)|\|\s+\d+\s+(?P<smi>(?:NVIDIA|Tesla|Quadro)[^|]+?)\s{2,}(?:On|Off)\s+\||(?P<torch>(?:NVIDIA|Tesla|Quadro)[\w -]+?) with CUDA capability sm_(?P<sm>\d+)")
+
+
+@dataclass
+class LogVersions:
+    """What the log showed, in order of appearance; the last value of each wins."""
+
+    packages: dict[str, list[str]] = field(default_factory=dict)
+    torch_cuda: list[str] = field(default_factory=list)
+    driver_cuda: list[str] = field(default_factory=list)
+    driver: list[str] = field(default_factory=list)
+    nvcc: list[str] = field(default_factory=list)
+    libc: list[str] = field(default_factory=list)
+    torch_cxx11_abi: list[bool] = field(default_factory=list)
+    python: list[str] = field(default_factory=list)
+    gpus: dict[str, Optional[str]] = field(default_factory=dict)  # name -> capability
+    capabilities: list[str] = field(default_factory=list)  # seen without a name
+    wheel: dict[str, str] = field(default_factory=dict)  # flash-attn wheel build tags
+
+    def _add(self, seq: list, value) -> None:
+        if value not in seq:
+            seq.append(value)
+        elif seq[-1] != value:
+            seq.remove(value)
+            seq.append(value)
+
+    def package(self, name: str, version: str) -> None:
+        self._add(self.packages.setdefault(name, []), version)
+
+    def last(self, name: str) -> Optional[str]:
+        values = self.packages.get(name)
+        return values[-1] if values else None
+
+    def empty(self) -> bool:
+        return not any((self.packages, self.torch_cuda, self.driver_cuda, self.nvcc, self.libc, self.gpus, self.capabilities, self.torch_cxx11_abi))
+
+    def read(self, line: str, gpu_table: list[tuple[re.Pattern, str]]) -> None:
+        """Extract whatever versions a normalised line states."""
+        for m in _PKG.finditer(line):
+            name = _NAMES[m.group("name").lower()]
+            version = m.group("version")
+            if name == "torch" and "+cu" in version:
+                digits = version.split("+cu", 1)[1][:3]
+                if digits.isdigit() and len(digits) == 3:
+                    self._add(self.torch_cuda, f"{digits[:2]}.{digits[2]}")
+            self.package(name, version)
+        if "flash_attn-" in line:
+            m = _WHEEL.search(line)
+            if m:
+                self.package("flash-attn", m.group("version"))
+                self.wheel = {"torch": m.group("torch"), "cuda": m.group("cuda"), "cxx11_abi": m.group("abi").upper()}
+        for regex, seq in ((_CUDA_DRIVER, self.driver_cuda), (_DRIVER, self.driver), (_TORCH_CUDA, self.torch_cuda), (_NVCC, self.nvcc), (_LIBC, self.libc)):
+            m = regex.search(line)
+            if m:
+                self._add(seq, m.group("v"))
+        m = _ABI.search(line)
+        if m:
+            self._add(self.torch_cxx11_abi, m.group("v") in ("True", "1"))
+        m = _YOU_HAVE.search(line)
+        if m and "xFormers" in line or (m and "PyTorch" in line):
+            self.package("torch", m.group("v"))
+        m = _PYTHON.search(line)
+        if m:
+            self._add(self.python, f"{m.group('major')}.{m.group('minor')}")
+        for m in _SM.finditer(line):
+            cap = m.group("cap") or m.group("cap2")
+            if cap and "." not in cap:
+                cap = f"{cap[:-1]}.{cap[-1]}"
+            if cap:
+                self._add(self.capabilities, cap)
+        for m in _GPU_LINE.finditer(line):
+            name = (m.group("name") or m.group("smi") or m.group("torch") or "").strip()
+            if not name:
+                continue
+            cap = None
+            if m.group("sm"):
+                sm = m.group("sm")
+                cap = f"{sm[:-1]}.{sm[-1]}"
+            self.gpus[name] = cap or gpu_capability(name, gpu_table)
+
+    def to_facts(self) -> Facts:
+        """Partial facts: only what the log showed (rules read the rest as unknown)."""
+        facts = Facts()
+        facts.packages = {name: Package(version=values[-1]) for name, values in self.packages.items()}
+        torch_version = self.last("torch")
+        if torch_version or self.torch_cuda or self.torch_cxx11_abi:
+            facts.torch = TorchInfo(
+                version=torch_version,
+                cuda=self.torch_cuda[-1] if self.torch_cuda else None,
+                cxx11_abi=self.torch_cxx11_abi[-1] if self.torch_cxx11_abi else None,
+            )
+        devices = [Gpu(index=i, name=name, capability=cap) for i, (name, cap) in enumerate(self.gpus.items()) if cap]
+        known = {d.capability for d in devices}
+        devices += [Gpu(index=len(devices) + i, name=f"a GPU of compute capability {c}", capability=c) for i, c in enumerate(c for c in self.capabilities if c not in known)]
+        if devices or self.driver_cuda:
+            facts.gpu = GpuInfo(
+                source="log",
+                devices=devices,
+                cuda_driver_version=self.driver_cuda[-1] if self.driver_cuda else None,
+                driver_version=self.driver[-1] if self.driver else None,
+            )
+        if self.libc or self.python:
+            facts.platform = Platform(
+                libc="glibc" if self.libc else None,
+                libc_version=self.libc[-1] if self.libc else None,
+                python_version=self.python[-1] if self.python else "",
+            )
+        return facts
+
+    def summary(self) -> dict[str, str]:
+        """One flat dict for reports: the last value of each thing seen."""
+        out = {name: values[-1] for name, values in sorted(self.packages.items())}
+        for key, seq in (("torch_cuda", self.torch_cuda), ("driver_cuda", self.driver_cuda), ("driver", self.driver), ("nvcc", self.nvcc), ("glibc", self.libc), ("python", self.python)):
+            if seq:
+                out[key] = seq[-1]
+        if self.torch_cxx11_abi:
+            out["torch_cxx11_abi"] = str(self.torch_cxx11_abi[-1]).lower()
+        for key, value in self.wheel.items():
+            out[f"flash_attn_wheel_{key}"] = value
+        gpus = [f"{n} (sm{c.replace('.', '')})" if c else n for n, c in self.gpus.items()]
+        gpus += [f"sm{c.replace('.', '')}" for c in self.capabilities if c not in self.gpus.values()]
+        if gpus:
+            out["gpus"] = ", ".join(gpus)
+        return out
+
+
+def gpu_table_from(data: dict) -> list[tuple[re.Pattern, str]]:
+    """recipes' [data.gpu_capability]: regular expression over a GPU name -> compute capability."""
+    table = data.get("gpu_capability", {})
+    return [(re.compile(pattern), str(cap)) for pattern, cap in table.items()]
+
+
+def gpu_capability(name: str, table: list[tuple[re.Pattern, str]]) -> Optional[str]:
+    for regex, cap in table:
+        if regex.search(name):
+            return cap
+    return None
