@@ -121,8 +121,10 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
         demangled = failures.demangle(symbol)
         if demangled:
             out["demangled"] = demangled
-        abi = live.torch.cxx11_abi if live is not None and live.torch.cxx11_abi is not None else (versions.torch_cxx11_abi[-1] if versions.torch_cxx11_abi else None)
+        abi, abi_source = (live.torch.cxx11_abi, "probed") if live is not None and live.torch.cxx11_abi is not None else versions.torch_abi()
         out["side"] = failures.explain_undefined_symbol(symbol, abi)
+        if abi is not None:
+            out["torch_abi"] = f"{'C++11 ABI' if abi else 'old ABI'} ({abi_source})"
         symbol_abi = failures.symbol_abi(symbol)
         if symbol_abi is not None:
             out["symbol_abi"] = "C++11 ABI (cxx11abiTRUE)" if symbol_abi else "old ABI (cxx11abiFALSE)"
@@ -137,7 +139,7 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
         str(evidence.get("flash-attn") or "") or None if evidence.get("flash-attn") not in (None, "?") else None,
         evidence.get("torch") if evidence.get("torch") not in (None, "?") else None,
         cuda if cuda not in (None, "?") else None,
-        live.torch.cxx11_abi if live is not None else (versions.torch_cxx11_abi[-1] if versions.torch_cxx11_abi else None),
+        live.torch.cxx11_abi if live is not None else versions.torch_abi()[0],
         (live.platform.python_version if live is not None else (versions.python[-1] if versions.python else None)) or None,
     )
     if wheel:

@@ -56,12 +56,12 @@ _SM = re.compile(
     r"(?:compute capability|Compute Capability|capability)[:\s]+(?:sm_?)?(?P<cap>\d{1,2}\.\d|\d{2,3})\b|"
     r"run on a sm (?P<cap2>\d{1,2}\.\d) gpu"
 )
-_GPU_NAME = re.compile(
+_UNUSED = (
     r"(?P<name>(?:NVIDIA |Tesla |Quadro )?(?:GeForce )?(?:RTX |GTX |TITAN )?"
     r"(?:[ABHLTVPK]\d{1,4}[A-Za-z]?|GB\d{3}|B\d{3}|RTX (?:PRO )?\d{4}(?: Ti| Ada)?|\d{4}(?: Ti)?|A\d{4}|V)"
     r"(?:[- ](?:SXM\d?|PCIe|NVL|HBM\d?e?|\d+GB|80GB|40GB))*)"
 )
-_GPU_LINE = re.compile(r"GPU \d+:\s*(?P<name>[^()\n]+?)\s*(?:\(UUID|$)|\|\s+\d+\s+(?P<smi>(?:NVIDIA|Tesla|Quadro)[^|]+?)\s{2,}(?:On|Off)\s+\||(?P<torch>(?:NVIDIA|Tesla|Quadro)[\w -]+?) with CUDA capability sm_(?P<sm>\d+)")
+_GPU_LINE = re.compile(r"GPU \d+:\s*(?P<name>[^()\n]+?)\s*(?:\(UUID|$)|(?:^|\|)\s*\d+\s+(?P<smi>(?:NVIDIA|Tesla|Quadro)[^|]+?)\s{2,}(?:On|Off)\s+\||(?P<torch>(?:NVIDIA|Tesla|Quadro)[\w -]+?) with CUDA capability sm_(?P<sm>\d+)")
 
 
 @dataclass
@@ -140,6 +140,25 @@ class LogVersions:
                 sm = m.group("sm")
                 cap = f"{sm[:-1]}.{sm[-1]}"
             self.gpus[name] = cap or gpu_capability(name, gpu_table)
+
+    def torch_abi(self) -> tuple[Optional[bool], str]:
+        """torch's C++ ABI: printed in the log, else inferred from its version (pip wheels use the
+        C++11 ABI from 2.6 on cu126 and from 2.7 on every build)."""
+        if self.torch_cxx11_abi:
+            return self.torch_cxx11_abi[-1], "printed in the input"
+        version = self.last("torch")
+        if not version:
+            return None, ""
+        m = re.match(r"(\d+)\.(\d+)", version)
+        if not m:
+            return None, ""
+        mm = (int(m.group(1)), int(m.group(2)))
+        local = version.split("+", 1)[1] if "+" in version else ""
+        if mm >= (2, 7) or (mm == (2, 6) and local.startswith("cu") and local[2:].isdigit() and int(local[2:]) >= 126):
+            return True, f"inferred from torch {version}"
+        if mm < (2, 6):
+            return False, f"inferred from torch {version} (pip wheels before 2.6 use the old ABI)"
+        return None, ""
 
     def to_facts(self) -> Facts:
         """Partial facts: only what the log showed (rules read the rest as unknown)."""

@@ -1,0 +1,149 @@
+"""``attn-doctor explain``: the CLI glue (registered by attn_doctor/cli.py from COMMAND_MODULES).
+Parse, read the input, run the core, render, exit: 0 nothing to fix, 1 a known problem found,
+2 usage (no input, unreadable file, stdin from a terminal)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def explain(
+    text: Optional[list[str]] = typer.Argument(
+        None, metavar="[TEXT]...", show_default=False,
+        help="An error message or traceback (quote it). '-' reads the input from stdin."),
+    file: Optional[Path] = typer.Option(
+        None, "--file", "-f", metavar="LOG",
+        help="Read a log file (any size, streamed; gzip and UTF-16 are decoded)."),
+    check: bool = typer.Option(
+        False, "--check",
+        help="Also probe this environment (as `attn-doctor check` does) and say, for each cause, whether it is present now."),
+    python: Optional[str] = typer.Option(
+        None, "--python", "-p", metavar="PATH", help="With --check: probe this interpreter (or venv folder)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (schema attn-doctor/explain v1). Never changes the exit code."),
+    schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of `explain --json` and exit."),
+    recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show the full explanations, every evidence line, links and tracebacks."),
+) -> None:
+    """Explain an error message, a traceback or a whole training log: the cause and the fix.
+
+    Finds every known failure signature (flash-attn, PyTorch SDPA, transformers, Triton, import
+    failures, GPU architecture, fla / LLaMA-Factory / x-transformers), shows the lines it matched,
+    reads the versions the log prints (pip freeze, collect_env, nvidia-smi) to say which cause fits,
+    and gives the remedies `attn-doctor fix` applies. Harmless warnings are said to be harmless.
+    ANSI colours, rank prefixes ([rank3]:), logger prefixes and wrapped lines are handled.
+
+    Examples:
+
+      attn-doctor explain "RuntimeError: FlashAttention only supports Ampere GPUs or newer."
+
+      attn-doctor explain --file slurm-4242.out
+
+      journalctl -u train | attn-doctor explain -
+
+      attn-doctor explain --file train.log.gz --check --json
+
+    Exit codes: 0 nothing to fix (nothing matched, or only harmless messages); 1 a known problem
+    was found; 2 usage error (no input, unreadable file, stdin is a terminal).
+    """
+    import msgspec
+
+    from .cli import UsageError, _stderr_console, _validate_python, fail
+
+    if schema:
+        from .explain.report import explain_schema
+
+        typer.echo(msgspec.json.format(msgspec.json.encode(explain_schema()), indent=2).decode())
+        raise typer.Exit(0)
+    from .rules.loader import RecipeError, load_recipes
+
+    try:
+        source, kind, path = _input(text, file)
+        target = _validate_python(python) if python else None
+        if python and not check:
+            raise UsageError("--python only matters with --check")
+        loaded = load_recipes(recipes)
+    except (UsageError, RecipeError) as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        raise fail(str(exc)) from None
+
+    from .explain.core import explain as run_explain
+
+    status = _stderr_console().status("reading the input") if sys.stderr.isatty() and not json_out else None
+    if status:
+        status.start()
+    try:
+        live = None
+        if check:
+            from .probes import collect_facts
+
+            if status:
+                status.update("probing this environment (--check)")
+            live = collect_facts(python=target, progress=status.update if status else None)
+            if status:
+                status.update("reading the input")
+        total = _size(source)
+
+        def progress(done: int) -> None:
+            if status:
+                status.update(f"reading the input: {done / 1e6:.0f} MB" + (f" of {total / 1e6:.0f} MB" if total else ""))
+
+        report = run_explain(source, loaded, kind=kind, path=path, live=live, progress=progress)
+    except OSError as exc:
+        raise fail(f"{path or 'input'}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        if status:
+            status.stop()
+    if json_out:
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
+        sys.stdout.flush()
+    else:
+        from rich.console import Console
+
+        from .render.explain_human import render
+
+        render(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose=verbose)
+    raise typer.Exit(report.exit_code)
+
+
+def _input(text, file):
+    from .cli import UsageError
+
+    if file is not None and text:
+        raise UsageError("give the input once: TEXT, --file LOG, or '-' for stdin")
+    if file is not None:
+        if str(file) == "-":
+            text = ["-"]
+        else:
+            if not file.exists():
+                raise UsageError(f"--file {file}: no such file")
+            if file.is_dir():
+                raise UsageError(f"--file {file}: a folder, not a log file")
+            try:
+                handle = open(file, "rb")
+            except OSError as exc:
+                raise UsageError(f"--file {file}: cannot read: {exc.strerror or exc}") from None
+            return handle, "file", str(file)
+    if not text:
+        raise UsageError("nothing to explain: give an error message, --file LOG, or '-' to read stdin (see 'attn-doctor explain -h')")
+    if text == ["-"]:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError("'-' reads stdin, but stdin is a terminal: pipe a log in (e.g. `cat train.log | attn-doctor explain -`)")
+        return sys.stdin.buffer, "stdin", None
+    return io.BytesIO(" ".join(text).encode("utf-8", "surrogateescape")), "text", None
+
+
+def _size(source) -> int:
+    try:
+        import os
+
+        return os.fstat(source.fileno()).st_size
+    except (OSError, AttributeError, io.UnsupportedOperation, ValueError):
+        return 0

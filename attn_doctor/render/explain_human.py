@@ -1,0 +1,124 @@
+"""`attn-doctor explain` for people: each cause with its evidence, likelihood and remedies."""
+
+from __future__ import annotations
+
+import textwrap
+
+from rich.console import Console
+from rich.text import Text
+
+from ..explain.report import ExplainReport, Match
+
+MARKS = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan")}
+LIKELIHOOD = {
+    "confirmed": ("fits", "bold"),
+    "possible": ("possible", ""),
+    "unlikely": ("unlikely here", "dim"),
+}
+LIVE = {"present": ("present in this environment now", "bold red"), "absent": ("not present in this environment now", "green"), "unknown": ("cannot be checked here", "dim")}
+
+
+def render(report: ExplainReport, console: Console, verbose: bool = False) -> None:
+    src = report.input
+    where = src.path or {"text": "the message", "stdin": "stdin"}[src.source]
+    header = Text("attn-doctor explain ", style="bold")
+    header.append(f"{where}: {src.lines} line{'s' if src.lines != 1 else ''}, {_size(src.bytes)}", style="dim")
+    if verbose:
+        header.append(f" in {src.seconds:.2f} s ({src.engine})", style="dim")
+    console.print(header)
+    for note in report.notes:
+        console.print(Text(f"note: {note}", style="yellow"))
+    if report.versions:
+        console.print(Text("versions in the input: " + ", ".join(f"{k} {v}" for k, v in report.versions.items()), style="dim"))
+    real = [m for m in report.matches if not m.harmless and m.likelihood != "unlikely"]
+    unlikely = [m for m in report.matches if not m.harmless and m.likelihood == "unlikely"]
+    harmless = [m for m in report.matches if m.harmless]
+    for m in real:
+        console.print()
+        _match(console, m, verbose)
+    if unlikely:
+        console.print()
+        console.print(Text("Also matched, but the versions in the input rule them out:", style="dim"))
+        for m in unlikely:
+            if verbose:
+                _match(console, m, verbose)
+            else:
+                console.print(Text(f"  - {m.rule} {m.title}: {m.likelihood_reason}", style="dim"))
+    if harmless:
+        console.print()
+        for m in harmless:
+            line = Text("[i] ", style="bold cyan")
+            line.append(f"harmless: {m.title}", style="cyan")
+            line.append(f"  {m.rule}, {m.occurrences}×, first at line {m.evidence[0].line if m.evidence else '?'}", style="dim")
+            console.print(line)
+            if verbose:
+                _explanation(console, m.explanation)
+    if not report.matches:
+        console.print()
+        console.print(Text("No known failure signature matched." if report.input.bytes else "Nothing to explain: the input is empty.", style="bold"))
+    if report.candidates:
+        console.print(Text("Closest known messages:", style="bold"))
+        for c in report.candidates:
+            console.print(Text(f"  {c.rule} {c.title}  (similarity {c.score:.2f})"))
+            console.print(Text(f"      yours: {c.line}", style="dim"))
+            console.print(Text(f"      known: {c.example.splitlines()[-1] if c.example else ''}", style="dim"))
+        console.print(Text("`attn-doctor rules ID` explains one; `attn-doctor check` probes this environment.", style="dim"))
+    s = report.summary
+    parts = [f"{n} {label}{'s' if n != 1 and label not in ('harmless', 'ruled out') else ''}" for n, label in ((s.error, "error"), (s.warning, "warning"), (s.info, "note"), (s.harmless, "harmless"), (s.unlikely, "ruled out")) if n]
+    console.print()
+    console.print(Text(f"{', '.join(parts) or 'nothing recognised'}  (exit code {report.exit_code})", style="dim"))
+
+
+def _match(console: Console, m: Match, verbose: bool) -> None:
+    mark, colour = MARKS[m.severity]
+    head = Text(f"[{mark}] ", style=f"bold {colour}")
+    head.append(m.title, style="bold")
+    head.append(f"  {m.rule} {m.name}", style="dim")
+    console.print(head)
+    console.print(Text(f"    cause: {m.cause_label}", style=colour))
+    label, style = LIKELIHOOD[m.likelihood]
+    console.print(Text(f"    {label}: {m.likelihood_reason}", style=style))
+    if m.message:
+        console.print(Text(f"    {m.message}"))
+    shown = m.evidence if verbose else m.evidence[:3]
+    count = f"{m.occurrences} occurrence{'s' if m.occurrences != 1 else ''}"
+    console.print(Text(f"    evidence ({count}):", style="dim"))
+    for e in shown:
+        console.print(Text(f"      {e.line}: {e.text}", style="dim"))
+    for key in ("demangled", "side", "symbol_abi", "torch_abi", "wheel"):
+        if key in m.captures:
+            console.print(Text(f"    {key.replace('_', ' ')}: {m.captures[key]}", style="cyan"))
+    for note in m.notes:
+        console.print(Text(f"    note: {note}", style="yellow"))
+    if m.live is not None:
+        text, style = LIVE[m.live.status]
+        detail = m.live.message or m.live.reason or ""
+        console.print(Text(f"    now: {text}" + (f" ({detail})" if detail else ""), style=style))
+    if verbose:
+        _explanation(console, m.explanation)
+    else:
+        first = m.explanation.split("\n\n")[0]
+        _explanation(console, first if len(first) < 600 else first[:597] + "...")
+    for remedy, command in zip(m.remedies, m.commands):
+        safety = "" if remedy.safety == "safe" else f" (unsafe: {remedy.why_unsafe})"
+        console.print(Text(f"    → {remedy.summary}{safety}", style="green"))
+        if command:
+            console.print(Text(f"      {command}", style="cyan"))
+    if verbose:
+        for link in m.links:
+            console.print(Text(f"    see {link}", style="dim"))
+
+
+def _explanation(console: Console, text: str) -> None:
+    flat = " ".join(text.split())
+    width = max(40, min(console.width, 110) - 4)
+    for line in textwrap.wrap(flat, width=width):
+        console.print(Text(f"    {line}", style="dim"))
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
