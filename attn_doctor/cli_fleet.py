@@ -12,12 +12,12 @@ from .cli import FailOn, fail
 
 
 def fleet(
-    paths: list[Path] = typer.Argument(..., metavar="REPORT.json|DIR ...", help="Reports from `check --json`, or folders of them (*.json inside)."),
+    paths: Optional[list[Path]] = typer.Argument(None, metavar="REPORT.json|DIR ...", help="Reports from `check --json`, or folders of them (*.json inside)."),
     json_out: bool = typer.Option(False, "--json", help="Print the fleet report as JSON (schema attn-doctor/fleet v1). Never changes the exit code."),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when any node has errors (default), or warnings too."),
     expect: Optional[int] = typer.Option(None, "--expect", metavar="N", min=1, help="The number of reports there should be; fewer is a failure (exit 3) and is named."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every difference and every node."),
-    schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of the fleet report and exit (give any path)."),
+    schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of the fleet report (`fleet --json`) and exit."),
 ) -> None:
     """Aggregate per-node reports into one fleet report: identical nodes grouped, the odd ones out
     listed first with the exact facts that differ (path: majority -> this node), unreadable files named.
@@ -46,6 +46,8 @@ def fleet(
 
         typer.echo(msgspec.json.format(msgspec.json.encode(fleet_schema()), indent=2).decode())
         raise typer.Exit(0)
+    if not paths:
+        raise fail("give the reports to aggregate: files from `check --json`, or folders of them (see 'attn-doctor fleet -h')")
     try:
         report = fleet_from_files(paths, fail_on=fail_on.value, expect=expect)
     except FleetUsageError as exc:

@@ -29,6 +29,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 import zlib
@@ -156,6 +157,9 @@ def _import_store():
     return PrefixStore, TCPStore
 
 
+IMPORT_TIMEOUT_S = 120.0  # importing torch is local work: generous, but never unbounded
+
+
 class Connection(threading.Thread):
     """Imports torch.distributed and joins the store in the background while the check runs."""
 
@@ -164,11 +168,19 @@ class Connection(threading.Thread):
         self.placement, self.host, self.timeout = placement, host, timeout
         self.store = None
         self.error: Optional[str] = None
+        self.imported = threading.Event()
+        self.import_error: Optional[str] = None
 
     def run(self) -> None:
         p = self.placement
         try:
-            PrefixStore, TCPStore = _import_store()
+            try:
+                PrefixStore, TCPStore = _import_store()
+            except ImportError as exc:
+                self.import_error = f"--distributed needs torch in attn-doctor's own environment ({sys.executable}): {_one_line(exc)}"
+                return
+            finally:
+                self.imported.set()
             base = TCPStore(
                 p.master_addr,
                 p.master_port,
@@ -184,12 +196,17 @@ class Connection(threading.Thread):
         except Exception as exc:  # noqa: BLE001 - reported by the caller, in one line
             self.error = _one_line(exc)
 
-    def result(self, timeout: float):
-        self.join(timeout)
+    def result(self):
+        """The store; GatherError when torch.distributed cannot be imported or the rendezvous not reached."""
+        p = self.placement
+        if not self.imported.wait(IMPORT_TIMEOUT_S):
+            raise GatherError(f"importing torch.distributed took over {IMPORT_TIMEOUT_S:.0f} s")
+        self.join(self.timeout + 5.0)  # TCPStore gives up by itself after self.timeout
+        if self.import_error:
+            raise GatherError(self.import_error)
         if self.store is None:
-            p = self.placement
             where = "torchrun's store" if p.agent_store else ("hosting" if p.rank == 0 else "rank 0's store")
-            why = self.error or f"no answer within {timeout:.0f} s"
+            why = self.error or f"no answer within {self.timeout:g} s"
             raise GatherError(f"cannot reach the rendezvous ({where} at {p.master_addr}:{p.master_port}): {why}")
         return self.store
 
@@ -240,7 +257,8 @@ def _lines(store, key: str) -> list[bytes]:
 
 
 class _Stop:
-    """SIGTERM during the gather (torchrun stops the other workers when one dies): report what is in."""
+    """SIGTERM (torchrun stops every worker when one dies; it sends SIGKILL 30 s later): remember it
+    instead of dying, so that the ranks still hand their reports over and rank 0 reports what is in."""
 
     def __init__(self):
         self.requested = False
@@ -259,31 +277,37 @@ class _Stop:
             signal.signal(signal.SIGTERM, self._previous)
 
 
-STOP_GRACE_S = 1.0  # after SIGTERM: how long rank 0 still waits for ranks that are about to report
+# After SIGTERM, rank 0 still waits for ranks about to report: up to STOP_GRACE_S, and no longer
+# than STOP_QUIET_S without a new report (torchrun's SIGKILL follows its SIGTERM by 30 s).
+STOP_GRACE_S = 5.0
+STOP_QUIET_S = 1.5
 
 
-def gather(store, placement: Placement, *, timeout: float, fail_on: str, progress=None) -> FleetReport:
+def gather(store, placement: Placement, *, timeout: float, fail_on: str, progress=None, stop: Optional[_Stop] = None) -> FleetReport:
     """Rank 0: wait for every rank or the deadline, then aggregate what came in."""
     world = placement.world_size
     deadline = time.monotonic() + timeout
     stopped = False
-    with _Stop() as stop:
-        delay = 0.005
-        while True:
-            count = store.add("count", 0)
-            if count >= world:
-                break
-            now = time.monotonic()
-            if stop.requested and not stopped:
-                stopped = True
-                deadline = min(deadline, now + STOP_GRACE_S)
-            if now >= deadline:
-                break
-            if progress:
-                progress(f"waiting for the other ranks: {count} of {world} reported")
-            time.sleep(min(delay, max(0.0, deadline - now)))
-            delay = min(delay * 2, 0.1)
-        store.set("closed", "1")
+    stop = stop or _Stop()
+    delay = 0.005
+    last_count, last_change = -1, time.monotonic()
+    while True:
+        count = store.add("count", 0)
+        if count >= world:
+            break
+        now = time.monotonic()
+        if count != last_count:
+            last_count, last_change = count, now
+        if stop.requested and not stopped:
+            stopped = True
+            deadline = min(deadline, now + STOP_GRACE_S)
+        if now >= deadline or (stopped and now - last_change >= STOP_QUIET_S):
+            break
+        if progress:
+            progress(f"waiting for the other ranks: {count} of {world} reported")
+        time.sleep(min(delay, max(0.0, deadline - now)))
+        delay = min(delay * 2, 0.1)
+    store.set("closed", "1")
 
     members: dict[int, Member] = {}
     for line in _lines(store, "members"):
@@ -365,8 +389,6 @@ def _template(value: str, placement: Placement, host: str) -> str:
 
 def run_distributed_check(options: dict) -> int:
     """The `check --distributed` branch of the CLI. Returns the exit code; bad input raises typer.Exit."""
-    import sys
-
     from ..cli import UsageError, _progress, _validate_python, fail
     from ..core import FactsFileError, run_check
     from ..render.json import to_json
@@ -396,6 +418,7 @@ def run_distributed_check(options: dict) -> int:
 
     is_reporter = placement.rank == 0
     progress = _progress() if is_reporter and not json_out and sys.stderr.isatty() else None
+    stop = _Stop().__enter__()
     try:
         try:
             target = _validate_python(python)
@@ -412,7 +435,7 @@ def run_distributed_check(options: dict) -> int:
                 **check_kwargs,
             )
         except (UsageError, FactsFileError, RecipeError) as exc:
-            connection.join(min(gather_timeout, 10.0))
+            connection.join(min(gather_timeout, 10.0) + 5.0)
             if connection.store is not None:
                 report_failure(connection.store, placement, host, str(exc))
             raise _usage(f"{who}: {exc}") from None
@@ -429,16 +452,17 @@ def run_distributed_check(options: dict) -> int:
         try:
             if progress:
                 progress.update("joining the rendezvous")
-            store = connection.result(gather_timeout)
+            store = connection.result()
             publish(store, placement, host, doc, report_digest(doc))
             if not is_reporter:
                 return 0
-            fleet = gather(store, placement, timeout=gather_timeout, fail_on=fail_on, progress=progress.update if progress else None)
+            fleet = gather(store, placement, timeout=gather_timeout, fail_on=fail_on, progress=progress.update if progress else None, stop=stop)
         except GatherError as exc:
             raise _usage(f"{who}: {exc}", EXIT_PROBE_FAILED) from None
         except Exception as exc:  # noqa: BLE001 - torch.distributed raised: one line, exit 3
             raise _usage(f"{who}: the gather failed: {_one_line(exc)}", EXIT_PROBE_FAILED) from None
     finally:
+        stop.__exit__()
         if progress:
             progress.stop()
 
