@@ -184,8 +184,9 @@ class Scanner:
         if not head:
             return
         nul = head.count(b"\x00")
-        if nul > len(head) // 200:
+        if nul:  # text logs never hold NUL bytes
             result.notes.append(f"the input looks binary ({nul} NUL bytes in its first {len(head)} bytes): only its text was searched")
+            return
         try:
             head.decode("utf-8")
         except UnicodeDecodeError as exc:
