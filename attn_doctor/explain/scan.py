@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -55,7 +56,8 @@ class _Finder:
     def __init__(self, anchors: list[bytes], force_regex: bool = False):
         self.anchors = anchors
         self._ac = None
-        if not force_regex:
+        # ATTN_DOCTOR_SCAN_ENGINE=regex forces the fallback (benchmarks and tests compare the two)
+        if not force_regex and os.environ.get("ATTN_DOCTOR_SCAN_ENGINE") != "regex":
             try:
                 import ahocorasick_rs
 
@@ -63,7 +65,7 @@ class _Finder:
             except ImportError:
                 self._ac = None
         self.engine = "aho-corasick" if self._ac is not None else "regex"
-        self._regex = re.compile(b"|".join(re.escape(a) for a in sorted(anchors, key=len, reverse=True)))
+        self._regex = re.compile(_trie_pattern(anchors))
 
     def positions(self, buf, end: int) -> list[tuple[int, int]]:
         """(anchor index or -1, start) for hits starting before `end`; -1 = some anchor, test the line."""
@@ -71,6 +73,25 @@ class _Finder:
             found = self._ac.find_matches_as_indexes(buf, overlapping=True)
             return sorted((s, i) for i, s, _e in found if s < end)
         return [(m.start(), -1) for m in self._regex.finditer(buf, 0, min(len(buf), end + 256)) if m.start() < end]
+
+
+def _trie_pattern(anchors: list[bytes]) -> bytes:
+    """One regex for many literals with common prefixes factored out (sre tries one branch per
+    byte instead of every literal at every position)."""
+    trie: dict = {}
+    for a in anchors:
+        node = trie
+        for byte in a:
+            node = node.setdefault(byte, {})
+        node[None] = True  # an anchor ends here: the shortest anchor is enough for a hit
+
+    def emit(node) -> bytes:
+        if None in node:
+            return b""
+        parts = [re.escape(bytes([byte])) + emit(child) for byte, child in sorted(node.items())]
+        return parts[0] if len(parts) == 1 else b"(?:" + b"|".join(parts) + b")"
+
+    return emit(trie)
 
 
 def _open(source) -> tuple[BinaryIO, list[str]]:

@@ -46,7 +46,15 @@ def render_rule(rule: Rule, console: Console) -> None:
         console.print()
         console.print(Text("Error signatures:", style="bold"))
         for sig in rule.signatures:
-            console.print(Text(f"  {sig}", style="dim"))
+            if isinstance(sig, str):
+                console.print(Text(f"  {sig}", style="dim"))
+            else:
+                extra = "".join(f"   [{k}: {v}]" for k, v in (("severity", sig.severity), ("only with", sig.context)) if v)
+                console.print(Text(f"  {sig.pattern}{extra}", style="dim"))
+        if rule.cause:
+            console.print(Text(f"Root cause class: {rule.cause}", style="dim"))
+        if rule.when is None:
+            console.print(Text("Recognised from messages only: `attn-doctor explain` reports it, `check` cannot.", style="dim"))
     if rule.links:
         console.print()
         for link in rule.links:
