@@ -118,7 +118,7 @@ def key_facts(doc: dict) -> dict[str, Any]:
         label = f"{d.get('name', '?')} (sm{(d.get('capability') or '?').replace('.', '')})"
         names[label] = names.get(label, 0) + 1
     out: dict[str, Any] = {
-        "gpus": ", ".join(f"{n}x {label}" if n > 1 else label for label, n in names.items()) or ("none" if gpu.get("source") not in (None, "skipped") else "not probed"),
+        "gpus": ", ".join(f"{n}x {label}" if n > 1 else label for label, n in names.items()) or ("no GPU" if gpu.get("source") not in (None, "skipped") else "GPUs not probed"),
         "driver": gpu.get("driver_version"),
         "torch": torch.get("version") or (packages.get("torch") or {}).get("version"),
         "torch_cuda": torch.get("cuda"),
