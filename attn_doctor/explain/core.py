@@ -279,7 +279,8 @@ def _live(rule: Rule, facts: Facts, recipes: Recipes) -> LiveCheck:
         return LiveCheck(status="present", message=result.message)
     if result.status == "pass":
         return LiveCheck(status="absent", reason="this environment does not show it now")
-    return LiveCheck(status="unknown", reason=result.reason or (result.traceback or "").strip().splitlines()[-1:][0] if result.traceback else result.reason)
+    last = (result.traceback or "").strip().splitlines()[-1:]
+    return LiveCheck(status="unknown", reason=result.reason or (f"the check crashed: {last[0]}" if last else None))
 
 
 def _summary(matches: list[Match]) -> Summary:
