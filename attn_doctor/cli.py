@@ -129,6 +129,11 @@ def check(
         "--no-sample",
         help="Skip the sample forward pass (tiny models of the installed attention paths, traced on meta for the dtypes reaching the kernels).",
     ),
+    no_smoke: bool = typer.Option(
+        False,
+        "--no-smoke",
+        help="Skip the GPU smoke tests (a tiny forward + backward per attention backend and native dtype, checked against float64).",
+    ),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", min=1.0, help="How long to wait for the torch probe."),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
     config: Optional[list[str]] = typer.Option(
@@ -177,6 +182,7 @@ def check(
                 timeout=timeout,
                 progress=progress.update if progress else None,
                 sample=not no_sample,
+                smoke=not no_smoke,
             )
         finally:
             if progress:

@@ -41,7 +41,7 @@ from ..failures import classify
 from ..redact import safe_environment
 from . import child
 from .gpu import probe_gpus
-from .runner import CHILD_SCRIPT, GPU_CHILD_SCRIPT, ChildProcess, ProbeFailed, start_child
+from .runner import GPU_CHILD_SCRIPT, ChildProcess, ProbeFailed, start_child
 
 DEFAULT_TIMEOUT_S = 120.0
 ENV_TIMEOUT_S = 30.0
@@ -83,12 +83,11 @@ def collect_facts(
 
             sample_dir = package_dir()
             args += ["--sample", json.dumps(_sample_config(gpu, sample_dir))]
-        _start(children, probes, "torch", python, args)
         if gpu is not None and gpu.devices:
-            # CUDA is initialised in a process of its own, in parallel with the imports: once a
-            # process has touched the CUDA runtime, its forks cannot use CUDA any more. The smoke
-            # tests run there too, after the CUDA facts, streamed line by line.
-            _start(children, probes, "cuda", python, [json.dumps({"smoke": smoke})], GPU_CHILD_SCRIPT)
+            # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
+            config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu)}
+            args += ["--gpu", json.dumps(config)]
+        _start(children, probes, "torch", python, args)
 
     note("reading installed packages")
     env_run, env_data = _timed("environment", lambda: _environment(python))
@@ -102,20 +101,8 @@ def collect_facts(
     deadline = time.monotonic() + timeout
     try:
         for name, child_process in children.items():
-            note("waiting for torch, the import probes and the sample forward pass" if name == "torch" else "waiting for CUDA and the smoke tests")
+            note("waiting for torch, the import, CUDA and smoke probes and the sample forward pass")
             start = child_process.started
-            if name == "cuda":
-                records, failure = child_process.lines(max(1.0, deadline - time.monotonic()))
-                _apply_gpu_records(facts, records, failure, smoke)
-                probes.append(
-                    ProbeRun(
-                        name=name,
-                        status=failure.status if failure else "ok",
-                        duration_s=round(time.monotonic() - start, 3),
-                        error=str(failure) if failure else None,
-                    )
-                )
-                continue
             try:
                 data = child_process.result(max(1.0, deadline - time.monotonic()))
             except ProbeFailed as exc:
@@ -126,6 +113,10 @@ def collect_facts(
             _apply_torch(facts, data)
             if "dtype_path" in data:
                 facts.dtype_path = _dtype_path(data["dtype_path"], gpu)
+            if "cuda" in data:
+                _apply_cuda(facts, data["cuda"])
+            if data.get("smoke"):
+                facts.smoke = _smoke(data["smoke"])
     finally:
         if sample_dir:
             shutil.rmtree(sample_dir, ignore_errors=True)
@@ -174,9 +165,9 @@ def _dtype_path(raw: dict, gpu: Optional[GpuInfo]) -> DtypePath:
     )
 
 
-def _start(children: dict, probes: list, name: str, python: str, args: list[str], script=CHILD_SCRIPT) -> None:
+def _start(children: dict, probes: list, name: str, python: str, args: list[str]) -> None:
     try:
-        children[name] = start_child(python, args, script)
+        children[name] = start_child(python, args)
     except ProbeFailed as exc:
         probes.append(ProbeRun(name=name, status=exc.status, error=str(exc)))
 
@@ -230,23 +221,24 @@ _CUDA_FIELDS = (
 )
 
 
-def _apply_gpu_records(facts: Facts, records: list[dict], failure: Optional[ProbeFailed], smoke: bool) -> None:
-    """Fold the GPU child's stream into the facts; what it wrote before dying is kept."""
-    cuda = next((r["cuda"] for r in records if "cuda" in r), None)
-    if cuda is not None:
-        _apply_cuda(facts, cuda)
-    elif failure is not None:
-        facts.torch.cuda_available = False
-        facts.torch.cuda_error = str(failure)
-    if not smoke or cuda is None or not cuda.get("cuda_available"):
-        return
-    choices = [msgspec.convert(r["choice"], SdpaChoice) for r in records if "choice" in r]
-    results = [msgspec.convert(r["smoke"], SmokeResult) for r in records if "smoke" in r]
-    error = next((r["smoke_error"] for r in records if "smoke_error" in r), None)
-    if failure is not None:
-        # The process died (a kernel crashed it) or hung: the test it was running is the culprit.
-        error = f"{failure} after {len(results)} smoke test(s)"
-    facts.smoke = Smoke(status="failed" if error else "ok", choices=choices, results=results, error=error)
+def _smoke(groups: dict) -> Smoke:
+    """Merge the smoke groups; a group whose process crashed or hung is reported as such."""
+    choices, results, errors = [], [], []
+    for group, raw in groups.items():
+        if raw.get("status") == "ok":
+            choices += [msgspec.convert(c, SdpaChoice) for c in raw.get("choices", [])]
+            results += [msgspec.convert(r, SmokeResult) for r in raw.get("results", [])]
+            continue
+        if raw.get("status") == "crashed":
+            errors.append(f"smoke group {group} crashed (signal {raw.get('signal')})")
+        elif raw.get("status") == "timeout":
+            errors.append(f"smoke group {group} did not finish in {raw.get('duration_s', '?')} s")
+        else:
+            err = raw.get("error") or {}
+            errors.append(f"smoke group {group} failed: {err.get('message') if isinstance(err, dict) else err}")
+    order = {name: i for i, name in enumerate(("sdpa-flash", "sdpa-mem-efficient", "sdpa-cudnn", "sdpa-math"))}
+    results.sort(key=lambda r: (r.dtype != "float16", order.get(r.backend, 9), r.backend))
+    return Smoke(status="failed" if errors else "ok", choices=choices, results=results, error="; ".join(errors) or None)
 
 
 def _apply_cuda(facts: Facts, cuda: dict) -> None:

@@ -5,13 +5,11 @@ not have attn-doctor, msgspec or even a working torch. So: standard library only
 syntax, never let an exception escape, and write exactly one JSON object to the original stdout.
 
     python child.py env              # platform, tools, installed packages (no torch import)
-    python child.py torch [--sample JSON] [MODULE..]
+    python child.py torch [--sample JSON] [--gpu JSON] [MODULE..]
                                      # torch build; then, in isolated forks, the import health
-                                     # of each MODULE and each sample forward pass of the tracer
-                                     # (no CUDA call: forks must stay clean)
-
-CUDA facts and the GPU smoke tests live in gpu_child.py: a process that has touched the CUDA
-runtime cannot fork CUDA-using children, so they get a process of their own.
+                                     # of each MODULE, each sample forward pass of the tracer,
+                                     # and the CUDA facts and smoke tests of gpu_child.py
+                                     # (this process makes no CUDA call: its forks must stay clean)
 
 Anything the probed libraries print goes to stderr: fd 1 is pointed at fd 2 while they run.
 """
@@ -331,9 +329,10 @@ def installed(module):
         return False
 
 
-def collect_torch(modules, sample=None):
+def collect_torch(modules, sample=None, gpu=None):
     """torch's build, then, each in its own fork and all in parallel: the import health of each
-    module and (with `sample`) each of the tracer's sample forward passes."""
+    module, (with `sample`) each of the tracer's sample forward passes, and (with `gpu`) the CUDA
+    facts and the smoke test groups of gpu_child.py. This process never touches CUDA itself."""
     start = time.monotonic()
     if not installed("torch"):
         return {"torch": {"status": "missing"}, "imports": {m: {"status": "skipped"} for m in modules}}
@@ -357,6 +356,16 @@ def collect_torch(modules, sample=None):
     if sample is not None:
         names, sample_error = _sample_names(sample)
         jobs += [("sample:" + name, sample_probe(name, sample)) for name in names]
+    groups, gpu_error = [], None
+    if gpu is not None:
+        try:
+            gpu_module = _load_file_module("attn_doctor_gpu_child", gpu["script"])
+            jobs.append(("cuda", gpu_module.cuda_facts))
+            if gpu.get("smoke"):
+                groups = gpu_module.smoke_groups(gpu.get("capability") or "8.0")
+                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g)) for g in groups]
+        except BaseException as exc:  # noqa: BLE001
+            gpu_error = describe_exception(exc)
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)
     for module in modules:
         if "import:" + module in results:
@@ -364,7 +373,24 @@ def collect_torch(modules, sample=None):
     out = {"torch": info, "imports": imports}
     if sample is not None:
         out["dtype_path"] = _merge_samples(names, results, sample, sample_error)
+    if gpu is not None:
+        out["cuda"] = results.get("cuda") or {"status": "error", "error": gpu_error or {"message": "the CUDA probe did not run"}}
+        out["smoke"] = {g: results.get("smoke:" + g, {"status": "timeout"}) for g in groups}
     return out
+
+
+def _bind(fn, arg):
+    return lambda: fn(arg)
+
+
+def _load_file_module(name, path):
+    """A standalone module from a file path (the doctor's gpu_child.py), without its package."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _sample_names(sample):
@@ -434,11 +460,11 @@ def main(argv):
             result.update(collect_env())
         elif command == "torch":
             args = argv[1:]
-            sample = None
-            if args[:1] == ["--sample"]:
-                sample = json.loads(args[1])
+            options = {}
+            while args[:1] in (["--sample"], ["--gpu"]):
+                options[args[0][2:]] = json.loads(args[1])
                 args = args[2:]
-            result.update(collect_torch(args or list(IMPORT_TARGETS), sample))
+            result.update(collect_torch(args or list(IMPORT_TARGETS), options.get("sample"), options.get("gpu")))
         else:
             result["error"] = "unknown probe command %r" % command
     except BaseException as exc:  # noqa: BLE001

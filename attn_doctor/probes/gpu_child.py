@@ -1,28 +1,16 @@
-"""The GPU probe that runs inside the *target* interpreter: CUDA facts, then smoke tests.
+"""GPU work inside the *target* interpreter: CUDA facts and the attention smoke tests.
 
-Executed by the doctor as `python -c <this file> [SMOKE_JSON]`. Standard library plus torch (and
-the attention libraries it tests), Python 3.8+ syntax, never lets an exception escape. Unlike
-child.py it streams: one JSON object per line on the original stdout, flushed as it goes, so a
-kernel that segfaults the process loses only the test it was running:
-
-    {"cuda": {...}}                      CUDA devices, cuDNN, SDPA backends (torch's own answers)
-    {"choice": {...}}                    per dtype: the SDPA backend torch picks, and why not others
-    {"smoke": {...}}                     per backend and dtype: forward + backward vs a float64 reference
-    {"done": true}
-
-A process that has touched the CUDA runtime cannot fork CUDA-using children, so this is a
-process of its own (the import probes fork from child.py's torch process, which never does).
+Standard library plus torch (and the attention libraries it tests), Python 3.8+ syntax. child.py's
+torch probe loads this file by path and runs each function in a fork of its own: `cuda_facts`,
+and `run_smoke_group` for each of `smoke_groups(capability)`, in parallel with the import probes.
+Every fork initialises CUDA itself; the parent never touches the CUDA runtime (not even
+torch.backends.cudnn.version() or torch.cuda.get_arch_list(), which do, as seen on an H200), or
+its forks could not use CUDA at all. A kernel that segfaults takes down its group only.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import time
-import traceback
-
-OUT_FD = None
 
 # The smoke problem: small enough to cost milliseconds, large enough to run the real kernels
 # (several blocks per head, causal masking). [batch, heads, seq, head_dim]
@@ -30,13 +18,6 @@ SHAPE = (2, 4, 256, 128)
 # ||out - ref|| / ||ref|| against a float64 reference; gradients get twice the room.
 TOLERANCE = {"float16": 5e-3, "bfloat16": 4e-2}
 TIMED_RUNS = 5
-
-
-def emit(obj):
-    data = (json.dumps(obj, default=str) + "\n").encode()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(OUT_FD, view):]
 
 
 def _sdpa_params(torch, q):
@@ -290,14 +271,31 @@ def _refusals(torch, q):
     return reasons
 
 
-def run_smoke(config):
+def smoke_groups(capability):
+    """How the smoke tests are split across parallel processes, for a GPU of this capability.
+
+    cuDNN attention compiles its kernels at the first call (about a second per dtype), so each
+    dtype's cuDNN test gets a process of its own; everything else runs in one more.
+    """
+    major = int(str(capability).split(".")[0])
+    dtypes = ["float16"] + (["bfloat16"] if major >= 8 else [])
+    return ["main"] + ["cudnn:" + d for d in dtypes]
+
+
+def run_smoke_group(group):
+    """One group of smoke tests in this process: {"choices": [...], "results": [...]}."""
     import torch
 
+    out = {"status": "ok", "choices": [], "results": []}
     if not torch.cuda.is_available():
-        return
+        out["status"] = "error"
+        out["error"] = {"type": "RuntimeError", "message": "CUDA is not available to torch"}
+        return out
     device = "cuda:0"
     major, _minor = torch.cuda.get_device_capability(0)
     dtypes = [torch.float16] + ([torch.bfloat16] if major >= 8 else [])
+    if group.startswith("cudnn:"):
+        dtypes = [d for d in dtypes if str(d).replace("torch.", "") == group.split(":", 1)[1]]
     gen = torch.Generator(device=device).manual_seed(1234)
     inputs32 = [torch.randn(SHAPE, device=device, generator=gen) for _ in range(3)]
     grad_out32 = torch.randn(SHAPE, device=device, generator=gen)
@@ -315,51 +313,20 @@ def run_smoke(config):
 
         return call
 
-    backends = [(name, sdpa_call(ctx)) for name, ctx in _sdpa_backends(torch).items()]
-    libraries = _library_backends()
-    only = set(config.get("backends") or [])
+    sdpa = _sdpa_backends(torch)
+    if group == "main":
+        backends = [(name, sdpa_call(ctx)) for name, ctx in sdpa.items() if name != "sdpa-cudnn"]
+        backends += sorted(_library_backends().items())
+    else:
+        backends = [("sdpa-cudnn", sdpa_call(sdpa["sdpa-cudnn"]))] if "sdpa-cudnn" in sdpa else []
     for dtype in dtypes:
-        q, k, v = (t.to(dtype) for t in inputs32)
-        emit({"choice": {"dtype": str(dtype).replace("torch.", ""), "head_dim": SHAPE[-1], "backend": _choice(torch, q, k, v), "refused": _refusals(torch, q)}})
-        for name, call in backends + sorted(libraries.items()):
-            if only and name not in only:
-                continue
+        name_of = str(dtype).replace("torch.", "")
+        if group == "main":
+            q, k, v = (t.to(dtype) for t in inputs32)
+            out["choices"].append({"dtype": name_of, "head_dim": SHAPE[-1], "backend": _choice(torch, q, k, v), "refused": _refusals(torch, q)})
+        for name, call in backends:
             if isinstance(call, BaseException):
-                emit({"smoke": {"backend": name, "dtype": str(dtype).replace("torch.", ""), "status": "unavailable", "error": ("%s: %s" % (type(call).__name__, call))[:300]}})
+                out["results"].append({"backend": name, "dtype": name_of, "status": "unavailable", "error": ("%s: %s" % (type(call).__name__, call))[:300]})
                 continue
-            emit({"smoke": smoke_one(torch, name, call, dtype, ref, inputs32, grad_out32)})
-
-
-def main(argv):
-    global OUT_FD
-    OUT_FD = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    try:
-        config = json.loads(argv[0]) if argv else {}
-    except ValueError:
-        config = {}
-    try:
-        import torch  # noqa: F401
-    except BaseException as exc:  # noqa: BLE001
-        emit({"cuda": {"status": "error", "error": {"type": type(exc).__name__, "message": str(exc)[:1000]}}})
-        emit({"done": True})
-        return 0
-    start = time.monotonic()
-    try:
-        facts = cuda_facts()
-    except BaseException as exc:  # noqa: BLE001
-        facts = {"status": "error", "error": {"type": type(exc).__name__, "message": str(exc)[:1000], "traceback": traceback.format_exc()[-3000:]}}
-    facts["duration_s"] = round(time.monotonic() - start, 3)
-    emit({"cuda": facts})
-    if config.get("smoke") and facts.get("cuda_available"):
-        try:
-            run_smoke(config)
-        except BaseException as exc:  # noqa: BLE001
-            emit({"smoke_error": "%s: %s" % (type(exc).__name__, str(exc)[:500])})
-    emit({"done": True})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+            out["results"].append(smoke_one(torch, name, call, dtype, ref, inputs32, grad_out32))
+    return out

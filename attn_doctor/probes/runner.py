@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
-GPU_CHILD_SCRIPT = Path(__file__).with_name("gpu_child.py")
+GPU_CHILD_SCRIPT = Path(__file__).with_name("gpu_child.py")  # loaded by path inside the target
 
 
 @functools.lru_cache(maxsize=4)
@@ -33,10 +33,9 @@ class ProbeFailed(Exception):
 
 
 class ChildProcess:
-    def __init__(self, python: str, args: list[str], script: Path = CHILD_SCRIPT):
+    def __init__(self, python: str, args: list[str]):
         self.python = python
         self.args = args
-        self.label = " ".join(args[:1]) if script == CHILD_SCRIPT else "cuda"
         self.started = time.monotonic()
         # stderr goes to a file, not a pipe: a chatty import must never fill a pipe and block.
         self._stderr = tempfile.TemporaryFile()
@@ -45,7 +44,7 @@ class ChildProcess:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         try:
             self.proc = subprocess.Popen(
-                [python, "-c", _source(script), *args],
+                [python, "-c", _source(CHILD_SCRIPT), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
@@ -83,39 +82,6 @@ class ChildProcess:
             raise ProbeFailed("failed", f"probe `{' '.join(self.args)}` failed: {text}")
         return data
 
-    def lines(self, timeout: float) -> tuple[list[dict], Optional[ProbeFailed]]:
-        """For a child that streams JSON lines: every complete line it wrote, and why it stopped
-        early if it did (timeout, killed by a signal). What it wrote before dying is kept."""
-        failure = None
-        try:
-            out, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            out, _ = self.proc.communicate()  # what was read before the timeout is not lost
-            failure = ProbeFailed("timeout", f"probe `{self.name}` gave no answer in {timeout:.0f} s and was stopped")
-        finally:
-            stderr = self._read_stderr()
-        code = self.proc.returncode
-        if failure is None and code is not None and code < 0:
-            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-            failure = ProbeFailed("failed", f"probe `{self.name}` was killed by {name}", -code)
-        records = []
-        for line in out.decode("utf-8", "replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a crash
-            if isinstance(record, dict):
-                records.append(record)
-        if failure is None and not any(r.get("done") for r in records):
-            last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {code}"
-            failure = ProbeFailed("failed", f"probe `{self.name}` stopped early: {last[:300]}")
-        return records, failure
-
-    @property
-    def name(self) -> str:
-        return self.label
-
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -131,5 +97,5 @@ class ChildProcess:
             self._stderr.close()
 
 
-def start_child(python: str, args: list[str], script: Path = CHILD_SCRIPT) -> ChildProcess:
-    return ChildProcess(python, args, script)
+def start_child(python: str, args: list[str]) -> ChildProcess:
+    return ChildProcess(python, args)

@@ -275,26 +275,24 @@ def _smoke_ran(facts: Facts) -> None:
 
 @check
 def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
-    """An attention backend that accepted the inputs computed wrong numbers, raised, or took the
-    GPU probe down with it."""
+    """An attention backend that accepted the inputs computed wrong numbers, raised, or took its
+    smoke process down with it (crash, hang)."""
     _smoke_ran(facts)
-    bad = [r for r in facts.smoke.results if r.status in ("wrong", "error")]
-    if not bad and facts.smoke.status != "failed":
+    problems = []
+    for r in facts.smoke.results:
+        if r.status == "wrong":
+            problems.append(
+                f"{r.backend} in {r.dtype}: relative error {r.rel_err:.2g} (gradients {r.rel_err_grad:.2g}) "
+                f"against float64, tolerance {r.tolerance:g}"
+            )
+        elif r.status == "error":
+            problems.append(f"{r.backend} in {r.dtype} raised: {r.error}")
+    if facts.smoke.status == "failed" and facts.smoke.error:
+        problems.append(facts.smoke.error)
+    if not problems:
         return None
-    if not bad:
-        return {"backend": "the next backend", "dtype": "?", "what": facts.smoke.error or "the GPU probe died", "count": 1}
-    first = bad[0]
-    if first.status == "wrong":
-        what = f"relative error {first.rel_err:.2g} (gradients {first.rel_err_grad:.2g}) against float64, tolerance {first.tolerance:g}"
-    else:
-        what = f"raised: {first.error}"
-    others = ", ".join(f"{r.backend}/{r.dtype}" for r in bad[1:4])
-    return {
-        "backend": first.backend,
-        "dtype": first.dtype,
-        "what": what + (f"; also {others}" if others else ""),
-        "count": len(bad),
-    }
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return {"summary": problems[0] + more, "count": len(problems)}
 
 
 @check

@@ -352,7 +352,9 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
         if capability is None:
             capability = tuple(torch.cuda.get_device_capability())
     if standins is None:
-        standins = device != "cuda"
+        # Also on a GPU: install_standins acts only where flash_attn does not import, and then the
+        # model's `try: from flash_attn import ...` must take the path it takes with flash-attn.
+        standins = True
     if emulate_autocast is None:
         emulate_autocast = device != "cuda"
     info["autocast_mode"] = (None if not autocast else ("emulated-cuda" if emulate_autocast else "cuda"))
