@@ -43,7 +43,7 @@ def test_full_check_json_on_this_machine(full_json):
     assert {p["name"] for p in facts["probes"]} >= {"environment", "gpu", "torch"}
     # The sample forward pass ran in the target interpreter and judged the plain SDPA block clean.
     dtype_path = facts["dtype_path"]
-    assert dtype_path["status"] == "ok" and dtype_path["device"] == "meta"
+    assert dtype_path["status"] == "ok" and dtype_path["device"] == "cpu"
     samples = {s["name"]: s["status"] for s in dtype_path["samples"]}
     assert samples["sdpa_block"] == "ran"
     assert dtype_path["findings"] == []

@@ -132,11 +132,13 @@ def _weakest_capability(gpu: Optional[GpuInfo]) -> Optional[str]:
 
 
 def _sample_config(gpu: Optional[GpuInfo], path: str) -> dict:
-    """The sample forward pass runs on meta, judged for this machine's weakest GPU, in bf16 where
-    every GPU has it natively (or there is no GPU), else in fp16: the dtype a user here should
-    train in."""
+    """The sample forward pass runs on the CPU (tiny models: microseconds of compute, where meta
+    would import torch._dynamo for its layer_norm decomposition, 1.3 s) with CUDA's autocast
+    policy emulated, judged for this machine's weakest GPU, in bf16 where every GPU has it
+    natively (or there is no GPU), else in fp16: the dtype a user here should train in."""
     weakest = _weakest_capability(gpu)
-    config = {"path": path, "dtype": "fp16" if weakest and int(weakest.split(".")[0]) < 8 else "bf16", "autocast": None}
+    dtype = "fp16" if weakest and int(weakest.split(".")[0]) < 8 else "bf16"
+    config = {"path": path, "device": "cpu", "dtype": dtype, "autocast": None}
     if weakest:
         config["capability"] = [int(x) for x in weakest.split(".")]
     return config
@@ -154,7 +156,7 @@ def _dtype_path(raw: dict, gpu: Optional[GpuInfo]) -> DtypePath:
     verdict = "error" if errors else "failed" if failed else "warning" if warnings else "pass"
     return DtypePath(
         status=raw.get("status", "ok"),
-        device=raw.get("device", "meta"),
+        device=raw.get("device", "cpu"),
         dtype=raw.get("dtype"),
         autocast=raw.get("autocast"),
         capability=_weakest_capability(gpu),

@@ -55,11 +55,12 @@ IMPORT_STATEMENTS = {
 # ---------------------------------------------------------------- environment (no torch)
 
 
-def _dist_name(dist):
+def _read(path):
     try:
-        return dist.metadata["Name"] or ""
-    except Exception:
-        return ""
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _strip_credentials(url):
@@ -70,29 +71,67 @@ def _strip_credentials(url):
     return url
 
 
-def collect_packages():
-    from importlib import metadata
-
-    packages = {}
-    for dist in metadata.distributions():
-        name = _dist_name(dist)
-        if not name:
+def _metadata_name_version(folder):
+    """Name and Version from a METADATA / PKG-INFO file: the header lines only."""
+    for filename in ("METADATA", "PKG-INFO"):
+        text = _read(os.path.join(folder, filename))
+        if text is None:
             continue
-        entry = {"version": dist.version}
+        name = version = None
+        for line in text.splitlines():
+            if not line.strip():
+                break  # end of the headers
+            if line.startswith("Name:"):
+                name = line[5:].strip()
+            elif line.startswith("Version:"):
+                version = line[8:].strip()
+        return name, version
+    return None, None
+
+
+def collect_packages():
+    """Installed distributions, as importlib.metadata would find them on sys.path.
+
+    Fast: a `.dist-info` folder is named `{name}-{version}.dist-info` (names escaped with `_`),
+    so most distributions need no file read at all; `.egg-info` folders and odd names fall back
+    to the METADATA headers. The first distribution on sys.path wins, as for imports.
+    """
+    packages = {}
+    for entry in sys.path:
+        folder = entry or os.getcwd()
         try:
-            installer = dist.read_text("INSTALLER")
-            if installer:
-                entry["installer"] = installer.strip()
-            direct = dist.read_text("direct_url.json")
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for filename in names:
+            if filename.endswith(".dist-info"):
+                stem = filename[: -len(".dist-info")]
+            elif filename.endswith(".egg-info"):
+                stem = None
+            else:
+                continue
+            path = os.path.join(folder, filename)
+            name, _, version = stem.rpartition("-") if stem else ("", "", "")
+            if not name or not version or not version[0].isdigit():
+                name, version = _metadata_name_version(path)
+                if not name or not version:
+                    continue
+            key = _canonical(name)
+            if key in packages:
+                continue
+            record = {"version": version}
+            installer = _read(os.path.join(path, "INSTALLER"))
+            if installer and installer.strip():
+                record["installer"] = installer.strip()
+            direct = _read(os.path.join(path, "direct_url.json"))
             if direct:
-                url = json.loads(direct).get("url")
+                try:
+                    url = json.loads(direct).get("url")
+                except ValueError:
+                    url = None
                 if url and not url.startswith("file:"):
-                    entry["url"] = _strip_credentials(url)
-        except Exception:
-            pass
-        key = _canonical(name)
-        # The first distribution on sys.path wins, as for imports.
-        packages.setdefault(key, entry)
+                    record["url"] = _strip_credentials(url)
+            packages[key] = record
     return packages
 
 
@@ -411,7 +450,11 @@ def sample_probe(name, sample):
 
         capability = tuple(sample["capability"]) if sample.get("capability") else None
         return run_sample_forward(
-            device="meta", dtype=sample.get("dtype", "bf16"), autocast=sample.get("autocast"), capability=capability, samples=[name]
+            device=sample.get("device", "cpu"),
+            dtype=sample.get("dtype", "bf16"),
+            autocast=sample.get("autocast"),
+            capability=capability,
+            samples=[name],
         )
 
     return job
@@ -420,7 +463,7 @@ def sample_probe(name, sample):
 def _merge_samples(names, results, sample, error):
     merged = {
         "status": "failed" if error else "ok",
-        "device": "meta",
+        "device": sample.get("device", "cpu"),
         "dtype": sample.get("dtype"),
         "autocast": sample.get("autocast"),
         "samples": [],
