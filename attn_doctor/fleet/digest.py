@@ -8,7 +8,9 @@ what legitimately differs per node or per run taken out:
 - who the node is: ``facts.platform.hostname``, device ``index`` (and any ``uuid``, ``serial``,
   ``pci_bus_id`` a probe may add), launcher variables in ``facts.env`` (RANK, LOCAL_RANK, SLURM_*,
   TORCHELASTIC_*, CUDA_VISIBLE_DEVICES, ...);
-- timings: every ``duration_s``;
+- timings and measurements: every ``duration_s`` and ``*_ms`` (the smoke tests' ``kernel_ms``,
+  ``total_ms``) and the smoke tests' ``rel_err`` / ``rel_err_grad`` (backward kernels accumulate
+  in a nondeterministic order; the verdict, ``status`` against ``tolerance``, stays);
 - a result's ``evidence``, ``remedies``, ``links`` and ``traceback`` (its ``status`` and ``message``
   stay: they carry the versions and GPUs the rule looked at).
 
@@ -23,8 +25,8 @@ from typing import Any
 
 import msgspec
 
-# Keys dropped wherever they appear in the facts.
-VOLATILE_KEYS = frozenset({"duration_s", "hostname", "uuid", "serial", "pci_bus_id"})
+# Keys dropped wherever they appear in the facts (and any key ending in _ms: a timing).
+VOLATILE_KEYS = frozenset({"duration_s", "hostname", "uuid", "serial", "pci_bus_id", "rel_err", "rel_err_grad"})
 # Environment variables that differ per rank or per node by design.
 PER_RANK_ENV = frozenset(
     {
@@ -70,7 +72,7 @@ def fleet_view(doc: dict) -> dict:
 
 def _strip(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE_KEYS and not k.endswith("_ms")}
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value

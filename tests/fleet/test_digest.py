@@ -40,6 +40,10 @@ def test_what_differs_per_node_is_left_out(recipes):
     b["facts"]["gpu"]["devices"][0]["index"] = 3
     b["facts"]["torch"]["devices"][0]["index"] = 3
     b["results"][0]["evidence"] = {"seen": "elsewhere"}
+    b["facts"]["smoke"] = {"status": "ok", "results": [{"backend": "sdpa-flash", "dtype": "bfloat16", "status": "ok", "tolerance": 0.02,
+                                                        "rel_err": 0.0041, "rel_err_grad": 0.0067, "kernel_ms": 0.21, "total_ms": 180.0}]}
+    a["facts"]["smoke"] = copy.deepcopy(b["facts"]["smoke"])
+    a["facts"]["smoke"]["results"][0].update(rel_err=0.0039, rel_err_grad=0.0071, kernel_ms=0.19, total_ms=176.5)
     assert report_digest(a) == report_digest(b)
     assert differences(fleet_view(a), fleet_view(b)) == []
 
@@ -52,6 +56,7 @@ def test_what_differs_per_node_is_left_out(recipes):
         (("facts", "torch", "cxx11_abi"), False),
         (("facts", "env", "NCCL_P2P_DISABLE"), "1"),
         (("tool", "version"), "0.0.9"),
+        (("facts", "smoke", "status"), "failed"),
     ],
 )
 def test_what_must_agree_is_kept(recipes, path, value):
