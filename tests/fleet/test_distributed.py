@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import doctor, env, free_port, last_error_lines, rank_facts, torchrun
+from fleet_helpers import doctor, env, free_port, last_error_lines, rank_facts, torchrun
 
 
 def test_torchrun_four_ranks_one_odd_rank_out(tmp_path):

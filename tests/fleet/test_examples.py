@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import env, free_port
+from fleet_helpers import env, free_port
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 FAKE_SLURM = Path(__file__).parent / "fake_slurm"

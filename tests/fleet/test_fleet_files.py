@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers import FACTS, doctor, last_error_lines
+from fleet_helpers import FACTS, doctor, last_error_lines
 
 
 @pytest.fixture(scope="module")
