@@ -87,7 +87,7 @@ def sizes() -> None:
     hello = len("16383\t7\tgpu-node-2047\n")
     upload = len(zlib.compress(compact))
     print(f"\nreport of h200.json: {len(report):,} B as printed, {len(compact):,} B compact, {upload:,} B zlib (one upload per distinct digest)")
-    print(f"per rank: member line {len(member)} B + hello {hello} B + 3 store requests")
+    print(f"per rank: member line {len(member)} B + hello {hello} B, in about 6 small store requests")
     for n in (1024, 16384):
         for distinct in (1, 8):
             bounded = n * (len(member) + hello) + distinct * upload
