@@ -129,6 +129,11 @@ def check(
         "--no-sample",
         help="Skip the sample forward pass (tiny models of the installed attention paths, traced on meta for the dtypes reaching the kernels).",
     ),
+    no_cache: bool = typer.Option(
+        False,
+        "--no-cache",
+        help="Run the sample forward pass again even if this package set was judged before (its verdict is cached per package set, Python and GPU).",
+    ),
     no_smoke: bool = typer.Option(
         False,
         "--no-smoke",
@@ -183,6 +188,7 @@ def check(
                 progress=progress.update if progress else None,
                 sample=not no_sample,
                 smoke=not no_smoke,
+                use_cache=not no_cache,
             )
         finally:
             if progress:

@@ -75,6 +75,7 @@ def run_check(
     configs: Optional[list[str]] = None,
     sample: bool = True,
     smoke: bool = True,
+    use_cache: bool = True,
 ) -> Report:
     recipes = load_recipes(recipes_dir)  # first: an invalid recipe is a usage error, before any probing
     if facts_file is not None:
@@ -86,7 +87,7 @@ def run_check(
         return diagnose(facts, recipes, fail_on, source="facts-file")
     from .probes import collect_facts
 
-    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample, smoke=smoke)
+    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample, smoke=smoke, use_cache=use_cache)
     if configs:
         facts.configs = _probe_configs(configs)
     return diagnose(facts, recipes, fail_on)

@@ -145,6 +145,7 @@ class DtypePath(Struct):
     # The tracer's findings (id AD6xx, severity, message, sink, chain, patch), as it wrote them.
     findings: list[dict[str, Any]] = []
     error: Optional[str] = None
+    cached: Optional[str] = None  # when reused from the cache: the time it was computed
 
 
 class SmokeResult(Struct):

@@ -35,3 +35,17 @@ def facts_dir() -> Path:
 @pytest.fixture
 def facts_loader():
     return load_facts
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """The sample forward pass caches its verdict; tests must not read or fill the user's cache."""
+    import os
+
+    previous = os.environ.get("ATTN_DOCTOR_CACHE_DIR")
+    os.environ["ATTN_DOCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("ATTN_DOCTOR_CACHE_DIR", None)
+    else:
+        os.environ["ATTN_DOCTOR_CACHE_DIR"] = previous

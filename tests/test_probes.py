@@ -476,3 +476,25 @@ def test_package_scan_agrees_with_importlib_metadata(tmp_path, monkeypatch):
         slow.setdefault(canonical_name(dist.metadata["Name"]), dist.version)
     assert fast == slow
     assert fast["legacy-pkg"] == "0.3" and fast["zope-interface"] == "6.0" and fast["torch"] == "0.0.1"
+
+
+def test_sample_forward_verdict_is_cached_per_package_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    first = collect_facts(smoke=False)
+    assert first.dtype_path.status == "ok" and first.dtype_path.cached is None
+    second = collect_facts(smoke=False)
+    assert second.dtype_path.cached is not None  # reused, with the time it was computed
+    assert [s.name for s in second.dtype_path.samples] == [s.name for s in first.dtype_path.samples]
+    assert second.dtype_path.findings == first.dtype_path.findings
+    assert collect_facts(smoke=False, use_cache=False).dtype_path.cached is None
+    # Any change to the package set is another key: a new distribution on the path.
+    site = tmp_path / "site"
+    (site / "newpkg-1.0.dist-info").mkdir(parents=True)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.syspath_prepend(str(site))
+    third = collect_facts(smoke=False)
+    assert "newpkg" in third.packages and third.dtype_path.cached is None
+    # A corrupt cache entry is recomputed, not trusted.
+    for entry in (tmp_path / "cache" / "samples").glob("*.json"):
+        entry.write_text("{not json")
+    assert collect_facts(smoke=False).dtype_path.cached is None

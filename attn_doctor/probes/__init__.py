@@ -38,6 +38,7 @@ from ..facts import (
     TorchInfo,
 )
 from ..failures import classify
+from .. import cache
 from ..redact import safe_environment
 from . import child
 from .gpu import probe_gpus
@@ -64,6 +65,7 @@ def collect_facts(
     progress: Progress = None,
     sample: bool = True,
     smoke: bool = True,
+    use_cache: bool = True,
 ) -> Facts:
     """Probe this machine and the target interpreter. Never raises for a broken environment."""
     python = python or sys.executable
@@ -71,24 +73,9 @@ def collect_facts(
     probes: list[ProbeRun] = []
     note = progress or (lambda _msg: None)
 
-    # The GPUs first (NVML answers in milliseconds): the sample forward pass is judged for them.
+    # The GPUs and the package set first (milliseconds): the sample forward pass is judged for
+    # those GPUs, and reused from the cache while the package set is unchanged.
     gpu_run, gpu = _timed("gpu", probe_gpus)
-    children: dict[str, ChildProcess] = {}
-    sample_dir = None
-    if not quick:
-        note("importing torch in the target interpreter")
-        args = ["torch"]
-        if sample:
-            from ..trace.launch import package_dir
-
-            sample_dir = package_dir()
-            args += ["--sample", json.dumps(_sample_config(gpu, sample_dir))]
-        if gpu is not None and gpu.devices:
-            # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
-            config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu)}
-            args += ["--gpu", json.dumps(config)]
-        _start(children, probes, "torch", python, args)
-
     note("reading installed packages")
     env_run, env_data = _timed("environment", lambda: _environment(python))
     probes += [env_run, gpu_run]
@@ -97,6 +84,28 @@ def collect_facts(
     if gpu is not None:
         facts.gpu = gpu
     facts.env = safe_environment(os.environ)
+
+    children: dict[str, ChildProcess] = {}
+    sample_dir = sample_key = None
+    if not quick:
+        note("importing torch in the target interpreter")
+        args = ["torch"]
+        if sample:
+            config = _sample_config(gpu, "")
+            sample_key = cache.key("samples", python=python, packages=_package_set(facts), **config) if env_data else None
+            hit = cache.get("samples", sample_key) if (sample_key and use_cache) else None
+            if hit is not None:
+                facts.dtype_path = msgspec.convert(hit, DtypePath)
+            else:
+                from ..trace.launch import package_dir
+
+                sample_dir = package_dir()
+                args += ["--sample", json.dumps({**config, "path": sample_dir})]
+        if gpu is not None and gpu.devices:
+            # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
+            gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu)}
+            args += ["--gpu", json.dumps(gpu_config)]
+        _start(children, probes, "torch", python, args)
 
     deadline = time.monotonic() + timeout
     try:
@@ -113,6 +122,8 @@ def collect_facts(
             _apply_torch(facts, data)
             if "dtype_path" in data:
                 facts.dtype_path = _dtype_path(data["dtype_path"], gpu)
+                if sample_key and facts.dtype_path.status == "ok" and facts.dtype_path.verdict != "failed":
+                    cache.put("samples", sample_key, msgspec.to_builtins(_stamped(facts.dtype_path)))
             if "cuda" in data:
                 _apply_cuda(facts, data["cuda"])
             if data.get("smoke"):
@@ -124,6 +135,17 @@ def collect_facts(
         facts.dtype_path = DtypePath(status="skipped", error=f"torch is {facts.torch.status} in the target environment")
     facts.probes = probes
     return facts
+
+
+def _package_set(facts: Facts) -> list[str]:
+    return sorted(f"{name}=={pkg.version}" for name, pkg in facts.packages.items())
+
+
+def _stamped(dtype_path: DtypePath) -> DtypePath:
+    import datetime as dt
+
+    stamp = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    return msgspec.structs.replace(dtype_path, cached=stamp)
 
 
 def _weakest_capability(gpu: Optional[GpuInfo]) -> Optional[str]:

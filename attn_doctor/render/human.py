@@ -313,6 +313,8 @@ def _dtype_path(facts: Facts) -> Optional[str]:
     where = f"{dp.device}, {dp.dtype}" + (f", autocast {dp.autocast}" if dp.autocast else "")
     if dp.capability:
         where += f", judged for sm{dp.capability.replace('.', '')}"
+    if dp.cached:
+        where += f", cached from {dp.cached[:16].replace('T', ' ')}"
     text = f"sample forward ({where}): " + (", ".join(ran) if ran else "nothing ran")
     if skipped:
         text += f"; not installed: {', '.join(skipped)}"
