@@ -41,6 +41,26 @@ def get(kind: str, digest: str) -> Optional[dict]:
     return data if isinstance(data, dict) else None
 
 
+def wait(kind: str, digest: str, timeout: float, fresh_after: Optional[float] = None, poll: float = 0.2) -> Optional[dict]:
+    """Wait for another process to put this entry (newer than `fresh_after`, if given)."""
+    import time
+
+    path = cache_dir() / kind / f"{digest}.json"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fresh = fresh_after is None or path.stat().st_mtime >= fresh_after - 1.0
+        except OSError:
+            fresh = False
+        if fresh:
+            value = get(kind, digest)
+            if value is not None:
+                return value
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll)
+
+
 def put(kind: str, digest: str, value: dict) -> None:
     """Atomic write; a cache that cannot be written is not an error."""
     folder = cache_dir() / kind

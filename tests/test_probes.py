@@ -498,3 +498,23 @@ def test_sample_forward_verdict_is_cached_per_package_set(tmp_path, monkeypatch)
     for entry in (tmp_path / "cache" / "samples").glob("*.json"):
         entry.write_text("{not json")
     assert collect_facts(smoke=False).dtype_path.cached is None
+
+
+def test_local_ranks_share_the_sample_forward_verdict(tmp_path, monkeypatch):
+    # Local rank 0 computes the verdict; another process on the host waits for it instead of
+    # importing every attention library again (check --distributed).
+    import threading
+
+    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    shared = {}
+    waiter = threading.Thread(target=lambda: shared.update(facts=collect_facts(smoke=False, sample_wait=60)))
+    waiter.start()
+    computed = collect_facts(smoke=False)
+    waiter.join(90)
+    assert computed.dtype_path.cached is None and computed.dtype_path.status == "ok"
+    reused = shared["facts"].dtype_path
+    assert reused.cached is not None and reused.samples == computed.dtype_path.samples
+    # Nobody computes it: the waiter gives up after its wait, and says why.
+    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "empty"))
+    alone = collect_facts(smoke=False, sample_wait=1)
+    assert alone.dtype_path.status == "skipped" and "local rank 0" in alone.dtype_path.error

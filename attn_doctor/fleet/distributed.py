@@ -25,6 +25,7 @@ when any task exits non-zero, so the step fails exactly when the fleet does.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import signal
@@ -425,6 +426,11 @@ def run_distributed_check(options: dict) -> int:
             facts_file = Path(_template(str(facts), placement, host)) if facts is not None else None
             if facts_file is not None and (python or quick):
                 raise UsageError("--facts/--from-report diagnoses a recorded report; it cannot be combined with --python or --quick")
+            # The sample forward pass depends only on the host's packages and GPUs: local rank 0
+            # runs it, the other ranks of the host reuse its verdict (through the cache) instead
+            # of each importing transformers & co. at once.
+            if placement.local_rank != 0 and "sample_wait" in inspect.signature(run_check).parameters:
+                check_kwargs["sample_wait"] = timeout
             report = run_check(
                 python=target,
                 quick=quick,

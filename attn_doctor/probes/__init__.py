@@ -66,8 +66,13 @@ def collect_facts(
     sample: bool = True,
     smoke: bool = True,
     use_cache: bool = True,
+    sample_wait: float = 0.0,
 ) -> Facts:
-    """Probe this machine and the target interpreter. Never raises for a broken environment."""
+    """Probe this machine and the target interpreter. Never raises for a broken environment.
+
+    sample_wait > 0: do not run the sample forward pass; wait up to that many seconds for another
+    process on this host (local rank 0 of a distributed check) to put its verdict in the cache.
+    """
     python = python or sys.executable
     facts = Facts(quick=quick)
     probes: list[ProbeRun] = []
@@ -92,8 +97,20 @@ def collect_facts(
         args = ["torch"]
         if sample:
             config = _sample_config(gpu, "")
-            sample_key = cache.key("samples", python=python, packages=_package_set(facts), **config) if env_data else None
-            hit = cache.get("samples", sample_key) if (sample_key and use_cache) else None
+            # Modules can also come from PYTHONPATH or the working folder without any metadata.
+            where = {"pythonpath": os.environ.get("PYTHONPATH", ""), "cwd": os.getcwd()}
+            sample_key = cache.key("samples", python=python, packages=_package_set(facts), **where, **config) if env_data else None
+            if sample_wait > 0 and sample_key:
+                note("waiting for local rank 0's sample forward pass")
+                hit = cache.wait("samples", sample_key, sample_wait, fresh_after=None if use_cache else time.time())
+                if hit is None:
+                    hit = msgspec.to_builtins(
+                        DtypePath(status="skipped", error=f"local rank 0 did not share its sample forward pass within {sample_wait:.0f} s")
+                    )
+            else:
+                hit = cache.get("samples", sample_key) if (sample_key and use_cache) else None
+                if hit is not None and (hit.get("status") != "ok" or hit.get("verdict") == "failed"):
+                    hit = None  # a failed run is shared with waiting ranks, never reused later
             if hit is not None:
                 facts.dtype_path = msgspec.convert(hit, DtypePath)
             else:
@@ -122,7 +139,7 @@ def collect_facts(
             _apply_torch(facts, data)
             if "dtype_path" in data:
                 facts.dtype_path = _dtype_path(data["dtype_path"], gpu)
-                if sample_key and facts.dtype_path.status == "ok" and facts.dtype_path.verdict != "failed":
+                if sample_key:
                     cache.put("samples", sample_key, msgspec.to_builtins(_stamped(facts.dtype_path)))
             if "cuda" in data:
                 _apply_cuda(facts, data["cuda"])
