@@ -48,18 +48,33 @@ def _wait(procs) -> None:
             raise SystemExit(f"a rank exited {p.returncode}")
 
 
+COLD = False  # --cold: every run starts with an empty cache, as on a freshly allocated node
+
+
+def _env(**extra) -> dict:
+    env = dict(ENV, **extra)
+    if COLD:
+        import tempfile
+
+        env["ATTN_DOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="attn-doctor-cold-")
+    return env
+
+
 def single(mode: list[str]) -> float:
     start = time.perf_counter()
-    _wait([subprocess.Popen([sys.executable, "-m", "attn_doctor", "check", *mode], stdout=subprocess.DEVNULL, env=ENV)])
+    _wait([subprocess.Popen([sys.executable, "-m", "attn_doctor", "check", *mode], stdout=subprocess.DEVNULL, env=_env())])
     return time.perf_counter() - start
 
 
 def ranks(n: int, mode: list[str], distributed: bool) -> float:
     port = _port()
+    cache = _env().get("ATTN_DOCTOR_CACHE_DIR")  # one cache for the host's ranks, as in a home folder
     start = time.perf_counter()
     procs = []
     for rank in range(n):
         env = dict(ENV, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        if cache:
+            env["ATTN_DOCTOR_CACHE_DIR"] = cache
         argv = [sys.executable, "-m", "attn_doctor", "check", *mode] + (["--distributed"] if distributed else [])
         procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=env))
     _wait(procs)
@@ -69,7 +84,7 @@ def ranks(n: int, mode: list[str], distributed: bool) -> float:
 def torchrun(n: int, mode: list[str]) -> float:
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), "-m", "attn_doctor", "check", "--distributed", *mode]
     start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
     return time.perf_counter() - start
 
 
@@ -103,8 +118,12 @@ def main() -> None:
     parser.add_argument("--mode", choices=sorted(MODES), default="full")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--torchrun", action="store_true", help="also time a real torchrun launch")
+    parser.add_argument("--cold", action="store_true", help="an empty cache for every run (a fresh node)")
     args = parser.parse_args()
     mode, n = MODES[args.mode], args.ranks
+    global COLD
+    COLD = args.cold
+    print(f"cache: {'cold (empty for every run)' if COLD else 'warm (shared across runs)'}")
 
     rows = {
         "single": lambda: single(mode),
