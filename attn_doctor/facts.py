@@ -179,6 +179,7 @@ class Smoke(Struct):
     choices: list[SdpaChoice] = []
     results: list[SmokeResult] = []
     error: Optional[str] = None
+    group_seconds: dict[str, float] = {}  # wall time of each smoke process (main, cudnn:<dtype>)
 
 
 class ConfigFile(Struct):

@@ -264,8 +264,10 @@ _CUDA_FIELDS = (
 
 def _smoke(groups: dict) -> Smoke:
     """Merge the smoke groups; a group whose process crashed or hung is reported as such."""
-    choices, results, errors = [], [], []
+    choices, results, errors, seconds = [], [], [], {}
     for group, raw in groups.items():
+        if isinstance(raw.get("duration_s"), (int, float)):
+            seconds[group] = round(float(raw["duration_s"]), 3)
         if raw.get("status") == "ok":
             choices += [msgspec.convert(c, SdpaChoice) for c in raw.get("choices", [])]
             results += [msgspec.convert(r, SmokeResult) for r in raw.get("results", [])]
@@ -279,7 +281,9 @@ def _smoke(groups: dict) -> Smoke:
             errors.append(f"smoke group {group} failed: {err.get('message') if isinstance(err, dict) else err}")
     order = {name: i for i, name in enumerate(("sdpa-flash", "sdpa-mem-efficient", "sdpa-cudnn", "sdpa-math"))}
     results.sort(key=lambda r: (r.dtype != "float16", order.get(r.backend, 9), r.backend))
-    return Smoke(status="failed" if errors else "ok", choices=choices, results=results, error="; ".join(errors) or None)
+    return Smoke(
+        status="failed" if errors else "ok", choices=choices, results=results, error="; ".join(errors) or None, group_seconds=seconds
+    )
 
 
 def _apply_cuda(facts: Facts, cuda: dict) -> None:
