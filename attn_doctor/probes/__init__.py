@@ -92,6 +92,7 @@ def collect_facts(
 
     children: dict[str, ChildProcess] = {}
     sample_dir = sample_key = None
+    wait_for_shared = False
     if not quick:
         note("importing torch in the target interpreter")
         args = ["torch"]
@@ -101,19 +102,14 @@ def collect_facts(
             where = {"pythonpath": os.environ.get("PYTHONPATH", ""), "cwd": os.getcwd()}
             sample_key = cache.key("samples", python=python, packages=_package_set(facts), **where, **config) if env_data else None
             if sample_wait > 0 and sample_key:
-                note("waiting for local rank 0's sample forward pass")
-                hit = cache.wait("samples", sample_key, sample_wait, fresh_after=None if use_cache else time.time())
-                if hit is None:
-                    hit = msgspec.to_builtins(
-                        DtypePath(status="skipped", error=f"local rank 0 did not share its sample forward pass within {sample_wait:.0f} s")
-                    )
+                hit, wait_for_shared = None, True  # waited for below, while this rank's own probes run
             else:
                 hit = cache.get("samples", sample_key) if (sample_key and use_cache) else None
                 if hit is not None and (hit.get("status") != "ok" or hit.get("verdict") == "failed"):
                     hit = None  # a failed run is shared with waiting ranks, never reused later
             if hit is not None:
                 facts.dtype_path = msgspec.convert(hit, DtypePath)
-            else:
+            elif not wait_for_shared:
                 from ..trace.launch import package_dir
 
                 sample_dir = package_dir()
@@ -123,6 +119,14 @@ def collect_facts(
             gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu)}
             args += ["--gpu", json.dumps(gpu_config)]
         _start(children, probes, "torch", python, args)
+
+    if wait_for_shared:
+        note("waiting for local rank 0's sample forward pass")
+        started = time.time()
+        hit = cache.wait("samples", sample_key, sample_wait, fresh_after=None if use_cache else started)
+        facts.dtype_path = msgspec.convert(hit, DtypePath) if hit is not None else DtypePath(
+            status="skipped", error=f"local rank 0 did not share its sample forward pass within {sample_wait:.0f} s"
+        )
 
     deadline = time.monotonic() + timeout
     try:
