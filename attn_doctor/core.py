@@ -77,6 +77,7 @@ def run_check(
     smoke: bool = True,
     use_cache: bool = True,
     sample_wait: float = 0.0,
+    gpu_index: int = 0,
 ) -> Report:
     recipes = load_recipes(recipes_dir)  # first: an invalid recipe is a usage error, before any probing
     if facts_file is not None:
@@ -88,7 +89,7 @@ def run_check(
         return diagnose(facts, recipes, fail_on, source="facts-file")
     from .probes import collect_facts
 
-    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample, smoke=smoke, use_cache=use_cache, sample_wait=sample_wait)
+    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample, smoke=smoke, use_cache=use_cache, sample_wait=sample_wait, gpu_index=gpu_index)
     if configs:
         facts.configs = _probe_configs(configs)
     return diagnose(facts, recipes, fail_on)

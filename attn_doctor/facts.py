@@ -180,6 +180,7 @@ class Smoke(Struct):
     results: list[SmokeResult] = []
     error: Optional[str] = None
     group_seconds: dict[str, float] = {}  # wall time of each smoke process (main, cudnn:<dtype>)
+    device_index: Optional[int] = None  # the GPU the tests ran on (a distributed rank's LOCAL_RANK)
 
 
 class ConfigFile(Struct):

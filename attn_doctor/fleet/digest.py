@@ -27,8 +27,9 @@ import msgspec
 
 # Keys dropped wherever they appear in the facts (and any key ending in _ms: a timing).
 VOLATILE_KEYS = frozenset(
-    # `cached`: when the sample forward verdict was computed (local rank 0 computes it, the others reuse it)
-    {"duration_s", "hostname", "uuid", "serial", "pci_bus_id", "rel_err", "rel_err_grad", "cached"}
+    # `cached`: when the sample forward verdict was computed (local rank 0 computes it, the others
+    # reuse it); `device_index`: the GPU a rank smoke-tested (its own, LOCAL_RANK)
+    {"duration_s", "hostname", "uuid", "serial", "pci_bus_id", "rel_err", "rel_err_grad", "cached", "device_index", "group_seconds"}
 )
 # Environment variables that differ per rank or per node by design.
 PER_RANK_ENV = frozenset(

@@ -431,6 +431,8 @@ def run_distributed_check(options: dict) -> int:
             # of each importing transformers & co. at once.
             if placement.local_rank != 0 and "sample_wait" in inspect.signature(run_check).parameters:
                 check_kwargs["sample_wait"] = timeout
+            if "gpu_index" in inspect.signature(run_check).parameters:
+                check_kwargs["gpu_index"] = placement.local_rank  # each rank smoke-tests its own GPU
             report = run_check(
                 python=target,
                 quick=quick,

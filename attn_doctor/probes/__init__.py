@@ -67,11 +67,13 @@ def collect_facts(
     smoke: bool = True,
     use_cache: bool = True,
     sample_wait: float = 0.0,
+    gpu_index: int = 0,
 ) -> Facts:
     """Probe this machine and the target interpreter. Never raises for a broken environment.
 
     sample_wait > 0: do not run the sample forward pass; wait up to that many seconds for another
     process on this host (local rank 0 of a distributed check) to put its verdict in the cache.
+    gpu_index: the GPU the smoke tests run on (a distributed rank tests its own: LOCAL_RANK).
     """
     python = python or sys.executable
     facts = Facts(quick=quick)
@@ -116,7 +118,7 @@ def collect_facts(
                 args += ["--sample", json.dumps({**config, "path": sample_dir})]
         if gpu is not None and gpu.devices:
             # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
-            gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu)}
+            gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu), "index": gpu_index}
             args += ["--gpu", json.dumps(gpu_config)]
         _start(children, probes, "torch", python, args)
 
@@ -268,8 +270,9 @@ _CUDA_FIELDS = (
 
 def _smoke(groups: dict) -> Smoke:
     """Merge the smoke groups; a group whose process crashed or hung is reported as such."""
-    choices, results, errors, seconds = [], [], [], {}
+    choices, results, errors, seconds, index = [], [], [], {}, None
     for group, raw in groups.items():
+        index = raw.get("device_index", index)
         if isinstance(raw.get("duration_s"), (int, float)):
             seconds[group] = round(float(raw["duration_s"]), 3)
         if raw.get("status") == "ok":
@@ -286,7 +289,12 @@ def _smoke(groups: dict) -> Smoke:
     order = {name: i for i, name in enumerate(("sdpa-flash", "sdpa-mem-efficient", "sdpa-cudnn", "sdpa-math"))}
     results.sort(key=lambda r: (r.dtype != "float16", order.get(r.backend, 9), r.backend))
     return Smoke(
-        status="failed" if errors else "ok", choices=choices, results=results, error="; ".join(errors) or None, group_seconds=seconds
+        status="failed" if errors else "ok",
+        choices=choices,
+        results=results,
+        error="; ".join(errors) or None,
+        group_seconds=seconds,
+        device_index=index,
     )
 
 

@@ -402,7 +402,8 @@ def collect_torch(modules, sample=None, gpu=None):
             jobs.append(("cuda", gpu_module.cuda_facts))
             if gpu.get("smoke"):
                 groups = gpu_module.smoke_groups(gpu.get("capability") or "8.0")
-                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g)) for g in groups]
+                index = int(gpu.get("index") or 0)
+                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index)) for g in groups]
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)
@@ -418,8 +419,8 @@ def collect_torch(modules, sample=None, gpu=None):
     return out
 
 
-def _bind(fn, arg):
-    return lambda: fn(arg)
+def _bind(fn, *args):
+    return lambda: fn(*args)
 
 
 def _load_file_module(name, path):

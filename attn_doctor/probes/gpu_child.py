@@ -283,17 +283,19 @@ def smoke_groups(capability):
     return ["main"] + (["cudnn:bfloat16"] if major >= 8 else [])
 
 
-def run_smoke_group(group):
-    """One group of smoke tests in this process: {"choices": [...], "results": [...]}."""
+def run_smoke_group(group, index=0):
+    """One group of smoke tests on GPU `index`, in this process: {"choices": [...], "results": [...]}."""
     import torch
 
-    out = {"status": "ok", "choices": [], "results": []}
+    out = {"status": "ok", "choices": [], "results": [], "device_index": index}
     if not torch.cuda.is_available():
         out["status"] = "error"
         out["error"] = {"type": "RuntimeError", "message": "CUDA is not available to torch"}
         return out
-    device = "cuda:0"
-    major, _minor = torch.cuda.get_device_capability(0)
+    index = min(max(int(index), 0), torch.cuda.device_count() - 1)
+    device = "cuda:%d" % index
+    torch.cuda.set_device(index)
+    major, _minor = torch.cuda.get_device_capability(index)
     dtypes = [torch.float16] + ([torch.bfloat16] if major >= 8 else [])
     apart = ["bfloat16"] if major >= 8 else []  # dtypes whose cuDNN test has a group of its own
     if group.startswith("cudnn:"):
