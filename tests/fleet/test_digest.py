@@ -44,6 +44,10 @@ def test_what_differs_per_node_is_left_out(recipes):
                                                         "rel_err": 0.0041, "rel_err_grad": 0.0067, "kernel_ms": 0.21, "total_ms": 180.0}]}
     a["facts"]["smoke"] = copy.deepcopy(b["facts"]["smoke"])
     a["facts"]["smoke"]["results"][0].update(rel_err=0.0039, rel_err_grad=0.0071, kernel_ms=0.19, total_ms=176.5)
+    # a rank smoke-tests its own GPU, for as long as it takes, and may reuse local rank 0's samples
+    a["facts"]["smoke"].update(device_index=0, group_seconds={"main": 3.1})
+    b["facts"]["smoke"].update(device_index=3, group_seconds={"main": 2.7, "cudnn:bfloat16": 2.9})
+    b["facts"]["dtype_path"]["cached"] = "2026-11-22T03:40:00+00:00"
     assert report_digest(a) == report_digest(b)
     assert differences(fleet_view(a), fleet_view(b)) == []
 
