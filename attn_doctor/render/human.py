@@ -65,6 +65,8 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         summary = section_summary(area, facts)
         if not results and summary is None:
             continue
+        if summary is None and not verbose and all(r.status == "skipped" for r in results):
+            continue  # e.g. the config rules when no --config was given: nothing to say
         _section(console, title, summary, results, facts, verbose)
     _footer(console, report, verbose)
 
