@@ -103,8 +103,6 @@ class ExplainReport(_S, kw_only=True):
 
 
 def explain_schema() -> dict:
-    schema = msgspec.json.schema(ExplainReport)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://attn-doctor.dev/schemas/explain-1.json"
-    schema["title"] = "attn-doctor explain report, schema version 1"
-    return schema
+    from ..render.json import json_schema
+
+    return json_schema(ExplainReport, "explain", "attn-doctor explain report")

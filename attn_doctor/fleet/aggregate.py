@@ -233,12 +233,12 @@ def compact_ranks(ranks: list[int]) -> str:
 
 
 def to_json(report: FleetReport) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n"
+    from ..render.json import to_json as encode
+
+    return encode(report)
 
 
 def fleet_schema() -> dict:
-    schema = msgspec.json.schema(FleetReport)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://attn-doctor.dev/schemas/fleet-1.json"
-    schema["title"] = "attn-doctor fleet report, schema version 1"
-    return schema
+    from ..render.json import json_schema
+
+    return json_schema(FleetReport, "fleet", "attn-doctor fleet report")

@@ -1,20 +1,27 @@
-"""The machine-readable report: a versioned envelope (schema `attn-doctor/report`, version 1)."""
+"""Machine-readable output: versioned envelopes (`attn-doctor/report`, `/explain`, `/fleet`, each
+version 1) and their JSON Schemas, generated from the structs they are encoded from."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 
 from ..report import Report
 
 
-def to_json(report: Report) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n"
+def to_json(envelope: Any) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(envelope), indent=2) + b"\n"
+
+
+def json_schema(struct: type, name: str, title: str) -> dict:
+    schema = msgspec.json.schema(struct)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://attn-doctor.dev/schemas/{name}-1.json"
+    schema["title"] = f"{title}, schema version 1"
+    return schema
 
 
 def report_schema() -> dict:
-    """The JSON Schema of the report, generated from the structs it is encoded from."""
-    schema = msgspec.json.schema(Report)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://attn-doctor.dev/schemas/report-1.json"
-    schema["title"] = "attn-doctor report, schema version 1"
-    return schema
+    """The JSON Schema of `check --json`."""
+    return json_schema(Report, "report", "attn-doctor report")

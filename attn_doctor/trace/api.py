@@ -275,13 +275,7 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
                 model = auto.from_config(config, **_dtype_kw(kwargs))
             except TypeError:
                 model = auto.from_config(config, **kwargs)
-        for m in model.modules():
-            cfg = getattr(m, "config", None)
-            if cfg is not None:
-                try:
-                    cfg._attn_implementation = impl
-                except Exception:  # noqa: BLE001
-                    pass
+        set_attn_implementation(model, impl)
         notes.append("transformers refused %s here (%s); built with sdpa and switched the attention dispatch to %s"
                      % (impl, _one_line(exc)[:160], impl))
     except BaseException as exc:  # noqa: BLE001
@@ -296,6 +290,17 @@ def _dtype_kw(kwargs):
     if "torch_dtype" in out:
         out["dtype"] = out.pop("torch_dtype")
     return out
+
+
+def set_attn_implementation(model, impl):
+    """Point every transformers config inside `model` at attention implementation `impl`."""
+    for m in model.modules():
+        cfg = getattr(m, "config", None)
+        if cfg is not None:
+            try:
+                cfg._attn_implementation = impl
+            except Exception:  # noqa: BLE001 - a config that refuses the attribute keeps its own
+                pass
 
 
 def _config_dtype(config):

@@ -88,13 +88,9 @@ def _tiny_llama(impl):
         model = transformers.LlamaForCausalLM(config)
         # transformers refuses flash_attention_2 at build time without a GPU; the forward pass reads
         # the implementation from the config, so switch it after building.
-        for m in model.modules():
-            cfg = getattr(m, "config", None)
-            if cfg is not None:
-                try:
-                    cfg._attn_implementation = impl
-                except Exception:  # noqa: BLE001
-                    pass
+        from .api import set_attn_implementation
+
+        set_attn_implementation(model, impl)
         return model, {"input_ids": torch.zeros(1, 16, dtype=torch.long)}
 
     return build
