@@ -84,6 +84,10 @@ def trace(
 
         report = run_child("trace", kwargs, python=python)
     else:
+        import warnings
+
+        # torch's own import-time notice on machines without numpy says nothing about the model
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
         from attn_doctor.trace.api import trace as run_trace
         from attn_doctor.trace.child import stdout_to_stderr
 
