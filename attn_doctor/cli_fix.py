@@ -151,9 +151,15 @@ def _fix(console, err_console, *, target, config, facts_file, yes, dry_run, json
                 recipes_dir=recipes,
             )
 
+        from .cli import UsageError
+
+        known = load_recipes(recipes)
+        for rule_id in list(only or []) + list(skip or []):
+            if known.get(rule_id) is None:
+                raise UsageError(f"no rule {rule_id!r} (--only/--skip take ids such as AD401; `attn-doctor rules` lists them)")
         report = check()
         options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir)
-        plan = build_plan(report, options, load_recipes(recipes).data)
+        plan = build_plan(report, options, known.data)
     finally:
         if progress:
             progress.stop()

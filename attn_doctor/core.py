@@ -95,7 +95,16 @@ def run_check(
     return diagnose(facts, recipes, fail_on)
 
 
+class ConfigFileError(FactsFileError):
+    """A --config file that cannot be read or is not a config: judging the machine without it
+    would pass a broken training config as fine."""
+
+
 def _probe_configs(paths: list[str]):
     from .probes.configs import probe_configs
 
-    return probe_configs(paths)
+    configs = probe_configs(paths)
+    for config in configs:
+        if config.status == "error":
+            raise ConfigFileError(f"--config {config.path}: {config.error}")
+    return configs

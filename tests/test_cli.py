@@ -203,3 +203,38 @@ def test_secrets_never_reach_the_report():
     doc = json.loads(text)
     assert doc["facts"]["env"]["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert doc["facts"]["env"]["HF_TOKEN"] == "***"
+
+
+def test_bad_config_file_is_a_usage_error(tmp_path):
+    bad = tmp_path / "train.yaml"
+    bad.write_text("model_name_or_path: x\nflash_attn: [\n")  # a YAML that does not parse
+    _one_line_error(run("check", "--quick", "--config", str(bad)), "train.yaml", "not valid YAML")
+    env = dict(__import__("os").environ, ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"))
+    _one_line_error(run("fix", "--dry-run", "--quick", "--config", str(bad), env=env), "not valid YAML")
+
+
+def test_fix_refuses_an_unknown_rule_id(tmp_path):
+    env = dict(__import__("os").environ, ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"))
+    _one_line_error(run("fix", "--dry-run", "--quick", "--only", "AD999", env=env), "AD999")
+    assert run("fix", "--dry-run", "--quick", "--skip", "AD401", env=env).returncode == 0
+
+
+def test_explain_a_truncated_gzip_log(tmp_path):
+    import gzip
+
+    line = "[rank3]: ImportError: /x/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationESs\n"
+    whole = gzip.compress((line * 2000).encode())
+    cut = tmp_path / "train.log.gz"
+    cut.write_bytes(whole[:300])  # the job died while the log was being written
+    proc = run("explain", "--file", str(cut))
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # what was read before the cut is explained
+    assert "AD301" in proc.stdout and "truncated or corrupt" in proc.stdout
+    assert "interrupted" not in proc.stderr
+
+
+def test_trace_of_a_file_that_is_not_python(tmp_path):
+    config = tmp_path / "model.yaml"
+    config.write_text("a: 1\n")
+    proc = run("trace", f"{config}:build")
+    assert proc.returncode == 2 and "is not a Python file" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr

@@ -9,6 +9,7 @@ import gzip
 import io
 import os
 import re
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Optional
@@ -102,13 +103,38 @@ def _open(source) -> tuple[BinaryIO, list[str]]:
     head = stream.peek(4)[:4]
     if head[:2] == b"\x1f\x8b":
         notes.append("the input is gzip-compressed: decompressed while reading")
-        stream = io.BufferedReader(gzip.GzipFile(fileobj=stream))  # type: ignore[arg-type]
+        stream = io.BufferedReader(_TolerantGzip(gzip.GzipFile(fileobj=stream), notes))  # type: ignore[arg-type]
         head = stream.peek(4)[:4]
     if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
         notes.append("the input is UTF-16 (e.g. PowerShell `>` redirection): decoded while reading")
         text = io.TextIOWrapper(stream, encoding="utf-16", errors="replace")
         stream = _Utf8Reader(text)  # type: ignore[assignment]
     return stream, notes
+
+
+class _TolerantGzip(io.RawIOBase):
+    """A gzip stream that ends where the data does: a log of a crashed job is often cut short, and
+    what was read before the cut is still worth explaining."""
+
+    def __init__(self, inner, notes: list[str]):
+        self._inner = inner
+        self._notes = notes
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._done:
+            return 0
+        try:
+            data = self._inner.read(len(buffer))
+        except (EOFError, OSError, zlib.error) as exc:  # truncated or corrupt: stop here
+            self._done = True
+            self._notes.append(f"the gzip data is truncated or corrupt ({exc}): only what came before was searched")
+            return 0
+        buffer[: len(data)] = data
+        return len(data)
 
 
 class _Utf8Reader:

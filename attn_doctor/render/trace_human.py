@@ -4,6 +4,7 @@ passes (``check``'s dtype-path section). The only printing code of the tracer.""
 from __future__ import annotations
 
 import os
+import sys
 
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -82,7 +83,7 @@ def finding_renderable(f, verbose=False):
 
 
 def render_trace(report, console=None, verbose=False):
-    console = console or Console()
+    console = console or Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     status = report.get("status")
     head = Text.assemble(("dtype trace ", "bold"), (str(report.get("target")), "bold cyan"),
                          ("  device=%s" % report.get("device"), "dim"))
@@ -130,7 +131,7 @@ def render_trace(report, console=None, verbose=False):
 
 def render_samples(result, console=None, verbose=False):
     """The dtype-path section of ``check``: one line per sample forward pass."""
-    console = console or Console()
+    console = console or Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     for s in result.get("samples") or ():
         status = s["status"]
         if status == "ran":

@@ -65,6 +65,8 @@ def parse_target(target):
 def import_target_module(module):
     if module.endswith(".py") or os.sep in module:
         path = os.path.abspath(module)
+        if os.path.isdir(path):
+            raise TraceError("usage", "%s is a folder: give a Python file (path/to/model.py:FACTORY) or a module" % module)
         if not os.path.isfile(path):
             raise TraceError("usage", "no such file: %s" % module)
         name = "attn_doctor_target_" + os.path.splitext(os.path.basename(path))[0]
@@ -72,6 +74,8 @@ def import_target_module(module):
         if folder not in sys.path:
             sys.path.insert(0, folder)
         spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise TraceError("usage", "%s is not a Python file (expected path/to/model.py:FACTORY)" % module)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         try:
