@@ -80,8 +80,13 @@ def trace(
     kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
                   capability=_capability(capability), attn_implementation=attn_implementation, seq_len=seq_len)
     if python:
+        from attn_doctor.cli import UsageError, _validate_python, fail
         from attn_doctor.trace.launch import run_child
 
+        try:
+            python = _validate_python(python)
+        except UsageError as exc:
+            raise fail(str(exc)) from None
         report = run_child("trace", kwargs, python=python)
     else:
         import warnings

@@ -238,3 +238,7 @@ def test_trace_of_a_file_that_is_not_python(tmp_path):
     proc = run("trace", f"{config}:build")
     assert proc.returncode == 2 and "is not a Python file" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_trace_python_that_does_not_exist(tmp_path):
+    _one_line_error(run("trace", "model.py:build", "--python", str(tmp_path / "nope")), "--python", "no such file")
