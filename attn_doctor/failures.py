@@ -44,9 +44,8 @@ def classify(type_name: str, message: str) -> ImportError_:
         err.library = m.group("lib")
         return err
     m = _NO_MODULE.search(message)
-    if m and m.group("mod").split(".")[-1] in _EXTENSION_MODULES + tuple(
-        n for n in (m.group("mod").split(".")[-1],) if n.endswith("_cuda")
-    ):
+    leaf = m.group("mod").split(".")[-1] if m else ""
+    if m and (leaf in _EXTENSION_MODULES or leaf.endswith("_cuda")):
         err.kind = "missing_extension"
         err.library = m.group("mod")
         return err

@@ -13,7 +13,6 @@ The sample models live in this file on purpose: a finding in one points at a lin
 from __future__ import annotations
 
 import importlib.util
-import math
 
 SCHEMA = "attn-doctor.sample/1"
 

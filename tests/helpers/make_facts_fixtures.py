@@ -360,7 +360,6 @@ def t4() -> Facts:
 
 def v100() -> Facts:
     venv = "/home/dev/envs/xf"
-    site = f"{venv}/lib/python3.10/site-packages"
     build = "2.4.1+cu121"
     return Facts(
         platform=platform("3.10.14", f"{venv}/bin/python", True, "dgx1-03", release="5.4.0-200-generic", libc="2.31"),
