@@ -401,9 +401,9 @@ def collect_torch(modules, sample=None, gpu=None):
             gpu_module = _load_file_module("attn_doctor_gpu_child", gpu["script"])
             jobs.append(("cuda", gpu_module.cuda_facts))
             if gpu.get("smoke"):
-                groups = gpu_module.smoke_groups(gpu.get("capability") or "8.0")
+                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability") or "8.0")
                 index = int(gpu.get("index") or 0)
-                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index)) for g in groups]
+                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups)) for g in groups]
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)

@@ -283,11 +283,17 @@ def smoke_groups(capability):
     return ["main"] + (["cudnn:bfloat16"] if major >= 8 else [])
 
 
-def run_smoke_group(group, index=0):
-    """One group of smoke tests on GPU `index`, in this process: {"choices": [...], "results": [...]}."""
+def run_smoke_group(group, index=0, groups=None):
+    """One group of smoke tests on GPU `index`, in this process: {"choices": [...], "results": [...]}.
+
+    `groups` is the whole split (smoke_groups' answer): "main" runs everything that no
+    "cudnn:<dtype>" group of it takes. `phases` says where the group's time went.
+    """
+    started = time.perf_counter()
+    phases = {}
     import torch
 
-    out = {"status": "ok", "choices": [], "results": [], "device_index": index}
+    out = {"status": "ok", "choices": [], "results": [], "device_index": index, "phases": phases}
     if not torch.cuda.is_available():
         out["status"] = "error"
         out["error"] = {"type": "RuntimeError", "message": "CUDA is not available to torch"}
@@ -297,18 +303,24 @@ def run_smoke_group(group, index=0):
     torch.cuda.set_device(index)
     major, _minor = torch.cuda.get_device_capability(index)
     dtypes = [torch.float16] + ([torch.bfloat16] if major >= 8 else [])
-    apart = ["bfloat16"] if major >= 8 else []  # dtypes whose cuDNN test has a group of its own
+    if groups is None:
+        groups = smoke_groups("%d.0" % major)
+    apart = [g.split(":", 1)[1] for g in groups if g.startswith("cudnn:")]  # dtypes whose cuDNN test has a group of its own
     if group.startswith("cudnn:"):
         dtypes = [d for d in dtypes if str(d).replace("torch.", "") == group.split(":", 1)[1]]
     gen = torch.Generator().manual_seed(1234)
     cpu32 = [torch.randn(SHAPE, generator=gen) for _ in range(4)]
     inputs32 = [t.to(device) for t in cpu32[:3]]
     grad_out32 = cpu32[3].to(device)
+    torch.cuda.synchronize()
+    phases["cuda_init_s"] = round(time.perf_counter() - started, 3)
+    mark = time.perf_counter()
     # float64 reference on the CPU (36 ms; on the GPU it would load cuBLAS into every group)
     q64, k64, v64 = (t.double().requires_grad_(True) for t in cpu32[:3])
     out64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
     out64.backward(cpu32[3].double())
     ref = (out64.detach().to(device), tuple(g.to(device) for g in (q64.grad, k64.grad, v64.grad)))
+    phases["reference_s"] = round(time.perf_counter() - mark, 3)
 
     def sdpa_call(make_ctx):
         def call(q, k, v):
@@ -318,7 +330,9 @@ def run_smoke_group(group, index=0):
         return call
 
     sdpa = _sdpa_backends(torch)
-    libraries = sorted(_library_backends().items())
+    mark = time.perf_counter()
+    libraries = sorted(_library_backends().items()) if group == "main" else []
+    phases["library_imports_s"] = round(time.perf_counter() - mark, 3)
     for dtype in dtypes:
         name_of = str(dtype).replace("torch.", "")
         if group == "main":
@@ -327,11 +341,14 @@ def run_smoke_group(group, index=0):
         else:
             backends = [("sdpa-cudnn", sdpa_call(sdpa["sdpa-cudnn"]))] if "sdpa-cudnn" in sdpa else []
         if group == "main":
+            mark = time.perf_counter()
             q, k, v = (t.to(dtype) for t in inputs32)
             out["choices"].append({"dtype": name_of, "head_dim": SHAPE[-1], "backend": _choice(torch, q, k, v), "refused": _refusals(torch, q)})
+            phases["choice_" + name_of + "_s"] = round(time.perf_counter() - mark, 3)
         for name, call in backends:
             if isinstance(call, BaseException):
                 out["results"].append({"backend": name, "dtype": name_of, "status": "unavailable", "error": ("%s: %s" % (type(call).__name__, call))[:300]})
                 continue
             out["results"].append(smoke_one(torch, name, call, dtype, ref, inputs32, grad_out32))
+    phases["total_s"] = round(time.perf_counter() - started, 3)
     return out

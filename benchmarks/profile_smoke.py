@@ -1,0 +1,147 @@
+"""Where `check`'s time goes on a GPU node: the smoke groups phase by phase, cuDNN's first-call
+cost, and concurrent CUDA start-up. A diagnosis aid for bench_check.py's GPU figure.
+
+    python benchmarks/profile_smoke.py [--python PATH] [--repeat 2]
+
+Every experiment runs in fresh processes of the target interpreter (what `check` pays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+# One torch probe (child.collect_torch) as `check` starts it, with the smoke split given.
+SPLIT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, %(root)r)
+from attn_doctor.probes import child
+import torch
+t_import = time.perf_counter() - t0
+groups = json.loads(sys.argv[1])
+gpu = {"script": %(script)r, "smoke": bool(groups), "capability": "%%d.%%d" %% (9, 0), "index": 0}
+if groups:
+    gpu["groups"] = groups
+modules = json.loads(sys.argv[2])
+t1 = time.perf_counter()
+out = child.collect_torch(modules, None, gpu)
+report = {"import_s": round(t_import, 3), "forks_s": round(time.perf_counter() - t1, 3),
+          "imports": {m: r.get("duration_s") for m, r in out["imports"].items()},
+          "cuda_s": out["cuda"].get("duration_s"), "groups": {}}
+for name, g in (out.get("smoke") or {}).items():
+    report["groups"][name] = {"duration_s": g.get("duration_s"), "phases": g.get("phases"),
+        "backends": {r["dtype"][:4] + ":" + r["backend"]: r.get("total_ms") for r in g.get("results", [])}}
+print(json.dumps(report))
+"""
+
+# cuDNN attention's first calls, forward and backward apart, per dtype, in one fresh fork.
+CUDNN = r"""
+import json, os, time
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+F = torch.nn.functional
+res = {}
+t = time.perf_counter(); torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+res["cuda_init_s"] = round(time.perf_counter() - t, 3)
+for shape in ((2, 4, 256, 128), (1, 2, 64, 64)):
+    for dtype in (torch.bfloat16, torch.float16):
+        q, k, v = (torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+        key = "%s %s" % (str(dtype)[6:], "x".join(map(str, shape)))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            for label in ("fwd1", "fwd2", "fwd+bwd1", "fwd+bwd2"):
+                t = time.perf_counter()
+                if label.startswith("fwd+bwd"):
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+                else:
+                    with torch.no_grad():
+                        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                torch.cuda.synchronize()
+                res[key + " " + label] = round(time.perf_counter() - t, 3)
+print(json.dumps(res))
+"""
+
+# n forks of one torch process initialising CUDA at once, each also running one cuDNN bf16 call.
+CONCURRENT = r"""
+import json, os, sys, time
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+def job(cudnn):
+    s = time.perf_counter(); torch.cuda.init(); x = torch.ones(4, device="cuda"); torch.cuda.synchronize()
+    init = time.perf_counter() - s
+    if cudnn:
+        q = torch.randn(2, 4, 256, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+        torch.cuda.synchronize()
+    return [round(init, 3), round(time.perf_counter() - s, 3)]
+out = {}
+for cudnn in (False, True):
+    for n in (1, 2, 3, 4):
+        r, w = os.pipe(); pids = []
+        s = time.perf_counter()
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:
+                os.write(w, (json.dumps(job(cudnn)) + "\n").encode()); os._exit(0)
+            pids.append(pid)
+        for p in pids:
+            os.waitpid(p, 0)
+        os.close(w)
+        data = [json.loads(x) for x in os.read(r, 100000).decode().split("\n") if x]
+        out["%s x%d" % ("init+cudnn" if cudnn else "init", n)] = {"per_fork": data, "wall": round(time.perf_counter() - s, 3)}
+print(json.dumps(out))
+"""
+
+
+def run_py(python: str, code: str, *args: str) -> dict:
+    proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, env=ENV, check=False)
+    if proc.returncode:
+        return {"error": proc.stderr.strip().splitlines()[-1:] or ["exit %d" % proc.returncode]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def wall(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, check=False)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--only", default="ref,split,cudnn,concurrent")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    script = str(ROOT / "attn_doctor" / "probes" / "gpu_child.py")
+    if "ref" in only:
+        init = "import torch; torch.cuda.init()"
+        times = [wall([args.python, "-W", "ignore", "-c", init]) for _ in range(args.repeat + 1)][1:]
+        print(f"import torch + CUDA init: median {statistics.median(times):.3f} s {[round(t, 3) for t in times]}", flush=True)
+    if "split" in only:
+        code = SPLIT % {"root": str(ROOT), "script": script}
+        from attn_doctor.probes.child import IMPORT_TARGETS
+
+        for modules in ([], list(IMPORT_TARGETS)):
+            for groups in ([], ["main"], ["main", "cudnn:bfloat16"], ["main", "cudnn:bfloat16", "cudnn:float16"]):
+                for _ in range(args.repeat):
+                    rep = run_py(args.python, code, json.dumps(groups), json.dumps(modules))
+                    print(f"split {groups} imports={bool(modules)}: {json.dumps(rep)}", flush=True)
+    if "cudnn" in only:
+        print("cudnn first calls:", json.dumps(run_py(args.python, CUDNN)), flush=True)
+    if "concurrent" in only:
+        print("concurrent forks:", json.dumps(run_py(args.python, CONCURRENT)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
