@@ -44,7 +44,7 @@ def main() -> None:
     q64, k64, v64 = (t.double().requires_grad_(True) for t in inputs32)
     with gpu_child._sdpa_backends(torch)["sdpa-math"]():
         out64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
-    out64.backward(grad32.double())
+    gpu_child.backward(out64, grad32.double())
     ref = (out64.detach(), (q64.grad, k64.grad, v64.grad))
 
     def sdpa_call(make_ctx):
@@ -65,7 +65,7 @@ def main() -> None:
 
             def bare():
                 q.grad = k.grad = v.grad = None
-                call(q, k, v).backward(g)
+                gpu_child.backward(call(q, k, v), g)
 
             try:
                 bare()  # warm-up: lazy module loading, cuDNN plans

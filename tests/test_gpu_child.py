@@ -88,3 +88,32 @@ def test_wrong_numbers_become_a_finding():
     assert facts.smoke.status == "ok" and [r.backend for r in facts.smoke.results] == ["sdpa-flash", "xformers"]
     result = evaluate_rule(load_recipes().get("AD701"), facts)
     assert result.status == "error" and result.message.startswith("xformers in bfloat16: relative error 0.5")
+
+
+def test_smoke_backward_is_exact_and_imports_nothing_heavy():
+    # backward(out, g) replaces out.backward(g), which imports sympy (0.5 s) in every smoke fork.
+    code = textwrap.dedent("""
+        import json, sys, torch
+        from attn_doctor.probes.gpu_child import backward
+        gen = torch.Generator().manual_seed(0)
+        x = [torch.randn(2, 4, 64, 32, generator=gen) for _ in range(4)]
+        dtypes = (torch.float64, torch.float16, torch.bfloat16)
+        mine = {}
+        for dtype in dtypes:
+            q, k, v = (t.to(dtype).requires_grad_(True) for t in x[:3])
+            backward(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True), x[3].to(dtype))
+            mine[dtype] = [t.grad for t in (q, k, v)]
+        out = {"sympy": "sympy" in sys.modules}
+        for dtype in dtypes:  # the reference: torch's own backward with a gradient tensor
+            q, k, v = (t.to(dtype).requires_grad_(True) for t in x[:3])
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(x[3].to(dtype))
+            out[str(dtype)] = all(torch.equal(a, t.grad) for a, t in zip(mine[dtype], (q, k, v)))
+        print(json.dumps(out))
+    """)
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    # bit-identical gradients to torch's own backward(g), and sympy never imported by ours
+    assert result == {"sympy": False, "torch.float64": True, "torch.float16": True, "torch.bfloat16": True}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU evidence in one go, on a node with an NVIDIA GPU and the environment to diagnose:
+#
+#     benchmarks/gpu_evidence.sh OUTDIR [PYTHON]
+#
+# OUTDIR receives: machine.txt (GPU, driver, torch), gpu-suite.txt (`pytest -m gpu`, every test
+# that needs a GPU), facts.json (the facts the suite probed: a recorded fixture for the CPU tests),
+# check.txt / check.json (`attn-doctor check -v` and its JSON report), bench_check.txt (check's
+# wall time against `import torch; torch.cuda.init()` in the same run), bench_smoke.txt (each
+# smoke test against a bare call of its backend) and profile.txt (where the smoke groups' time
+# goes). PYTHON (default python3) must have torch and attn-doctor's dependencies importable.
+set -uo pipefail
+out=${1:?usage: benchmarks/gpu_evidence.sh OUTDIR [PYTHON]}
+py=${2:-python3}
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+
+{
+    nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
+    "$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+    nproc
+} >"$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+echo "== GPU suite"
+ATTN_DOCTOR_GPU_FACTS_OUT="$out/facts.json" "$py" -m pytest -m gpu -v -p no:cacheprovider tests >"$out/gpu-suite.txt" 2>&1
+echo "pytest exit $?"
+tail -n 15 "$out/gpu-suite.txt"
+
+echo "== check"
+"$py" -m attn_doctor check -v >"$out/check.txt" 2>&1
+echo "check exit $?"
+"$py" -m attn_doctor check --json --output "$out/check.json" >/dev/null 2>&1
+tail -n 4 "$out/check.txt"
+
+echo "== bench_check"
+"$py" benchmarks/bench_check.py --repeat "${REPEAT:-5}" --python "$py" 2>&1 | tee "$out/bench_check.txt"
+echo "== bench_smoke"
+"$py" benchmarks/bench_smoke.py 2>&1 | tee "$out/bench_smoke.txt"
+echo "== profile_smoke"
+"$py" benchmarks/profile_smoke.py --python "$py" --repeat 1 >"$out/profile.txt" 2>&1
+tail -n 3 "$out/profile.txt"
