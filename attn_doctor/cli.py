@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 from enum import Enum
@@ -72,6 +73,13 @@ def _validate_python(python: Optional[str]) -> Optional[str]:
     if python is None:
         return None
     path = Path(python).expanduser()
+    if os.sep not in python and not path.exists():
+        # A bare name (`--python python3.11`), as a shell would find it on PATH. The PATH entry is
+        # kept as found, not resolved: a venv's bin/python is a symlink, yet its own environment.
+        found = shutil.which(python)
+        if found is None:
+            raise UsageError(f"--python {python}: no such file, and no {python} on PATH")
+        path = Path(found)
     if path.is_dir():
         # Accept a venv folder: /path/to/venv -> /path/to/venv/bin/python
         for candidate in (path / "bin" / "python", path / "Scripts" / "python.exe"):
@@ -110,7 +118,7 @@ def _output_path(template: str) -> Path:
 def check(
     quick: bool = typer.Option(False, "--quick", "-q", help="Do not import torch: metadata, OS and GPUs only (well under a second)."),
     python: Optional[str] = typer.Option(
-        None, "--python", "-p", metavar="PATH", help="Diagnose this interpreter (or venv folder) instead of the current one."
+        None, "--python", "-p", metavar="PATH", help="Diagnose this interpreter (a path, a venv folder, or a name on PATH such as python3.11) instead of the current one."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (schema attn-doctor/report v1). Never changes the exit code."),
     output: Optional[str] = typer.Option(

@@ -140,6 +140,20 @@ def test_bad_input_python_not_an_interpreter(tmp_path):
     text.chmod(0o755)
     _one_line_error(run("check", "--python", str(text)), str(text), "not a working Python interpreter")
     _one_line_error(run("check", "--python", str(tmp_path / "missing")), "no such file")
+    _one_line_error(run("check", "--python", "no-such-python-anywhere"), "no such file, and no no-such-python-anywhere on PATH")
+
+
+def test_python_given_by_name_is_found_on_path(tmp_path):
+    import os
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "trainpython").symlink_to(sys.executable)
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = run("check", "--quick", "--json", "--python", "trainpython", env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    # the PATH entry itself, not the interpreter its symlink leads to
+    assert json.loads(proc.stdout)["facts"]["platform"]["python_executable"] == str(bindir / "trainpython")
 
 
 @pytest.mark.parametrize(
