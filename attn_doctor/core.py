@@ -88,10 +88,15 @@ def run_check(
             facts.configs = _probe_configs(configs)
         return diagnose(facts, recipes, fail_on, source="facts-file")
     from .probes import collect_facts
+    from .probes.configs import attention_shapes
 
-    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample, smoke=smoke, use_cache=use_cache, sample_wait=sample_wait, gpu_index=gpu_index)
-    if configs:
-        facts.configs = _probe_configs(configs)
+    # Configs first (file reads): a usage error before any probing, and the model's head dim and
+    # dtype for the smoke probe's question "which kernel will these inputs get?".
+    config_files = _probe_configs(configs) if configs else []
+    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample, smoke=smoke,
+                          use_cache=use_cache, sample_wait=sample_wait, gpu_index=gpu_index,
+                          shapes=attention_shapes(config_files))
+    facts.configs = config_files
     return diagnose(facts, recipes, fail_on)
 
 

@@ -172,6 +172,7 @@ class SdpaChoice(Struct):
     head_dim: int
     backend: str  # what SDPA's default dispatch picks: flash_attention, efficient_attention, cudnn_attention, math
     refused: dict[str, list[str]] = {}  # fused backends torch would not use, with its reasons
+    source: Optional[str] = None  # the --config file this head dim and dtype came from (None: the smoke shape)
 
 
 class Smoke(Struct):

@@ -39,7 +39,7 @@ def cuda_facts():
 def smoke_groups(capability):
     return ["main", "cudnn:float16", "cudnn:bfloat16"]
 
-def run_smoke_group(group, index=0, groups=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None):
     if group == "cudnn:bfloat16":
         os.kill(os.getpid(), signal.SIGSEGV)   # a kernel that takes its process down
     if group == "cudnn:float16":

@@ -68,12 +68,15 @@ def collect_facts(
     use_cache: bool = True,
     sample_wait: float = 0.0,
     gpu_index: int = 0,
+    shapes: Optional[list[dict]] = None,
 ) -> Facts:
     """Probe this machine and the target interpreter. Never raises for a broken environment.
 
     sample_wait > 0: do not run the sample forward pass; wait up to that many seconds for another
     process on this host (local rank 0 of a distributed check) to put its verdict in the cache.
     gpu_index: the GPU the smoke tests run on (a distributed rank tests its own: LOCAL_RANK).
+    shapes: the user's attention inputs ({"head_dim", "dtype", "source"}, from --config): the smoke
+    probe asks SDPA's dispatch which kernel each gets, and why it refuses the others.
     """
     python = python or sys.executable
     facts = Facts(quick=quick)
@@ -118,7 +121,7 @@ def collect_facts(
                 args += ["--sample", json.dumps({**config, "path": sample_dir})]
         if gpu is not None and gpu.devices:
             # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
-            gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu), "index": gpu_index}
+            gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu), "index": gpu_index, "shapes": shapes or []}
             args += ["--gpu", json.dumps(gpu_config)]
         _start(children, probes, "torch", python, args)
 

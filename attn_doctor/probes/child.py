@@ -403,7 +403,8 @@ def collect_torch(modules, sample=None, gpu=None):
             if gpu.get("smoke"):
                 groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability") or "8.0")
                 index = int(gpu.get("index") or 0)
-                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups)) for g in groups]
+                shapes = gpu.get("shapes") or []
+                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes)) for g in groups]
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)

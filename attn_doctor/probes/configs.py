@@ -3,9 +3,12 @@
 Kinds, detected from the keys (not the file name, which users choose freely):
 
 - ``llamafactory``: a LLaMA-Factory training YAML (or JSON): ``model_name_or_path``, ``stage``,
-  ``finetuning_type``, ``flash_attn``...; settings ``flash_attn``, ``bf16``, ``fp16``, ``pure_bf16``.
+  ``finetuning_type``, ``flash_attn``...; settings ``flash_attn``, ``bf16``, ``fp16``, ``pure_bf16``,
+  and ``head_dim`` / ``model_config`` when ``model_name_or_path`` is a local folder with a config.json.
 - ``transformers``: a model's ``config.json`` (``model_type`` / ``architectures``); settings
-  ``torch_dtype``, ``dtype`` (transformers >= 4.56 writes ``dtype``), ``attn_implementation``.
+  ``torch_dtype``, ``dtype`` (transformers >= 4.56 writes ``dtype``), ``attn_implementation``,
+  and ``head_dim`` (its own key, else ``hidden_size / num_attention_heads``; ``text_config``'s for
+  multimodal models).
 - ``accelerate``: an ``accelerate config`` YAML (``compute_environment``, ``distributed_type``);
   setting ``mixed_precision``.
 - ``deepspeed``: a DeepSpeed JSON (``zero_optimization``, ``train_batch_size``, ``bf16``/``fp16``
@@ -93,12 +96,52 @@ def detect_kind(doc: dict) -> str:
     return "unknown"
 
 
-def settings_of(kind: str, doc: dict) -> dict[str, Any]:
+def head_dim_of(doc: dict) -> Optional[int]:
+    """A transformers config's attention head dimension, as its modeling code computes it."""
+    value = doc.get("head_dim")
+    if _positive_int(value):
+        return value
+    hidden, heads = doc.get("hidden_size"), doc.get("num_attention_heads")
+    if _positive_int(hidden) and _positive_int(heads) and hidden % heads == 0:
+        return hidden // heads
+    text = doc.get("text_config")  # multimodal models (Llava, Gemma 3...): the language model's attention
+    return head_dim_of(text) if isinstance(text, dict) else None
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def local_model_config(model: Any, base: Path) -> Optional[Path]:
+    """The config.json of a `model_name_or_path` that is a local folder (relative paths: to the
+    working folder, as LLaMA-Factory resolves them, else to the YAML's folder); None for a Hub id."""
+    if not isinstance(model, str) or not model.strip():
+        return None
+    path = Path(model).expanduser()
+    for folder in ([path] if path.is_absolute() else [Path.cwd() / path, base / path]):
+        if (folder / "config.json").is_file():
+            return folder / "config.json"
+    return None
+
+
+def settings_of(kind: str, doc: dict, base: Optional[Path] = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if kind == "llamafactory":
         out = {k: doc[k] for k in LLAMAFACTORY_KEYS if k in doc}
+        model_config = local_model_config(doc.get("model_name_or_path"), base or Path.cwd())
+        if model_config is not None:
+            try:
+                model_doc = load_document(model_config)
+            except ConfigReadError:
+                model_doc = None
+            head_dim = head_dim_of(model_doc) if isinstance(model_doc, dict) else None
+            if head_dim:
+                out.update(head_dim=head_dim, model_config=os.path.abspath(model_config))
     elif kind == "transformers":
         out = {k.lstrip("_"): doc[k] for k in TRANSFORMERS_KEYS if k in doc and doc[k] is not None}
+        head_dim = head_dim_of(doc)
+        if head_dim:
+            out["head_dim"] = head_dim
     elif kind == "accelerate":
         out = {k: doc[k] for k in ACCELERATE_KEYS if k in doc}
     elif kind == "deepspeed":
@@ -128,8 +171,30 @@ def probe_config(path: str) -> ConfigFile:
     if not isinstance(doc, dict):
         return ConfigFile(path=absolute, status="error", error="not a mapping of settings (expected key: value pairs)")
     kind = detect_kind(doc)
-    return ConfigFile(path=absolute, kind=kind, settings=settings_of(kind, doc))
+    return ConfigFile(path=absolute, kind=kind, settings=settings_of(kind, doc, Path(absolute).parent))
 
 
 def probe_configs(paths: Optional[list[str]]) -> list[ConfigFile]:
     return [probe_config(p) for p in (paths or [])]
+
+
+def attention_shapes(configs: list[ConfigFile]) -> list[dict[str, Any]]:
+    """The attention inputs the given configs will feed the kernel: [{"head_dim", "dtype",
+    "source"}], dtype "bfloat16" / "float16", or None where the config does not pin a half
+    precision (an fp32 checkpoint trained under autocast: each native dtype is asked about)."""
+    shapes: list[dict[str, Any]] = []
+    for config in configs:
+        settings = config.settings
+        head_dim = settings.get("head_dim")
+        if config.status != "ok" or not _positive_int(head_dim):
+            continue
+        if config.kind == "llamafactory":
+            bf16 = settings.get("bf16") is True or settings.get("pure_bf16") is True
+            dtype = "bfloat16" if bf16 else "float16" if settings.get("fp16") is True else None
+        else:
+            declared = str(settings.get("dtype") or settings.get("torch_dtype") or "").replace("torch.", "")
+            dtype = declared if declared in ("bfloat16", "float16") else None
+        shape = {"head_dim": head_dim, "dtype": dtype, "source": os.path.basename(config.path)}
+        if all((s["head_dim"], s["dtype"]) != (head_dim, dtype) for s in shapes):
+            shapes.append(shape)
+    return shapes

@@ -293,11 +293,25 @@ def smoke_groups(capability):
     return ["main"] + (["cudnn:bfloat16"] if major >= 8 else [])
 
 
-def run_smoke_group(group, index=0, groups=None):
+def _shape_choices(torch, shape, dtypes, device):
+    """SDPA's pick for the user's head dim and dtype (a --config's), with its reasons against the
+    other fused kernels: no kernel runs, torch's dispatch is only asked."""
+    native = {str(d).replace("torch.", ""): d for d in dtypes}
+    wanted = [shape["dtype"]] if shape.get("dtype") in native else list(native)
+    out = []
+    for name in wanted:
+        q = torch.zeros(SHAPE[:-1] + (int(shape["head_dim"]),), dtype=native[name], device=device)
+        out.append({"dtype": name, "head_dim": int(shape["head_dim"]), "backend": _choice(torch, q, q, q),
+                    "refused": _refusals(torch, q), "source": shape.get("source")})
+    return out
+
+
+def run_smoke_group(group, index=0, groups=None, shapes=None):
     """One group of smoke tests on GPU `index`, in this process: {"choices": [...], "results": [...]}.
 
     `groups` is the whole split (smoke_groups' answer): "main" runs everything that no
-    "cudnn:<dtype>" group of it takes. `phases` says where the group's time went.
+    "cudnn:<dtype>" group of it takes. `shapes` ({"head_dim", "dtype", "source"}: the user's
+    model) get SDPA's choice too, in "main". `phases` says where the group's time went.
     """
     started = time.perf_counter()
     phases = {}
@@ -360,5 +374,10 @@ def run_smoke_group(group, index=0, groups=None):
                 out["results"].append({"backend": name, "dtype": name_of, "status": "unavailable", "error": ("%s: %s" % (type(call).__name__, call))[:300]})
                 continue
             out["results"].append(smoke_one(torch, name, call, dtype, ref, inputs32, grad_out32))
+    if group == "main" and shapes:
+        mark = time.perf_counter()
+        for shape in shapes:
+            out["choices"] += _shape_choices(torch, shape, dtypes, device)
+        phases["choice_shapes_s"] = round(time.perf_counter() - mark, 3)
     phases["total_s"] = round(time.perf_counter() - started, 3)
     return out

@@ -259,12 +259,25 @@ def _smoke(facts: Facts) -> Optional[str]:
             mark = {"ok": "✓", "refused": "declined", "wrong": "✗ wrong", "error": "✗"}.get(r.status, r.status)
             timing = f" {r.kernel_ms:.2f} ms" if r.status == "ok" and r.kernel_ms is not None else ""
             marks.append(f"{r.backend} {mark}{timing}")
-        choice = next((c for c in smoke.choices if c.dtype == dtype), None)
+        choice = next((c for c in smoke.choices if c.dtype == dtype and c.source is None), None)
         picked = f"; SDPA picks {_SHORT.get(choice.backend, choice.backend)}" if choice else ""
         parts.append(f"{dtype} (head dim {smoke.results[0].head_dim}): " + ", ".join(marks) + picked)
     if smoke.status == "failed":
         parts.append(f"stopped: {smoke.error}")
-    return "smoke " + " | ".join(parts)
+    return "\n    ".join(["smoke " + " | ".join(parts), *_model_choices(smoke)])
+
+
+_REFUSED = {"flash": "flash", "mem_efficient": "mem-efficient", "cudnn": "cuDNN"}
+
+
+def _model_choices(smoke) -> list[str]:
+    """`your model (config.json: bfloat16, head dim 256): SDPA picks flash (cuDNN refused: ...)`"""
+    lines = []
+    for c in (c for c in smoke.choices if c.source):
+        refused = "; ".join(f"{_REFUSED.get(k, k)} refused: {v[0]}" for k, v in c.refused.items() if v)
+        picked = _SHORT.get(c.backend, c.backend)
+        lines.append(f"your model ({c.source}: {c.dtype}, head dim {c.head_dim}): SDPA picks {picked}" + (f" ({refused})" if refused else ""))
+    return lines
 
 
 def _kernels(facts: Facts) -> str:

@@ -305,9 +305,10 @@ def sdpa_default_math(facts: Facts, data: dict) -> Optional[dict]:
     slow = [c for c in facts.smoke.choices if c.backend == "math"]
     if not slow:
         return None
-    choice = slow[0]
+    choice = next((c for c in slow if c.source), slow[0])  # the user's model first
     reasons = "; ".join(f"{k}: {v[0]}" for k, v in choice.refused.items() if v) or "no reason given"
-    return {"dtype": choice.dtype, "head_dim": choice.head_dim, "reasons": reasons[:600]}
+    where = f" (your model, {choice.source})" if choice.source else ""
+    return {"dtype": choice.dtype, "head_dim": choice.head_dim, "where": where, "reasons": reasons[:600]}
 
 
 # ---------------------------------------------------------------- training configs (--config)
