@@ -37,6 +37,18 @@ def facts_loader():
     return load_facts
 
 
+@pytest.fixture(scope="session")
+def x_transformers_installs(tmp_path_factory):
+    """(root, {version: folder}) for x-transformers 1.30.1 and 1.30.2 (tests/helpers/x_transformers.py)."""
+    from helpers import x_transformers
+
+    root = tmp_path_factory.mktemp("xt")
+    try:
+        return root, x_transformers.install(root)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory):
     """The sample forward pass caches its verdict; tests must not read or fill the user's cache."""

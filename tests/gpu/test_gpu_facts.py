@@ -83,3 +83,28 @@ def test_check_on_this_gpu_end_to_end(tmp_path):
     name = torch.cuda.get_device_name(0)
     assert name in human.stdout and "bf16 native" in human.stdout
     assert "SDPA picks" in human.stdout
+
+
+def test_check_tells_the_fast_path_of_the_models_head_dim(tmp_path):
+    # A model with head dim 512 in bf16: over the flash kernel's 256. The report must say which
+    # kernel SDPA's dispatch gives it on this GPU and quote torch's reason for refusing flash.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "head_dim": 512, "hidden_size": 4096,
+                                  "num_attention_heads": 8, "torch_dtype": "bfloat16"}))
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "attn_doctor", "check", "--no-sample", "--json", "--output", str(out), "--config", str(config)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    choices = json.loads(out.read_text())["facts"]["smoke"]["choices"]
+    mine = [c for c in choices if c.get("source") == "config.json"]
+    assert [(c["dtype"], c["head_dim"]) for c in mine] == [("bfloat16", 512)]
+    assert mine[0]["backend"] != "flash_attention"
+    assert any("less than or equal to 256" in reason for reason in mine[0]["refused"]["flash"])
+    from torch.nn.attention import SDPBackend
+
+    q = torch.zeros(2, 4, 256, 512, dtype=torch.bfloat16, device="cuda")
+    assert mine[0]["backend"] == SDPBackend(torch._fused_sdp_choice(q, q, q, None, 0.0, True)).name.lower()
+    human = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--from-report", str(out)], capture_output=True, text=True)
+    assert "your model (config.json: bfloat16, head dim 512): SDPA picks" in human.stdout

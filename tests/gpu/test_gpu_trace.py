@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from attn_doctor.trace import policy
 from attn_doctor.trace.api import trace
 
-from .conftest import marker_line, toy_target
+from .conftest import toy_target
 
 HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -20,30 +20,52 @@ def _autocasts():
     return ["fp16"] + (["bf16"] if major >= 8 else [])
 
 
-@pytest.mark.parametrize("autocast", _autocasts())
-def test_var_pattern_under_real_cuda_autocast(autocast):
-    r = trace(toy_target("var_toy.py", "build_fp32"), autocast=autocast, device="cuda")
-    f = [x for x in r["findings"] if x["id"] == "AD601"][0]
-    assert f["kernel_message"] == "FlashAttention only support fp16 and bf16 data type"
-    assert f["sink"]["line"] == marker_line("var_toy.py", "SINK")
-    lines = {(e["line"], e["op"]) for e in f["chain"]}
-    assert (marker_line("var_toy.py", "PROMOTE-Q"), "F.normalize") in lines
-    assert (marker_line("var_toy.py", "PROMOTE-K"), "F.normalize") in lines
+def _real_error(toy, factory, autocast=None):
+    """Run the toy for real on the GPU (no tracer): the first line of what it raises, or None."""
+    import contextlib
+    import importlib.util
+    import os
+
+    from .conftest import TOYS
+
+    spec = importlib.util.spec_from_file_location("real_" + toy[:-3], os.path.join(TOYS, toy))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, inputs = getattr(module, factory)()
+    model, inputs = model.cuda(), inputs.cuda()
+    ctx = torch.autocast("cuda", dtype=HALF[autocast]) if autocast else contextlib.nullcontext()
+    try:
+        with ctx, torch.no_grad():
+            model(inputs)
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        return str(exc).splitlines()[0]
+    return None
 
 
-@pytest.mark.parametrize("autocast", _autocasts())
-def test_rwkv7_pattern_under_real_cuda_autocast(autocast):
-    r = trace(toy_target("rwkv7_toy.py", "build_flash"), autocast=autocast, device="cuda")
-    f = [x for x in r["findings"] if x["id"] == "AD601"][0]
-    assert f["kernel_message"] == "query and key must have the same dtype"
-    (entry,) = f["chain"]
-    assert entry["op"] == "Tensor.addcmul" and entry["line"] == marker_line("rwkv7_toy.py", "PROMOTE")
+@pytest.mark.parametrize("toy,factory", [
+    ("rotary_toy.py", "build_bf16"), ("rotary_toy.py", "build_fp16"),
+    ("rwkv7_toy.py", "build_sdpa_bf16"), ("rwkv7_toy.py", "build_sdpa_fp16"),
+])
+def test_traced_kernel_message_is_the_error_the_gpu_raises(toy, factory):
+    # The tracer's prediction, word for word, against the real run of the same model on this GPU.
+    real = _real_error(toy, factory)
+    assert real is not None and real.startswith("Expected query, key, and value to have the same dtype")
+    r = trace(toy_target(toy, factory), device="cuda")
+    (finding,) = [f for f in r["findings"] if f["id"] == "AD601"]
+    assert finding["kernel_message"] == real
 
 
-def test_healthy_model_is_clean_on_cuda():
-    for autocast in _autocasts():
-        r = trace(toy_target("healthy_toy.py", "build"), autocast=autocast, device="cuda")
-        assert r["findings"] == [], r["findings"]
+@pytest.mark.parametrize("toy,factory,autocast", [
+    ("rotary_toy.py", "build_bf16_fixed", None),   # x-transformers 1.30.2's cast back
+    ("rotary_toy.py", "build_fp32", "bf16"),       # autocast casts SDPA's inputs itself
+    ("norm_toy.py", "build_fp32_sdpa", "bf16"),    # the fp32 LayerNorm output is cast by SDPA's autocast rule
+    ("rwkv7_toy.py", "build_sdpa_bf16_clean", None),
+    ("healthy_toy.py", "build", "bf16"), ("healthy_toy.py", "build", "fp16"),
+])
+def test_what_traces_clean_runs_clean_on_the_gpu(toy, factory, autocast):
+    assert _real_error(toy, factory, autocast) is None
+    assert trace(toy_target(toy, factory), autocast=autocast, device="cuda")["findings"] == []
 
 
 def _sample_inputs(name, dtype):

@@ -7,6 +7,19 @@ TOYS = os.path.join(HERE, "toys")
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 
+def _have_cuda():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+# The same assertions on the GPU, under real CUDA autocast instead of its emulation: part of the
+# GPU suite (`pytest -m gpu`), skipped where there is no GPU.
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not _have_cuda(), reason="needs an NVIDIA GPU with a CUDA build of torch")])
+
+
 def marker_line(toy, marker):
     """Line number of the line ending with ``# MARKER`` in a toy file."""
     with open(os.path.join(TOYS, toy)) as fh:

@@ -1,11 +1,13 @@
-"""The four real patterns, as toy models: the finding names the right file, line and operand."""
+"""The four real patterns, as toy models: the finding names the right file, line and operand.
+On meta and the CPU with CUDA's autocast policy emulated; on a GPU (the `cuda` parameters, in the
+GPU suite) under real CUDA autocast, which is how the emulation stays honest."""
 import os
 
 import pytest
 
-from conftest import TOYS, marker_line, toy_target
+from conftest import CUDA, TOYS, marker_line, toy_target
 
-DEVICES = ["meta", "cpu"]
+DEVICES = ["meta", "cpu", CUDA]
 
 
 def only(report, rule="AD601"):

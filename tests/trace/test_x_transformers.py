@@ -2,39 +2,16 @@
 (lucidrains/x-transformers#254, fixed in e527057). Installed from PyPI into a temp folder; skipped
 when pip cannot fetch it."""
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 pytestmark = pytest.mark.slow
 
-FACTORY = textwrap.dedent("""
-    import torch
-    from x_transformers import TransformerWrapper, Decoder
-
-    def build():
-        model = TransformerWrapper(num_tokens=256, max_seq_len=64,
-                                   attn_layers=Decoder(dim=64, depth=2, heads=4, rotary_xpos=True, attn_flash=True))
-        return model.to(torch.bfloat16), torch.zeros(1, 16, dtype=torch.long)
-    """)
-
 
 @pytest.fixture(scope="module")
-def installs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("xt")
-    dirs = {}
-    for version in ("1.30.1", "1.30.2"):
-        target = root / version
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                               "--no-deps", "--target", str(target), "x-transformers==" + version, "einops"],
-                              capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            pytest.skip("pip could not fetch x-transformers %s: %s" % (version, proc.stderr.strip()[-300:]))
-        dirs[version] = str(target)
-    (root / "xt_factory.py").write_text(FACTORY)
-    return root, dirs
+def installs(x_transformers_installs):
+    return x_transformers_installs
 
 
 def _trace_with(root, site, monkeypatch):
