@@ -152,7 +152,7 @@ class SmokeResult(Struct):
     """One attention backend, one dtype: a tiny causal forward + backward on the GPU against a
     float64 reference."""
 
-    backend: str  # sdpa-flash, sdpa-mem-efficient, sdpa-cudnn, sdpa-math, flash_attn, flash_attn_3, xformers
+    backend: str  # sdpa-flash, sdpa-mem-efficient, sdpa-cudnn, sdpa-math, flash_attn, flash_attn_3, flash_attn_4, xformers
     dtype: str
     status: str  # ok | wrong (numbers off) | refused (the backend declined these inputs) | error | unavailable
     head_dim: Optional[int] = None
@@ -250,6 +250,7 @@ class Facts(Struct):
 MODULE_DISTRIBUTIONS = {
     "flash_attn": ("flash-attn",),
     "flash_attn_interface": ("flash-attn-3",),
+    "flash_attn_4": ("flash-attn-4",),
     "xformers": ("xformers",),
     "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
     "fla": ("flash-linear-attention", "fla-core"),

@@ -55,7 +55,8 @@ def main() -> None:
         return call
 
     backends = [(n, sdpa_call(c)) for n, c in gpu_child._sdpa_backends(torch).items()]
-    backends += [(n, f) for n, f in sorted(gpu_child._library_backends().items()) if not isinstance(f, BaseException)]
+    libraries = gpu_child._library_backends(sorted(gpu_child.LIBRARIES))
+    backends += [(n, f) for n, f in libraries.items() if not isinstance(f, BaseException)]
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, shape {gpu_child.SHAPE} causal")
     print(f"{'backend':20} {'dtype':9} {'bare ms':>8} {'smoke ms':>9} {'ratio':>7}  status")
     for dtype in dtypes:

@@ -135,7 +135,7 @@ def test_sample_forward_survives_a_hanging_library(broken_site):
 @needs_fork
 def test_import_results_cover_every_target(broken_site):
     facts = broken_site["facts"]
-    assert set(facts.imports) == {"flash_attn", "flash_attn_interface", "xformers", "triton", "fla"}
+    assert set(facts.imports) == {"flash_attn", "flash_attn_interface", "flash_attn_4", "xformers", "triton", "fla"}
     # This venv has no triton: not installed is "missing", not an error.
     assert facts.imports["triton"].status == "missing"
     assert facts.imports["triton"].error is None
@@ -375,7 +375,10 @@ def test_fixture_is_consistent(name):
     facts = load_facts(name)
     assert [p.name for p in facts.probes] == ["environment", "gpu", "torch"]
     assert all(p.status == "ok" for p in facts.probes)
-    assert set(facts.imports) == set(child.IMPORT_TARGETS)
+    assert set(facts.imports) <= set(child.IMPORT_TARGETS)
+    for module in set(child.IMPORT_TARGETS) - set(facts.imports):
+        # a real recording made before this import probe existed: there, nothing provided it
+        assert facts.module_installed(module) is False, module
     assert all(key == canonical_name(key) for key in facts.packages)
     assert safe_environment(facts.env) == facts.env  # nothing outside the allow-list, all redacted
     # pip is present exactly when the environment has the pip distribution.
@@ -518,3 +521,26 @@ def test_local_ranks_share_the_sample_forward_verdict(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "empty"))
     alone = collect_facts(smoke=False, sample_wait=1)
     assert alone.dtype_path.status == "skipped" and "local rank 0" in alone.dtype_path.error
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_flash_attn_4_alone_is_not_a_broken_flash_attn_2(tmp_path, monkeypatch, broken):
+    # flash-attn-4 makes flash_attn a namespace package: FlashAttention 2 is not installed, and
+    # must not be reported as failing to import (AD305); FA4 itself is probed as flash_attn.cute.
+    broken_env.install_flash_attn_4_only(tmp_path, broken=broken)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    facts = collect_facts(timeout=60, sample=False)
+    assert facts.imports["flash_attn"].status == "missing"
+    fa4 = facts.imports["flash_attn_4"]
+    from attn_doctor.core import diagnose
+    from attn_doctor.rules.loader import load_recipes
+
+    statuses = {r.rule: r for r in diagnose(facts, load_recipes(None)).results}
+    assert statuses["AD305"].status == "pass"
+    if broken:
+        assert fa4.status == "error" and fa4.error.message == "No module named 'cutlass'"
+        assert statuses["AD309"].status == "error"
+        assert statuses["AD309"].message == "import flash_attn.cute: No module named 'cutlass'"
+    else:
+        assert (fa4.status, fa4.version) == ("ok", "4.0.0b36")  # the distribution's, not its "0.0.0"
+        assert statuses["AD309"].status == "pass"

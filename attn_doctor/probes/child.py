@@ -32,10 +32,12 @@ IMPORT_TIMEOUT_S = float(os.environ.get("ATTN_DOCTOR_IMPORT_TIMEOUT", "60"))
 # import leaves behind must not keep the doctor's pipe open.
 OUT_FD = None
 
-# Modules whose import health is probed: module -> distributions that provide it.
+# Import probes: name (the facts key) -> distributions that provide it. The name is the module,
+# except flash_attn_4: FlashAttention 4 (CuTe DSL) is the subpackage flash_attn.cute.
 IMPORT_TARGETS = {
     "flash_attn": ("flash-attn",),
     "flash_attn_interface": ("flash-attn-3", "flash_attn_3"),
+    "flash_attn_4": ("flash-attn-4",),
     "xformers": ("xformers",),
     "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
     "fla": ("flash-linear-attention", "fla-core"),
@@ -46,6 +48,7 @@ IMPORT_TARGETS = {
 IMPORT_STATEMENTS = {
     "flash_attn": ("flash_attn", "flash_attn.flash_attn_interface"),
     "flash_attn_interface": ("flash_attn_interface",),
+    "flash_attn_4": ("flash_attn.cute",),
     "xformers": ("xformers", "xformers.ops"),
     "triton": ("triton", "triton.language"),
     "fla": ("fla",),
@@ -340,10 +343,14 @@ def import_probe(module):
     def job():
         import importlib
 
-        for statement in IMPORT_STATEMENTS.get(module, (module,)):
+        statements = IMPORT_STATEMENTS.get(module, (module,))
+        for statement in statements:
             importlib.import_module(statement)
-        mod = sys.modules[module]
-        result = {"status": "ok", "version": str(getattr(mod, "__version__", "") or "") or None}
+        mod = sys.modules[statements[0]]
+        version = str(getattr(mod, "__version__", "") or "")
+        if version in ("", "0.0.0"):  # flash_attn.cute says 0.0.0: it asks for a distribution "fa4"
+            version = _distribution_version(IMPORT_TARGETS.get(module, ()))
+        result = {"status": "ok", "version": version or None}
         if module == "flash_attn":
             ext = [name for name in ("flash_attn_2_cuda", "flash_attn_cuda") if name in sys.modules]
             if ext:
@@ -359,13 +366,36 @@ def import_probe(module):
     return guarded
 
 
+def _distribution_version(names):
+    import importlib.metadata
+
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def installed(module):
+    """Whether the import probe `module` has something to import, found without importing it
+    (an import can crash; this runs in the process that forks the probes).
+
+    A bare namespace package does not count: flash-attn-4 installs flash_attn/cute/ only, which
+    makes `flash_attn` a namespace without FlashAttention 2 in it."""
     import importlib.util
 
+    top, _, sub = IMPORT_STATEMENTS.get(module, (module,))[0].partition(".")
     try:
-        return importlib.util.find_spec(module) is not None
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return False
+    if spec is None:
+        return False
+    folders = list(spec.submodule_search_locations or [])
+    if sub:
+        return any(os.path.isfile(os.path.join(folder, *sub.split("."), "__init__.py")) for folder in folders)
+    return spec.origin not in (None, "namespace") or not folders
 
 
 def collect_torch(modules, sample=None, gpu=None):
@@ -401,7 +431,8 @@ def collect_torch(modules, sample=None, gpu=None):
             gpu_module = _load_file_module("attn_doctor_gpu_child", gpu["script"])
             jobs.append(("cuda", gpu_module.cuda_facts))
             if gpu.get("smoke"):
-                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability") or "8.0")
+                libraries = [name for name, probe in gpu_module.LIBRARIES.items() if installed(probe)]
+                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability") or "8.0", libraries)
                 index = int(gpu.get("index") or 0)
                 shapes = gpu.get("shapes") or []
                 jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes)) for g in groups]

@@ -2,7 +2,8 @@
 
 Standard library plus torch (and the attention libraries it tests), Python 3.8+ syntax. child.py's
 torch probe loads this file by path and runs each function in a fork of its own: `cuda_facts`,
-and `run_smoke_group` for each of `smoke_groups(capability)`, in parallel with the import probes.
+and `run_smoke_group` for each of `smoke_groups(capability, libraries)`, in parallel with the
+import probes.
 Every fork initialises CUDA itself; the parent never touches the CUDA runtime (not even
 torch.backends.cudnn.version() or torch.cuda.get_arch_list(), which do, as seen on an H200), or
 its forks could not use CUDA at all. A kernel that segfaults takes down its group only.
@@ -146,40 +147,49 @@ def _sdpa_backends(torch):
     return out
 
 
-def _library_backends():
-    """Attention libraries installed next to torch: name -> fn(q, k, v) on [B, H, S, D] tensors."""
-    out = {}
+# Attention libraries smoke-tested beside SDPA: backend name -> its import probe (child.py).
+LIBRARIES = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "flash_attn_4": "flash_attn_4", "xformers": "xformers"}
+
+
+def _library_call(name):
+    """fn(q, k, v) on [B, H, S, D] tensors for one attention library; raises if it does not import."""
 
     def bshd(t):
         return t.transpose(1, 2)
 
-    try:
+    def first(res):  # FA3 and FA4 return (out, lse)
+        return res[0] if isinstance(res, tuple) else res
+
+    if name == "flash_attn":
         from flash_attn import flash_attn_func
 
-        out["flash_attn"] = lambda q, k, v: bshd(flash_attn_func(bshd(q), bshd(k), bshd(v), causal=True))
-    except BaseException as exc:  # noqa: BLE001 - reported by the import probe; here just not tested
-        out["flash_attn"] = exc
-    try:
+        return lambda q, k, v: bshd(flash_attn_func(bshd(q), bshd(k), bshd(v), causal=True))
+    if name == "flash_attn_3":
         import flash_attn_interface as fa3
 
-        def fa3_call(q, k, v):
-            res = fa3.flash_attn_func(bshd(q), bshd(k), bshd(v), causal=True)
-            return bshd(res[0] if isinstance(res, tuple) else res)
+        return lambda q, k, v: bshd(first(fa3.flash_attn_func(bshd(q), bshd(k), bshd(v), causal=True)))
+    if name == "flash_attn_4":
+        from flash_attn.cute import flash_attn_func as fa4
 
-        out["flash_attn_3"] = fa3_call
-    except BaseException as exc:  # noqa: BLE001
-        out["flash_attn_3"] = exc
-    try:
+        return lambda q, k, v: bshd(first(fa4(bshd(q), bshd(k), bshd(v), causal=True)))
+    if name == "xformers":
         import xformers.ops as xops
 
-        out["xformers"] = lambda q, k, v: bshd(
+        return lambda q, k, v: bshd(
             xops.memory_efficient_attention(bshd(q), bshd(k), bshd(v), attn_bias=xops.LowerTriangularMask())
         )
-    except BaseException as exc:  # noqa: BLE001
-        out["xformers"] = exc
-    # Not installed at all: not a backend of this machine. Installed but broken: tested as unavailable.
-    top = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "xformers": "xformers"}
-    return {k: v for k, v in out.items() if not (isinstance(v, ModuleNotFoundError) and v.name == top[k])}
+    raise ValueError("unknown attention library %r" % name)
+
+
+def _library_backends(names):
+    """name -> fn(q, k, v), or the exception its import raised (tested as unavailable)."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = _library_call(name)
+        except BaseException as exc:  # noqa: BLE001 - the import probe reports it; here just not tested
+            out[name] = exc
+    return out
 
 
 def backward(out, grad_out):
@@ -281,8 +291,13 @@ def _refusals(torch, q):
     return reasons
 
 
-def smoke_groups(capability):
-    """How the smoke tests are split across parallel processes, for a GPU of this capability.
+def smoke_groups(capability, libraries=()):
+    """How the smoke tests are split across parallel processes, for a GPU of this capability and
+    the attention `libraries` installed (names of LIBRARIES).
+
+    Each library gets a process of its own ("lib:<name>"): a kernel that crashes takes down its own
+    test only, and a slow first call (FlashAttention 4 compiles its kernels then) cannot hold up
+    the SDPA tests or run them into the time limit.
 
     cuDNN attention compiles its kernels at the first call: 1.4 s for bf16 and 1.7 s for fp16 on
     an H200, against 0.2 s for every other backend and dtype together. bf16's cuDNN test gets a
@@ -290,7 +305,7 @@ def smoke_groups(capability):
     with one per dtype, concurrent CUDA start-up made each group take 3.4-3.8 s on the H200.
     """
     major = int(str(capability).split(".")[0])
-    return ["main"] + (["cudnn:bfloat16"] if major >= 8 else [])
+    return ["main"] + (["cudnn:bfloat16"] if major >= 8 else []) + ["lib:" + name for name in libraries]
 
 
 def _shape_choices(torch, shape, dtypes, device):
@@ -309,9 +324,10 @@ def _shape_choices(torch, shape, dtypes, device):
 def run_smoke_group(group, index=0, groups=None, shapes=None):
     """One group of smoke tests on GPU `index`, in this process: {"choices": [...], "results": [...]}.
 
-    `groups` is the whole split (smoke_groups' answer): "main" runs everything that no
-    "cudnn:<dtype>" group of it takes. `shapes` ({"head_dim", "dtype", "source"}: the user's
-    model) get SDPA's choice too, in "main". `phases` says where the group's time went.
+    `groups` is the whole split (smoke_groups' answer): "main" runs the SDPA tests that no
+    "cudnn:<dtype>" group of it takes; "lib:<name>" one attention library's. `shapes`
+    ({"head_dim", "dtype", "source"}: the user's model) get SDPA's choice too, in "main".
+    `phases` says where the group's time went.
     """
     started = time.perf_counter()
     phases = {}
@@ -330,8 +346,9 @@ def run_smoke_group(group, index=0, groups=None, shapes=None):
     if groups is None:
         groups = smoke_groups("%d.0" % major)
     apart = [g.split(":", 1)[1] for g in groups if g.startswith("cudnn:")]  # dtypes whose cuDNN test has a group of its own
-    if group.startswith("cudnn:"):
-        dtypes = [d for d in dtypes if str(d).replace("torch.", "") == group.split(":", 1)[1]]
+    kind, _, what = group.partition(":")
+    if kind == "cudnn":
+        dtypes = [d for d in dtypes if str(d).replace("torch.", "") == what]
     gen = torch.Generator().manual_seed(1234)
     cpu32 = [torch.randn(SHAPE, generator=gen) for _ in range(4)]
     inputs32 = [t.to(device) for t in cpu32[:3]]
@@ -355,15 +372,16 @@ def run_smoke_group(group, index=0, groups=None, shapes=None):
 
     sdpa = _sdpa_backends(torch)
     mark = time.perf_counter()
-    libraries = sorted(_library_backends().items()) if group == "main" else []
+    libraries = sorted(_library_backends([what]).items()) if kind == "lib" else []
     phases["library_imports_s"] = round(time.perf_counter() - mark, 3)
     for dtype in dtypes:
         name_of = str(dtype).replace("torch.", "")
-        if group == "main":
+        if kind == "main":
             backends = [(name, sdpa_call(ctx)) for name, ctx in sdpa.items() if name != "sdpa-cudnn" or name_of not in apart]
-            backends += libraries
-        else:
+        elif kind == "cudnn":
             backends = [("sdpa-cudnn", sdpa_call(sdpa["sdpa-cudnn"]))] if "sdpa-cudnn" in sdpa else []
+        else:
+            backends = libraries
         if group == "main":
             mark = time.perf_counter()
             q, k, v = (t.to(dtype) for t in inputs32)

@@ -241,7 +241,7 @@ def _torch(facts: Facts) -> str:
     return escape(", ".join(parts))
 
 
-_KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla")]
+_KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("flash_attn_4", "FA4"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla")]
 
 
 _SHORT = {"flash_attention": "flash", "efficient_attention": "mem-efficient", "cudnn_attention": "cuDNN", "math": "math"}
@@ -293,7 +293,7 @@ def _kernel_imports(facts: Facts) -> str:
         if result is None or result.status == "missing":
             continue
         if result.status == "skipped":
-            dist = {"flash_attn": "flash-attn", "xformers": "xformers", "triton": "triton"}.get(module)
+            dist = {"flash_attn": "flash-attn", "flash_attn_4": "flash-attn-4", "xformers": "xformers", "triton": "triton"}.get(module)
             version = facts.version_of(dist) if dist else None
             if version:
                 parts.append(f"{label} {version} (import not checked)")

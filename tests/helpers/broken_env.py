@@ -155,3 +155,17 @@ def install_noisy_flash_attn_interface(root: Path) -> None:
         encoding="utf-8",
     )
     write_dist_info(root, "flash_attn_3", "3.0.0b1")
+
+
+def install_flash_attn_4_only(root: Path, broken: bool = False) -> None:
+    """FlashAttention 4's layout: flash_attn/cute/ with no flash_attn/__init__.py (a namespace
+    package, as flash-attn-4 installs it), and its dist-info. Its __version__ is the "0.0.0" that
+    the real one reports (it asks for a distribution named "fa4"). `broken`: its CuTe DSL runtime
+    is missing, as when nvidia-cutlass-dsl did not install."""
+    cute = root / "flash_attn" / "cute"
+    cute.mkdir(parents=True, exist_ok=True)
+    (cute / "__init__.py").write_text(
+        ("import cutlass.cute\n" if broken else "") + '__version__ = "0.0.0"\n\ndef flash_attn_func(q, k, v, causal=False):\n    raise NotImplementedError\n',
+        encoding="utf-8",
+    )
+    write_dist_info(root, "flash-attn-4", "4.0.0b36")

@@ -34,9 +34,10 @@ from attn_doctor.facts import (  # noqa: E402
 )
 from attn_doctor.failures import classify  # noqa: E402
 from attn_doctor.redact import safe_environment  # noqa: E402
+from attn_doctor.probes.child import IMPORT_TARGETS  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "facts"
-IMPORT_MODULES = ("flash_attn", "flash_attn_interface", "xformers", "triton", "fla")
+IMPORT_MODULES = tuple(IMPORT_TARGETS)
 FA_RELEASES = "https://github.com/Dao-AILab/flash-attention/releases/download"
 
 # ------------------------------------------------------------------ package sets
