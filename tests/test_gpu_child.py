@@ -30,13 +30,24 @@ def test_real_gpu_script_without_a_gpu():
     assert all(g["status"] == "error" and "not available" in g["error"]["message"] for g in data["smoke"].values())
 
 
+def test_each_installed_library_gets_a_smoke_process_of_its_own(tmp_path, monkeypatch):
+    from helpers import broken_env
+
+    broken_env.install_flash_attn_4_only(tmp_path)  # flash_attn is a bare namespace here: not FA2
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    data = _torch_probe(GPU_CHILD_SCRIPT)
+    assert sorted(data["smoke"]) == ["cudnn:bfloat16", "lib:flash_attn_4", "main"]
+
+
 FAKE = """
 import os, signal, time
 
 def cuda_facts():
     return {"status": "ok", "cuda_available": True, "devices": [{"index": 0, "name": "Fake GPU", "capability": "9.0", "bf16_native": True}]}
 
-def smoke_groups(capability):
+LIBRARIES = {}
+
+def smoke_groups(capability, libraries=()):
     return ["main", "cudnn:float16", "cudnn:bfloat16"]
 
 def run_smoke_group(group, index=0, groups=None, shapes=None):
