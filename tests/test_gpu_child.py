@@ -128,3 +128,29 @@ def test_smoke_backward_is_exact_and_imports_nothing_heavy():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     # bit-identical gradients to torch's own backward(g), and sympy never imported by ours
     assert result == {"sympy": False, "torch.float64": True, "torch.float16": True, "torch.bfloat16": True}
+
+
+def test_refusal_reasons_are_torchs_warnings_from_a_forced_backend(monkeypatch):
+    # On CUDA, SDPA forced to a backend that refuses the inputs warns why (a header line, then the
+    # reason, as printed on an H100 for head dim 512) and raises "No available kernel". The CPU
+    # dispatcher never warns, so that behaviour is reproduced here at the boundary.
+    import warnings
+
+    import torch
+
+    from attn_doctor.probes import gpu_child
+
+    reason = ("Flash attention requires q,k,v to have the same last dimension and to be less than or equal to 256. "
+              "Got Query.size(-1): 512, Key.size(-1): 512, Value.size(-1): 512 instead.")
+
+    def sdpa(q, k, v, is_causal=False):
+        warnings.warn("Flash attention kernel not used because:")
+        warnings.warn(reason)
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", sdpa)
+    q = torch.zeros(1, 2, 16, 512)
+    assert gpu_child._forced_reasons(torch, q, "FLASH_ATTENTION", True) == [reason]
+    usable, reasons = gpu_child.fused_verdicts(torch, q)  # CPU tensors: no fused CUDA kernel is usable
+    assert usable == {"flash": False, "mem_efficient": False, "cudnn": False}
+    assert reasons["flash"] == [reason]

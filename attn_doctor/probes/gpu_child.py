@@ -21,18 +21,68 @@ TOLERANCE = {"float16": 5e-3, "bfloat16": 4e-2}
 TIMED_RUNS = 5
 
 
-def _sdpa_params(torch, q):
+# SDPA's fused backends: key -> (its check in torch.backends.cuda, its SDPBackend member).
+_FUSED = (
+    ("flash", "can_use_flash_attention", "FLASH_ATTENTION"),
+    ("mem_efficient", "can_use_efficient_attention", "EFFICIENT_ATTENTION"),
+    ("cudnn", "can_use_cudnn_attention", "CUDNN_ATTENTION"),
+)
+
+
+def _sdpa_params(torch, q, is_causal):
     cls = torch.backends.cuda.SDPAParams
     try:  # torch >= 2.5: enable_gqa
-        return cls(q, q, q, None, 0.0, False, False)
+        return cls(q, q, q, None, 0.0, is_causal, False)
     except TypeError:
-        return cls(q, q, q, None, 0.0, False)
+        return cls(q, q, q, None, 0.0, is_causal)
+
+
+def fused_verdicts(torch, q, is_causal=True):
+    """Whether SDPA's flash / memory-efficient / cuDNN kernels accept q (as q, k and v), and
+    torch's reasons where one does not: ({key: usable}, {key: [reason, ...]}).
+
+    The reasons come from forcing that backend alone on the same inputs: SDPA raises "No available
+    kernel" before running anything, having warned why, as Python warnings. (can_use_*(params,
+    debug=True) prints them from C++ to stderr, out of reach of the warnings module: an H100 run
+    got no reason at all that way.)"""
+    usable, reasons = {}, {}
+    params = _sdpa_params(torch, q, is_causal)
+    for key, check, member in _FUSED:
+        if not hasattr(torch.backends.cuda, check):
+            continue
+        usable[key] = ok = bool(getattr(torch.backends.cuda, check)(params, False))
+        if not ok:
+            reasons[key] = _forced_reasons(torch, q, member, is_causal) or ["refused (torch gave no reason)"]
+    return usable, reasons
+
+
+def _forced_reasons(torch, q, member, is_causal):
+    import warnings
+
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backend = getattr(SDPBackend, member)
+    except (ImportError, AttributeError):  # torch < 2.3
+        return []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with sdpa_kernel(backend):
+                torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=is_causal)
+        except RuntimeError:
+            pass  # "No available kernel. Aborting execution."
+    lines = []
+    for w in caught:
+        for line in str(w.message).strip().splitlines():
+            line = line.strip()[:300]
+            if line and "kernel not used because" not in line and line not in lines:
+                lines.append(line)
+    return lines[:4]
 
 
 def cuda_facts():
     """CUDA devices, cuDNN and the SDPA backends, as torch sees them."""
-    import warnings
-
     import torch
 
     out = {"status": "ok", "devices": [], "sdpa": {}, "sdpa_reasons": {}}
@@ -95,20 +145,9 @@ def cuda_facts():
         dtype = torch.bfloat16 if out["devices"][0]["bf16_native"] else torch.float16
         try:
             q = torch.zeros(1, 2, 16, 64, dtype=dtype, device="cuda:0")
-            params = _sdpa_params(torch, q)
-            for key, fn in (
-                ("flash_usable", "can_use_flash_attention"),
-                ("mem_efficient_usable", "can_use_efficient_attention"),
-                ("cudnn_usable", "can_use_cudnn_attention"),
-            ):
-                if not hasattr(cuda_mod, fn):
-                    continue
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    ok = bool(getattr(cuda_mod, fn)(params, True))
-                out["sdpa"][key] = ok
-                if not ok:
-                    out["sdpa_reasons"][key] = [str(w.message)[:500] for w in caught][:4]
+            usable, reasons = fused_verdicts(torch, q, is_causal=False)
+            out["sdpa"].update({key + "_usable": ok for key, ok in usable.items()})
+            out["sdpa_reasons"] = {key + "_usable": why for key, why in reasons.items()}
             out["sdpa_probe_dtype"] = str(dtype).replace("torch.", "")
         except Exception as exc:  # noqa: BLE001
             out["sdpa_error"] = str(exc)[:500]
@@ -271,24 +310,8 @@ def _choice(torch, q, k, v):
 
 
 def _refusals(torch, q):
-    """torch's own reasons for not using each fused backend on these inputs."""
-    import warnings
-
-    reasons = {}
-    params = _sdpa_params(torch, q)
-    for key, fn in (
-        ("flash", "can_use_flash_attention"),
-        ("mem_efficient", "can_use_efficient_attention"),
-        ("cudnn", "can_use_cudnn_attention"),
-    ):
-        if not hasattr(torch.backends.cuda, fn):
-            continue
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            ok = bool(getattr(torch.backends.cuda, fn)(params, True))
-        if not ok:
-            reasons[key] = [str(w.message).strip().splitlines()[0][:300] for w in caught][:4] or ["refused"]
-    return reasons
+    """torch's own reasons for not using each fused backend on these (causal) inputs."""
+    return fused_verdicts(torch, q, is_causal=True)[1]
 
 
 def smoke_groups(capability, libraries=()):
