@@ -143,14 +143,19 @@ def test_refusal_reasons_are_torchs_warnings_from_a_forced_backend(monkeypatch):
     reason = ("Flash attention requires q,k,v to have the same last dimension and to be less than or equal to 256. "
               "Got Query.size(-1): 512, Key.size(-1): 512, Value.size(-1): 512 instead.")
 
-    def sdpa(q, k, v, is_causal=False):
+    def sdpa(q, k, v, is_causal=False):  # what torch 2.11 printed on the H100, in its order
+        where = " (Triggered internally at /pytorch/aten/src/ATen/native/transformers/sdp_utils_cpp.h:552.)"
+        warnings.warn("Memory efficient kernel not used because:")
+        warnings.warn("Memory Efficient attention has been runtime disabled." + where)
         warnings.warn("Flash attention kernel not used because:")
-        warnings.warn(reason)
+        warnings.warn(reason + where)
+        warnings.warn("CuDNN attention kernel not used because:")
+        warnings.warn("cuDNN attention has been runtime disabled." + where)
         raise RuntimeError("No available kernel. Aborting execution.")
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", sdpa)
     q = torch.zeros(1, 2, 16, 512)
-    assert gpu_child._forced_reasons(torch, q, "FLASH_ATTENTION", True) == [reason]
+    assert gpu_child._forced_reasons(torch, q, "flash", "FLASH_ATTENTION", True) == [reason]
     usable, reasons = gpu_child.fused_verdicts(torch, q)  # CPU tensors: no fused CUDA kernel is usable
     assert usable == {"flash": False, "mem_efficient": False, "cudnn": False}
     assert reasons["flash"] == [reason]

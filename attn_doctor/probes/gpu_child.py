@@ -52,11 +52,18 @@ def fused_verdicts(torch, q, is_causal=True):
             continue
         usable[key] = ok = bool(getattr(torch.backends.cuda, check)(params, False))
         if not ok:
-            reasons[key] = _forced_reasons(torch, q, member, is_causal) or ["refused (torch gave no reason)"]
+            reasons[key] = _forced_reasons(torch, q, key, member, is_causal) or ["refused (torch gave no reason)"]
     return usable, reasons
 
 
-def _forced_reasons(torch, q, member, is_causal):
+# SDPA's warnings when no kernel is left: a header per backend ("Memory efficient kernel not used
+# because:", "Flash attention ...", "CuDNN attention ..."), each followed by that backend's reasons.
+_HEADERS = (("memory efficient", "mem_efficient"), ("flash attention", "flash"), ("cudnn attention", "cudnn"))
+
+
+def _forced_reasons(torch, q, key, member, is_causal):
+    """The reasons SDPA gives for refusing backend `key`, from a call with it forced alone."""
+    import re
     import warnings
 
     try:
@@ -72,12 +79,15 @@ def _forced_reasons(torch, q, member, is_causal):
                 torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=is_causal)
         except RuntimeError:
             pass  # "No available kernel. Aborting execution."
-    lines = []
+    owner, lines = None, []
     for w in caught:
         for line in str(w.message).strip().splitlines():
-            line = line.strip()[:300]
-            if line and "kernel not used because" not in line and line not in lines:
-                lines.append(line)
+            line = re.sub(r"\s*\(Triggered internally at [^)]*\)\.?$", "", line.strip())
+            low = line.lower()
+            if "kernel not used because" in low:
+                owner = next((k for prefix, k in _HEADERS if low.startswith(prefix)), None)
+            elif line and owner == key and line[:300] not in lines:
+                lines.append(line[:300])
     return lines[:4]
 
 
