@@ -474,7 +474,8 @@ def _h100_packages(installer: str, with_pip: bool) -> dict[str, Package]:
 
 
 def h100() -> Facts:
-    # KNOWLEDGE.md section 2: the H100 as torch 2.11 and NVML saw it.
+    # KNOWLEDGE.md section 2: the H100 as torch 2.11 and NVML saw it. The base of pip-missing.json
+    # only: tests/fixtures/facts/h100.json itself is a real recording, never written here.
     venv = "/home/dev/lab/.venv"
     return Facts(
         platform=platform("3.12.3", f"{venv}/bin/python", True, "h100-01", release="6.8.0-90-generic", libc="2.39"),
@@ -659,7 +660,6 @@ MACHINES = {
     "t4": t4,
     "v100": v100,
     "a100": a100,
-    "h100": h100,
     "rtx4090": rtx4090,
     "rtx5090": rtx5090,
     "flash-attn-undefined-symbol": flash_attn_undefined_symbol,
