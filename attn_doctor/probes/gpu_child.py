@@ -332,10 +332,11 @@ def smoke_groups(capability, libraries=()):
     test only, and a slow first call (FlashAttention 4 compiles its kernels then) cannot hold up
     the SDPA tests or run them into the time limit.
 
-    cuDNN attention compiles its kernels at the first call: 1.4 s for bf16 and 1.7 s for fp16 on
-    an H200, against 0.2 s for every other backend and dtype together. bf16's cuDNN test gets a
-    process of its own; fp16's runs in the main one. More processes cost more than they save:
-    with one per dtype, concurrent CUDA start-up made each group take 3.4-3.8 s on the H200.
+    cuDNN attention builds its plans at the first call: 1.4 s for bf16 and 1.7 s for fp16 on an
+    H200 (0.23-0.25 s on an H100), against 0.2 s for every other backend and dtype together.
+    bf16's cuDNN test gets a process of its own; fp16's runs in the main one. More processes cost
+    more than they save: CUDA start-up grows with each process starting at once (H100: 0.22 s
+    alone, 0.55-0.58 s four at a time).
     """
     major = int(str(capability).split(".")[0])
     return ["main"] + (["cudnn:bfloat16"] if major >= 8 else []) + ["lib:" + name for name in libraries]
