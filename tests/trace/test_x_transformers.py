@@ -9,11 +9,6 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def installs(x_transformers_installs):
-    return x_transformers_installs
-
-
 def _trace_with(root, site, monkeypatch):
     from attn_doctor.trace.launch import run_child
 
@@ -22,8 +17,8 @@ def _trace_with(root, site, monkeypatch):
                      timeout=300, cwd=str(root))
 
 
-def test_x_transformers_1_30_1_rotary_finding(installs, monkeypatch):
-    root, dirs = installs
+def test_x_transformers_1_30_1_rotary_finding(x_transformers_installs, monkeypatch):
+    root, dirs = x_transformers_installs
     r = _trace_with(root, dirs["1.30.1"], monkeypatch)
     assert r["status"] == "ok", r.get("error")
     (f,) = r["findings"]
@@ -39,8 +34,8 @@ def test_x_transformers_1_30_1_rotary_finding(installs, monkeypatch):
     assert f["count"] == 2
 
 
-def test_x_transformers_1_30_2_is_clean(installs, monkeypatch):
-    root, dirs = installs
+def test_x_transformers_1_30_2_is_clean(x_transformers_installs, monkeypatch):
+    root, dirs = x_transformers_installs
     r = _trace_with(root, dirs["1.30.2"], monkeypatch)
     assert r["status"] == "ok", r.get("error")
     assert r["findings"] == [] and r["summary"]["sinks"] == 2
