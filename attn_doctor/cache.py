@@ -1,9 +1,23 @@
-"""A small cache for results that are a pure function of the installed code.
+"""A cache for results that are a pure function of the installed code, computed once per key.
 
 The sample forward pass judges tiny models of the installed attention libraries: its verdict
-depends only on the package set, the Python, the dtype and the GPU capability it is judged for,
-and attn-doctor's own version. Computing it cold means importing those libraries (transformers
-5 alone took 10 s on an H200 node), so a repeated `check` reuses it while nothing changed.
+depends only on the code it imports, the Python, the dtype and the GPU capability it is judged
+for. Computing it cold means importing those libraries (transformers alone took 10 s on an H200
+node), so every process that needs the verdict of one key gets it from one computation:
+
+- single-flight by content: the first process that needs a key claims it (a lease file beside the
+  entry, `filelock.SoftFileLease`: exclusive creation, no fcntl, so it works on NFS and Lustre) and
+  computes; any other process with the same key waits for the entry; a process with another key
+  is never in the way. No roles: whoever comes first computes.
+- a holder that died is replaced: on its own host at once (its PID is gone), from another host
+  once its lease has gone unrefreshed for LEASE_S (the holder refreshes it from a thread).
+- a computation that fails releases its waiters with its error (a failure record with a nonce the
+  waiters did not see when they started), and is never reused by a later process.
+- entries and failure records are written to a temporary file and renamed over the name, so a
+  reader on any host sees the whole old or the whole new file; every computation appends one
+  line to `<kind>/log` (the cache's own record of who computed what, and how long it took).
+
+ATTN_DOCTOR_CACHE_DIR (or `check --cache-dir`) points it at a shared file system for a cluster.
 """
 
 from __future__ import annotations
@@ -11,17 +25,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
+import socket
 import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from . import __version__
 
+CACHE_DIR_ENV = "ATTN_DOCTOR_CACHE_DIR"
+# Every process sharing a cache folder must agree on the lease (filelock refuses a marker written
+# under another one); the environment variable exists for tests that kill a holder on purpose.
+LEASE_ENV = "ATTN_DOCTOR_CACHE_LEASE"
+LEASE_S = 30.0
+POLL_S = 0.1
 
-def cache_dir() -> Path:
-    override = os.environ.get("ATTN_DOCTOR_CACHE_DIR")
+
+def cache_dir(override: Optional[os.PathLike] = None) -> Path:
     if override:
-        return Path(override)
+        return Path(override).expanduser()
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("attn-doctor"))
@@ -32,43 +60,245 @@ def key(kind: str, **parts: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def get(kind: str, digest: str) -> Optional[dict]:
-    path = cache_dir() / kind / f"{digest}.json"
+def _lease_s() -> float:
+    try:
+        return max(1.0, float(os.environ.get(LEASE_ENV, LEASE_S)))
+    except ValueError:
+        return LEASE_S
+
+
+def _read(path: Path) -> Optional[dict]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None  # absent or corrupt: recompute
+        return None  # absent or corrupt: as if absent
     return data if isinstance(data, dict) else None
 
 
-def wait(kind: str, digest: str, timeout: float, fresh_after: Optional[float] = None, poll: float = 0.2) -> Optional[dict]:
-    """Wait for another process to put this entry (newer than `fresh_after`, if given)."""
-    import time
-
-    path = cache_dir() / kind / f"{digest}.json"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fresh = fresh_after is None or path.stat().st_mtime >= fresh_after - 1.0
-        except OSError:
-            fresh = False
-        if fresh:
-            value = get(kind, digest)
-            if value is not None:
-                return value
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(poll)
-
-
-def put(kind: str, digest: str, value: dict) -> None:
-    """Atomic write; a cache that cannot be written is not an error."""
-    folder = cache_dir() / kind
+def _write(path: Path, doc: dict) -> bool:
+    """Atomic on any POSIX file system, NFS and Lustre included: write aside, rename over."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(value, fh)
-        os.replace(tmp, folder / f"{digest}.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache's entries from other users
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return True
     except OSError:
-        pass
+        return False  # a cache that cannot be written is not an error: the result is still used
+
+
+def _stamp() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _me() -> str:
+    return f"{socket.gethostname().split('.')[0] or 'host'}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a wait ended: "hit" (entry holds the value), "failed" (entry is the failure record of
+    the computation this process waited for), "claimed" (this process now computes: the holder
+    released without a result, or died), "timeout"."""
+
+    status: str
+    entry: Optional[dict] = None
+    waited_s: float = 0.0
+    holder: Optional[str] = None  # who computed (or was computing) it: "host:pid"
+
+
+class Flight:
+    """Single-flight for one cache entry, across processes and hosts.
+
+        flight = Flight("samples", digest)
+        entry = flight.cached()                  # a stored entry, or None
+        if entry is None and flight.claim():     # this process computes
+            flight.store(value) / flight.fail(value, why)
+        elif entry is None:
+            outcome = flight.wait(timeout)       # another one computes
+    """
+
+    def __init__(self, kind: str, digest: str, root: Optional[os.PathLike] = None):
+        self.kind, self.digest = kind, digest
+        self.folder = cache_dir(root) / kind
+        self.path = self.folder / f"{digest}.json"
+        self.failure_path = self.folder / f"{digest}.failed.json"
+        self._lock = None
+        self._claimed_at: Optional[float] = None
+        self._seen: tuple[Optional[str], Optional[str]] = (None, None)
+        self.unlocked = False  # the cache folder is not writable: computing without a claim
+
+    # -- reading
+    def cached(self) -> Optional[dict]:
+        entry = _read(self.path)
+        return entry if entry is not None and isinstance(entry.get("value"), dict) else None
+
+    def _nonces(self) -> tuple[Optional[str], Optional[str]]:
+        entry, failure = _read(self.path), _read(self.failure_path)
+        return (entry or {}).get("nonce"), (failure or {}).get("nonce")
+
+    def holder(self) -> Optional[str]:
+        """Who holds the claim now ("host:pid"), from the record it writes beside its lease."""
+        record = _read(self.folder / f"{self.digest}.holder.json")
+        return record.get("holder") if record else None
+
+    # -- claiming
+    def _lease(self):
+        if self._lock is None:
+            from filelock import SoftFileLease
+
+            self._lock = SoftFileLease(str(self.folder / f"{self.digest}.lock"), lease_duration=_lease_s(), thread_local=False)
+        return self._lock
+
+    def claim(self, fresh: bool = False) -> bool:
+        """Try to become the process that computes this key, without waiting. Remembers the entry
+        and failure this process has seen, so that a later wait() takes only newer ones (`fresh`:
+        an entry already stored does not count either: `--no-cache`)."""
+        self._seen = self._nonces() if fresh else (None, self._nonces()[1])
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            acquired = self._try(0)
+        except OSError:
+            self.unlocked = True  # read-only or missing cache: compute alone, as without a cache
+            self._claimed_at = time.monotonic()
+            return True
+        if acquired:
+            self._on_claimed()
+        return acquired
+
+    def _try(self, timeout: float) -> bool:
+        from filelock import Timeout
+
+        try:
+            self._lease().acquire(timeout=timeout, poll_interval=min(POLL_S / 2, max(timeout, 0.01)))
+            return True
+        except Timeout:
+            return False
+
+    def _on_claimed(self) -> None:
+        self._claimed_at = time.monotonic()
+        _write(self.folder / f"{self.digest}.holder.json", {"holder": _me(), "since": _stamp()})
+
+    def wait(self, timeout: float, progress: Optional[Callable[[str], None]] = None) -> Outcome:
+        """Another process holds the claim: wait until it stores the entry, fails, or goes away
+        (then this process holds the claim, and computes). Call claim() first."""
+        start = time.monotonic()
+        deadline = start + timeout
+        seen_entry, seen_failure = self._seen
+        holder = self.holder()
+        while True:
+            waited = round(time.monotonic() - start, 3)
+            entry = self.cached()
+            if entry is not None and entry.get("nonce") != seen_entry:
+                return Outcome("hit", entry, waited, entry.get("by"))
+            failure = _read(self.failure_path)
+            if failure is not None and failure.get("nonce") != seen_failure:
+                return Outcome("failed", failure, waited, failure.get("by"))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return Outcome("timeout", None, waited, holder)
+            if progress:
+                progress(f"waiting for {holder or 'another process'} computing the {self.kind} verdict ({waited:.0f} s)")
+            try:
+                acquired = self._try(min(POLL_S * 2.5, remaining))
+            except OSError:
+                acquired = False
+            if not acquired:
+                holder = self.holder() or holder
+                continue
+            # The holder let go: with a result (taken above on the next pass), or without one
+            # (it died, or was interrupted): then this process computes.
+            entry, failure = self.cached(), _read(self.failure_path)
+            if entry is not None and entry.get("nonce") != seen_entry:
+                self._release()
+                return Outcome("hit", entry, round(time.monotonic() - start, 3), entry.get("by"))
+            if failure is not None and failure.get("nonce") != seen_failure:
+                self._release()
+                return Outcome("failed", failure, round(time.monotonic() - start, 3), failure.get("by"))
+            self._on_claimed()
+            return Outcome("claimed", None, round(time.monotonic() - start, 3), holder)
+
+    # -- finishing (the holder)
+    def store(self, value: dict, **extra: Any) -> dict:
+        """Publish the computed value and let the waiters go. Returns the entry as stored."""
+        entry = dict(self._entry(value), **extra)
+        _write(self.path, entry)
+        self._log("computed", entry["seconds"])
+        self._release()
+        return entry
+
+    def fail(self, value: dict, error: str, **extra: Any) -> dict:
+        """The computation failed: its waiters get this record; later processes compute again."""
+        entry = dict(self._entry(value), error=error, **extra)
+        _write(self.failure_path, entry)
+        self._log("failed", entry["seconds"])
+        self._release()
+        return entry
+
+    def _entry(self, value: dict) -> dict:
+        seconds = round(time.monotonic() - self._claimed_at, 3) if self._claimed_at else None
+        return {"nonce": secrets.token_hex(8), "key": self.digest, "by": _me(), "computed": _stamp(), "seconds": seconds, "value": value}
+
+    def _log(self, what: str, seconds: Optional[float]) -> None:
+        line = f"{_stamp()}\t{self.digest}\t{what}\t{_me()}\t{seconds}\n"
+        try:
+            # One short O_APPEND write per line: whole lines on a local file system; on NFS lines
+            # from two hosts may interleave, which only this record (not the cache) suffers.
+            fd = os.open(self.folder / "log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def _release(self) -> None:
+        if self._lock is not None and self._lock.is_locked:
+            try:
+                os.unlink(self.folder / f"{self.digest}.holder.json")
+            except OSError:
+                pass
+            try:
+                self._lock.release(force=True)
+            except OSError:
+                pass
+
+    def abandon(self) -> None:
+        """Let go of a claim without a result (the caller is shutting down)."""
+        self._release()
+
+
+def load(kind: str, digest: str, root: Optional[os.PathLike] = None) -> Optional[dict]:
+    """A stored entry ({"value", "computed", "by", ...}) of a result that one process computes
+    for itself (no single-flight: a GPU's smoke tests belong to the process on that GPU)."""
+    return Flight(kind, digest, root).cached()
+
+
+def save(kind: str, digest: str, value: dict, root: Optional[os.PathLike] = None) -> None:
+    folder = cache_dir(root) / kind
+    _write(folder / f"{digest}.json", {"nonce": secrets.token_hex(8), "key": digest, "by": _me(), "computed": _stamp(), "value": value})
+
+
+def computations(kind: str, digest: Optional[str] = None, root: Optional[os.PathLike] = None) -> list[dict]:
+    """The cache's record of computations (each: time, key, what, by, seconds), oldest first."""
+    try:
+        text = (cache_dir(root) / kind / "log").read_text(encoding="utf-8")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 5 and (digest is None or parts[1] == digest):
+            out.append({"time": parts[0], "key": parts[1], "what": parts[2], "by": parts[3], "seconds": parts[4]})
+    return out

@@ -7,7 +7,8 @@ from typing import Optional
 
 import msgspec
 
-from .facts import Facts
+from .facts import Facts, Target
+from .options import CheckOptions, UsageError, expand
 from .report import Report, exit_code, now, summarise
 from .rules.engine import evaluate
 from .rules.loader import Recipes, load_recipes
@@ -32,17 +33,14 @@ def diagnose(facts: Facts, recipes: Recipes, fail_on: str = "error", source: str
 
 
 def load_facts_file(path: Path) -> Facts:
-    """Facts from a JSON report written by `check --json` (or a bare facts document)."""
+    """Facts from a JSON report written by `check --json` (or a bare facts document); '-' reads
+    stdin. Bounded (attn_doctor/inputs.py): a regular file or stdin, REPORT_MAX_BYTES, MAX_DEPTH."""
+    from .inputs import REPORT_MAX_BYTES, InputError, decode_json, read_bounded, shown
+
     try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise FactsFileError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise FactsFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        doc = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise FactsFileError(f"{path}: not valid JSON ({exc})") from None
+        doc = decode_json(read_bounded(path, REPORT_MAX_BYTES))
+    except InputError as exc:
+        raise FactsFileError(f"{shown(path)}: {exc}") from None
     if not isinstance(doc, dict):
         raise FactsFileError(f"{path}: expected a JSON object from `attn-doctor check --json`")
     if "schema" in doc:
@@ -63,41 +61,113 @@ def load_facts_file(path: Path) -> Facts:
         raise FactsFileError(f"{path}: invalid facts: {exc}") from None
 
 
-def run_check(
-    *,
-    python: Optional[str] = None,
-    quick: bool = False,
-    facts_file: Optional[Path] = None,
-    recipes_dir: Optional[Path] = None,
-    fail_on: str = "error",
-    timeout: float = 120.0,
-    progress=None,
-    configs: Optional[list[str]] = None,
-    sample: bool = True,
-    smoke: bool = True,
-    use_cache: bool = True,
-    sample_wait: float = 0.0,
-    gpu_index: int = 0,
-) -> Report:
-    recipes = load_recipes(recipes_dir)  # first: an invalid recipe is a usage error, before any probing
-    if facts_file is not None:
-        facts = load_facts_file(facts_file)
+class OutputError(FactsFileError):
+    """--output cannot be written (a usage error: the path the user gave)."""
+
+
+def run_check(options: CheckOptions, progress=None, previous: Optional[Report] = None) -> Report:
+    """The check pipeline of every entry point (`check`, each rank of `check --distributed`,
+    `fix`): validate the options, probe this machine (or load the recorded facts), diagnose, and
+    write the JSON report to options.output. Raises UsageError, FactsFileError (ConfigFileError,
+    OutputError) or RecipeError for bad input; never for a broken environment.
+
+    previous: an earlier check of the same options in this session (fix's plan, when fix verifies):
+    its smoke results and sample verdict are reused wherever nothing they depend on changed (their
+    cache keys: a fix that changed packages or the shapes asked runs them again)."""
+    from .options import validate
+
+    options = validate(options)
+    recipes = load_recipes(options.recipes_dir)  # first: an invalid recipe is a usage error, before any probing
+    configs = list(options.configs)
+    if options.facts_file is not None:
+        facts = load_facts_file(options.facts_file)
         if configs:
             # Config files are read here even for a recorded report: they are the files to judge
             # (and to fix) against that machine's facts.
             facts.configs = _probe_configs(configs)
-        return diagnose(facts, recipes, fail_on, source="facts-file")
-    from .probes import collect_facts
-    from .probes.configs import attention_shapes
+        report = diagnose(facts, recipes, options.fail_on, source="facts-file")
+    else:
+        from .probes import collect_facts
+        from .probes.configs import attention_shapes
 
-    # Configs first (file reads): a usage error before any probing, and the model's head dim and
-    # dtype for the smoke probe's question "which kernel will these inputs get?".
-    config_files = _probe_configs(configs) if configs else []
-    facts = collect_facts(python=python, quick=quick, timeout=timeout, progress=progress, sample=sample, smoke=smoke,
-                          use_cache=use_cache, sample_wait=sample_wait, gpu_index=gpu_index,
-                          shapes=attention_shapes(config_files))
-    facts.configs = config_files
-    return diagnose(facts, recipes, fail_on)
+        # Configs first (file reads): a usage error before any probing, and the model's head dim and
+        # dtype for the smoke probe's question "which kernel will these inputs get?".
+        config_files = _probe_configs(configs) if configs else []
+        facts = collect_facts(python=options.python, quick=options.quick, timeout=options.timeout, progress=progress,
+                              sample=options.sample, smoke=options.smoke, use_cache=options.use_cache,
+                              gpu_index=options.gpu_index, shapes=attention_shapes(config_files),
+                              cache_root=str(options.cache_dir) if options.cache_dir else None,
+                              known=_known(previous))
+        facts.configs = config_files
+        facts.target = target_facts(options.target)
+        environment = facts.probe("environment")
+        if options.python and environment and environment.status != "ok":
+            raise UsageError(f"{options.target.named()}: not a working Python interpreter ({environment.error})")
+        report = diagnose(facts, recipes, options.fail_on)
+    if options.output:
+        write_report(report, Path(expand(options.output)).expanduser())
+    return report
+
+
+def _known(previous: Optional[Report]) -> Optional[Facts]:
+    """The previous check's facts whose smoke results and sample verdict may be reused, each saying
+    when it ran (the previous check's time where it was computed then, not reused itself)."""
+    if previous is None or previous.source != "probed":
+        return None
+    facts = previous.facts
+    return msgspec.structs.replace(
+        facts,
+        smoke=msgspec.structs.replace(facts.smoke, cached=facts.smoke.cached or previous.created),
+        dtype_path=msgspec.structs.replace(facts.dtype_path, cached=facts.dtype_path.cached or previous.created),
+    )
+
+
+def target_facts(target) -> Optional[Target]:
+    """The report's record of options.Target (the options stay standard library only)."""
+    if target is None:
+        return None
+    return Target(python=target.python, source=target.source, why=target.why, ignored=target.ignored)
+
+
+# What `check --prepare` judges the sample for on a node without a GPU (an image build): the
+# data-center generations (A100, H100/H200, B200), and no GPU at all.
+PREPARE_CAPABILITIES = ("8.0", "9.0", "10.0")
+
+
+def prepare_cache(options: CheckOptions, capabilities: list[str], progress=None):
+    """`check --prepare`: compute and store the sample verdict for each GPU capability (default:
+    this node's weakest GPU, else PREPARE_CAPABILITIES), and for no GPU. Returns (cache folder,
+    the DtypePaths). Raises UsageError for a bad --capability or --python."""
+    import re
+
+    from .cache import cache_dir
+    from .options import validate
+    from .probes import prepare_samples
+
+    options = validate(options)
+    for value in capabilities:
+        if not re.fullmatch(r"\d{1,2}\.\d", value):
+            raise UsageError(f"--capability {value}: expected a compute capability such as 9.0 or 8.6")
+    if not capabilities:
+        from .probes import _weakest_capability
+        from .probes.gpu import probe_gpus
+
+        weakest = _weakest_capability(probe_gpus())
+        capabilities = [weakest] if weakest else list(PREPARE_CAPABILITIES)
+    wanted: list[Optional[str]] = list(dict.fromkeys(capabilities)) + [None]
+    root = str(options.cache_dir) if options.cache_dir else None
+    verdicts = prepare_samples(options.python, wanted, options.timeout, options.use_cache, root, progress)
+    return cache_dir(root), verdicts
+
+
+def write_report(report: Report, path: Path) -> None:
+    from .render.json import to_json
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(to_json(report))
+    except OSError as exc:
+        raise OutputError(f"--output {path}: cannot write: {exc.strerror or exc}") from None
 
 
 class ConfigFileError(FactsFileError):

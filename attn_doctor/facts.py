@@ -7,7 +7,7 @@ Every field has a default so that a report recorded by an older attn-doctor, or 
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import msgspec
 
@@ -28,6 +28,11 @@ ErrorKind = Literal[
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
     pass
+
+
+# A compute capability as the probes write it ("9.0"): the rules compare and parse it, so a
+# report from elsewhere with anything else in its place is refused when it loads.
+Capability = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,3}\.[0-9]{1,3}$")]
 
 
 class Platform(Struct):
@@ -61,7 +66,7 @@ class Package(Struct):
 class Gpu(Struct):
     index: int
     name: str
-    capability: Optional[str] = None  # "9.0"
+    capability: Optional[Capability] = None  # "9.0"
     memory_mib: Optional[int] = None
 
 
@@ -93,10 +98,41 @@ class ImportResult(Struct):
     detail: dict[str, str] = {}
 
 
+class ExtensionLibrary(Struct):
+    """One shared library of a distribution, linked against torch, loaded next to this torch."""
+
+    file: str  # relative to site-packages: xformers/_C.so
+    # ok | error (the dynamic loader or its initialiser refused it) | unused (a build for another
+    # torch release, or CPU vs CUDA, beside the one the package loads here)
+    status: str = "ok"
+    needed: list[str] = []  # DT_NEEDED: libc10.so, libcudart.so.12, ...
+    torch_symbols: int = 0  # torch C++ symbols it leaves for torch to provide
+    error: Optional[ImportError_] = None
+    note: Optional[str] = None  # why it is unused
+
+
+class BuiltFor(Struct):
+    """What a distribution says it was built for, and where it says so."""
+
+    torch: Optional[str] = None
+    cuda: Optional[str] = None  # "12.8", or a bare major "12" from libcudart.so.12
+    python: Optional[str] = None
+    cxx11_abi: Optional[bool] = None
+    source: Optional[str] = None  # "xformers/cpp_lib.json; needs libcudart.so.12"
+
+
+class ExtensionBuild(Struct):
+    """A distribution that ships compiled code linked against torch (xformers, vllm, apex...)."""
+
+    version: str = ""
+    built_for: BuiltFor = msgspec.field(default_factory=BuiltFor)
+    extensions: list[ExtensionLibrary] = []
+
+
 class TorchDevice(Struct):
     index: int
     name: str
-    capability: str  # "9.0"
+    capability: Capability  # "9.0"
     bf16_native: bool  # compute capability >= 8.0
     bf16_api: Optional[bool] = None  # torch.cuda.is_bf16_supported(): True under emulation too
     multi_processor_count: Optional[int] = None
@@ -129,7 +165,7 @@ class SampleRun(Struct):
     name: str  # sdpa_block, transformers_flash_attention_2, x_transformers, fla_layer, ...
     status: str  # ran | skipped | failed
     reason: Optional[str] = None
-    summary: dict[str, Any] = {}
+    summary: dict[str, int] = {}  # sinks, bad_sinks, errors, warnings, ops
 
 
 class DtypePath(Struct):
@@ -139,13 +175,16 @@ class DtypePath(Struct):
     device: Optional[str] = None
     dtype: Optional[str] = None
     autocast: Optional[str] = None
-    capability: Optional[str] = None  # the GPU the kernels were judged for
+    capability: Optional[Capability] = None  # the GPU the kernels were judged for
     verdict: Optional[str] = None  # pass | warning | error | failed
     samples: list[SampleRun] = []
     # The tracer's findings (id AD6xx, severity, message, sink, chain, patch), as it wrote them.
     findings: list[dict[str, Any]] = []
     error: Optional[str] = None
     cached: Optional[str] = None  # when reused from the cache: the time it was computed
+    key: Optional[str] = None  # the cache key: everything the verdict depends on, hashed
+    computed_by: Optional[str] = None  # "host:pid" of the process that computed it
+    waited_s: Optional[float] = None  # how long this check waited for another process computing it
 
 
 class SmokeResult(Struct):
@@ -182,6 +221,8 @@ class Smoke(Struct):
     error: Optional[str] = None
     group_seconds: dict[str, float] = {}  # wall time of each smoke process (main, cudnn:<dtype>)
     device_index: Optional[int] = None  # the GPU the tests ran on (a distributed rank's LOCAL_RANK)
+    cached: Optional[str] = None  # when reused from the cache: the time the tests ran
+    key: Optional[str] = None  # what the results depend on (GPU, driver, code, shapes, boot), hashed
 
 
 class ConfigFile(Struct):
@@ -200,16 +241,37 @@ class ProbeRun(Struct):
     status: ProbeStatus
     duration_s: float = 0.0
     error: Optional[str] = None
+    # What the probe's processes printed (third-party warnings at import...), by process: the
+    # probe itself, then each forked job (import:xformers, cuda, smoke:...); its end, redacted.
+    # Kept out of the user's terminal; shown with -v.
+    stderr: dict[str, str] = {}
+
+
+class Target(Struct):
+    """The interpreter a check diagnosed and why that one: --python, the active venv or conda env,
+    or the interpreter attn-doctor runs in (attn_doctor.options.resolve_target)."""
+
+    python: str
+    source: Literal["option", "venv", "conda", "self"]
+    why: str  # "--python", "active venv ($VIRTUAL_ENV)", ... as the header says it
+    ignored: Optional[str] = None  # an active-environment variable that named no environment
 
 
 class Facts(Struct):
     quick: bool = False
+    target: Optional[Target] = None  # None: facts recorded before the target was reported
     platform: Platform = msgspec.field(default_factory=Platform)
     tools: dict[str, Tool] = {}
     packages: dict[str, Package] = {}  # canonical (PEP 503) names
+    # Requires-Dist lines (markers kept) that decide a verdict, by distribution: torch's pin of the
+    # triton it was built with (==, ~= from torch 2.15), read rather than looked up in a table.
+    requires: dict[str, list[str]] = {}
     gpu: GpuInfo = msgspec.field(default_factory=GpuInfo)
     torch: TorchInfo = msgspec.field(default_factory=TorchInfo)
     imports: dict[str, ImportResult] = {}  # flash_attn, xformers, triton, fla, ...
+    # distributions with compiled extensions linked against torch: built for what, do they load
+    builds: dict[str, ExtensionBuild] = {}
+    builds_probed: bool = False
     env: dict[str, str] = {}  # allow-listed, redacted
     dtype_path: DtypePath = msgspec.field(default_factory=DtypePath)
     smoke: Smoke = msgspec.field(default_factory=Smoke)
@@ -245,16 +307,30 @@ class Facts(Struct):
         return next((p for p in self.probes if p.name == name), None)
 
 
-# Importable module -> the distributions that provide it (probes/child.py keeps the same table:
-# it must stay standard-library only).
+# Importable module -> the distributions that provide it: the one table (the import probes in the
+# target interpreter receive it as JSON).
 MODULE_DISTRIBUTIONS = {
     "flash_attn": ("flash-attn",),
-    "flash_attn_interface": ("flash-attn-3",),
+    "flash_attn_interface": ("flash-attn-3", "flash_attn_3"),
     "flash_attn_4": ("flash-attn-4",),
     "xformers": ("xformers",),
     "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
     "fla": ("flash-linear-attention", "fla-core"),
 }
+
+
+# bf16 is native from compute capability 8.0 (Ampere) on; before it, torch emulates it. Every
+# decision about native bf16 goes through bf16_native(); the probes in the target interpreter
+# receive the threshold with their configuration.
+BF16_NATIVE_FROM = (8, 0)
+
+
+def bf16_native(capability: str) -> bool:
+    """Whether a GPU of this compute capability ("7.5", "9.0") has native bf16."""
+    try:
+        return tuple(int(x) for x in capability.split(".")[:2]) >= BF16_NATIVE_FROM
+    except ValueError:
+        return False
 
 
 def canonical_name(name: str) -> str:

@@ -45,7 +45,7 @@ def classify(type_name: str, message: str) -> ImportError_:
         return err
     m = _NO_MODULE.search(message)
     leaf = m.group("mod").split(".")[-1] if m else ""
-    if m and (leaf in _EXTENSION_MODULES or leaf.endswith("_cuda")):
+    if m and (leaf in _EXTENSION_MODULES or leaf.endswith(("_cuda", "_gpu"))):
         err.kind = "missing_extension"
         err.library = m.group("mod")
         return err
@@ -115,6 +115,16 @@ def explain_undefined_symbol(symbol: str, torch_cxx11_abi: Optional[bool]) -> st
         has = "the C++11 ABI" if torch_cxx11_abi else "the old ABI"
         return f"the extension was compiled with {built}, but this torch uses {has}"
     return "the extension was compiled against a different torch release: this symbol exists in that torch's libraries and not in this one's"
+
+
+def undefined_symbol_evidence(symbol: str, torch_cxx11_abi: Optional[bool]) -> dict[str, str]:
+    """What an undefined symbol says, for a probed import and for a log alike: the symbol
+    demangled, which side is off, and which C++ ABI the symbol was compiled with."""
+    out = {"demangled": demangle(symbol) or symbol, "side": explain_undefined_symbol(symbol, torch_cxx11_abi)}
+    abi = symbol_abi(symbol)
+    if abi is not None:
+        out["symbol_abi"] = "C++11 ABI (cxx11abiTRUE)" if abi else "old ABI (cxx11abiFALSE)"
+    return out
 
 
 def wheel_tag(

@@ -28,7 +28,7 @@ class Result(msgspec.Struct, kw_only=True):
     area: str
     status: Status
     title: str
-    message: Optional[str] = None  # set when the rule fired
+    message: Optional[str] = None  # what the rule found; for a pass, what holds
     evidence: dict[str, Any] = {}  # the facts it used
     remedies: list[Remedy] = []
     reason: Optional[str] = None  # why it was skipped

@@ -1,7 +1,15 @@
-"""Fleet gather overhead: `check --distributed` on R local ranks against the single-process `check`,
-measured in the same run with the same check mode (issue 7: at most 1.3x on 8 ranks).
+"""Fleet overhead: `check --distributed` on R local ranks against the single-process `check`,
+measured in the same run with the same check mode. Targets: at most 1.3x a single check, cold
+(`--cold`: an empty cache for every launch, as on a fresh node) and cached, also with one rank
+given another package set (`--odd-pythonpath DIR`: that rank, R // 2, gets DIR on its PYTHONPATH,
+e.g. `pip install --no-deps --target DIR x-transformers==1.30.1 einops`).
 
-    python benchmarks/bench_fleet.py [--ranks 8] [--mode full|no-sample|quick|report] [--repeat 3] [--torchrun]
+    python benchmarks/bench_fleet.py [--ranks 4] [--mode full|no-sample|quick|report] [--repeat 3]
+                                     [--torchrun] [--cold] [--odd-pythonpath DIR]
+
+After the timings, one more fleet launch writes every rank's report and prints each rank's dtype
+path: its key, who computed it, how long the rank waited for it. The odd rank must have its own
+full dtype path (computed by itself, no wait) and no rank may wait past its own check.
 
 Rows (median wall time of fresh processes, alternating so that drifting load hits all alike):
   single        one `check` process: the reference
@@ -66,26 +74,69 @@ def single(mode: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def ranks(n: int, mode: list[str], distributed: bool) -> float:
+ODD = None  # --odd-pythonpath: rank R // 2's extra PYTHONPATH (another package set)
+
+
+def _rank_env(rank: int, n: int, **extra) -> dict:
+    env = dict(ENV, **extra)
+    if ODD and rank == n // 2:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [ODD, env.get("PYTHONPATH", "")]))
+    return env
+
+
+def ranks(n: int, mode: list[str], distributed: bool, output: str = "") -> float:
     port = _port()
     cache = _env().get("ATTN_DOCTOR_CACHE_DIR")  # one cache for the host's ranks, as in a home folder
     start = time.perf_counter()
     procs = []
     for rank in range(n):
-        env = dict(ENV, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env = _rank_env(rank, n, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         if cache:
             env["ATTN_DOCTOR_CACHE_DIR"] = cache
         argv = [sys.executable, "-m", "attn_doctor", "check", *mode] + (["--distributed"] if distributed else [])
+        if output:
+            argv += ["--json", "--output", output]
         procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=env))
     _wait(procs)
     return time.perf_counter() - start
 
 
 def torchrun(n: int, mode: list[str]) -> float:
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), "-m", "attn_doctor", "check", "--distributed", *mode]
+    launch = ["-m", "attn_doctor"]
+    if ODD:  # torchrun gives every rank one environment: a wrapper gives the odd rank its own
+        import tempfile
+
+        wrapper = os.path.join(tempfile.mkdtemp(prefix="attn-doctor-bench-"), "rank.sh")
+        with open(wrapper, "w") as fh:
+            fh.write(f'#!/bin/sh\nif [ "$RANK" = {n // 2} ]; then export PYTHONPATH={ODD}${{PYTHONPATH:+:$PYTHONPATH}}; fi\n'
+                     f'exec {sys.executable} -m attn_doctor "$@"\n')
+        os.chmod(wrapper, 0o755)
+        launch = ["--no-python", wrapper]
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), *launch, "check", "--distributed", *mode]
     start = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
     return time.perf_counter() - start
+
+
+def rank_paths(n: int, mode: list[str]) -> None:
+    """One more fleet launch, every rank's report kept: who computed each rank's sample verdict."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="attn-doctor-bench-")
+    ranks(n, mode, True, output=os.path.join(folder, "{rank}.json"))
+    print("\nper rank (one more launch): sample verdict key, status, verdict, computed by, waited")
+    for rank in range(n):
+        try:
+            doc = msgspec.json.decode(Path(folder, f"{rank}.json").read_bytes())
+        except (OSError, msgspec.DecodeError):
+            print(f"  rank {rank}: no report")
+            continue
+        dp = doc["facts"]["dtype_path"]
+        ran = ",".join(s["name"] for s in dp.get("samples", []) if s.get("status") == "ran")
+        waited = f"{dp['waited_s']:.1f} s" if dp.get("waited_s") is not None else "-"
+        odd = "  <- odd package set" if ODD and rank == n // 2 else ""
+        print(f"  rank {rank}: {str(dp.get('key'))[:10]} {dp.get('status')} {dp.get('verdict')} by {dp.get('computed_by')}"
+              f" ({'cached ' + dp['cached'][11:19] if dp.get('cached') else 'computed'}), waited {waited}; ran {ran}{odd}")
 
 
 def sizes() -> None:
@@ -114,16 +165,25 @@ def sizes() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--mode", choices=sorted(MODES), default="full")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--torchrun", action="store_true", help="also time a real torchrun launch")
     parser.add_argument("--cold", action="store_true", help="an empty cache for every run (a fresh node)")
+    parser.add_argument("--odd-pythonpath", metavar="DIR", help="rank R // 2 gets DIR on its PYTHONPATH (another package set)")
+    parser.add_argument("--python", metavar="PATH", help="the environment every check diagnoses (default: attn-doctor's own)")
     args = parser.parse_args()
     mode, n = MODES[args.mode], args.ranks
-    global COLD
-    COLD = args.cold
-    print(f"cache: {'cold (empty for every run)' if COLD else 'warm (shared across runs)'}")
+    if args.python and args.mode not in ("report",):
+        mode = mode + ["--python", args.python]
+    global COLD, ODD
+    COLD, ODD = args.cold, args.odd_pythonpath
+    if not COLD:
+        import tempfile
+
+        ENV["ATTN_DOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="attn-doctor-bench-")  # this run's own, warmed below
+    print(f"cache: {'cold (empty for every run)' if COLD else 'warm (shared across runs)'}; "
+          f"odd rank: {f'rank {n // 2} with {ODD} on its PYTHONPATH' if ODD else 'none'}")
 
     rows = {
         "single": lambda: single(mode),
@@ -145,6 +205,11 @@ def main() -> None:
         print(f"  {name:<14} {value:7.3f} s   {value / ref:5.2f}x single")
     verdict = "ok" if fleet / ref <= 1.3 else "over target"
     print(f"fleet x{n} / single = {fleet / ref:.2f}x (target <= 1.3x: {verdict}); fleet x{n} / plain x{n} = {fleet / plain:.2f}x (the gather alone)")
+    if args.torchrun:
+        tr = med[f"torchrun x{n}"]
+        print(f"torchrun x{n} / single = {tr / ref:.2f}x (target <= 1.3x: {'ok' if tr / ref <= 1.3 else 'over target'})")
+    if args.mode in ("full", "no-sample"):
+        rank_paths(n, mode)
     sizes()
 
 

@@ -9,6 +9,10 @@
 # wall time against `import torch; torch.cuda.init()` in the same run), bench_smoke.txt (each
 # smoke test against a bare call of its backend) and profile.txt (where the smoke groups' time
 # goes). PYTHON (default python3) must have torch and attn-doctor's dependencies importable.
+# XFORMERS_WHEEL=FILE also checks an environment with that xformers wheel beside the node's torch
+# (a venv whose .pth file adds PYTHON's own site-packages: --system-site-packages would give the
+# base interpreter's, without torch, when PYTHON is itself a venv): xformers-check.txt / .json
+# (AD312 names the build it expected).
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu_evidence.sh OUTDIR [PYTHON]}
 py=${2:-python3}
@@ -33,6 +37,19 @@ echo "== check"
 echo "check exit $?"
 "$py" -m attn_doctor check --json --output "$out/check.json" >/dev/null 2>&1
 tail -n 4 "$out/check.txt"
+
+if [ -n "${XFORMERS_WHEEL:-}" ]; then
+    echo "== xformers wheel beside this torch: $XFORMERS_WHEEL"
+    xv=$(mktemp -d)/xv
+    "$py" -m venv "$xv" && "$py" -c 'import site; print("\n".join(site.getsitepackages()))' \
+        >"$("$xv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/node-packages.pth" \
+        && "$xv/bin/python" -m pip install -q --no-deps --no-index "$XFORMERS_WHEEL"
+    "$xv/bin/python" -c 'import torch; print("xformers venv: torch", torch.__version__)' 
+    "$py" -m attn_doctor check -v --python "$xv/bin/python" --no-smoke >"$out/xformers-check.txt" 2>&1
+    echo "check exit $?"
+    "$py" -m attn_doctor check --json --python "$xv/bin/python" --no-smoke >"$out/xformers-check.json" 2>/dev/null
+    grep -A3 "AD312\|Attention kernels" "$out/xformers-check.txt" | head -n 12
+fi
 
 echo "== bench_check"
 "$py" benchmarks/bench_check.py --repeat "${REPEAT:-5}" --python "$py" 2>&1 | tee "$out/bench_check.txt"

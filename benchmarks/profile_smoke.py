@@ -1,7 +1,8 @@
 """Where `check`'s time goes on a GPU node: the smoke groups phase by phase, cuDNN's first-call
-cost, and concurrent CUDA start-up. A diagnosis aid for bench_check.py's GPU figure.
+cost, concurrent CUDA start-up, and the sample forward pass (what its cold path imports and
+costs). A diagnosis aid for bench_check.py's GPU figure.
 
-    python benchmarks/profile_smoke.py [--python PATH] [--repeat 2]
+    python benchmarks/profile_smoke.py [--python PATH] [--repeat 2] [--only ref,split,cudnn,concurrent,sample]
 
 Every experiment runs in fresh processes of the target interpreter (what `check` pays).
 """
@@ -103,6 +104,42 @@ print(json.dumps(out))
 """
 
 
+# The sample forward pass as its child runs it: torch, then each sample in turn in this process
+# (the child forks one per sample), with what each one imported.
+SAMPLE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+out = {"torch_s": round(time.perf_counter() - t0, 3), "samples": {}}
+sys.path.insert(0, %(root)r)
+from attn_doctor.trace.samples import run_sample_forward, sample_table
+HEAVY = ("transformers", "sympy", "torch._dynamo", "torch._inductor", "torch.distributed", "torch.onnx", "sklearn", "scipy",
+         "numpy", "pandas", "PIL", "torchvision", "jinja2", "huggingface_hub", "tokenizers", "safetensors", "x_transformers", "fla", "triton")
+for name, _needs, _build in sample_table():
+    before = set(sys.modules)
+    t = time.perf_counter()
+    res = run_sample_forward(device="cpu", dtype="bf16", capability=(9, 0), samples=[name])
+    new = {m for m in set(sys.modules) - before if sys.modules.get(m) is not None}  # None: hidden from the sample
+    out["samples"][name] = {"s": round(time.perf_counter() - t, 3), "status": res["samples"][0]["status"], "modules": len(new),
+                            "heavy": {k: n for k in HEAVY if (n := sum(1 for m in new if m == k or m.startswith(k + ".")))}}
+print(json.dumps(out))
+"""
+
+
+def importtime(python: str, code: str, top: int = 12) -> list[tuple[float, str]]:
+    """The slowest imports (cumulative) below transformers' and the samples' own, from -X importtime."""
+    proc = subprocess.run([python, "-X", "importtime", "-c", code], capture_output=True, text=True, env=ENV, check=False)
+    rows = []
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "self [us]" not in line:
+            parts = line[len("import time:"):].split("|")
+            name = parts[2]
+            depth = (len(name) - len(name.lstrip())) // 2
+            rows.append((int(parts[1]) / 1e6, depth, name.strip()))
+    # what each top-level import of the run costs, torch's first
+    return sorted(((c, n) for c, d, n in rows if d == 0 and c > 0.05), reverse=True)[:top]
+
+
 def run_py(python: str, code: str, *args: str) -> dict:
     proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, env=ENV, check=False)
     if proc.returncode:
@@ -141,6 +178,16 @@ def main() -> None:
         print("cudnn first calls:", json.dumps(run_py(args.python, CUDNN)), flush=True)
     if "concurrent" in only:
         print("concurrent forks:", json.dumps(run_py(args.python, CONCURRENT)), flush=True)
+    if "sample" in only:
+        code = SAMPLE % {"root": str(ROOT)}
+        bytecode = run_py(args.python, "import json, glob, os, torch; d = os.path.dirname(torch.__file__); "
+                                       "print(json.dumps({'torch_bytecode': bool(glob.glob(os.path.join(glob.escape(d), '__pycache__', '__init__.*.pyc')))}))")
+        print("sample pass:", json.dumps(bytecode), flush=True)
+        for _ in range(args.repeat):
+            print("sample pass:", json.dumps(run_py(args.python, code)), flush=True)
+        print("sample pass, slowest top-level imports (cumulative s):", flush=True)
+        for seconds, name in importtime(args.python, code):
+            print(f"  {seconds:6.2f}  {name}", flush=True)
 
 
 if __name__ == "__main__":

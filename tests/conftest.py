@@ -50,6 +50,17 @@ def x_transformers_installs(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _no_active_environment():
+    """Without --python the doctor diagnoses the active venv or conda env (a conda base left active
+    in the shell running pytest, say): the tests run it for its own interpreter unless they set one."""
+    import os
+
+    saved = {name: os.environ.pop(name) for name in ("VIRTUAL_ENV", "CONDA_PREFIX") if name in os.environ}
+    yield
+    os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory):
     """The sample forward pass caches its verdict; tests must not read or fill the user's cache."""
     import os

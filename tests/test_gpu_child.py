@@ -159,3 +159,60 @@ def test_refusal_reasons_are_torchs_warnings_from_a_forced_backend(monkeypatch):
     usable, reasons = gpu_child.fused_verdicts(torch, q)  # CPU tensors: no fused CUDA kernel is usable
     assert usable == {"flash": False, "mem_efficient": False, "cudnn": False}
     assert reasons["flash"] == [reason]
+    # Every refusal has its reason. A CUDA build without a driver raises from the cuDNN check
+    # itself, even for CPU tensors: that error is the reason, and the other verdicts survive it.
+    assert all(reasons[key] for key in usable), reasons
+    if torch.version.cuda and not torch.cuda.is_available():
+        assert reasons["cudnn"][0].startswith("torch's can_use_cudnn_attention raised"), reasons["cudnn"]
+
+
+COUNTING = """
+import os
+
+def cuda_facts():
+    return {"status": "ok", "cuda_available": True, "devices": [{"index": 0, "name": "Fake GPU", "capability": "9.0", "bf16_native": True}]}
+
+LIBRARIES = {}
+
+def smoke_groups(capability, libraries=()):
+    return ["main"]
+
+def run_smoke_group(group, index=0, groups=None, shapes=None):
+    with open(os.environ["SMOKE_RUNS"], "a") as fh:
+        fh.write(group + "\\n")
+    return {"status": "ok", "choices": [{"dtype": "bfloat16", "head_dim": 128, "backend": "flash_attention"}],
+            "results": [{"backend": "sdpa-flash", "dtype": "bfloat16", "status": "ok", "rel_err": 0.004,
+                         "rel_err_grad": 0.006, "tolerance": 0.04, "kernel_ms": 0.3}]}
+"""
+
+
+def test_smoke_results_are_reused_on_the_same_gpu_driver_code_and_boot(tmp_path, monkeypatch):
+    import attn_doctor.probes as probes
+    from attn_doctor.facts import Gpu, GpuInfo
+
+    script = tmp_path / "counting_gpu_child.py"
+    script.write_text(textwrap.dedent(COUNTING))
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("SMOKE_RUNS", str(runs))
+    monkeypatch.setattr(probes, "GPU_CHILD_SCRIPT", script)
+    driver = {"version": "580.159.04"}
+    monkeypatch.setattr(probes, "probe_gpus", lambda: GpuInfo(source="nvml", driver_version=driver["version"], cuda_driver_version="13.0",
+                                                             devices=[Gpu(index=0, name="Fake GPU", capability="9.0", memory_mib=81559)]))
+    cache_root = str(tmp_path / "cache")
+
+    def check(**kw):
+        return probes.collect_facts(sample=False, cache_root=cache_root, **kw)
+
+    first = check()
+    assert first.smoke.status == "ok" and first.smoke.cached is None
+    second = check()
+    assert second.smoke.cached and second.smoke.results == first.smoke.results
+    assert runs.read_text().split() == ["main"]  # the second check ran no smoke test
+    third = check(use_cache=False)  # --no-cache: tested again
+    assert third.smoke.cached is None and runs.read_text().split() == ["main", "main"]
+    driver["version"] = "590.10"  # another driver: tested again
+    assert check().smoke.cached is None and runs.read_text().split() == ["main", "main", "main"]
+    key = probes._smoke_key("python", first, probes.probe_gpus(), 0, [])
+    monkeypatch.setattr(probes, "_boot_id", lambda: "another-boot")
+    assert probes._smoke_key("python", first, probes.probe_gpus(), 0, []) != key
+    assert probes._smoke_key("python", first, probes.probe_gpus(), 1, []) != probes._smoke_key("python", first, probes.probe_gpus(), 0, [])

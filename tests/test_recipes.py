@@ -45,6 +45,7 @@ title = "t"
 message = "m"
 explanation = "e"
 when = { version = { "torch" = "<0.1" } }
+pass = "torch is not older than 0.1"
 [rule.fixtures]
 trigger = ["h100"]
 pass = ["cpu-only"]
@@ -67,6 +68,7 @@ title = "t"
 message = "m"
 explanation = "e"
 when = { torch = ["missing"] }
+pass = "torch is installed"
 [rule.fixtures]
 trigger = [{ base = "h100", set = { "torch.statuss" = "missing" } }]
 pass = ["h100"]
@@ -106,3 +108,57 @@ def test_invalid_recipes_are_named(tmp_path, body, message):
         load_recipes(tmp_path)
     assert "broken.toml" in str(err.value)
     assert message in str(err.value)
+
+
+def test_a_rule_with_a_condition_says_what_holds_when_it_passes(tmp_path):
+    (tmp_path / "r.toml").write_text(
+        """
+[[rule]]
+id = "AD997"
+name = "silent-pass"
+area = "system"
+severity = "error"
+title = "PyTorch is not installed"
+message = "m"
+explanation = "e"
+when = { torch = ["missing"] }
+"""
+    )
+    with pytest.raises(RecipeError, match="needs `pass`"):
+        load_recipes(tmp_path)
+
+
+def test_passing_checks_read_true():
+    # -v lists passing checks by what holds, not by the problem's title
+    from attn_doctor.core import diagnose
+
+    report = diagnose(build_facts("h100", FIXTURES), RECIPES)
+    passed = {r.rule: r.message for r in report.results if r.status == "pass"}
+    assert passed["AD001"].startswith("torch 2.11.0") and passed["AD001"].endswith("is installed")
+    assert passed["AD101"] == "an NVIDIA GPU is present: NVIDIA H100 80GB HBM3 (sm90)"
+    assert all(passed.values())
+
+
+
+# Lines a log can hold (binary dumps, progress bars, base64, one long path) at the size the scanner
+# keeps around a hit (LINE_WINDOW bytes each side, neighbours joined for wrapped messages).
+_HOSTILE = ["x" * 20000, "a1_" * 7000, " ".join(["word"] * 4000), "/".join(["abc"] * 5000), "." * 20000,
+            "ab cd" * 4000, "-" * 20000, "0" * 20000, ":" * 20000, "'" * 20000, "sm_" * 7000]
+
+
+@pytest.mark.parametrize("rule", [r for r in RECIPES.rules if r.signatures], ids=lambda r: r.id)
+def test_signatures_search_long_lines_in_linear_time(rule):
+    # A pattern that opens with an unanchored `\w+` or `[...]+` restarts at every character of a
+    # long run and costs O(n^2): seconds per line, so a 25-line log took minutes. Anchor its start
+    # (`\b`, a look-behind) or bound it. Linear patterns take < 30 ms here; quadratic ones took 0.5-3 s.
+    import re
+    import time
+
+    for sig in rule.signatures:
+        pattern = sig if isinstance(sig, str) else sig.pattern
+        regex = re.compile(pattern)
+        for line in _HOSTILE:
+            start = time.perf_counter()
+            regex.search(line)
+            took = time.perf_counter() - start
+            assert took < 0.25, f"{rule.id} {pattern!r} took {took:.2f} s on {line[:9]!r}... ({len(line)} chars)"

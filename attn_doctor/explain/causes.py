@@ -1,20 +1,32 @@
-"""The root-cause classes a rule's `cause` names, in words."""
+"""The root-cause classes a rule's `cause` names, in words. The recipe schema takes its list of
+classes from this table (rules/model.py), so a class exists exactly when it has a label."""
 
 CAUSES = {
     "build-mismatch": "an extension built for another torch or C++ ABI",
     "extension-missing": "flash-attn or its compiled CUDA extension is missing",
     "cuda-mismatch": "the wheel was built for another CUDA major than torch",
     "glibc": "the wheel needs a newer glibc / libstdc++ than this OS has",
+    "build-toolchain": "building an extension from source: the compiler toolchain (nvcc, CUDA_HOME, gcc) or pip's build isolation does not fit torch",
     "gpu-arch": "the GPU is too old or too new for the installed kernels",
     "torch-arch": "torch (or an extension) was built without this GPU's architecture",
-    "bf16-unsupported": "bf16 requested on a GPU without native bf16",
+    "driver": "the NVIDIA driver is older than the CUDA torch was built with",
+    "torch-build": "a torch build without CUDA where CUDA is wanted",
+    "bf16-unsupported": "bf16 (or fp16 before Volta) requested on a GPU without native support for it",
     "fp32-model": "a model loaded or computing in fp32 reaches a half-precision-only kernel",
     "dtype-promotion": "an implicit fp32 promotion inside the forward pass",
     "autocast-scope": "the forward runs outside autocast, or autocast was disabled",
+    "half-weights-training": "fp16 weights trained with a GradScaler or optimizer that needs fp32 master weights",
     "version-pair": "two releases known not to work together",
+    "api-skew": "a caller uses an API that the installed release of a library lacks or changed",
     "head-dim": "the head dimension is over the kernel's limit",
+    "model-support": "the model's code in this release has no path for the requested attention implementation",
+    "input-layout": "an attention input (q/k/v, their gradient, a mask or a bias) with a memory layout or dtype the kernel refuses",
+    "device": "a GPU-only attention kernel was given CPU tensors",
+    "gpu-resources": "a kernel needs more shared memory than this GPU has",
     "triton-bf16": "a Triton compiler bug on bf16",
-    "kernel-selection": "PyTorch SDPA could not use (or chose not to use) a fused kernel",
+    "triton-compiler": "the Triton compiler fails on this kernel with this Triton release",
+    "kernel-selection": "PyTorch SDPA (or xformers) could not use, or chose not to use, a fused kernel",
+    "kernel-bug": "a known bug of one attention backend or torch release (fixed upstream)",
     "harmless": "a harmless message: nothing to fix",
 }
 

@@ -9,13 +9,14 @@ from typing import Any, Callable, Optional
 from ..facts import Facts
 from ..report import now
 from ..rules.conditions import Evaluator, Unknown, base_evidence
-from ..rules.engine import evaluate_rule, render_template, template_fields
+from ..rules import templates
+from ..rules.engine import evaluate_rule, remedies as fill_remedies
 from ..rules.loader import Recipes
-from ..rules.model import Condition, Remedy, Rule
+from ..rules.model import Condition, Rule
 from . import causes
 from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck, Match, Summary
-from .scan import ScanResult, Scanner
-from .signatures import compile_rules
+from .scan import Evidence, ScanResult, Scanner, SignatureHits
+from .signatures import CompiledSignature, compile_rules
 from .versions import LogVersions, gpu_table_from
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
@@ -52,11 +53,19 @@ class LogEvaluator(Evaluator):
     def _tool_missing(self, names):
         return Unknown("the log does not show the tools")
 
+    def _imports(self, wanted):
+        return Unknown("a log does not show the import probes' results")
+
+    def _import_error(self, wanted):
+        return Unknown("a log does not show the import probes' results")
+
     def _check(self, name):
+        # Named checks read probed facts; on a log's partial facts "not found" means "not shown".
         try:
-            return super()._check(name)
+            verdict = super()._check(name)
         except Exception:  # noqa: BLE001 - a check written for probed facts may trip on a log's partial facts
-            return Unknown(f"{name} needs facts the log does not give")
+            verdict = False
+        return verdict if verdict is True else Unknown(f"the log does not show the facts the check {name} needs")
 
 
 def _why_false(rule: Rule, facts: Facts, data: dict) -> str:
@@ -88,29 +97,6 @@ def _checks():
     return CHECKS
 
 
-def _fill(text: str, evidence: dict[str, Any]) -> str:
-    fields = {f: evidence.get(f) for f in template_fields(text)}
-    return render_template(text, {k: (v if v not in (None, "", "?") else f"<{k}>") for k, v in fields.items()})
-
-
-_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-
-
-def _remedy(remedy: Remedy, evidence: dict[str, Any]) -> Remedy:
-    values = {}
-    for f in remedy.__struct_fields__:
-        v = getattr(remedy, f)
-        if v is None and f != "kind":
-            continue
-        if isinstance(v, str):
-            if f == "requirement" and any(evidence.get(k) in (None, "", "?") for k in template_fields(v)):
-                v = _REQ_NAME.match(v).group(1) if _REQ_NAME.match(v) else v  # no version known: the bare name
-            else:
-                v = _fill(v, evidence)
-        values[f] = v
-    return Remedy(**values)
-
-
 def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVersions, live: Optional[Facts]) -> dict[str, str]:
     """Facts a capture implies: a demangled symbol and which side is off, the wheel that fits."""
     from .. import failures
@@ -118,16 +104,10 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
     out: dict[str, str] = {}
     symbol = captures.get("symbol")
     if symbol and symbol.startswith("_Z"):
-        demangled = failures.demangle(symbol)
-        if demangled:
-            out["demangled"] = demangled
         abi, abi_source = (live.torch.cxx11_abi, "probed") if live is not None and live.torch.cxx11_abi is not None else versions.torch_abi()
-        out["side"] = failures.explain_undefined_symbol(symbol, abi)
+        out.update(failures.undefined_symbol_evidence(symbol, abi))
         if abi is not None:
             out["torch_abi"] = f"{'C++11 ABI' if abi else 'old ABI'} ({abi_source})"
-        symbol_abi = failures.symbol_abi(symbol)
-        if symbol_abi is not None:
-            out["symbol_abi"] = "C++11 ABI (cxx11abiTRUE)" if symbol_abi else "old ABI (cxx11abiFALSE)"
     lib = captures.get("library")
     if lib:
         out["library"] = lib
@@ -147,6 +127,16 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
     return out
 
 
+def _scanner(recipes: Recipes, force_regex: bool) -> tuple[list[Rule], Scanner]:
+    """The compiled signatures and the scanner of a recipe set, built once per set (compiling
+    every signature and its pre-filter costs far more than explaining one message)."""
+    cache = recipes.__dict__.setdefault("_explain_scanners", {})
+    if force_regex not in cache:
+        sig_rules = [r for r in recipes.rules if r.signatures]
+        cache[force_regex] = (sig_rules, Scanner(compile_rules(sig_rules), gpu_table_from(recipes.data), force_regex=force_regex))
+    return cache[force_regex]
+
+
 def explain(
     source,
     recipes: Recipes,
@@ -159,9 +149,7 @@ def explain(
 ) -> ExplainReport:
     """Scan `source` (a path, or a binary stream) for every known signature and explain each."""
     started = time.perf_counter()
-    sig_rules = [r for r in recipes.rules if r.signatures]
-    compiled = compile_rules(sig_rules)
-    scanner = Scanner(compiled, gpu_table_from(recipes.data), force_regex=force_regex)
+    sig_rules, scanner = _scanner(recipes, force_regex)
     scan = scanner.scan(source, progress=progress, keep_all_lines=kind == "text")
     report = ExplainReport(
         created=now(),
@@ -188,8 +176,10 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         if sig.context is not None and idx not in scan.contexts_seen:
             continue  # e.g. an x-transformers signature in a log that never mentions x-transformers
         by_rule.setdefault(sig.rule, []).append(hits)
+        for derived in _analysed(hits):
+            by_rule.setdefault(derived.signature.rule, []).append(derived)
     log_facts = scan.versions.to_facts()
-    rules_by_id = {r.id: r for r in rules}
+    rules_by_id = {r.id: r for r in recipes.rules}
     out = []
     for rule_id, all_hits in by_rule.items():
         rule = rules_by_id[rule_id]
@@ -211,36 +201,21 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
                 seen_lines.add(e.line)
                 unique.append(e)
         occurrences = max(h.count for h in all_hits)
-        # likelihood: the rule's condition on what the log shows
+        decisive = any(h.signature.decisive for h in all_hits)
+        priority = max(h.signature.priority for h in all_hits)
         evidence: dict[str, Any] = dict(base_evidence(live if live is not None else log_facts))
         if live is None:
             for key in list(evidence):
                 if evidence[key] == "?" or key == "python":
                     evidence.pop(key)
         evidence.update({k.replace("-", "_"): v for k, v in list(evidence.items())})
-        if rule.when is None:
-            likelihood, reason = "confirmed", "the message itself identifies this cause"
-        else:
-            ev = LogEvaluator(log_facts, _checks(), recipes.data)
-            try:
-                verdict = ev.evaluate(rule.when)
-            except Exception:  # noqa: BLE001
-                verdict = Unknown("the rule's condition could not be evaluated on the log")
-            if verdict is True:
-                likelihood, reason = "confirmed", "the versions in the log fit this cause"
-                evidence.update(ev.evidence)
-            elif verdict is False:
-                likelihood, reason = "unlikely", _why_false(rule, log_facts, recipes.data)
-            else:
-                likelihood, reason = "possible", f"the message fits; {verdict.reason} to confirm it"
+        likelihood, reason, fits = _likelihood(rule, decisive, log_facts, recipes)
+        evidence.update(fits)
         evidence.update(captures)
         evidence.update(_derived(captures, evidence, scan.versions, live))
         evidence.update({k.replace("-", "_"): v for k, v in list(evidence.items())})
-        message = None
-        fields = template_fields(rule.message)
-        if all(evidence.get(f) not in (None, "", "?") for f in fields):
-            message = render_template(rule.message, evidence)
-        remedies = [_remedy(r, evidence) for r in rule.remedies]
+        message = templates.fill(rule.message, evidence) if templates.complete(rule.message, evidence) else None
+        remedies = fill_remedies(rule, evidence)
         from ..remedies import command_line
 
         match = Match(
@@ -260,6 +235,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             notes=notes,
             likelihood=likelihood,
             likelihood_reason=reason,
+            priority=priority,
             remedies=remedies,
             commands=[command_line(r, live or Facts()) for r in remedies],
             links=list(rule.links),
@@ -267,8 +243,53 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         if live is not None:
             match.live = _live(rule, live, recipes)
         out.append(match)
-    out.sort(key=lambda m: (m.harmless, LIKELIHOOD_RANK[m.likelihood], SEVERITY_RANK[m.severity], m.evidence[0].line if m.evidence else 0, m.rule))
+    out.sort(key=lambda m: (m.harmless, m.likelihood == "unlikely", -m.priority, LIKELIHOOD_RANK[m.likelihood],
+                            SEVERITY_RANK[m.severity], m.evidence[0].line if m.evidence else 0, m.rule))
     return out
+
+
+ANALYSED_PRIORITY = 3  # a cause read from a report's structure outranks every single-line signature
+
+
+def _analysed(hits: SignatureHits) -> list[SignatureHits]:
+    """The causes a signature's analyzer reads from the block after its match, as hits of their rules."""
+    if not hits.signature.analyzer or hits.block is None:
+        return []
+    from .analyzers import ANALYZERS
+
+    start, lines = hits.block
+    out = []
+    for finding in ANALYZERS[hits.signature.analyzer](lines):
+        sig = CompiledSignature(finding.rule, hits.signature.pattern, hits.signature.regex, [], priority=ANALYSED_PRIORITY,
+                                note=f"read from the report's structure ({hits.signature.analyzer})")
+        out.append(SignatureHits(sig, count=1, evidence=[Evidence(start + finding.line, finding.text)], groups=dict(finding.captures)))
+    return out
+
+
+def _likelihood(rule: Rule, decisive: bool, log_facts: Facts, recipes: Recipes) -> tuple[str, str, dict]:
+    """How well the log's own versions and GPUs fit a match, and why.
+
+    Unknown is never a contradiction: a log that does not print a version leaves the match as the
+    message made it. A decisive message (one that only this cause produces) is never ruled out by
+    the versions either: they may come from another process or machine of the same log, and the
+    contradiction is said. Only a message several causes share is ruled "unlikely" by them."""
+    if rule.when is None:
+        return "confirmed", "the message itself identifies this cause", {}
+    ev = LogEvaluator(log_facts, _checks(), recipes.data)
+    try:
+        verdict = ev.evaluate(rule.when)
+    except Exception:  # noqa: BLE001 - a check written for probed facts may trip on a log's partial facts
+        verdict = Unknown("the rule's condition could not be evaluated on the log")
+    if verdict is True:
+        return "confirmed", "the message and the versions in the log fit this cause", dict(ev.evidence)
+    if verdict is False:
+        why = _why_false(rule, log_facts, recipes.data)
+        if decisive:
+            return "possible", f"the message identifies this cause, though {why} (another process or machine in the same log?)", {}
+        return "unlikely", f"this message has other causes too, and {why}", {}
+    if decisive:
+        return "confirmed", "the message itself identifies this cause", {}
+    return "possible", f"the message fits; {verdict.reason} to confirm it", {}
 
 
 def _live(rule: Rule, facts: Facts, recipes: Recipes) -> LiveCheck:
@@ -310,22 +331,27 @@ def closest(lines: list[str], rules: list[Rule], exclude: set[str] = frozenset()
 
     examples = [(r, ex) for r in rules if r.id not in exclude for ex in r.signature_fixtures.match]
     ex_tokens = [(r, ex, _tokens(ex)) for r, ex in examples]
-    best: dict[str, Candidate] = {}
+    pairs = []  # (word overlap, rule, example, line)
     for line in lines[-CANDIDATE_SCAN:]:
         lt = _tokens(line)
         if len(lt) < 2:
             continue
         for rule, ex, et in ex_tokens:
-            if not et:
-                continue
-            overlap = len(lt & et) / len(lt | et)
-            if overlap < 0.12:
-                continue
-            ratio = difflib.SequenceMatcher(None, line[:300].lower(), ex[:300].lower(), autojunk=False).ratio()
-            score = round(0.6 * overlap + 0.4 * ratio, 3)
-            if score >= 0.25 and (rule.id not in best or best[rule.id].score < score):
-                best[rule.id] = Candidate(rule=rule.id, title=rule.title, score=score, line=line[:300], example=ex.strip()[:300])
+            if et:
+                overlap = len(lt & et) / len(lt | et)
+                if overlap >= 0.12:
+                    pairs.append((overlap, rule, ex, line))
+    # the character-level ratio is costly: only for the pairs the word overlap ranks first
+    # (0.4 x ratio cannot lift a pair above one whose overlap is 0.4 / 0.6 higher)
+    pairs.sort(key=lambda p: -p[0])
+    best: dict[str, Candidate] = {}
+    for overlap, rule, ex, line in pairs[:CANDIDATE_PAIRS]:
+        ratio = difflib.SequenceMatcher(None, line[:300].lower(), ex[:300].lower(), autojunk=False).ratio()
+        score = round(0.6 * overlap + 0.4 * ratio, 3)
+        if score >= 0.25 and (rule.id not in best or best[rule.id].score < score):
+            best[rule.id] = Candidate(rule=rule.id, title=rule.title, score=score, line=line[:300], example=ex.strip()[:300])
     return sorted(best.values(), key=lambda c: -c.score)[:limit]
 
 
 CANDIDATE_SCAN = 200
+CANDIDATE_PAIRS = 40

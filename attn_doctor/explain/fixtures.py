@@ -36,13 +36,27 @@ def matching_rules(rules: list[Rule], text: str, data: dict | None = None) -> di
     return out
 
 
-def check_signature_fixtures(rule: Rule) -> list[SignatureFixtureFailure]:
+def explained_rules(text: str, recipes) -> dict[str, str]:
+    """Rule id -> likelihood in explain's final verdict on `text`, with every recipe competing."""
+    from .core import explain
+
+    report = explain(io.BytesIO(text.encode("utf-8")), recipes, kind="text")
+    return {m.rule: m.likelihood for m in report.matches}
+
+
+def check_signature_fixtures(rule: Rule, recipes=None) -> list[SignatureFixtureFailure]:
+    """With `recipes`, each match snippet must also survive explain's final verdict (every rule
+    competing, versions weighed): a regex matching its own fixture is not enough."""
     failures = []
     if rule.signatures and (not rule.signature_fixtures.match or not rule.signature_fixtures.no_match):
         failures.append(SignatureFixtureFailure(rule.id, "-", "exist (match and no_match snippets)", "there are none"))
     for snippet in rule.signature_fixtures.match:
         if rule.id not in matching_rules([rule], snippet):
             failures.append(SignatureFixtureFailure(rule.id, snippet[:120], "match", "no signature matched"))
+        elif recipes is not None:
+            verdict = explained_rules(snippet, recipes).get(rule.id)
+            if verdict in (None, "unlikely"):
+                failures.append(SignatureFixtureFailure(rule.id, snippet[:120], "be explained by it", f"explain ruled it {verdict or 'out'}"))
     for snippet in rule.signature_fixtures.no_match:
         if rule.id in matching_rules([rule], snippet):
             failures.append(SignatureFixtureFailure(rule.id, snippet[:120], "not match", "a signature matched"))

@@ -50,6 +50,7 @@ class Match(_S, kw_only=True):
     notes: list[str] = []
     likelihood: Likelihood = "possible"
     likelihood_reason: str = ""
+    priority: int = 0  # the rule's signature priority: a root cause ranks before the symptoms after it
     remedies: list[Remedy] = []
     commands: list[Optional[str]] = []  # each remedy as a command line, where it has one
     links: list[str] = []

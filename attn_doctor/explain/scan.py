@@ -22,6 +22,12 @@ LINE_WINDOW = 4096  # bytes kept each side of a hit on a gigantic line
 EVIDENCE_KEEP = 5  # evidence lines kept per signature
 GENERIC_ANCHORS = ["Error", "error:", "ERROR", "Exception", "Warning", "WARNING", "Traceback", "FAILED", "fatal", "assert"]
 CANDIDATE_LINES = 200
+# Where a traceback says who raised: a frame's file, or a path in the message itself
+FRAME_ANCHORS = ["site-packages", "dist-packages", 'File "', " in _flash_attn", "flash_attn_gpu.", "flash_attn_cuda.", "flash_attn_2_cuda."]
+# A frame whose file line was cut off still names its package in the code it shows
+_CODE_PACKAGE = re.compile(r"\bin _(?P<fn>flash_attn)\w*\s*$|=\s*(?P<ext>flash_attn)(?:_2)?_(?:gpu|cuda)\.\w+\(")
+_PACKAGE_PATH = re.compile(r"(?:site|dist)-packages[/\\]+(?P<name>[A-Za-z_][\w.-]*?)(?:[/\\]|\.cpython|\.abi3|\.so\b|\.py\b|-[\d])")
+FRAME_REACH = 40  # lines after a frame during which it still names the component of a message
 
 
 @dataclass
@@ -36,6 +42,7 @@ class SignatureHits:
     count: int = 0
     evidence: list[Evidence] = field(default_factory=list)
     groups: dict[str, str] = field(default_factory=dict)  # named groups of the first match
+    block: Optional[tuple[int, list[str]]] = None  # for an analyzer: the first match's line and the lines after it
 
 
 @dataclass
@@ -66,7 +73,7 @@ class _Finder:
             except ImportError:
                 self._ac = None
         self.engine = "aho-corasick" if self._ac is not None else "regex"
-        self._regex = re.compile(_trie_pattern(anchors))
+        self._regex = re.compile(_trie_pattern(anchors)) if self._ac is None else None
 
     def positions(self, buf, end: int) -> list[tuple[int, int]]:
         """(anchor index or -1, start) for hits starting before `end`; -1 = some anchor, test the line."""
@@ -167,6 +174,8 @@ def _decode(raw) -> str:
 
 
 class Scanner:
+    """Built once per recipe set and reused: one scan at a time (scan() keeps its state on self)."""
+
     def __init__(self, signatures: list[CompiledSignature], gpu_table, force_regex: bool = False):
         self.signatures = signatures
         self.gpu_table = gpu_table
@@ -180,6 +189,8 @@ class Scanner:
             kinds.setdefault(a.encode(), []).append(("ver", 0))
         for a in GENERIC_ANCHORS:
             kinds.setdefault(a.encode(), []).append(("gen", 0))
+        for a in FRAME_ANCHORS:
+            kinds.setdefault(a.encode(), []).append(("frame", 0))
         self.anchor_bytes = list(kinds)
         self.anchor_kinds = [kinds[a] for a in self.anchor_bytes]
         self.finder = _Finder(self.anchor_bytes, force_regex)
@@ -193,6 +204,7 @@ class Scanner:
         self._cache: dict[str, list[tuple[int, Optional[re.Match]]]] = {}
         self._candidates: deque[str] = deque(maxlen=CANDIDATE_LINES)
         self._keep_all = keep_all_lines
+        self._frame: tuple[int, Optional[str]] = (-FRAME_REACH - 1, None)  # the last frame: line, package
         carry = b""
         prev_line = ""
         line_base = 0  # newlines before buf[0]
@@ -281,6 +293,17 @@ class Scanner:
         if clipped:
             text = "…" + text + "…"
         matched_any = False
+        own = None
+        if any(kind == "frame" for kind, _ in kinds):
+            m = _PACKAGE_PATH.search(text)
+            own = m.group("name") if m else None
+            code = _CODE_PACKAGE.search(text) if own is None else None
+            if code:
+                self._frame = (lineno, code.group("fn") or code.group("ext"))
+            elif text.startswith('File "') or own:
+                self._frame = (lineno, own)
+        frame_line, frame_package = self._frame
+        component = own or (frame_package if lineno - frame_line <= FRAME_REACH else None)
         sig_ids = sorted({idx for kind, idx in kinds if kind == "sig"})
         if sig_ids:
             key = text
@@ -299,11 +322,21 @@ class Scanner:
                 if len(self._cache) < 10000:
                     self._cache[key] = cached
             for idx, m, joined in cached:
+                sig = self.signatures[idx]
+                # the component is the package whose frame raised, "" when the text shows none; a
+                # signature's component pattern may accept "" (e.g. "not raised by xformers")
+                if sig.component is not None and not sig.component.search(component or ""):
+                    continue  # raised by another package than this signature speaks of
                 matched_any = True
                 hits = result.hits.get(idx)
                 if hits is None:
-                    hits = result.hits[idx] = SignatureHits(self.signatures[idx], groups={k: v for k, v in m.groupdict().items() if v})
+                    groups = {k: v for k, v in m.groupdict().items() if v}
+                    if component:
+                        groups.setdefault("component", component)
+                    hits = result.hits[idx] = SignatureHits(sig, groups=groups)
                 hits.count += 1
+                if sig.analyzer and hits.block is None:
+                    hits.block = (lineno, [text] + _block_after(buf, end))
                 if len(hits.evidence) < EVIDENCE_KEEP:
                     hits.evidence.append(Evidence(lineno, _shorten(joined or text)))
         for kind, idx in kinds:
@@ -318,16 +351,23 @@ class Scanner:
     def _joined(self, buf, start, end, prev_line, text, regex):
         """A message wrapped over lines: try the line with its neighbours, joined with and without a space."""
         nxt = _next_lines(buf, end, 2)
-        prev = _prev_line(buf, start) if start > 0 else prev_line
+        before = _prev_lines(buf, start, 2) if start > 0 else ([prev_line] if prev_line else [])
+        prev = before[-1] if before else ""
         options = []
+        # a terminal or a log viewer wraps at a column (mid-word: no space) or at a word (a space)
         if nxt:
             options += [text + " " + nxt[0], text + nxt[0]]
         if prev:
             options += [prev + " " + text, prev + text]
+        # each break on its own: a column wrap that falls on a space loses that space to the
+        # line's stripping, so one break needs a space back and the next one does not
+        seps = [(a, b) for a in (" ", "") for b in (" ", "")]
         if prev and nxt:
-            options += [prev + " " + text + " " + nxt[0]]
+            options += [prev + a + text + b + nxt[0] for a, b in seps]
         if len(nxt) > 1:
-            options += [text + " " + nxt[0] + " " + nxt[1]]
+            options += [text + a + nxt[0] + b + nxt[1] for a, b in seps]
+        if len(before) > 1:  # a long line wrapped three times, hit on its last part
+            options += [before[0] + a + before[1] + b + text for a, b in seps]
         for option in options:
             m = regex.search(option)
             if m:
@@ -349,13 +389,27 @@ def _next_lines(buf, end: int, count: int) -> list[str]:
     return out
 
 
-def _prev_line(buf, start: int) -> str:
-    end = start - 1
-    if end > 0 and buf[end - 1:end + 1] == b"\r\n":
-        end -= 1
-    lo = max(0, end - LINE_WINDOW)
-    s = max(buf.rfind(b"\n", lo, end), buf.rfind(b"\r", lo, end)) + 1
-    return normalise(_decode(buf[s:end]))
+def _block_after(buf, end: int) -> list[str]:
+    """The normalised lines after a match, blank ones kept (they end reports), for an analyzer."""
+    from .analyzers import BLOCK_LINES
+
+    stop = min(len(buf), end + BLOCK_LINES * 512)
+    lines = _decode(buf[end:stop]).replace("\r\n", "\n").replace("\r", "\n").split("\n")[1:BLOCK_LINES + 1]
+    return [normalise(line) for line in lines]
+
+
+def _prev_lines(buf, start: int, count: int) -> list[str]:
+    """Up to `count` lines before the line starting at `start`, oldest first."""
+    out: list[str] = []
+    while len(out) < count and start > 0:
+        end = start - 1
+        if end > 0 and buf[end - 1:end + 1] == b"\r\n":
+            end -= 1
+        lo = max(0, end - LINE_WINDOW)
+        s = max(buf.rfind(b"\n", lo, end), buf.rfind(b"\r", lo, end)) + 1
+        out.insert(0, normalise(_decode(buf[s:end])))
+        start = s
+    return out
 
 
 def _shorten(text: str, limit: int = 400) -> str:

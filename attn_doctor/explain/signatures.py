@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover - 3.10
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 MIN_ANCHOR = 4  # a shorter mandatory literal would let too many unrelated lines through
+WRAP_SAFE = 6  # an anchor this long or longer is searched as its two halves (see split_anchors)
 
 
 class SignatureError(ValueError):
@@ -32,6 +33,10 @@ class CompiledSignature:
     context: Optional[re.Pattern] = None
     context_anchors: list[str] = field(default_factory=list)
     note: Optional[str] = None
+    component: Optional[re.Pattern] = None
+    priority: int = 0
+    decisive: bool = True
+    analyzer: Optional[str] = None
 
 
 def _leading(items) -> str:
@@ -66,6 +71,8 @@ def _options(items) -> list[list[str]]:
             prefix += chr(item[1])
             continue
         branches = _branches(item)
+        if branches is None and item[0] is _sre_c.SUBPATTERN and not item[1][1]:
+            options.extend(_options(list(item[1][3])))  # a group: what every match of it contains
         if branches is not None:
             alts = []
             for branch in branches:
@@ -124,21 +131,34 @@ def anchors_of(pattern: str) -> list[str]:
         raise SignatureError(f"invalid regular expression {pattern!r}: {exc}") from None
     if parsed.state.flags & re.IGNORECASE:
         raise SignatureError(f"{pattern!r}: case-insensitive signatures cannot be pre-filtered; use (?i:...) around a part")
-    best = _strongest(_options(list(parsed)))
+    options = _options(list(parsed))
+    best = _strongest(options)
     if not best:
         raise SignatureError(
             f"{pattern!r}: needs a literal text of at least {MIN_ANCHOR} characters in every alternative "
             "(the scanner pre-filters lines with it; it also keeps a signature from matching anything)"
         )
+    if min(len(a.strip()) for a in best) < 2 * WRAP_SAFE:
+        # A short anchor is not split in halves, so one line break inside it would hide the whole
+        # message from the pre-filter: a second literal of the message keeps it findable.
+        rest = _strongest([o for o in options if o != best])
+        best = sorted(set(best) | set(rest))
     return best
 
 
 def compile_signature(rule_id: str, signature) -> CompiledSignature:
     """A recipe signature (a string, or a Signature table) compiled and checked."""
     if isinstance(signature, str):
-        pattern, severity, context, note = signature, None, None, None
+        pattern, severity, context, note, component, priority, decisive = signature, None, None, None, None, 0, True
     else:
         pattern, severity, context, note = signature.pattern, signature.severity, signature.context, signature.note
+        component, priority, decisive = signature.component, signature.priority, signature.decisive
+    analyzer = None if isinstance(signature, str) else signature.analyzer
+    if analyzer is not None:
+        from .analyzers import ANALYZERS
+
+        if analyzer not in ANALYZERS:
+            raise SignatureError(f"unknown analyzer {analyzer!r} (known: {', '.join(sorted(ANALYZERS))})")
     try:
         regex = re.compile(pattern)
     except re.error as exc:
@@ -151,7 +171,14 @@ def compile_signature(rule_id: str, signature) -> CompiledSignature:
         except re.error as exc:
             raise SignatureError(f"invalid context expression {context!r}: {exc}") from None
         context_anchors = anchors_of(context)
-    return CompiledSignature(rule_id, pattern, regex, anchors, severity, compiled_context, context_anchors, note)
+    compiled_component = None
+    if component:
+        try:
+            compiled_component = re.compile(component)
+        except re.error as exc:
+            raise SignatureError(f"invalid component expression {component!r}: {exc}") from None
+    return CompiledSignature(rule_id, pattern, regex, anchors, severity, compiled_context, context_anchors, note,
+                             compiled_component, priority, decisive, analyzer)
 
 
 def split_anchors(anchors: list[str]) -> list[str]:
@@ -159,7 +186,8 @@ def split_anchors(anchors: list[str]) -> list[str]:
     whole, and the scanner then joins the neighbouring lines."""
     out = []
     for a in anchors:
-        if len(a) >= 12:
+        a = a.strip()  # an anchor's edge spaces can fall on a line break: the literal inside cannot
+        if len(a) >= 2 * WRAP_SAFE:
             half = len(a) // 2
             out += [a[:half].strip(), a[half:].strip()]
         else:
@@ -178,7 +206,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b\][^\x07\
 _PREFIX = re.compile(
     r"""^(?:
         \s*\[(?:rank|default|RANK\ ?)\d+\]:?\s?              # torchrun / deepspeed: [rank3]: [default0]:
-      | \s*\d{1,4}:\s(?=\S)                                  # srun --label: "3: "
+      | \s*\d{1,4}:\ +(?=\S)                                 # srun --label: "3: "
       | \s*\((?:[A-Za-z_]\w*\ )?pid=\d+(?:,\ ip=[\d.]+)?\)\s  # ray: (WorkerDict pid=8238)
       | \s*[IWEF]\d{4}\ [\d:.]+\s+\d+\ [\w./-]+:\d+\]\s?      # glog: E1122 10:01:02.123 12345 file.cc:123]
       | \s*\[[IWEF]\d{4}\ [\d:.]+\s+\d+\ [\w./-]+:\d+\]\s?    # [W1122 10:01:02.123 123 file.cpp:45]
@@ -189,6 +217,7 @@ _PREFIX = re.compile(
       | \s*\[(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\|[\w.:-]+)?\]\s*(?:[\d\-: ,]+>>\s*)?  # [INFO|x.py:12] 2026-.. >>
       | \s*\[(?:[\w.-]+\.py:\d+(?::[\w<>]+)?)\]\s*          # [trainer.py:123]
       | \s*[│┃|]\s                                          # rich traceback borders
+      | \s*>(?=\s)\s?                                       # a markdown quote: "> RuntimeError: ..."
     )""",
     re.VERBOSE,
 )

@@ -152,7 +152,11 @@ def apply_settings(path: Path, text: bytes, settings: dict[str, Any]) -> bytes:
 
 
 def _verify(path: Path, old: bytes, new: bytes, settings: dict[str, Any]) -> None:
-    before, after = _parse(path, old), _parse(path, new)
+    before = _parse(path, old)
+    try:
+        after = _parse(path, new)
+    except Exception as exc:  # noqa: BLE001 - whatever the loader says, the edit is not written
+        raise EditError(f"{path}: the edited file would not read back ({type(exc).__name__}); left unchanged, edit it by hand") from None
     for dotted, value in settings.items():
         if _get(after, dotted) != value or type(_get(after, dotted)) is not type(value):
             raise EditError(f"{path}: the edit of {dotted} did not read back as {value!r} (left unchanged)")
@@ -222,9 +226,18 @@ def _yaml_set(text: str, settings: dict[str, Any]) -> str:
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
-    doc = YAML(typ="rt", pure=True).load(text)
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        doc = YAML(typ="rt", pure=True).load(text)
+    except YAMLError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise EditError(f"the round-trip YAML loader cannot read it ({first}); edit it by hand") from None
     if not isinstance(doc, CommentedMap):
         raise EditError("not a mapping of settings")
+    if doc.fa.flow_style():
+        # {key: value, ...}: a value is not alone on its line, so it cannot be replaced in place
+        raise EditError("a flow-style mapping ({key: value, ...}); edit it by hand")
     lines = text.splitlines(True)
     inserts: list[tuple[int, str]] = []
     for key, value in settings.items():

@@ -4,7 +4,9 @@
     STATE/runs/ID/journal.json    the run: status, target, package set before, files, actions
     STATE/runs/ID/files/N         byte copies of the files the run edits
 
-STATE is ``$ATTN_DOCTOR_STATE_DIR`` or the user's state directory (platformdirs). The backups are
+STATE is ``$ATTN_DOCTOR_STATE_DIR`` or the user's state directory (platformdirs). The backups hold
+copies of training configs, which can hold tokens: the folders are 0700, the lock and the journal
+0600, and a backup has its source's mode, never more (a 0600 config stays 0600). The backups are
 written and fsynced, then the journal (atomically) with status ``applying``, and only then does
 anything change. A journal still ``applying`` while nobody holds the lock belongs to a fix that
 was killed: the next ``fix`` (or ``fix --undo``) restores from it.
@@ -18,6 +20,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,6 +38,10 @@ class JournalError(Exception):
     pass
 
 
+class UnknownRun(JournalError):
+    """An ID that names no run (or several): the user's input is wrong, a usage error."""
+
+
 def state_dir() -> Path:
     env = os.environ.get(STATE_ENV)
     if env:
@@ -42,6 +49,40 @@ def state_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_state_dir("attn-doctor", appauthor=False))
+
+
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def private_dir(path: Path, narrow: bool = False) -> Path:
+    """`path` as a folder only its owner can enter, created 0700 with any missing parents (as the
+    XDG base directory spec asks). narrow: also take group and other bits off a folder of ours
+    that exists (runs/: an older attn-doctor made it 0755, and the copies below must not stay
+    reachable through it); the state folder itself may be one the user named, so it is left as is."""
+    path = Path(path)
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:
+            pass
+    if narrow:
+        _narrow(path, PRIVATE_DIR)
+    return path
+
+
+def _narrow(path: Path, mode: int) -> None:
+    try:
+        st = path.lstat()
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & ~mode:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & mode)
+    except OSError:
+        pass  # not ours to change; what we create inside is private all the same
 
 
 def sha256(data: bytes) -> str:
@@ -52,12 +93,14 @@ class Lock:
     """An exclusive flock on STATE/lock; released by the kernel if the holder dies."""
 
     def __init__(self, root: Path):
-        root.mkdir(parents=True, exist_ok=True)
+        private_dir(root)
+        private_dir(root / "runs", narrow=True)
         self.path = root / "lock"
         self.fd: Optional[int] = None
 
     def acquire(self) -> None:
-        self.fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o600)
+        self.fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE)
+        _narrow(self.path, PRIVATE_FILE)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -91,7 +134,10 @@ class Journal:
         now = _dt.datetime.now(_dt.timezone.utc)
         run_id = now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
         directory = root / "runs" / run_id
-        (directory / "files").mkdir(parents=True)
+        private_dir(root)
+        private_dir(root / "runs", narrow=True)
+        directory.mkdir(mode=PRIVATE_DIR)
+        (directory / "files").mkdir(mode=PRIVATE_DIR)
         journal = cls(
             directory,
             {
@@ -119,7 +165,7 @@ class Journal:
         return self.data["status"]
 
     def save(self) -> None:
-        atomic_write(self.dir / "journal.json", json.dumps(self.data, indent=2).encode() + b"\n", mode=0o600)
+        atomic_write(self.dir / "journal.json", json.dumps(self.data, indent=2).encode() + b"\n", mode=PRIVATE_FILE)
 
     def set_status(self, status: str) -> None:
         self.data["status"] = status
@@ -136,14 +182,20 @@ class Journal:
         index = len(self.data["files"])
         entry: dict[str, Any] = {"path": str(path), "backup": None, "existed": path.exists(), "mode": None}
         if entry["existed"]:
-            data = path.read_bytes()
+            with open(path, "rb") as src:
+                mode = stat.S_IMODE(os.fstat(src.fileno()).st_mode)
+                data = src.read()
             backup = self.dir / "files" / str(index)
-            with open(backup, "wb") as fh:
+            # Created owner-only, then given the source's permission bits at most: a copy is never
+            # readable by anyone the original was not.
+            fd = os.open(str(backup), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE)
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), mode & 0o755)
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             fsync_dir(backup.parent)
-            entry.update(backup=backup.name, mode=path.stat().st_mode & 0o7777, sha256_before=sha256(data))
+            entry.update(backup=backup.name, mode=mode, sha256_before=sha256(data))
         self.data["files"].append(entry)
         return entry
 
@@ -170,8 +222,8 @@ def find_run(run_id: Optional[str], root: Optional[Path] = None) -> Journal:
     if run_id:
         matches = [r for r in runs if r.id == run_id or r.id.startswith(run_id)]
         if len(matches) != 1:
-            raise JournalError(
-                f"no fix run {run_id!r}" if not matches else f"{run_id!r} matches {len(matches)} runs; give more of the id"
+            raise UnknownRun(
+                f"no fix run {run_id!r} (`attn-doctor fix --history` lists them)" if not matches else f"{run_id!r} matches {len(matches)} runs; give more of the id"
             )
         return matches[0]
     undoable = [r for r in runs if r.status not in ("undone",) and (r.data["files"] or r.data.get("packages_before"))]

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from ..facts import Facts, canonical_name
 from ..remedies import installer, pip_argv
 from ..report import Report, Result
+from ..rules.checks import triton_pin
 from ..rules.model import Remedy
 from .edits import EditError, apply_settings, settings_for, unified_diff
 from .patches import PatchError, fla_states_patch, trace_patch
@@ -161,7 +162,10 @@ def _pip_action(action: Action, remedy: Remedy, facts: Facts, options: Options, 
     except InvalidRequirement:
         return _block(action, f"the recipe's requirement {remedy.requirement!r} is not valid")
     name = canonical_name(req.name)
-    if name in TORCH_PINNED:
+    if name in TORCH_PINNED and _is_installed_torch_pin(req, facts, data):
+        # the triton this torch pins (AD201's "reinstall the pin"): installing it keeps torch as it is
+        action.note = f"the triton torch {facts.version_of('torch')} pins"
+    elif name in TORCH_PINNED:
         torch_req = _torch_for_triton(req, data.get("torch_triton", {}))
         if torch_req is None:
             return _block(action, f"{req} is pinned by torch and no torch release in the pin table brings it")
@@ -190,6 +194,26 @@ def _pip_action(action: Action, remedy: Remedy, facts: Facts, options: Options, 
 
 def _fields(remedy: Remedy) -> dict:
     return {f: getattr(remedy, f) for f in remedy.__struct_fields__}
+
+
+def _is_installed_torch_pin(req: Requirement, facts: Facts, data: dict) -> bool:
+    """req asks for the triton the installed torch pins (installing it leaves torch alone)."""
+    pin = triton_pin(facts, data)
+    return pin is not None and (req.specifier == pin or bool(_versions_of(req) and all(pin.contains(v, prereleases=True) for v in _versions_of(req))))
+
+
+def _versions_of(req: Requirement) -> list[Version]:
+    """The exact versions an ==/=== requirement names (none for ranges)."""
+    out = []
+    for spec in req.specifier:
+        if spec.operator in ("==", "===") and not spec.version.endswith(".*"):
+            try:
+                out.append(Version(spec.version))
+            except InvalidVersion:
+                return []
+        else:
+            return []
+    return out
 
 
 def _torch_for_triton(req: Requirement, pins: dict) -> Optional[str]:

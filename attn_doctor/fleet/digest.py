@@ -9,7 +9,7 @@ what legitimately differs per node or per run taken out:
   ``pci_bus_id`` a probe may add), launcher variables in ``facts.env`` (RANK, LOCAL_RANK, SLURM_*,
   TORCHELASTIC_*, CUDA_VISIBLE_DEVICES, ...);
 - timings and measurements: every ``duration_s`` and ``*_ms`` (the smoke tests' ``kernel_ms``,
-  ``total_ms``) and the smoke tests' ``rel_err`` / ``rel_err_grad`` (backward kernels accumulate
+  ``total_ms``), what a probe process printed (``stderr``), and the smoke tests' ``rel_err`` / ``rel_err_grad`` (backward kernels accumulate
   in a nondeterministic order; the verdict, ``status`` against ``tolerance``, stays);
 - a result's ``evidence``, ``remedies``, ``links`` and ``traceback`` (its ``status`` and ``message``
   stay: they carry the versions and GPUs the rule looked at).
@@ -27,9 +27,12 @@ import msgspec
 
 # Keys dropped wherever they appear in the facts (and any key ending in _ms: a timing).
 VOLATILE_KEYS = frozenset(
-    # `cached`: when the sample forward verdict was computed (local rank 0 computes it, the others
-    # reuse it); `device_index`: the GPU a rank smoke-tested (its own, LOCAL_RANK)
-    {"duration_s", "hostname", "uuid", "serial", "pci_bus_id", "rel_err", "rel_err_grad", "cached", "device_index", "group_seconds"}
+    # `cached`, `computed_by`, `waited_s`: when and by which process the sample verdict was
+    # computed (one rank computes it, the others with its key reuse it); `device_index`: the GPU
+    # a rank smoke-tested (its own, LOCAL_RANK); `stderr`: what a probe process printed, evidence
+    # that can name a pid, a temporary path or a time
+    {"duration_s", "hostname", "uuid", "serial", "pci_bus_id", "rel_err", "rel_err_grad", "cached", "computed_by", "waited_s",
+     "device_index", "group_seconds", "stderr"}
 )
 # Environment variables that differ per rank or per node by design.
 PER_RANK_ENV = frozenset(

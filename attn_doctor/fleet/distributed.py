@@ -1,4 +1,4 @@
-"""`check --distributed`: every rank of a torchrun / srun launch checks itself; rank 0 prints the fleet.
+"""`check --distributed`: every rank of a torchrun / srun launch checks itself; rank 0 gathers the fleet.
 
 Built on the launcher and on torch.distributed's TCPStore (the store behind `init_process_group`),
 not on NCCL or the GPU, so it works where those are what is broken. No process group is formed
@@ -6,6 +6,7 @@ not on NCCL or the GPU, so it works where those are what is broken. No process g
 deadlines, under the prefix ``attn-doctor/fleet/<run id>``:
 
     every rank, at start      append "hello"  "<rank>\\t<local rank>\\t<host>"     (who connected)
+    every rank, while checking set "heartbeat/<rank>" "<seconds>\\t<what it is doing>" each second
     every rank, when checked  add "claim/<digest>" 1; the first rank with a digest sets
                               "report/<digest>" (its report, zlib JSON): one full report per
                               distinct digest, never one per rank
@@ -15,7 +16,8 @@ deadlines, under the prefix ``attn-doctor/fleet/<run id>``:
     rank 0                    polls "count" until every rank is in or the deadline passes
                               (ATTN_DOCTOR_GATHER_TIMEOUT seconds after its own report), sets
                               "closed", reads "members" and the distinct reports, names the ranks
-                              missing (connected or not), prints the fleet report
+                              missing (connected or not; a rank whose heartbeat still moves is
+                              "still checking after N s", not hung); the CLI prints the report
 
 Exit codes: rank 0 exits with the fleet's code (as check's: 0, 1, 3; 2 for usage); the other ranks
 exit 0 once their report is handed over, and 3 when they cannot hand it over (rank 0's store
@@ -25,22 +27,21 @@ when any task exits non-zero, so the step fails exactly when the fleet does.
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import signal
-import socket
 import sys
 import threading
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Optional
 
 import msgspec
 
+from ..options import CheckOptions, expand, host_name
 from ..report import EXIT_PROBE_FAILED, Summary
 from .aggregate import FleetReport, Member, Problem, aggregate
 from .digest import report_digest
@@ -130,10 +131,6 @@ def first_host(nodelist: str) -> str:
     return prefix + first
 
 
-def host_name() -> str:
-    return socket.gethostname().split(".")[0] or "host"
-
-
 def default_gather_timeout(quick: bool, from_report: bool, probe_timeout: float) -> float:
     value = os.environ.get(GATHER_TIMEOUT_ENV)
     if value:
@@ -161,8 +158,13 @@ def _import_store():
 IMPORT_TIMEOUT_S = 120.0  # importing torch is local work: generous, but never unbounded
 
 
+HEARTBEAT_S = 1.0  # how often a rank still checking says so (one small store write)
+
+
 class Connection(threading.Thread):
-    """Imports torch.distributed and joins the store in the background while the check runs."""
+    """Imports torch.distributed and joins the store in the background while the check runs, then
+    keeps a heartbeat there ("heartbeat/<rank>": seconds checking, and what the check is doing)
+    until the check is done, so that rank 0 can tell a rank still checking from a hung one."""
 
     def __init__(self, placement: Placement, host: str, timeout: float):
         super().__init__(name="attn-doctor-fleet-connect", daemon=True)
@@ -170,7 +172,11 @@ class Connection(threading.Thread):
         self.store = None
         self.error: Optional[str] = None
         self.imported = threading.Event()
+        self.ready = threading.Event()
         self.import_error: Optional[str] = None
+        self.phase = "starting"
+        self.started = time.monotonic()
+        self._beat_stop = threading.Event()
 
     def run(self) -> None:
         p = self.placement
@@ -196,13 +202,35 @@ class Connection(threading.Thread):
             self.store = store
         except Exception as exc:  # noqa: BLE001 - reported by the caller, in one line
             self.error = _one_line(exc)
+        finally:
+            self.ready.set()
+        self._heartbeat()
+
+    def _heartbeat(self) -> None:
+        if self.store is None:
+            return
+        key = f"heartbeat/{self.placement.rank}"
+        while True:
+            try:
+                self.store.set(key, f"{time.monotonic() - self.started:.1f}\t{self.phase}"[:300])
+            except Exception:  # noqa: BLE001 - the store went away: rank 0 names this rank anyway
+                return
+            if self._beat_stop.wait(HEARTBEAT_S):
+                return
+
+    def stop_heartbeat(self) -> None:
+        """The check is over: the heartbeat stops before this thread's store is used elsewhere."""
+        self._beat_stop.set()
+        if self.ready.is_set() and self.is_alive():
+            self.join(HEARTBEAT_S + 5.0)
 
     def result(self):
         """The store; GatherError when torch.distributed cannot be imported or the rendezvous not reached."""
         p = self.placement
         if not self.imported.wait(IMPORT_TIMEOUT_S):
             raise GatherError(f"importing torch.distributed took over {IMPORT_TIMEOUT_S:.0f} s")
-        self.join(self.timeout + 5.0)  # TCPStore gives up by itself after self.timeout
+        self.ready.wait(self.timeout + 5.0)  # TCPStore gives up by itself after self.timeout
+        self.stop_heartbeat()
         if self.import_error:
             raise GatherError(self.import_error)
         if self.store is None:
@@ -329,6 +357,9 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
         if len(parts) == 3 and parts[0].isdigit():
             hello.setdefault(int(parts[0]), parts[2])
 
+    silent = [r for r in range(world) if r in hello and r not in members and r not in failed]
+    alive = _still_checking(store, silent) if silent and not stopped else {}
+
     reports: dict[str, dict] = {}
     pending = {m.digest for m in members.values()}
     upload_deadline = time.monotonic() + min(2.0, max(timeout, 0.5))
@@ -353,6 +384,11 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
         if rank in failed:
             host, why = failed[rank]
             problems.append(Problem(kind="missing", rank=rank, host=host, message=f"rank {rank} on {host}: its check could not run: {why.strip()}"))
+        elif rank in hello and rank in alive:
+            seconds, phase = alive[rank]
+            problems.append(
+                Problem(kind="late", rank=rank, host=hello[rank], message=f"rank {rank} on {hello[rank]}: still checking after {seconds:.0f} s ({phase}); not in this report (raise {GATHER_TIMEOUT_ENV}){late}")
+            )
         elif rank in hello:
             problems.append(
                 Problem(kind="missing", rank=rank, host=hello[rank], message=f"rank {rank} on {hello[rank]} connected but did not report within {timeout:g} s (hung or died during its check){late}")
@@ -370,120 +406,101 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
     )
 
 
-def _run_check_kwargs(run_check, options: dict) -> dict:
-    """check's other options, mapped to run_check's keywords where run_check takes them."""
-    import inspect
+def _still_checking(store, ranks: list[int]) -> dict[int, tuple[float, str]]:
+    """The ranks whose heartbeat moved within a beat and a half: rank -> (seconds checking, doing what)."""
 
-    accepted = set(inspect.signature(run_check).parameters)
-    mapping = {
-        "recipes_dir": options.get("recipes"),
-        "sample": not options.get("no_sample", False),
-        "smoke": not options.get("no_smoke", False),
-        "configs": options.get("config"),
-    }
-    return {k: v for k, v in mapping.items() if k in accepted}
+    def beats() -> dict[int, str]:
+        out = {}
+        for rank in ranks:
+            try:
+                if store.check([f"heartbeat/{rank}"]):
+                    out[rank] = store.get(f"heartbeat/{rank}").decode(errors="replace")
+            except Exception:  # noqa: BLE001 - unreadable: not shown as alive
+                continue
+        return out
+
+    before = beats()
+    if not before:
+        return {}
+    time.sleep(HEARTBEAT_S * 1.5)
+    alive = {}
+    for rank, value in beats().items():
+        if before.get(rank) not in (None, value):
+            seconds, _, phase = value.partition("\t")
+            try:
+                alive[rank] = (float(seconds), phase or "checking")
+            except ValueError:
+                continue
+    return alive
 
 
-def _template(value: str, placement: Placement, host: str) -> str:
-    return value.replace("{rank}", str(placement.rank)).replace("{local_rank}", str(placement.local_rank)).replace("{host}", host)
+class FleetError(Exception):
+    """This rank cannot take part: the message (prefixed with the rank) and the exit code."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
 
 
-def run_distributed_check(options: dict) -> int:
-    """The `check --distributed` branch of the CLI. Returns the exit code; bad input raises typer.Exit."""
-    from ..cli import UsageError, _progress, _validate_python, fail
+def run_distributed_check(options: CheckOptions, progress_factory=None) -> Optional[FleetReport]:
+    """One rank of `check --distributed`: this rank's check, through the same run_check as `check`
+    ({rank}, {local_rank} and {host} expanded in --from-report and --output; the smoke tests on
+    the GPU LOCAL_RANK names), handed over to rank 0. Returns the fleet report on rank 0, None on
+    the others; raises FleetError (usage: 2, rendezvous or hand-over: 3). Prints nothing."""
     from ..core import FactsFileError, run_check
-    from ..render.json import to_json
+    from ..options import UsageError
     from ..rules.loader import RecipeError
-
-    quick, python, facts, verbose = options["quick"], options["python"], options["facts"], options["verbose"]
-    json_out, output, timeout = options["json_out"], options["output"], options["timeout"]
-    fail_on = getattr(options["fail_on"], "value", options["fail_on"])
-    check_kwargs = _run_check_kwargs(run_check, options)
-
-    def _usage(message: str, code: int = 2):
-        if verbose:
-            import traceback
-
-            traceback.print_exc()
-        return fail(message, code)
 
     try:
         placement = detect()
-        gather_timeout = default_gather_timeout(quick, facts is not None, timeout)
+        gather_timeout = default_gather_timeout(options.quick, options.facts_file is not None, options.timeout)
     except LaunchError as exc:
-        raise _usage(str(exc)) from None
+        raise FleetError(str(exc), 2) from None
     host = host_name()
     who = f"rank {placement.rank} ({host})"
     connection = Connection(placement, host, gather_timeout)
     connection.start()  # torch.distributed's import and the rendezvous overlap the probes
 
     is_reporter = placement.rank == 0
-    progress = _progress() if is_reporter and not json_out and sys.stderr.isatty() else None
+    progress = progress_factory() if is_reporter and progress_factory else None
+
+    def note(message: str) -> None:
+        connection.phase = message  # what rank 0 shows for a rank still checking at its deadline
+        if progress:
+            progress.update(message)
+
+    rank, local = placement.rank, placement.local_rank
+    rank_options = replace(
+        options,
+        facts_file=Path(expand(str(options.facts_file), rank, local)) if options.facts_file is not None else None,
+        output=expand(options.output, rank, local) if options.output else None,
+        gpu_index=local,  # each rank smoke-tests its own GPU
+    )
     stop = _Stop().__enter__()
     try:
         try:
-            target = _validate_python(python)
-            facts_file = Path(_template(str(facts), placement, host)) if facts is not None else None
-            if facts_file is not None and (python or quick):
-                raise UsageError("--facts/--from-report diagnoses a recorded report; it cannot be combined with --python or --quick")
-            # The sample forward pass depends only on the host's packages and GPUs: local rank 0
-            # runs it, the other ranks of the host reuse its verdict (through the cache) instead
-            # of each importing transformers & co. at once.
-            if placement.local_rank != 0 and "sample_wait" in inspect.signature(run_check).parameters:
-                check_kwargs["sample_wait"] = timeout
-            if "gpu_index" in inspect.signature(run_check).parameters:
-                check_kwargs["gpu_index"] = placement.local_rank  # each rank smoke-tests its own GPU
-            report = run_check(
-                python=target,
-                quick=quick,
-                facts_file=facts_file,
-                fail_on=fail_on,
-                timeout=timeout,
-                progress=progress.update if progress else None,
-                **check_kwargs,
-            )
+            report = run_check(rank_options, note)
         except (UsageError, FactsFileError, RecipeError) as exc:
-            connection.join(min(gather_timeout, 10.0) + 5.0)
+            connection.ready.wait(min(gather_timeout, 10.0) + 5.0)
+            connection.stop_heartbeat()
             if connection.store is not None:
                 report_failure(connection.store, placement, host, str(exc))
-            raise _usage(f"{who}: {exc}") from None
-
-        if output:
-            path = Path(_template(output, placement, host)).expanduser()
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(to_json(report))
-            except OSError as exc:
-                raise _usage(f"{who}: --output {path}: cannot write: {exc.strerror or exc}") from None
+            raise FleetError(f"{who}: {exc}", 2) from None
 
         doc = msgspec.to_builtins(report)
         try:
-            if progress:
-                progress.update("joining the rendezvous")
+            note("joining the rendezvous")
             store = connection.result()
             publish(store, placement, host, doc, report_digest(doc))
             if not is_reporter:
-                return 0
-            fleet = gather(store, placement, timeout=gather_timeout, fail_on=fail_on, progress=progress.update if progress else None, stop=stop)
+                return None
+            return gather(store, placement, timeout=gather_timeout, fail_on=options.fail_on, progress=progress.update if progress else None, stop=stop)
         except GatherError as exc:
-            raise _usage(f"{who}: {exc}", EXIT_PROBE_FAILED) from None
+            raise FleetError(f"{who}: {exc}", EXIT_PROBE_FAILED) from None
         except Exception as exc:  # noqa: BLE001 - torch.distributed raised: one line, exit 3
-            raise _usage(f"{who}: the gather failed: {_one_line(exc)}", EXIT_PROBE_FAILED) from None
+            raise FleetError(f"{who}: the gather failed: {_one_line(exc)}", EXIT_PROBE_FAILED) from None
     finally:
+        connection.stop_heartbeat()
         stop.__exit__()
         if progress:
             progress.stop()
-
-    if json_out:
-        from .aggregate import to_json as fleet_json
-
-        sys.stdout.buffer.write(fleet_json(fleet))
-        sys.stdout.flush()
-    else:
-        from rich.console import Console
-
-        from ..render.fleet_human import render_fleet
-
-        render_fleet(fleet, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose=verbose)
-        sys.stdout.flush()
-    return fleet.exit_code

@@ -7,6 +7,7 @@ from typing import Optional
 
 import msgspec
 
+from ..inputs import FLEET_MAX_FILES, REPORT_MAX_BYTES, InputError, check_input, decode_json, read_bounded, shown
 from ..report import SCHEMA_ID, SCHEMA_VERSION, Report, Summary
 from .aggregate import FleetReport, Member, Problem, aggregate
 from .digest import report_digest
@@ -17,18 +18,33 @@ class FleetUsageError(Exception):
 
 
 def expand(paths: list[Path]) -> list[Path]:
-    """Files as given; a folder stands for the *.json files directly inside it (sorted)."""
+    """Files as given; a folder stands for the *.json files directly inside it (sorted; not its
+    subfolders, and at most FLEET_MAX_FILES). A path that is not a regular file (a FIFO, a device)
+    is refused: reading it could block or never end."""
     files: list[Path] = []
     for p in paths:
-        if p.is_dir():
-            found = sorted(x for x in p.glob("*.json") if x.is_file())
+        try:
+            check_input(p)
+            is_folder = False
+        except InputError as exc:
+            if str(exc) != "a folder, not a file":
+                reason = "no such file or folder" if str(exc) == "no such file" else exc
+                raise FleetUsageError(f"{shown(p)}: {reason}") from None
+            is_folder = True
+        if is_folder:
+            found = []
+            for x in p.glob("*.json"):
+                if x.is_file():
+                    found.append(x)
+                    if len(found) > FLEET_MAX_FILES:
+                        raise FleetUsageError(f"{shown(p)}: more than {FLEET_MAX_FILES:,} *.json reports in one folder")
             if not found:
-                raise FleetUsageError(f"{p}: a folder without *.json reports")
-            files.extend(found)
-        elif p.exists():
-            files.append(p)
+                raise FleetUsageError(f"{shown(p)}: a folder without *.json reports")
+            files.extend(sorted(found))
         else:
-            raise FleetUsageError(f"{p}: no such file or folder")
+            files.append(p)
+    if len(files) > FLEET_MAX_FILES:
+        raise FleetUsageError(f"more than {FLEET_MAX_FILES:,} reports given")
     seen, unique = set(), []
     for f in files:
         key = f.resolve()
@@ -39,15 +55,12 @@ def expand(paths: list[Path]) -> list[Path]:
 
 
 def load_report(path: Path) -> dict:
-    """A report as JSON builtins (defaults filled in), or ValueError saying in one line why not."""
+    """A report as JSON builtins (defaults filled in), or ValueError saying in one line why not.
+    Bounded as --from-report is: a regular file, REPORT_MAX_BYTES, MAX_DEPTH (attn_doctor/inputs.py)."""
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read: {exc.strerror or exc}") from None
-    try:
-        doc = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc})") from None
+        doc = decode_json(read_bounded(path, REPORT_MAX_BYTES))
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise ValueError(f"not an attn-doctor report (schema {found!r}; expected {SCHEMA_ID!r} from `check --json`)")

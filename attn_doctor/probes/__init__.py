@@ -23,9 +23,13 @@ from typing import Optional
 import msgspec
 
 from ..facts import (
+    BuiltFor,
     DtypePath,
+    ExtensionBuild,
+    ExtensionLibrary,
     Facts,
     GpuInfo,
+    MODULE_DISTRIBUTIONS,
     ImportResult,
     Package,
     Platform,
@@ -42,7 +46,7 @@ from .. import cache
 from ..redact import safe_environment
 from . import child
 from .gpu import probe_gpus
-from .runner import GPU_CHILD_SCRIPT, ChildProcess, ProbeFailed, start_child
+from .runner import BUILDS_CHILD_SCRIPT, GPU_CHILD_SCRIPT, ChildProcess, ProbeFailed, probe_output, start_child
 
 DEFAULT_TIMEOUT_S = 120.0
 ENV_TIMEOUT_S = 30.0
@@ -66,28 +70,34 @@ def collect_facts(
     sample: bool = True,
     smoke: bool = True,
     use_cache: bool = True,
-    sample_wait: float = 0.0,
     gpu_index: int = 0,
     shapes: Optional[list[dict]] = None,
+    cache_root: Optional[str] = None,
+    known: Optional[Facts] = None,
 ) -> Facts:
     """Probe this machine and the target interpreter. Never raises for a broken environment.
 
-    sample_wait > 0: do not run the sample forward pass; wait up to that many seconds for another
-    process on this host (local rank 0 of a distributed check) to put its verdict in the cache.
+    known: facts of an earlier check in this session (fix's plan, for its verification): its
+    smoke results and sample verdict, whatever their outcome, stand where their key still matches
+    (nothing they depend on changed), even with use_cache=False; they are never run twice.
+
     gpu_index: the GPU the smoke tests run on (a distributed rank tests its own: LOCAL_RANK).
     shapes: the user's attention inputs ({"head_dim", "dtype", "source"}, from --config): the smoke
     probe asks SDPA's dispatch which kernel each gets, and why it refuses the others.
+    use_cache=False: compute the sample verdict afresh (and store it); cache_root: the cache
+    folder (default: ATTN_DOCTOR_CACHE_DIR or the user's cache folder).
     """
     python = python or sys.executable
     facts = Facts(quick=quick)
     probes: list[ProbeRun] = []
     note = progress or (lambda _msg: None)
 
-    # The GPUs and the package set first (milliseconds): the sample forward pass is judged for
-    # those GPUs, and reused from the cache while the package set is unchanged.
+    # The GPUs and the package set first (milliseconds): the sample verdict's key needs both, and
+    # its child starts before the torch probe's, which it overlaps.
     gpu_run, gpu = _timed("gpu", probe_gpus)
     note("reading installed packages")
-    env_run, env_data = _timed("environment", lambda: _environment(python))
+    fingerprint = None if quick else list(SAMPLE_MODULES) if sample else ["torch/"]
+    env_run, env_data = _timed("environment", lambda: _environment(python, fingerprint))
     probes += [env_run, gpu_run]
     if env_data is not None:
         _apply_environment(facts, env_data)
@@ -96,82 +106,319 @@ def collect_facts(
     facts.env = safe_environment(os.environ)
 
     children: dict[str, ChildProcess] = {}
-    sample_dir = sample_key = None
-    wait_for_shared = False
+    samples: Optional[SampleVerdict] = None
+    smoke_key: Optional[str] = None
+    smoke_hit: Optional[dict] = None
     if not quick:
-        note("importing torch in the target interpreter")
-        args = ["torch"]
-        if sample:
-            config = _sample_config(gpu, "")
-            # Modules can also come from PYTHONPATH or the working folder without any metadata.
-            where = {"pythonpath": os.environ.get("PYTHONPATH", ""), "cwd": os.getcwd()}
-            sample_key = cache.key("samples", python=python, packages=_package_set(facts), **where, **config) if env_data else None
-            if sample_wait > 0 and sample_key:
-                hit, wait_for_shared = None, True  # waited for below, while this rank's own probes run
+        child_env = _bytecode_env(env_data, cache_root)
+        no_torch = env_data is not None and "torch" in (env_data.get("modules") or {}) and env_data["modules"]["torch"] is None
+        if sample and not no_torch:  # without torch there is no forward pass to judge (said below)
+            samples = SampleVerdict(python, _sample_config(_weakest_capability(gpu)), timeout, use_cache, cache_root, note, child_env)
+            key = sample_key(python, facts, env_data, samples.config) if env_data else None
+            if key is not None and known is not None and known.dtype_path.key == key:
+                facts.dtype_path, samples = known.dtype_path, None
             else:
-                hit = cache.get("samples", sample_key) if (sample_key and use_cache) else None
-                if hit is not None and (hit.get("status") != "ok" or hit.get("verdict") == "failed"):
-                    hit = None  # a failed run is shared with waiting ranks, never reused later
-            if hit is not None:
-                facts.dtype_path = msgspec.convert(hit, DtypePath)
-            elif not wait_for_shared:
-                from ..trace.launch import package_dir
-
-                sample_dir = package_dir()
-                args += ["--sample", json.dumps({**config, "path": sample_dir})]
+                samples.start(key)
+        note("importing torch in the target interpreter")
+        args = ["torch", "--targets", json.dumps(MODULE_DISTRIBUTIONS), "--builds", json.dumps({"script": str(BUILDS_CHILD_SCRIPT)})]
+        if smoke and gpu is not None and gpu.devices and env_data is not None:
+            smoke_key = _smoke_key(python, facts, gpu, gpu_index, shapes)
+            if known is not None and known.smoke.key == smoke_key and known.smoke.status != "skipped":
+                smoke_hit = {"value": msgspec.to_builtins(known.smoke), "computed": known.smoke.cached}
+            else:
+                smoke_hit = cache.load("smoke", smoke_key, cache_root) if use_cache else None
         if gpu is not None and gpu.devices:
             # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
-            gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu), "index": gpu_index, "shapes": shapes or []}
+            gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke and smoke_hit is None, "capability": _weakest_capability(gpu),
+                          "index": gpu_index, "shapes": shapes or []}
             args += ["--gpu", json.dumps(gpu_config)]
-        _start(children, probes, "torch", python, args)
-
-    if wait_for_shared:
-        note("waiting for local rank 0's sample forward pass")
-        started = time.time()
-        hit = cache.wait("samples", sample_key, sample_wait, fresh_after=None if use_cache else started)
-        facts.dtype_path = msgspec.convert(hit, DtypePath) if hit is not None else DtypePath(
-            status="skipped", error=f"local rank 0 did not share its sample forward pass within {sample_wait:.0f} s"
-        )
+        _start(children, probes, "torch", python, args, child_env)
 
     deadline = time.monotonic() + timeout
     try:
         for name, child_process in children.items():
-            note("waiting for torch, the import, CUDA and smoke probes and the sample forward pass")
+            note("waiting for torch, the import, CUDA and smoke probes")
             start = child_process.started
             try:
                 data = child_process.result(max(1.0, deadline - time.monotonic()))
             except ProbeFailed as exc:
-                probes.append(ProbeRun(name=name, status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc)))
+                probes.append(ProbeRun(name=name, status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc),
+                                       stderr=probe_output(name, child_process)))
                 facts.torch = TorchInfo(status="timeout" if exc.status == "timeout" else "skipped")
                 continue
-            probes.append(ProbeRun(name=name, status="ok", duration_s=round(time.monotonic() - start, 3)))
+            probes.append(ProbeRun(name=name, status="ok", duration_s=round(time.monotonic() - start, 3),
+                                   stderr=probe_output(name, child_process, data.get("stderr"))))
             _apply_torch(facts, data)
-            if "dtype_path" in data:
-                facts.dtype_path = _dtype_path(data["dtype_path"], gpu)
-                if sample_key:
-                    cache.put("samples", sample_key, msgspec.to_builtins(_stamped(facts.dtype_path)))
+            if data.get("builds_error"):
+                err = data["builds_error"]
+                probes.append(ProbeRun(name="builds", status="failed", error=f"{err.get('type')}: {err.get('message')}"[:500]))
             if "cuda" in data:
                 _apply_cuda(facts, data["cuda"])
             if data.get("smoke"):
                 facts.smoke = _smoke(data["smoke"])
+                if smoke_key and facts.smoke.status == "ok":
+                    cache.save("smoke", smoke_key, msgspec.to_builtins(facts.smoke), cache_root)
+                facts.smoke.key = smoke_key
+            elif smoke_hit is not None:
+                facts.smoke = msgspec.convert(smoke_hit["value"], Smoke)
+                facts.smoke.cached, facts.smoke.key = smoke_hit.get("computed"), smoke_key
+        if samples is not None:
+            note("waiting for the sample forward pass")
+            facts.dtype_path, run = samples.finish()
+            if run is not None:
+                probes.append(run)
     finally:
-        if sample_dir:
-            shutil.rmtree(sample_dir, ignore_errors=True)
-    if sample and not quick and facts.dtype_path.status == "skipped" and facts.torch.status != "ok":
+        if samples is not None:
+            samples.close()
+    if sample and not quick and facts.dtype_path.status == "skipped" and facts.torch.status != "ok" and not facts.dtype_path.error:
         facts.dtype_path = DtypePath(status="skipped", error=f"torch is {facts.torch.status} in the target environment")
     facts.probes = probes
     return facts
 
 
+# What the sample forward pass imports, fingerprinted for its cache key where the target would
+# import it from (a trailing "/": the top folder only; torch's 2,000 files change with its version).
+SAMPLE_MODULES = ("torch/", "transformers", "x_transformers", "einops", "flash_attn", "flash_attn_interface", "fla", "triton/")
+
+
+def sample_key(python: str, facts: Facts, env_data: dict, config: dict) -> str:
+    """Everything the sample verdict depends on: the package set, where each imported library
+    comes from and its files (a distribution, PYTHONPATH or the working folder: the working folder
+    counts through what it shadows, so a container image's prepared verdicts serve any folder),
+    the interpreter and its version, PYTHONPATH, the GPU capability and dtype it is judged for, and
+    attn-doctor's own code."""
+    return cache.key(
+        "samples",
+        # Resolved: `python` and `python3` of one image are one interpreter; a venv's symlink to
+        # its base interpreter still differs by its packages and where they are imported from.
+        python=os.path.realpath(python),
+        python_version=facts.platform.python_version,
+        packages=_package_set(facts),
+        modules=env_data.get("modules"),
+        pythonpath=os.environ.get("PYTHONPATH", ""),
+        doctor=_doctor_stamp(),
+        **config,
+    )
+
+
+def _smoke_key(python: str, facts: Facts, gpu: GpuInfo, index: int, shapes: Optional[list]) -> str:
+    """What a GPU's smoke results depend on: that GPU and its driver, the installed code, the
+    shapes asked about, and this boot of the machine (a GPU that went bad is tested again after
+    the reboot that usually follows; `--no-cache` tests it at once)."""
+    return cache.key(
+        "smoke",
+        python=os.path.realpath(python),
+        packages=_package_set(facts),
+        pythonpath=os.environ.get("PYTHONPATH", ""),
+        gpus=[(d.index, d.name, d.capability, d.memory_mib) for d in gpu.devices],
+        driver=gpu.driver_version,
+        index=index,
+        visible=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        shapes=shapes or [],
+        boot=_boot_id(),
+        doctor=_doctor_stamp(),
+    )
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _bytecode_env(env_data: Optional[dict], cache_root: Optional[str]) -> dict:
+    """Where the target's libraries have no bytecode next to them (uv installs without it; a
+    read-only site-packages never gets it), every probe child would compile torch and transformers
+    from source, every check (on a 2-core CPU: 2 s of torch's 4 s import, 5 s of the transformers
+    sample's 8.5 s). The children then keep their bytecode in the cache folder
+    (PYTHONPYCACHEPREFIX), shared like the verdicts; never in the target's site-packages."""
+    torch = ((env_data or {}).get("modules") or {}).get("torch") or {}
+    origin = torch.get("origin")
+    if not origin or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return {}
+    import glob
+
+    if glob.glob(os.path.join(glob.escape(origin), "__pycache__", "__init__.*.pyc")):
+        return {}
+    return {"PYTHONPYCACHEPREFIX": str(cache.cache_dir(cache_root) / "pycache")}
+
+
+def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = None) -> Optional[str]:
+    """The key a check of `python` here, judged for `capability` (None: no GPU), looks its sample
+    verdict up under; None when the target's environment cannot be read."""
+    python = python or sys.executable
+    try:
+        env_data = _environment(python, list(SAMPLE_MODULES))
+    except ProbeFailed:
+        return None
+    facts = Facts()
+    _apply_environment(facts, env_data)
+    return sample_key(python, facts, env_data, _sample_config(capability))
+
+
+def _doctor_stamp() -> Optional[dict]:
+    # attn-doctor's own tracer judges the samples: a changed tracer is a changed verdict.
+    return child.fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
+
+
+class SampleVerdict:
+    """The sample forward pass of one check, single-flight by its key (attn_doctor.cache): a stored
+    verdict is reused; else the first process to claim the key computes it in a child of its own,
+    started before the torch probe and overlapping it; any other process with the key waits for
+    that one (in a thread, while its own probes run), and computes itself if the holder dies."""
+
+    def __init__(self, python: str, config: dict, timeout: float, use_cache: bool, cache_root: Optional[str], note,
+                 child_env: Optional[dict] = None):
+        self.python, self.config, self.timeout, self.child_env = python, config, timeout, child_env
+        self.capability = ".".join(str(x) for x in config["capability"]) if config.get("capability") else None
+        self.use_cache, self.cache_root, self.note = use_cache, cache_root, note
+        self.flight: Optional[cache.Flight] = None
+        self.key: Optional[str] = None
+        self.entry: Optional[dict] = None  # a stored or shared verdict
+        self.failure: Optional[dict] = None  # the failure record of a computation this process waited for
+        self.waited: Optional[float] = None
+        self.child: Optional[ChildProcess] = None
+        self.child_error: Optional[str] = None
+        self.folder: Optional[str] = None
+        self.thread = None
+        self.computing = False
+
+    def start(self, key: Optional[str]) -> None:
+        self.key = key
+        if key is None:  # no package set: nothing to share, compute here
+            self._compute()
+            return
+        self.flight = cache.Flight("samples", key, self.cache_root)
+        self.entry = self.flight.cached() if self.use_cache else None
+        if self.entry is not None:
+            return
+        if self.flight.claim(fresh=not self.use_cache):
+            self._compute()
+            return
+        import threading
+
+        self.thread = threading.Thread(target=self._wait, name="attn-doctor-sample-wait", daemon=True)
+        self.thread.start()
+
+    def _wait(self) -> None:
+        # The holder's own sample child is bounded by its timeout; a margin for its start.
+        outcome = self.flight.wait(self.timeout + 15.0, self.note)
+        self.waited = outcome.waited_s
+        if outcome.status == "hit":
+            self.entry = outcome.entry
+        elif outcome.status == "failed":
+            self.failure = outcome.entry
+        elif outcome.status == "claimed":
+            self._compute()  # the holder went away without a verdict: this process computes it
+        else:
+            self.child_error = f"{outcome.holder or 'another process'} was still computing this sample forward pass after {outcome.waited_s:.0f} s"
+
+    def _compute(self) -> None:
+        from ..trace.launch import package_dir
+
+        self.computing = True
+        self.folder = package_dir()
+        args = ["torch", "--sample", json.dumps({**self.config, "path": self.folder})]
+        try:
+            self.child = start_child(self.python, args, self.child_env)
+        except ProbeFailed as exc:
+            self.child_error = str(exc)
+
+    def finish(self) -> tuple[DtypePath, Optional[ProbeRun]]:
+        if self.thread is not None:
+            self.thread.join(self.timeout + 20.0)
+        if self.entry is not None:
+            return self._from_entry(self.entry, cached=True), self._run(self.entry)
+        if self.failure is not None:
+            return self._from_entry(self.failure, cached=False), self._run(self.failure)
+        if self.child is None:
+            dtype_path = DtypePath(status="skipped", error=self.child_error, key=self.key, waited_s=self.waited)
+            if self.computing and self.flight is not None:
+                self.flight.fail(msgspec.to_builtins(dtype_path), self.child_error or "the sample child did not start")
+            return dtype_path, None
+        start = self.child.started
+        try:
+            data = self.child.result(max(1.0, self.timeout - (time.monotonic() - start)))
+        except ProbeFailed as exc:
+            run = ProbeRun(name="sample", status=exc.status, duration_s=round(time.monotonic() - start, 3), error=str(exc),
+                           stderr=probe_output("sample", self.child))
+            dtype_path = DtypePath(status="failed", error=f"the sample forward pass did not finish: {exc}", key=self.key, waited_s=self.waited)
+            if self.flight is not None:
+                self.flight.fail(msgspec.to_builtins(dtype_path), str(exc), probe={"status": run.status, "error": run.error})
+            return dtype_path, run
+        run = ProbeRun(name="sample", status="ok", duration_s=round(time.monotonic() - start, 3),
+                       stderr=probe_output("sample", self.child, data.get("stderr")))
+        raw = data.get("dtype_path")
+        if raw is None:
+            torch_status = (data.get("torch") or {}).get("status", "failed")
+            raw = {"status": "skipped", "error": f"torch is {torch_status} in the target environment"}
+        dtype_path = _dtype_path(raw, self.capability)
+        dtype_path.key, dtype_path.waited_s = self.key, self.waited
+        if self.flight is not None:
+            value = msgspec.to_builtins(dtype_path)
+            # A failed run is shared with the processes waiting for it, never reused later.
+            probe = {"status": run.status, "error": run.error}
+            if dtype_path.status != "ok" or dtype_path.verdict == "failed":
+                entry = self.flight.fail(value, dtype_path.error or "a sample failed", probe=probe)
+            else:
+                entry = self.flight.store(value, probe=probe)
+            dtype_path.computed_by = entry.get("by")
+        return dtype_path, run
+
+    def _run(self, entry: dict) -> ProbeRun:
+        # The computing process's probe, as it ran (the same in every report sharing the verdict;
+        # its duration here: the wait).
+        probe = entry.get("probe") if isinstance(entry.get("probe"), dict) else {}
+        status = probe.get("status") if probe.get("status") in ("ok", "failed", "timeout", "skipped") else "ok"
+        return ProbeRun(name="sample", status=status, duration_s=self.waited or 0.0, error=probe.get("error"))
+
+    def _from_entry(self, entry: dict, cached: bool) -> DtypePath:
+        dtype_path = msgspec.convert(entry["value"], DtypePath)
+        dtype_path.cached = entry.get("computed") if cached else None
+        dtype_path.computed_by, dtype_path.key, dtype_path.waited_s = entry.get("by"), self.key, self.waited
+        return dtype_path
+
+    def close(self) -> None:
+        """Never leave a claim or a child behind (an interrupted check): the waiters go on."""
+        if self.child is not None and self.child.proc.poll() is None:
+            self.child.kill()
+        if self.flight is not None:
+            self.flight.abandon()
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def prepare_samples(python: Optional[str], capabilities: list[Optional[str]], timeout: float = DEFAULT_TIMEOUT_S,
+                    use_cache: bool = True, cache_root: Optional[str] = None, progress: Progress = None) -> list[DtypePath]:
+    """Compute and store the sample verdict for each GPU capability (None: no GPU), all at once,
+    as a check on a node with that GPU would look it up: a container image's build step."""
+    python = python or sys.executable
+    note = progress or (lambda _msg: None)
+    note("reading installed packages")
+    env_data = _environment(python, list(SAMPLE_MODULES))
+    facts = Facts()
+    _apply_environment(facts, env_data)
+    verdicts = []
+    child_env = _bytecode_env(env_data, cache_root)
+    for capability in capabilities:
+        verdict = SampleVerdict(python, _sample_config(capability), timeout, use_cache, cache_root, note, child_env)
+        verdict.start(sample_key(python, facts, env_data, verdict.config))
+        verdicts.append(verdict)
+    out = []
+    try:
+        for verdict in verdicts:
+            note(f"sample forward pass judged for {verdict.capability or 'no GPU'}")
+            out.append(verdict.finish()[0])
+    finally:
+        for verdict in verdicts:
+            verdict.close()
+    return out
+
+
 def _package_set(facts: Facts) -> list[str]:
     return sorted(f"{name}=={pkg.version}" for name, pkg in facts.packages.items())
-
-
-def _stamped(dtype_path: DtypePath) -> DtypePath:
-    import datetime as dt
-
-    stamp = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
-    return msgspec.structs.replace(dtype_path, cached=stamp)
 
 
 def _weakest_capability(gpu: Optional[GpuInfo]) -> Optional[str]:
@@ -179,20 +426,19 @@ def _weakest_capability(gpu: Optional[GpuInfo]) -> Optional[str]:
     return min(caps, key=lambda c: tuple(int(x) for x in c.split("."))) if caps else None
 
 
-def _sample_config(gpu: Optional[GpuInfo], path: str) -> dict:
+def _sample_config(weakest: Optional[str]) -> dict:
     """The sample forward pass runs on the CPU (tiny models: microseconds of compute, where meta
     would import torch._dynamo for its layer_norm decomposition, 1.3 s) with CUDA's autocast
     policy emulated, judged for this machine's weakest GPU, in bf16 where every GPU has it
     natively (or there is no GPU), else in fp16: the dtype a user here should train in."""
-    weakest = _weakest_capability(gpu)
     dtype = "fp16" if weakest and int(weakest.split(".")[0]) < 8 else "bf16"
-    config = {"path": path, "device": "cpu", "dtype": dtype, "autocast": None}
+    config = {"device": "cpu", "dtype": dtype, "autocast": None}
     if weakest:
         config["capability"] = [int(x) for x in weakest.split(".")]
     return config
 
 
-def _dtype_path(raw: dict, gpu: Optional[GpuInfo]) -> DtypePath:
+def _dtype_path(raw: dict, capability: Optional[str]) -> DtypePath:
     samples = [
         SampleRun(name=str(e.get("name")), status=str(e.get("status")), reason=e.get("reason"), summary=e.get("summary") or {})
         for e in raw.get("samples", [])
@@ -207,7 +453,7 @@ def _dtype_path(raw: dict, gpu: Optional[GpuInfo]) -> DtypePath:
         device=raw.get("device", "cpu"),
         dtype=raw.get("dtype"),
         autocast=raw.get("autocast"),
-        capability=_weakest_capability(gpu),
+        capability=capability,
         verdict=verdict,
         samples=samples,
         findings=findings,
@@ -215,9 +461,9 @@ def _dtype_path(raw: dict, gpu: Optional[GpuInfo]) -> DtypePath:
     )
 
 
-def _start(children: dict, probes: list, name: str, python: str, args: list[str]) -> None:
+def _start(children: dict, probes: list, name: str, python: str, args: list[str], env: Optional[dict] = None) -> None:
     try:
-        children[name] = start_child(python, args)
+        children[name] = start_child(python, args, env)
     except ProbeFailed as exc:
         probes.append(ProbeRun(name=name, status=exc.status, error=str(exc)))
 
@@ -239,16 +485,18 @@ def _timed(name: str, fn):
     return run, value
 
 
-def _environment(python: str) -> dict:
+def _environment(python: str, fingerprint: Optional[list[str]] = None) -> dict:
     if same_interpreter(python):
-        return child.collect_env()
-    return start_child(python, ["env"]).result(ENV_TIMEOUT_S)
+        # The probe children run with `-c`: the working folder is first on their sys.path.
+        return child.collect_env(fingerprint, os.getcwd())
+    return start_child(python, ["env", "--fingerprint", json.dumps(fingerprint)] if fingerprint else ["env"]).result(ENV_TIMEOUT_S)
 
 
 def _apply_environment(facts: Facts, data: dict) -> None:
     facts.platform = msgspec.convert(data.get("platform", {}), Platform)
     facts.tools = msgspec.convert(data.get("tools", {}), dict[str, Tool])
     facts.packages = msgspec.convert(data.get("packages", {}), dict[str, Package])
+    facts.requires = msgspec.convert(data.get("requires", {}), dict[str, list[str]])
 
 
 def _import_error(raw: Optional[dict]):
@@ -334,3 +582,20 @@ def _apply_torch(facts: Facts, data: dict) -> None:
         item.error = error
         imports[module] = item
     facts.imports = imports
+    if "builds" in data:
+        facts.builds_probed = True
+        builds = {}
+        for name, raw_build in (data.get("builds") or {}).items():
+            libraries = []
+            for ext in raw_build.get("extensions") or []:
+                ext = dict(ext)
+                error = _import_error(ext.pop("error", None))
+                lib = msgspec.convert({k: v for k, v in ext.items() if k in ExtensionLibrary.__struct_fields__}, ExtensionLibrary)
+                lib.error = error
+                libraries.append(lib)
+            builds[name] = ExtensionBuild(
+                version=str(raw_build.get("version") or ""),
+                built_for=msgspec.convert(raw_build.get("built_for") or {}, BuiltFor),
+                extensions=libraries,
+            )
+        facts.builds = builds

@@ -4,14 +4,20 @@ This file is executed as a script by whatever Python is being diagnosed (``--pyt
 not have attn-doctor, msgspec or even a working torch. So: standard library only, Python 3.8+
 syntax, never let an exception escape, and write exactly one JSON object to the original stdout.
 
-    python child.py env              # platform, tools, installed packages (no torch import)
-    python child.py torch [--sample JSON] [--gpu JSON] [MODULE..]
+    python child.py env [--fingerprint JSON]  # platform, tools, installed packages (no torch
+                                     # import); where MODULEs would be imported from, and a
+                                     # stamp of their files
+    python child.py torch [--targets JSON] [--sample JSON] [--gpu JSON] [--builds JSON] [MODULE..]
                                      # torch build; then, in isolated forks, the import health
                                      # of each MODULE, each sample forward pass of the tracer,
-                                     # and the CUDA facts and smoke tests of gpu_child.py
+                                     # the CUDA facts and smoke tests of gpu_child.py, and
+                                     # whether each torch-linked extension loads (builds_child.py)
                                      # (this process makes no CUDA call: its forks must stay clean)
 
-Anything the probed libraries print goes to stderr: fd 1 is pointed at fd 2 while they run.
+Anything the probed libraries print goes to stderr: fd 1 is pointed at fd 2 while they run. Each
+forked job prints into a file of its own, whose end comes back with its result as ``"stderr"``
+(a warning at import, such as xformers' "can't load C++/CUDA extensions", is evidence about that
+import); this process's own stderr is kept by the doctor. Neither reaches the user's terminal.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import select
 import signal
 import sys
@@ -28,20 +35,17 @@ import traceback
 # Per-module import budget inside the torch probe. The doctor applies its own overall timeout.
 IMPORT_TIMEOUT_S = float(os.environ.get("ATTN_DOCTOR_IMPORT_TIMEOUT", "60"))
 
+# What a job printed is kept up to this many bytes (its end: where the error is).
+OUTPUT_KEEP = 4000
+
 # The descriptor our JSON goes to (set in main). Forked jobs close it at once: a process an
 # import leaves behind must not keep the doctor's pipe open.
 OUT_FD = None
 
-# Import probes: name (the facts key) -> distributions that provide it. The name is the module,
+# Import probes: name (the facts key) -> distributions that provide it, given by the doctor with
+# `--targets` (its table is attn_doctor.facts.MODULE_DISTRIBUTIONS). The name is the module,
 # except flash_attn_4: FlashAttention 4 (CuTe DSL) is the subpackage flash_attn.cute.
-IMPORT_TARGETS = {
-    "flash_attn": ("flash-attn",),
-    "flash_attn_interface": ("flash-attn-3", "flash_attn_3"),
-    "flash_attn_4": ("flash-attn-4",),
-    "xformers": ("xformers",),
-    "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
-    "fla": ("flash-linear-attention", "fla-core"),
-}
+IMPORT_TARGETS = {}
 
 # What each import probe actually imports: the public entry point, so that a lazily loaded
 # CUDA extension is loaded too.
@@ -92,14 +96,34 @@ def _metadata_name_version(folder):
     return None, None
 
 
+# Requirements worth keeping, by distribution: torch's pin of the triton it was built with.
+_KEPT_REQUIRES = {"torch": ("triton", "pytorch-triton")}
+
+
+def _metadata_requires(folder, names):
+    """Requires-Dist header lines whose project is one of names (markers kept)."""
+    text = _read(os.path.join(folder, "METADATA"))
+    out = []
+    for line in (text or "").splitlines():
+        if not line.strip():
+            break  # end of the headers
+        if line.startswith("Requires-Dist:"):
+            req = line[len("Requires-Dist:"):].strip()
+            project = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", req)
+            if project and _canonical(project.group(0)) in names:
+                out.append(req)
+    return out
+
+
 def collect_packages():
-    """Installed distributions, as importlib.metadata would find them on sys.path.
+    """Installed distributions, as importlib.metadata would find them on sys.path, and the
+    requirements of _KEPT_REQUIRES: ({name: record}, {name: [Requires-Dist lines]}).
 
     Fast: a `.dist-info` folder is named `{name}-{version}.dist-info` (names escaped with `_`),
     so most distributions need no file read at all; `.egg-info` folders and odd names fall back
     to the METADATA headers. The first distribution on sys.path wins, as for imports.
     """
-    packages = {}
+    packages, requires = {}, {}
     for entry in sys.path:
         folder = entry or os.getcwd()
         try:
@@ -135,7 +159,11 @@ def collect_packages():
                 if url and not url.startswith("file:"):
                     record["url"] = _strip_credentials(url)
             packages[key] = record
-    return packages
+            if key in _KEPT_REQUIRES:
+                kept = _metadata_requires(path, _KEPT_REQUIRES[key])
+                if kept:
+                    requires[key] = kept
+    return packages, requires
 
 
 def _canonical(name):
@@ -197,13 +225,70 @@ def collect_tools(packages):
     return tools
 
 
-def collect_env():
-    packages = collect_packages()
-    return {
+def collect_env(fingerprint=None, first=None):
+    packages, requires = collect_packages()
+    out = {
         "platform": collect_platform(),
         "packages": packages,
+        "requires": requires,
         "tools": collect_tools(packages),
     }
+    if fingerprint:
+        out["modules"] = fingerprint_modules(fingerprint, first)
+    return out
+
+
+def fingerprint_modules(names, first=None):
+    """Where each top-level module would be imported from, and a stamp of its code files (path,
+    size, mtime), found without importing it: the sample forward pass's verdict changes with the
+    code it imports, whether it comes from a distribution, PYTHONPATH or the working folder.
+    `first` replaces sys.path[0] (the doctor asking for its own interpreter: the probe child
+    sees the working folder there). name ending in "/": the top folder's files only (torch)."""
+    import hashlib
+    import importlib.machinery
+
+    path = list(sys.path)
+    if first is not None and path:
+        path[0] = first
+    out = {}
+    for name in names:
+        shallow = name.endswith("/")
+        name = name.rstrip("/")
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+        except Exception:  # noqa: BLE001 - a broken finder on the path: treat as unknown
+            spec = None
+        if spec is None:
+            out[name] = None
+            continue
+        folders = [f for f in (spec.submodule_search_locations or []) if os.path.isdir(f)]
+        digest, count = hashlib.sha256(), 0
+        stack = list(folders) if folders else []
+        files = [] if folders else [spec.origin]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not shallow and entry.name != "__pycache__":
+                            stack.append(entry.path)
+                    elif entry.name.endswith((".py", ".so", ".pyd")):
+                        files.append(entry.path)
+                except OSError:
+                    continue
+        for file in sorted(f for f in files if f):
+            try:
+                st = os.stat(file)
+            except OSError:
+                continue
+            digest.update(("%s\0%d\0%d\n" % (file, st.st_size, st.st_mtime_ns)).encode("utf-8", "surrogateescape"))
+            count += 1
+        out[name] = {"origin": folders[0] if folders else spec.origin, "files": count, "stamp": digest.hexdigest()[:20]}
+    return out
 
 
 # ---------------------------------------------------------------- failures
@@ -238,7 +323,11 @@ def run_isolated(jobs, timeout):
                 os.close(OUT_FD)
             code = 0
             try:
+                output = _capture_output()
                 payload = _run_inline(fn)
+                printed = _captured(output)
+                if printed and isinstance(payload, dict):
+                    payload["stderr"] = printed
                 data = json.dumps(payload, default=str).encode()
             except BaseException as exc:  # noqa: BLE001 - nothing may escape a fork
                 data = json.dumps({"status": "error", "error": describe_exception(exc)}).encode()
@@ -281,6 +370,39 @@ def run_isolated(jobs, timeout):
         os.close(fd)
         results[job["name"]] = {"status": "timeout", "duration_s": round(timeout, 3)}
     return results
+
+
+def _capture_output():
+    """Point fds 1 and 2 of this (forked) process at a file of its own."""
+    import tempfile
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    output = tempfile.TemporaryFile()
+    os.dup2(output.fileno(), 1)
+    os.dup2(output.fileno(), 2)
+    return output
+
+
+def _captured(output):
+    """The end of what the job printed (decoded, at most OUTPUT_KEEP bytes), or None."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    try:
+        size = os.fstat(output.fileno()).st_size
+        output.seek(max(0, size - OUTPUT_KEEP))
+        text = output.read(OUTPUT_KEEP).decode("utf-8", "replace").strip()
+    except (OSError, ValueError):
+        return None
+    if size > OUTPUT_KEEP:
+        text = "...\n" + text
+    return text or None
 
 
 def _drain(fd):
@@ -398,7 +520,7 @@ def installed(module):
     return spec.origin not in (None, "namespace") or not folders
 
 
-def collect_torch(modules, sample=None, gpu=None):
+def collect_torch(modules, sample=None, gpu=None, builds=None):
     """torch's build, then, each in its own fork and all in parallel: the import health of each
     module, (with `sample`) each of the tracer's sample forward passes, and (with `gpu`) the CUDA
     facts and the smoke test groups of gpu_child.py. This process never touches CUDA itself."""
@@ -421,6 +543,14 @@ def collect_torch(modules, sample=None, gpu=None):
             jobs.append(("import:" + module, import_probe(module)))
         else:
             imports[module] = {"status": "missing"}
+    builds_module, found, builds_error = None, {}, None
+    if builds is not None:
+        try:
+            builds_module = _load_file_module("attn_doctor_builds_child", builds["script"])
+            found = builds_module.extension_distributions()
+            jobs += builds_module.jobs(found)
+        except BaseException as exc:  # noqa: BLE001
+            builds_error = describe_exception(exc)
     names, sample_error = [], None
     if sample is not None:
         names, sample_error = _sample_names(sample)
@@ -443,6 +573,16 @@ def collect_torch(modules, sample=None, gpu=None):
         if "import:" + module in results:
             imports[module] = results["import:" + module]
     out = {"torch": info, "imports": imports}
+    printed = dict((name, r["stderr"]) for name, r in results.items() if isinstance(r, dict) and r.get("stderr"))
+    if printed:
+        out["stderr"] = printed  # what each forked job printed: evidence, kept apart from its result
+    if builds_module is not None:
+        try:
+            out["builds"] = builds_module.assemble(found, results)
+        except BaseException as exc:  # noqa: BLE001
+            builds_error = describe_exception(exc)
+    if builds_error:
+        out["builds_error"] = builds_error
     if sample is not None:
         out["dtype_path"] = _merge_samples(names, results, sample, sample_error)
     if gpu is not None:
@@ -533,14 +673,16 @@ def main(argv):
     try:
         command = argv[0] if argv else "env"
         if command == "env":
-            result.update(collect_env())
+            fingerprint = json.loads(argv[2]) if argv[1:2] == ["--fingerprint"] and len(argv) > 2 else None
+            result.update(collect_env(fingerprint))
         elif command == "torch":
             args = argv[1:]
             options = {}
-            while args[:1] in (["--sample"], ["--gpu"]):
+            while args[:1] in (["--sample"], ["--gpu"], ["--builds"], ["--targets"]):
                 options[args[0][2:]] = json.loads(args[1])
                 args = args[2:]
-            result.update(collect_torch(args or list(IMPORT_TARGETS), options.get("sample"), options.get("gpu")))
+            IMPORT_TARGETS.update({k: tuple(v) for k, v in (options.get("targets") or {}).items()})
+            result.update(collect_torch(args or list(IMPORT_TARGETS), options.get("sample"), options.get("gpu"), options.get("builds")))
         else:
             result["error"] = "unknown probe command %r" % command
     except BaseException as exc:  # noqa: BLE001

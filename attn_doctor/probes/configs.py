@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
 from ..facts import ConfigFile
+from ..inputs import CONFIG_MAX_BYTES, MAX_DEPTH, YAML_MAX_BYTES, InputError, check_structure, read_bounded, text_of
 
 KINDS = ("llamafactory", "transformers", "accelerate", "deepspeed")
 
@@ -53,32 +55,48 @@ def is_yaml(path: Path) -> bool:
 
 
 def load_document(path: Path) -> Any:
-    """The file's data, as the training tools would read it (YAML 1.1 / strict JSON)."""
+    """The file's data, as the training tools would read it (YAML 1.1 / JSON as Python's json
+    reads it), within the bounds of attn_doctor/inputs.py: a regular file, CONFIG_MAX_BYTES
+    (YAML_MAX_BYTES for YAML), MAX_DEPTH levels, MAX_VALUES values with YAML aliases expanded."""
+    yaml_file = is_yaml(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigReadError("no such file") from None
-    except IsADirectoryError:
-        raise ConfigReadError("a folder, not a config file") from None
-    except UnicodeDecodeError:
-        raise ConfigReadError("not a text file (UTF-8)") from None
-    except OSError as exc:
-        raise ConfigReadError(f"cannot read: {exc.strerror or exc}") from None
-    if is_yaml(path):
-        from ruamel.yaml import YAML
-        from ruamel.yaml.error import YAMLError
+        raw = read_bounded(path, YAML_MAX_BYTES if yaml_file else CONFIG_MAX_BYTES, allow_stdin=False)
+        text = text_of(raw)
+    except InputError as exc:
+        raise ConfigReadError(str(exc)) from None
+    try:
+        doc = _parse_yaml(text) if yaml_file else _parse_json(text)
+    except RecursionError:
+        raise ConfigReadError(f"nested deeper than {MAX_DEPTH} levels") from None
+    try:
+        check_structure(doc)
+    except InputError as exc:
+        raise ConfigReadError(str(exc)) from None
+    return doc
 
-        yaml = YAML(typ="safe", pure=True)
-        yaml.version = (1, 1)  # PyYAML's safe_load: `off` is False, as LLaMA-Factory sees it
-        try:
+
+def _parse_yaml(text: str) -> Any:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.version = (1, 1)  # PyYAML's safe_load: `off` is False, as LLaMA-Factory sees it
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a reused anchor is loaded as PyYAML loads it; no stderr noise
             return yaml.load(text)
-        except YAMLError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigReadError(f"not valid YAML: {first}") from None
+    except YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigReadError(f"not valid YAML: {first}") from None
+
+
+def _parse_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigReadError(f"not valid JSON: {exc}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4300 by default)
+        raise ConfigReadError(f"not a usable JSON config: {exc}") from None
 
 
 def detect_kind(doc: dict) -> str:
@@ -117,10 +135,13 @@ def local_model_config(model: Any, base: Path) -> Optional[Path]:
     working folder, as LLaMA-Factory resolves them, else to the YAML's folder); None for a Hub id."""
     if not isinstance(model, str) or not model.strip():
         return None
-    path = Path(model).expanduser()
-    for folder in ([path] if path.is_absolute() else [Path.cwd() / path, base / path]):
-        if (folder / "config.json").is_file():
-            return folder / "config.json"
+    try:
+        path = Path(model).expanduser()
+        for folder in ([path] if path.is_absolute() else [Path.cwd() / path, base / path]):
+            if (folder / "config.json").is_file():
+                return folder / "config.json"
+    except (OSError, ValueError, RuntimeError):
+        return None  # not a path this system can have (too long, a NUL byte, ~user unknown): a Hub id
     return None
 
 

@@ -50,7 +50,14 @@ def fused_verdicts(torch, q, is_causal=True):
     for key, check, member in _FUSED:
         if not hasattr(torch.backends.cuda, check):
             continue
-        usable[key] = ok = bool(getattr(torch.backends.cuda, check)(params, False))
+        try:
+            usable[key] = ok = bool(getattr(torch.backends.cuda, check)(params, False))
+        except Exception as exc:  # noqa: BLE001
+            # A CUDA build whose CUDA cannot start (no driver, a driver too old) raises from the
+            # cuDNN check even for CPU tensors: that backend is unusable, and this is why.
+            usable[key] = False
+            reasons[key] = ["torch's %s raised %s: %s" % (check, type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])]
+            continue
         if not ok:
             reasons[key] = _forced_reasons(torch, q, key, member, is_causal) or ["refused (torch gave no reason)"]
     return usable, reasons

@@ -10,10 +10,11 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 GPU_CHILD_SCRIPT = Path(__file__).with_name("gpu_child.py")  # loaded by path inside the target
+BUILDS_CHILD_SCRIPT = Path(__file__).with_name("builds_child.py")  # likewise
 
 
 @functools.lru_cache(maxsize=4)
@@ -33,15 +34,22 @@ class ProbeFailed(Exception):
 
 
 class ChildProcess:
-    def __init__(self, python: str, args: list[str]):
+    def __init__(self, python: str, args: list[str], env: Optional[dict] = None):
         self.python = python
         self.args = args
         self.started = time.monotonic()
-        # stderr goes to a file, not a pipe: a chatty import must never fill a pipe and block.
+        # stderr goes to a file, not a pipe: a chatty import must never fill a pipe and block,
+        # and what the probed libraries print (warnings at import) is evidence for the report
+        # (`stderr`, with -v), never noise on the user's terminal. Warnings keep the target's own
+        # filters: they are what the user's training process sees.
         self._stderr = tempfile.TemporaryFile()
-        env = dict(os.environ)
-        env.setdefault("PYTHONWARNINGS", "ignore")
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        self.stderr: Optional[str] = None
+        extra = env or {}
+        env = dict(os.environ, **extra)
+        if "PYTHONPYCACHEPREFIX" in extra:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode goes to the doctor's own cache folder
+        else:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"  # never write into the target's site-packages
         try:
             self.proc = subprocess.Popen(
                 [python, "-c", _source(CHILD_SCRIPT), *args],
@@ -92,10 +100,40 @@ class ChildProcess:
     def _read_stderr(self) -> str:
         try:
             self._stderr.seek(0)
-            return self._stderr.read()[-20000:].decode("utf-8", "replace")
+            text = self._stderr.read()[-20000:].decode("utf-8", "replace")
         finally:
             self._stderr.close()
+        self.stderr = printed(text)
+        return text
 
 
-def start_child(python: str, args: list[str]) -> ChildProcess:
-    return ChildProcess(python, args)
+OUTPUT_KEEP = 4000  # characters kept of what a probe process printed: its end, where errors are
+
+
+def printed(text: Optional[str]) -> Optional[str]:
+    """What a probe process printed, as kept in the report: its end, secrets redacted."""
+    from ..redact import redact_value
+
+    text = (text or "").strip()
+    if not text:
+        return None
+    if len(text) > OUTPUT_KEEP:
+        text = "...\n" + text[-OUTPUT_KEEP:]
+    return redact_value(text)
+
+
+def probe_output(name: str, child: ChildProcess, forks: Any = None) -> dict[str, str]:
+    """What a probe's processes printed, by process: the probe itself under `name`, then each of
+    its forked jobs (import:xformers, cuda, smoke:..., as the child reports them)."""
+    out = {name: child.stderr} if child.stderr else {}
+    if isinstance(forks, dict):
+        for job, text in sorted(forks.items()):
+            kept = printed(text) if isinstance(text, str) else None
+            if kept:
+                out[str(job)] = kept
+    return out
+
+
+def start_child(python: str, args: list[str], env: Optional[dict] = None) -> ChildProcess:
+    """env: variables added to this process's environment for the child."""
+    return ChildProcess(python, args, env)

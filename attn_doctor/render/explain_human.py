@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..explain.report import ExplainReport, Match
+from .console import whole_lines
 
 MARKS = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan")}
 LIKELIHOOD = {
@@ -97,8 +98,7 @@ def _match(console: Console, m: Match, verbose: bool) -> None:
     if verbose:
         _explanation(console, m.explanation)
     else:
-        first = m.explanation.split("\n\n")[0]
-        _explanation(console, first if len(first) < 600 else first[:597] + "...")
+        _explanation(console, _lead(m.explanation.split("\n\n")[0]))
     for remedy, command in zip(m.remedies, m.commands):
         safety = "" if remedy.safety == "safe" else f" (unsafe: {remedy.why_unsafe})"
         console.print(Text(f"    → {remedy.summary}{safety}", style="green"))
@@ -109,10 +109,24 @@ def _match(console: Console, m: Match, verbose: bool) -> None:
             console.print(Text(f"    see {link}", style="dim"))
 
 
+def _lead(paragraph: str, limit: int = 600) -> str:
+    """The paragraph's sentences up to about `limit` characters: cut between sentences, never
+    inside a word, a path or a version (the rest is one `-v` away)."""
+    flat = " ".join(paragraph.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(". ", 0, limit)
+    return flat if cut < 0 else flat[: cut + 1] + " (more with -v)"
+
+
 def _explanation(console: Console, text: str) -> None:
     flat = " ".join(text.split())
+    if whole_lines(console):  # a log: one line per paragraph, as the recipe wrote it
+        console.print(Text(f"    {flat}", style="dim"))
+        return
+    # a terminal: prose at a readable measure, split between words only (rich folds what is longer)
     width = max(40, min(console.width, 110) - 4)
-    for line in textwrap.wrap(flat, width=width):
+    for line in textwrap.wrap(flat, width=width, break_long_words=False, break_on_hyphens=False):
         console.print(Text(f"    {line}", style="dim"))
 
 

@@ -7,7 +7,8 @@ from typing import Optional
 
 from rich.console import Console
 from rich.markup import escape
-from rich.syntax import Syntax
+
+from .console import diff_renderable, whole_lines
 
 MARKS = {
     "planned": ("→", "cyan"),
@@ -18,6 +19,10 @@ MARKS = {
     "failed": ("✗", "red"),
     "rolled-back": ("↺", "red"),
 }
+
+
+# Prose wraps at the terminal's width; a command (`$ pip ...`, `fix --undo ID`) and a history
+# record are printed unwrapped, so that they copy whole (a log has no width: nothing wraps there).
 
 
 def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) -> None:
@@ -31,36 +36,36 @@ def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) ->
         if action.argv:
             console.print(f"      $ {escape(shlex.join(action.argv))}", soft_wrap=True)
         if action.note:
-            console.print(f"      [dim]note: {escape(action.note)}[/]", soft_wrap=True)
+            console.print(f"      [dim]note: {escape(action.note)}[/]")
         if action.status == "blocked":
-            console.print(f"      [yellow]not applied: {escape(action.reason or '')}[/]", soft_wrap=True)
+            console.print(f"      [yellow]not applied: {escape(action.reason or '')}[/]")
         if action.diff and (dry_run or verbose or action.kind != "pip"):
-            console.print(Syntax(action.diff.rstrip("\n"), "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+            console.print(diff_renderable(action.diff, whole_lines(console), indent=0))
     if plan.manual:
         console.print("[bold]By hand[/] (no automatic remedy)")
         for item in plan.manual:
-            console.print(f"  [dim]·[/] {item.rule}: {escape(item.summary)}", soft_wrap=True)
+            console.print(f"  [dim]·[/] {item.rule}: {escape(item.summary)}")
             if item.detail and verbose:
-                console.print(f"      {escape(item.detail)}", soft_wrap=True)
+                console.print(f"      {escape(item.detail)}")
 
 
 def _action_line(action, console: Console) -> None:
     mark, style = MARKS.get(action.status, ("·", "dim"))
     unsafe = " [red](unsafe)[/]" if action.safety == "unsafe" else ""
-    console.print(f"  [{style}]{mark}[/] {action.rule} [dim]{action.kind}[/]{unsafe}: {escape(action.summary)}", soft_wrap=True)
+    console.print(f"  [{style}]{mark}[/] {action.rule} [dim]{action.kind}[/]{unsafe}: {escape(action.summary)}")
     if action.safety == "unsafe" and action.why_unsafe:
-        console.print(f"      [dim]why unsafe: {escape(action.why_unsafe)}[/]", soft_wrap=True)
+        console.print(f"      [dim]why unsafe: {escape(action.why_unsafe)}[/]")
 
 
 def render_outcome(plan, journal, console: Console) -> None:
     console.print("[bold]Result[/]")
     for action in plan.actions:
         mark, style = MARKS.get(action.status, ("·", "dim"))
-        console.print(f"  [{style}]{mark} {action.status}[/] {action.rule}: {escape(action.summary)}", soft_wrap=True)
+        console.print(f"  [{style}]{mark} {action.status}[/] {action.rule}: {escape(action.summary)}")
         if action.reason and action.status != "verified":
-            console.print(f"      {escape(action.reason)}", soft_wrap=True)
+            console.print(f"      {escape(action.reason)}")
         if action.patch_file:
-            console.print(f"      patch written: {escape(action.patch_file)}", soft_wrap=True)
+            console.print(f"      patch written: {escape(action.patch_file)}")
     if journal is not None:
         console.print(f"Journal {journal.id}: undo with [bold]attn-doctor fix --undo {journal.id}[/]", soft_wrap=True)
 
@@ -79,7 +84,7 @@ def render_history(runs, console: Console) -> None:
             soft_wrap=True,
         )
         for a in actions:
-            console.print(f"    {a.get('status', '?'):<11} {a.get('rule')}: {escape(a.get('summary', ''))}", soft_wrap=True)
+            console.print(f"    {a.get('status', '?'):<11} {a.get('rule')}: {escape(a.get('summary', ''))}")
 
 
 def render_undo(run_id: str, changed: list[str], console: Console, note: Optional[str] = None) -> None:
@@ -90,4 +95,4 @@ def render_undo(run_id: str, changed: list[str], console: Console, note: Optiona
         return
     console.print(f"[bold]Undid {run_id}[/]:")
     for item in changed:
-        console.print(f"  ↺ {escape(item)}", soft_wrap=True)
+        console.print(f"  ↺ {escape(item)}")

@@ -23,8 +23,8 @@ def _line(console: Console, status: str, text: str, indent: int = 0, style: str 
 
 
 def _value(value: Any) -> str:
-    text = value if isinstance(value, str) else repr(value) if not isinstance(value, (list, dict)) else str(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+    # whole: a difference cut at 120 characters hid the very path or version that differs
+    return value if isinstance(value, str) else repr(value) if not isinstance(value, (list, dict)) else str(value)
 
 
 def _hosts(hosts: list[str]) -> str:

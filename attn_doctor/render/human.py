@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from ..facts import Facts
+from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
 from ..remedies import command_line
 from ..report import STATUS_ORDER, Report, Result
 
@@ -60,6 +60,8 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         host = facts.platform.hostname or "another machine"
         header.append(f"  (diagnosing a recorded report from {host}; nothing probed here)", style="dim")
     console.print(header)
+    if report.source == "probed" and facts.target is not None:
+        _target(console, facts.target)
     for area, title in AREAS:
         results = [r for r in report.results if r.area == area]
         summary = section_summary(area, facts)
@@ -69,6 +71,16 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
             continue  # e.g. the config rules when no --config was given: nothing to say
         _section(console, title, summary, results, facts, verbose)
     _footer(console, report, verbose)
+
+
+def _target(console: Console, target) -> None:
+    """Which interpreter was diagnosed and why: a pipx-installed doctor checks the active venv."""
+    line = Text("checking ", style="dim")
+    line.append(target.python)
+    line.append(f" — {target.why}", style="dim")
+    if target.ignored:
+        line.append(f" ({target.ignored})", style="yellow")
+    console.print(line)
 
 
 def _line(console: Console, status: str, text: str, indent: int = 0, style: str = "") -> None:
@@ -93,7 +105,7 @@ def _section(console, title, summary, results, facts, verbose) -> None:
     passed = [r for r in results if r.status == "pass"]
     if verbose:
         for r in passed:
-            _line(console, "pass", f"{r.rule} {r.title}", indent=4, style="dim")
+            _line(console, "pass", f"{r.rule} {r.message or r.title}", indent=4, style="dim")
         for r in skipped:
             _line(console, "skipped", f"{r.rule} {r.title}: skipped, {r.reason}", indent=4, style="dim")
     elif skipped:
@@ -135,6 +147,10 @@ def _footer(console: Console, report: Report, verbose: bool) -> None:
         timings = ", ".join(f"{p.name} {p.duration_s:.2f}s" for p in facts.probes)
         if timings:
             console.print(Text(f"probes: {timings}", style="dim"))
+        for probe in facts.probes:
+            for process, text in probe.stderr.items():
+                console.print(Text(f"{process} printed (kept off your terminal):", style="dim"))
+                console.print(Text("\n".join("    " + line for line in str(text).splitlines()), style="dim"))
     if facts.quick:
         console.print(
             Text("Quick mode: torch was not imported; run `attn-doctor check` without --quick for the full diagnosis.", style="dim")
@@ -192,9 +208,7 @@ def _gpu(facts: Facts) -> str:
     groups: dict[tuple, int] = {}
     for d in devices:
         cap = d.capability or "?"
-        native = None
-        if cap != "?":
-            native = int(cap.split(".")[0]) >= 8
+        native = bf16_native(cap) if cap != "?" else None
         key = (d.name, cap, native)
         groups[key] = groups.get(key, 0) + 1
     parts = []
@@ -264,7 +278,8 @@ def _smoke(facts: Facts) -> Optional[str]:
         parts.append(f"{dtype} (head dim {smoke.results[0].head_dim}): " + ", ".join(marks) + picked)
     if smoke.status == "failed":
         parts.append(f"stopped: {smoke.error}")
-    return "\n    ".join(["smoke " + " | ".join(parts), *_model_choices(smoke)])
+    when = f" (results of {smoke.cached}, reused until the machine reboots; --no-cache runs them again)" if smoke.cached else ""
+    return "\n    ".join([f"smoke{when} " + " | ".join(parts), *_model_choices(smoke)])
 
 
 _REFUSED = {"flash": "flash", "mem_efficient": "mem-efficient", "cudnn": "cuDNN"}
@@ -286,6 +301,9 @@ def _kernels(facts: Facts) -> str:
     return escape(text + (f"\n    {smoke}" if smoke else ""))
 
 
+_DISTRIBUTION = {module: dists[0] for module, dists in MODULE_DISTRIBUTIONS.items()}
+
+
 def _kernel_imports(facts: Facts) -> str:
     parts = []
     for module, label in _KERNEL_MODULES:
@@ -293,13 +311,16 @@ def _kernel_imports(facts: Facts) -> str:
         if result is None or result.status == "missing":
             continue
         if result.status == "skipped":
-            dist = {"flash_attn": "flash-attn", "flash_attn_4": "flash-attn-4", "xformers": "xformers", "triton": "triton"}.get(module)
+            dist = _DISTRIBUTION.get(module)
             version = facts.version_of(dist) if dist else None
             if version:
                 parts.append(f"{label} {version} (import not checked)")
             continue
         version = result.version or ""
         state = "imports" if result.status == "ok" else f"import {result.status}"
+        build = facts.builds.get(_DISTRIBUTION.get(module, ""))
+        if result.status == "ok" and build and any(e.status == "error" for e in build.extensions):
+            state = "imports, but its compiled extension does not load"
         parts.append(f"{label} {version} {state}".replace("  ", " "))
     if not parts:
         if facts.quick:
@@ -330,6 +351,8 @@ def _dtype_path(facts: Facts) -> Optional[str]:
         where += f", judged for sm{dp.capability.replace('.', '')}"
     if dp.cached:
         where += f", cached from {dp.cached[:16].replace('T', ' ')}"
+    if dp.waited_s:  # another process was computing it: this check waited for that one
+        where += f" (computed by {dp.computed_by or 'another process'}; waited {dp.waited_s:.1f} s)"
     text = f"sample forward ({where}): " + (", ".join(ran) if ran else "nothing ran")
     if skipped:
         text += f"; not installed: {', '.join(skipped)}"

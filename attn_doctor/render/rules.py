@@ -7,19 +7,35 @@ from rich.table import Table
 from rich.text import Text
 
 from ..rules.model import Rule
+from .console import whole_lines
 
 SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
+TITLE_MIN = 30  # narrower than this, a title column wraps into a word per line
+
+
 def render_rules(rules: list[Rule], console: Console) -> None:
+    rules = sorted(rules, key=lambda r: r.id)
+    # A name is an identifier to copy: it stays whole on its line. Where the terminal cannot hold
+    # the names and a readable title column side by side, each title goes under its name.
+    fixed = sum(max((len(v) for v in values), default=0) + 2
+                for values in ([r.id for r in rules], [r.severity for r in rules], [r.area for r in rules], [r.name for r in rules]))
+    side_by_side = whole_lines(console) or console.width - fixed >= TITLE_MIN
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("ID")
-    table.add_column("Severity")
-    table.add_column("Area")
-    table.add_column("Name")
-    table.add_column("Title")
-    for rule in sorted(rules, key=lambda r: r.id):
-        table.add_row(rule.id, Text(rule.severity, style=SEVERITY_STYLE[rule.severity]), rule.area, rule.name, rule.title)
+    table.add_column("ID", no_wrap=True)
+    table.add_column("Severity", no_wrap=True)
+    table.add_column("Area", no_wrap=True)
+    # fold, never an ellipsis, should even a name not fit
+    table.add_column("Name" if side_by_side else "Name, title", overflow="fold")
+    if side_by_side:
+        table.add_column("Title", overflow="fold")
+    for rule in rules:
+        severity = Text(rule.severity, style=SEVERITY_STYLE[rule.severity])
+        if side_by_side:
+            table.add_row(rule.id, severity, rule.area, rule.name, rule.title)
+        else:
+            table.add_row(rule.id, severity, rule.area, Text.assemble(rule.name, "\n", (rule.title, "dim")))
     console.print(table)
     console.print(Text(f"{len(rules)} rules. `attn-doctor rules ID` shows one.", style="dim"))
 
@@ -29,7 +45,8 @@ def render_rule(rule: Rule, console: Console) -> None:
     console.print(Text(rule.title))
     console.print(Text(f"severity: {rule.severity}   area: {rule.area}", style=SEVERITY_STYLE[rule.severity]))
     console.print()
-    console.print(Text(" ".join(rule.explanation.split()) if "\n\n" not in rule.explanation else rule.explanation.strip()))
+    # each paragraph as one line: the recipe's own line breaks are not the reader's width
+    console.print(Text("\n\n".join(" ".join(p.split()) for p in rule.explanation.strip().split("\n\n"))))
     if rule.remedies:
         console.print()
         console.print(Text("Remedies:", style="bold"))

@@ -4,13 +4,13 @@ passes (``check``'s dtype-path section). The only printing code of the tracer.""
 from __future__ import annotations
 
 import os
-import sys
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.padding import Padding
-from rich.syntax import Syntax
 from rich.text import Text
 from rich.tree import Tree
+
+from .console import diff_renderable, make_console, whole_lines
 
 MARKS = {"error": ("✗", "bold red"), "warning": ("!", "bold yellow"), "ok": ("✓", "bold green"),
          "failed": ("✗", "bold magenta"), "skipped": ("-", "dim")}
@@ -35,7 +35,7 @@ def _mark(kind):
     return Text(sym + " ", style=style)
 
 
-def finding_renderable(f, verbose=False):
+def finding_renderable(f, verbose=False, plain=False):
     title = Text.assemble(_mark(f["severity"]), (f["id"] + " ", "bold"), f["message"])
     if f.get("count", 1) > 1:
         title.append("  (%d calls" % f["count"], style="dim")
@@ -55,7 +55,8 @@ def finding_renderable(f, verbose=False):
             node.add(Text(entry["source"], style="green"))
         if entry.get("operand"):
             origin = entry.get("operand_origin") or {}
-            text = Text.assemble(("float32 operand: ", "dim"), (entry["operand"], "bold"))
+            text = Text.assemble(("%s operand: " % (entry.get("dtype") or "float32"), "dim"),
+                                 (entry["operand"], "bold"))
             if origin.get("kind") in ("parameter", "buffer", "input"):
                 text.append("  (%s %s)" % (origin["kind"], origin.get("name")), style="dim")
             elif origin.get("kind") in ("explicit_cast", "created", "promotion") and origin.get("line"):
@@ -77,13 +78,47 @@ def finding_renderable(f, verbose=False):
     sink_node.add(Text.assemble(("kernel says: ", "dim"), (f.get("kernel_message") or "", "red")))
     parts = [tree]
     if f.get("patch"):
-        parts.append(Padding(Syntax(f["patch"].rstrip("\n"), "diff", theme="ansi_dark", background_color="default"),
-                             (0, 0, 0, 4)))
+        parts.append(diff_renderable(f["patch"], whole=plain))
     return Group(*parts)
 
 
+def _route_line(route):
+    verdict = route.get("verdict") or "?"
+    kind = {"clean": "ok", "runs, with warnings": "warning", "fails": "error"}.get(verdict, "failed")
+    if route.get("role") == "advice" and kind == "error":
+        kind = "warning"
+    text = Text.assemble("  ", _mark(kind), (route.get("label") or route.get("name") or "", "bold"), ": ")
+    attention = route.get("attention") or []
+    if attention:
+        text.append(", ".join(attention) + " — ")
+    at = route.get("at")
+    if verdict == "fails" and at:
+        text.append("fails at %s (%s)" % (_loc(at.get("file"), at.get("line")), at.get("id")))
+    elif verdict in ("could not run", "reached no attention call", "stopped") and route.get("error"):
+        text.append("%s: %s" % (verdict, route["error"]))
+    else:
+        text.append(verdict)
+    summ = route.get("summary") or {}
+    if summ.get("sinks"):
+        text.append("  (%d attention call%s)" % (summ["sinks"], "" if summ["sinks"] == 1 else "s"), style="dim")
+    if route.get("role") == "advice":
+        text.append("  advice: not the path this machine takes", style="dim")
+    if route.get("note"):
+        text.append("  (%s)" % route["note"], style="dim")
+    return text
+
+
+def _render_advice(console, routes, verbose, plain):
+    for route in routes:
+        if route.get("role") == "advice" and route.get("findings"):
+            console.print(Text("advice, %s (not the path this machine takes):" % route.get("label"), style="bold"))
+            for f in route["findings"]:
+                console.print(finding_renderable(f, verbose, plain))
+
+
 def render_trace(report, console=None, verbose=False):
-    console = console or Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    console = console or make_console()
+    plain = whole_lines(console)
     status = report.get("status")
     head = Text.assemble(("dtype trace ", "bold"), (str(report.get("target")), "bold cyan"),
                          ("  device=%s" % report.get("device"), "dim"))
@@ -93,10 +128,24 @@ def render_trace(report, console=None, verbose=False):
         head.append("  autocast=%s (%s)" % (report["autocast"], report.get("autocast_mode")), style="dim")
     if report.get("train"):
         head.append("  train", style="dim")
+    hf = report.get("hf") or {}
+    if hf.get("attn_implementation"):
+        head.append("  attn_implementation=%s (%s; transformers %s)" % (
+            hf["attn_implementation"], hf.get("attn_implementation_source"), hf.get("transformers")), style="dim")
     console.print(head)
+    where = report.get("interpreter") or {}
+    if where.get("python"):
+        console.print(Text("  traced in %s — %s" % (where["python"], where.get("why")), style="dim"))
     for note in report.get("notes") or ():
         console.print(Text("  note: " + note, style="dim"))
     err = report.get("error")
+    routes = report.get("routes") or []
+    several = len(routes) > 1
+    if several:
+        console.print(Text("attention paths (flash_attn does not import here; the model takes another path where it "
+                           "does):", style="bold"))
+        for route in routes:
+            console.print(_route_line(route))
     if status in ("usage_error", "failed"):
         console.print(Text.assemble(_mark("failed"), ("trace could not run: " if status == "failed" else "usage: ",
                                                       "bold"), err.get("message", "") if err else ""))
@@ -104,34 +153,44 @@ def render_trace(report, console=None, verbose=False):
             console.print(Text(err["traceback"], style="dim"))
         elif err and err.get("traceback"):
             console.print(Text("  (traceback with -v)", style="dim"))
+        _render_advice(console, routes, verbose, plain)
         return
     findings = report.get("findings") or []
+    labels = {r.get("name"): r.get("label") for r in routes}
+    current = None
     for f in findings:
-        console.print(finding_renderable(f, verbose))
+        if several and f.get("route") != current:
+            current = f.get("route")
+            console.print(Text(labels.get(current, current or "") + ":", style="bold"))
+        console.print(finding_renderable(f, verbose, plain))
+    _render_advice(console, routes, verbose, plain)
     if verbose:
         for s in report.get("sinks") or ():
             console.print(Text.assemble(_mark("ok" if s["ok"] else "warning"), s["name"], "  ",
                                         _loc(s["file"], s["line"]), ("  %s" % s.get("module_path"), "dim"),
                                         ("  %s head_dim=%s" % (s["effective_dtypes"], s.get("head_dim")), "dim")))
+    summary = report.get("summary") or {}
+    if status == "no_attention":
+        console.print(Text.assemble(_mark("failed"), ("nothing judged: ", "bold"), (err or {}).get("message", "")))
+        return
     if err:
         console.print(Text.assemble(_mark("warning"), err.get("message", "")))
         if verbose and err.get("traceback"):
             console.print(Text(err["traceback"], style="dim"))
-    summary = report.get("summary") or {}
-    if not findings:
+    if not findings and not err:
         console.print(Text.assemble(_mark("ok"), "no dtype problems at %d attention call%s (%d ops traced)" % (
             summary.get("sinks", 0), "" if summary.get("sinks") == 1 else "s", summary.get("ops", 0))))
-        if summary.get("sinks", 0) == 0:
-            console.print(Text("  no attention call was seen: is the attention path the one you meant?", style="yellow"))
-    else:
-        console.print(Text("%d error(s), %d warning(s) at %d of %d attention calls; %d ops traced in %.2fs" % (
+    elif findings or err:
+        console.print(Text("%d error(s), %d warning(s) at %d of %d attention calls%s; %d ops traced in %.2fs" % (
             summary.get("errors", 0), summary.get("warnings", 0), summary.get("bad_sinks", 0), summary.get("sinks", 0),
-            summary.get("ops", 0), report.get("duration_s") or 0), style="bold"))
+            " (%d paths)" % len(routes) if several else "", summary.get("ops", 0), report.get("duration_s") or 0),
+            style="bold"))
 
 
 def render_samples(result, console=None, verbose=False):
     """The dtype-path section of ``check``: one line per sample forward pass."""
-    console = console or Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    console = console or make_console()
+    plain = whole_lines(console)
     for s in result.get("samples") or ():
         status = s["status"]
         if status == "ran":
@@ -144,4 +203,4 @@ def render_samples(result, console=None, verbose=False):
                                  ("  %s" % (s.get("reason") or status), "dim"))
         console.print(line)
         for f in s.get("findings") or ():
-            console.print(Padding(finding_renderable(f, verbose), (0, 0, 0, 2)))
+            console.print(Padding(finding_renderable(f, verbose, plain), (0, 0, 0, 2), expand=False))

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from packaging.markers import UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts import Facts
-from ..failures import explain_undefined_symbol, wheel_build, wheel_tag
-from .conditions import SkipRule
+from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
+from ..failures import undefined_symbol_evidence, wheel_build, wheel_tag
+from .conditions import SkipRule, marker_environment
 
 CHECKS: dict[str, Callable[[Facts, dict], Optional[dict]]] = {}
 
@@ -52,9 +55,8 @@ def flash_attn_undefined_symbol(facts: Facts, data: dict) -> Optional[dict]:
     fa_version = facts.version_of("flash-attn")
     evidence = {
         "symbol": err.symbol,
-        "demangled": err.demangled or err.symbol,
         "library": err.library,
-        "side": explain_undefined_symbol(err.symbol or "", torch.cxx11_abi),
+        **undefined_symbol_evidence(err.symbol or "", torch.cxx11_abi),
         "flash_attn": fa_version,
         "torch": torch.version,
         "torch_cxx11_abi": torch.cxx11_abi,
@@ -112,34 +114,58 @@ def _arch_runs(capability: str, arch_list: list[str]) -> bool:
     return False
 
 
+def triton_pin(facts: Facts, data: dict) -> Optional[SpecifierSet]:
+    """The triton release(s) the installed torch pins, or None where it pins none.
+
+    From torch's own Requires-Dist where the probe read it (markers evaluated for this machine: a
+    CPU or macOS wheel pins nothing), else from the recipe table (reports recorded before the probe
+    kept the requirement)."""
+    torch = facts.packages.get("torch")
+    if torch is None:
+        return None
+    if facts.requires.get("torch"):
+        env = marker_environment(facts)
+        for line in facts.requires["torch"]:
+            try:
+                req = Requirement(line)
+                if req.marker is None or req.marker.evaluate(env):
+                    return req.specifier
+            except (InvalidRequirement, UndefinedEnvironmentName):
+                continue
+        return None
+    expected = data.get("torch_triton", {}).get(_mm(torch.version))
+    if not expected:
+        return None
+    # "3.6.0" pins exactly; "2.3" pins the 2.3.x series
+    return SpecifierSet("==" + (expected if expected.count(".") >= 2 else expected + ".*"))
+
+
+def pin_text(spec: SpecifierSet) -> str:
+    """'==3.6.0' -> '3.6.0', '==2.3.*' -> '2.3.*', '~=3.9.0' -> '~=3.9.0': how a message names a pin."""
+    text = str(spec)
+    return text[2:] if text.startswith("==") and "," not in text else text
+
+
 @check
 def triton_torch_pin(facts: Facts, data: dict) -> Optional[dict]:
-    """triton differs from the release this torch wheel pins (Linux x86_64 wheels)."""
+    """triton differs from the release this torch wheel pins (Linux wheels)."""
     torch_version = facts.version_of("torch")
     triton_version = facts.version_of("triton")
     if not torch_version or not triton_version:
         return None
-    pins = data.get("torch_triton", {})
-    expected = pins.get(_mm(torch_version))
-    if not expected:
+    pin = triton_pin(facts, data)
+    if pin is None:
         return None
-    expected_list = expected if isinstance(expected, list) else [expected]
     try:
-        tv = Version(triton_version)
-        ok = any(
-            tv.release[: len(Version(e).release)] == Version(e).release if e.count(".") < 2 else tv == Version(e)
-            for e in expected_list
-        )
+        if pin.contains(Version(triton_version), prereleases=True):
+            return None
     except InvalidVersion:
         return None
-    if ok:
-        return None
-    pin = expected_list[0] if expected_list[0].count(".") >= 2 else expected_list[0] + ".*"
     return {
         "torch": torch_version,
         "triton": triton_version,
-        "expected_triton": " or ".join(expected_list),
-        "expected_triton_pin": pin,
+        "expected_triton": pin_text(pin),
+        "expected_triton_spec": str(pin),
     }
 
 
@@ -231,7 +257,7 @@ def flash_attn_built_for_other_torch(facts: Facts, data: dict) -> Optional[dict]
     return evidence
 
 
-FLA_DISTRIBUTIONS = ("flash-linear-attention", "fla-core")
+FLA_DISTRIBUTIONS = MODULE_DISTRIBUTIONS["fla"]
 
 
 def _fla(facts: Facts) -> Optional[tuple[str, str]]:
@@ -286,7 +312,7 @@ def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
                 f"against float64, tolerance {r.tolerance:g}"
             )
         elif r.status == "error":
-            problems.append(f"{r.backend} in {r.dtype} raised: {r.error}")
+            problems.append(f"{r.backend} in {r.dtype} raised: {r.error}" + _unloaded_build(facts, r.backend))
     if facts.smoke.status == "failed" and facts.smoke.error:
         problems.append(facts.smoke.error)
     if not problems:
@@ -295,12 +321,25 @@ def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
     return {"summary": problems[0] + more, "count": len(problems)}
 
 
+def _unloaded_build(facts: Facts, backend: str) -> str:
+    """The cause behind a library backend's failure when its compiled extension does not load next
+    to this torch (AD312 says which build it is): the smoke failure is then its symptom."""
+    from ..probes.gpu_child import LIBRARIES
+
+    for dist in MODULE_DISTRIBUTIONS.get(LIBRARIES.get(backend, ""), ()):
+        build = facts.builds.get(dist)
+        if build and any(e.status == "error" for e in build.extensions):
+            made_for = f", built for torch {build.built_for.torch}" if build.built_for.torch else ""
+            return f" (its compiled extension does not load next to this torch{made_for}: AD312)"
+    return ""
+
+
 @check
 def sdpa_default_math(facts: Facts, data: dict) -> Optional[dict]:
     """On an Ampere+ GPU, SDPA's default dispatch falls back to the math kernel for a half dtype."""
     _smoke_ran(facts)
     caps = facts.gpu_capabilities() or []
-    if not caps or min(int(c.split(".")[0]) for c in caps) < 8:
+    if not caps or not all(bf16_native(c) for c in caps):
         return None
     slow = [c for c in facts.smoke.choices if c.backend == "math"]
     if not slow:
@@ -387,19 +426,12 @@ def _old_gpu(facts: Facts) -> Optional[dict]:
     caps = facts.gpu_capabilities()
     if caps is None:
         raise SkipRule("the GPUs were not probed")
-    old = sorted((c for c in caps if _major(c) < 8), key=lambda c: tuple(int(x) for x in c.split(".")))
+    old = sorted((c for c in caps if not bf16_native(c)), key=lambda c: tuple(int(x) for x in c.split(".")))
     if not old:
         return None
     devices = facts.torch.devices or facts.gpu.devices
     name = ", ".join(sorted({d.name for d in devices if d.capability == old[0]}))
     return {"gpu": name, "capability": old[0], "sm": "sm" + old[0].replace(".", "")}
-
-
-def _major(capability: str) -> int:
-    try:
-        return int(capability.split(".")[0])
-    except ValueError:
-        return 99
 
 
 def _config_evidence(matching: list, setting: str, gpu: Optional[dict] = None) -> dict:
@@ -533,3 +565,63 @@ def config_deepspeed_bf16(facts: Facts, data: dict) -> Optional[dict]:
     if not gpu or not matching:
         return None
     return _config_evidence(matching, '"bf16": {"enabled": true}', gpu)
+
+
+def _cuda_major(version: Optional[str]) -> Optional[str]:
+    return version.split(".")[0] if version else None
+
+
+@check
+def extension_builds(facts: Facts, data: dict) -> Optional[dict]:
+    """Distributions whose compiled extensions were built for another torch / CUDA / Python, or do
+    not load next to this torch. flash-attn has rules of its own (AD301-AD306) and is left to them."""
+    _torch_ok(facts)
+    if not facts.builds_probed:
+        raise SkipRule("the compiled extensions were not probed")
+    torch = facts.torch
+    python_mm = ".".join(facts.platform.python_version.split(".")[:2])
+    problems, failing, names, other_torch = [], False, [], set()
+    for name, build in sorted(facts.builds.items()):
+        if name in ("flash-attn",):
+            continue
+        bf = build.built_for
+        broken = [e for e in build.extensions if e.status == "error"]
+        differs = []
+        if bf.torch and torch.version and _mm(bf.torch) != _mm(torch.version):
+            differs.append(f"torch {bf.torch}")
+        if bf.cuda and torch.cuda and _cuda_major(bf.cuda) != _cuda_major(torch.cuda):
+            differs.append(f"CUDA {bf.cuda}")
+        elif bf.cuda and not torch.cuda and not torch.hip:
+            differs.append(f"CUDA {bf.cuda}")
+        if bf.python and python_mm and ".".join(bf.python.split(".")[:2]) != python_mm and broken:
+            differs.append(f"Python {bf.python}")
+        if not broken and not differs:
+            continue
+        failing = failing or bool(broken)
+        names.append(name)
+        if bf.torch:
+            other_torch.add(bf.torch)
+        text = f"{name} {build.version}"
+        if broken:
+            err = broken[0].error
+            why = (err.message.strip().splitlines() or [err.type])[-1] if err else "it did not load"
+            more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+            text += f": {broken[0].file}{more} does not load ({why[:300]})"
+        if differs or bf.source:
+            built = ", ".join(differs) if differs else ", ".join(x for x in (f"torch {bf.torch}" if bf.torch else "", f"CUDA {bf.cuda}" if bf.cuda else "") if x)
+            text += f"; built for {built}" + (f" ({bf.source})" if bf.source else "")
+        problems.append(text)
+    if not problems:
+        return None
+    this = f"torch {torch.version}" + (f" (CUDA {torch.cuda})" if torch.cuda else " (CPU-only)" if not torch.hip else f" (ROCm {torch.hip})")
+    evidence = {
+        "summary": "; ".join(problems),
+        "this_torch": this + (f", Python {facts.platform.python_version}" if facts.platform.python_version else ""),
+        "packages": " ".join(names),
+        "consequence": "its kernels are disabled or its import fails" if failing else "it loads, but was built for another torch and may crash at its first op",
+    }
+    if len(other_torch) == 1:
+        evidence["built_torch"] = other_torch.pop().split("+")[0]
+    if not failing:
+        evidence["severity"] = "warning"
+    return evidence

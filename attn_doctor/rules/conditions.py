@@ -39,6 +39,11 @@ def version_matches(version: str, spec: str) -> bool:
         return False
 
 
+def _mapping(value) -> dict:
+    # the tracer's findings are loose JSON in a report from elsewhere: a `sink` may be anything
+    return value if isinstance(value, dict) else {}
+
+
 def capability_matches(capability: str, spec: str) -> bool:
     return version_matches(capability, spec)
 
@@ -89,6 +94,10 @@ def base_evidence(facts: Facts) -> dict[str, Any]:
         "torch_cuda": facts.torch.cuda or "?",
         "libc_version": facts.platform.libc_version or "?",
     }
+    cuda = facts.torch.cuda
+    base["cuda_xy"] = cuda.replace(".", "") if cuda else "?"  # the PyTorch wheel index's cuXY
+    devices = facts.torch.devices or facts.gpu.devices
+    base["gpus"] = ", ".join(sorted({f"{d.name} (sm{d.capability.replace('.', '')})" if d.capability else d.name for d in devices})) or "?"
     for name in ("flash-attn", "triton", "transformers", "xformers"):
         base[name] = facts.version_of(name) or "?"
     return base
@@ -282,7 +291,7 @@ class Evaluator:
         # flash-attn and a warning (a silent slow fallback) at SDPA.
         if first.get("severity") in ("error", "warning", "info"):
             self.severity = first["severity"]
-        sink = first.get("sink") or {}
+        sink = _mapping(first.get("sink"))
         self.evidence.update(
             trace_message=first.get("message", ""),
             kernel_message=first.get("kernel_message") or "",
@@ -293,7 +302,7 @@ class Evaluator:
             more="",
         )
         if len(found) > 1:
-            others = [f"{(f.get('sink') or {}).get('file', '?')}:{(f.get('sink') or {}).get('line', '?')}" for f in found[1:4]]
+            others = [f"{_mapping(f.get('sink')).get('file', '?')}:{_mapping(f.get('sink')).get('line', '?')}" for f in found[1:4]]
             self.evidence["more"] = f" (and {len(found) - 1} more: {', '.join(others)}{', ...' if len(found) > 4 else ''})"
         return True
 
@@ -328,6 +337,9 @@ class Evaluator:
             return Unknown(str(skip))
         if evidence is None:
             return False
+        evidence = dict(evidence)
+        if evidence.get("severity") in ("error", "warning", "info"):
+            self.severity = evidence.pop("severity")  # a check may grade what it found
         self.evidence.update(evidence)
         return True
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import string
 import traceback
 from typing import Any, Optional
 
@@ -12,43 +11,36 @@ from ..report import Result
 from .checks import CHECKS
 from .conditions import Evaluator, Unknown
 from .loader import Recipes
+from . import templates
 from .model import Remedy, Rule
 
-class _Fields(dict):
-    """format_map mapping: a field the evidence lacks renders as '?' instead of raising."""
 
-    def __missing__(self, key: str) -> str:
-        return "?"
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-_FORMATTER = string.Formatter()
-
-
-def render_template(text: str, evidence: dict[str, Any]) -> str:
-    fields = _Fields({re.sub(r"[^A-Za-z0-9_]", "_", k): v for k, v in evidence.items()})
-    try:
-        return _FORMATTER.vformat(text, (), fields)
-    except (ValueError, IndexError, KeyError, AttributeError):
-        return text
-
-
-def template_fields(text: str) -> set[str]:
-    return {re.sub(r"[^A-Za-z0-9_]", "_", name.split(".")[0].split("[")[0]) for _, name, _, _ in _FORMATTER.parse(text) if name}
-
-
-def _remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
+def remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
+    """A rule's remedies filled from a finding's evidence: the exact wheel or version it points to
+    where known; where not, the words for it and the command that finds it, never a placeholder."""
     out = []
     for remedy in rule.remedies:
-        # Templated text: a remedy may name the exact wheel or version the evidence points to.
-        out.append(
-            Remedy(
-                **{
-                    f: (render_template(v, evidence) if isinstance(v, str) else v)
-                    for f in remedy.__struct_fields__
-                    if (v := getattr(remedy, f)) is not None or f == "kind"
-                }
-            )
-        )
+        values: dict[str, Any] = {}
+        missing: set[str] = set()
+        for f in remedy.__struct_fields__:
+            v = getattr(remedy, f)
+            if v is None and f != "kind":
+                continue
+            if isinstance(v, str):
+                if f == "requirement" and not templates.complete(v, evidence):
+                    m = _REQ_NAME.match(v)  # no version known: the bare distribution name
+                    v = m.group(1) if m else v
+                else:
+                    v, unknown = templates.render(v, evidence)
+                    missing |= unknown
+            values[f] = v
+        hint = templates.how_to_find(missing)
+        if hint:
+            values["detail"] = f"{values['detail']}\n{hint}" if values.get("detail") else hint
+        out.append(Remedy(**values))
     return out
 
 
@@ -65,14 +57,14 @@ def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=
         evidence = evaluator.evidence
         return Result(
             status=evaluator.severity or rule.severity,
-            message=render_template(rule.message, {**evaluator.base, **evidence}),
+            message=templates.fill(rule.message, {**evaluator.base, **evidence}),
             evidence=evidence,
-            remedies=_remedies(rule, {**evaluator.base, **evidence}),
+            remedies=remedies(rule, {**evaluator.base, **evidence}),
             **base,
         )
     if isinstance(verdict, Unknown):
         return Result(status="skipped", reason=verdict.reason, **base)
-    return Result(status="pass", **base)
+    return Result(status="pass", message=templates.fill(rule.pass_, evaluator.base) if rule.pass_ else None, **base)
 
 
 def evaluate(recipes: Recipes, facts: Facts) -> list[Result]:

@@ -17,7 +17,8 @@ import msgspec
 
 from ..facts import Facts
 from .conditions import _MISSING, base_evidence, lookup
-from .engine import evaluate_rule, template_fields
+from . import templates
+from .engine import evaluate_rule
 from .loader import Recipes
 from .model import Fixture, FixtureRef, Rule
 
@@ -106,7 +107,7 @@ def check_rule_fixtures(rule: Rule, recipes: Recipes, directory: Optional[Path] 
     if rule.when is None:  # signature-only: its log snippets are its fixtures
         from ..explain.fixtures import check_signature_fixtures
 
-        return [FixtureFailure(rule.id, f.snippet, f.expected, f.got) for f in check_signature_fixtures(rule)]
+        return [FixtureFailure(rule.id, f.snippet, f.expected, f.got) for f in check_signature_fixtures(rule, recipes)]
     if not rule.fixtures.trigger or not rule.fixtures.pass_:
         failures.append(FixtureFailure(rule.id, "-", "exist (at least one trigger and one pass fixture)", "missing"))
     for expect, fixtures in (("trigger", rule.fixtures.trigger), ("pass", rule.fixtures.pass_)):
@@ -128,7 +129,7 @@ def check_rule_fixtures(rule: Rule, recipes: Recipes, directory: Optional[Path] 
             elif expect == "trigger":
                 known = {re.sub(r"[^A-Za-z0-9_]", "_", k) for k in {**base_evidence(facts), **result.evidence}}
                 texts = [rule.message] + [r.summary for r in rule.remedies] + [r.requirement or "" for r in rule.remedies]
-                unknown = sorted(set().union(*(template_fields(t) for t in texts)) - known)
+                unknown = sorted(set().union(*(templates.required(t) for t in texts)) - known)
                 if unknown:
                     failures.append(
                         FixtureFailure(rule.id, describe(fixture), "fill its message", "missing fields", ", ".join(unknown))

@@ -75,6 +75,8 @@ def _load_file(path: Path, recipes: Recipes) -> None:
             raise RecipeError(f"{where}: name {rule.name!r} already used")
         if rule.when is not None:
             _check_condition(rule.when, where)
+            if not rule.pass_:
+                raise RecipeError(f"{where}: a rule with `when` needs `pass`: one line saying what holds when it passes")
         elif not rule.signatures:
             raise RecipeError(f"{where}: a rule without `when` must have `signatures` (it is recognised only by explain)")
         _check_signatures(rule, where)

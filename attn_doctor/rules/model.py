@@ -10,6 +10,8 @@ from typing import Literal, Optional, Union
 
 import msgspec
 
+from ..explain.causes import CAUSES
+
 Severity = Literal["error", "warning", "info"]
 Area = Literal["system", "gpu", "torch", "kernels", "libraries", "dtype", "config"]
 RemedyKind = Literal["pip", "config", "patch", "env", "manual"]
@@ -85,24 +87,8 @@ class Fixtures(Strict):
     pass_: list[Fixture] = msgspec.field(default_factory=list, name="pass")
 
 
-# The root-cause classes `explain` names (one label each in attn_doctor/explain/causes.py).
-CauseClass = Literal[
-    "build-mismatch",  # an extension built for another torch or C++ ABI
-    "extension-missing",  # flash-attn (or its compiled extension) is not there
-    "cuda-mismatch",  # the wheel's CUDA major differs from torch's
-    "glibc",  # the wheel needs a newer C / C++ runtime than the OS has
-    "gpu-arch",  # the GPU is too old or too new for the installed kernels
-    "torch-arch",  # torch was built without the GPU's architecture
-    "bf16-unsupported",  # bf16 requested on a GPU without native bf16
-    "fp32-model",  # a model loaded / computing in fp32 reaches a half-only kernel
-    "dtype-promotion",  # an implicit promotion inside the forward
-    "autocast-scope",  # the forward runs (partly) outside autocast, or autocast is disabled
-    "version-pair",  # two releases known not to work together
-    "head-dim",  # the head dimension is over a kernel's limit
-    "triton-bf16",  # Triton compiler bugs on bf16
-    "kernel-selection",  # SDPA chose (or could not choose) a kernel
-    "harmless",  # a message that needs no fix
-]
+# The root-cause classes `explain` names, with their labels: one table, in attn_doctor/explain/causes.py.
+CauseClass = Literal[tuple(CAUSES)]  # type: ignore[valid-type]
 
 
 class Signature(Strict):
@@ -112,7 +98,20 @@ class Signature(Strict):
     severity: Optional[Severity] = None  # default: the rule's
     # the match counts only when the input also matches this expression somewhere (e.g. a library's path)
     context: Optional[str] = None
+    # the match counts only when the traceback frame just before the message lies in a package
+    # whose path matches this expression (site-packages/<name>/...): who raised it
+    component: Optional[str] = None
     note: Optional[str] = None  # one line shown with the match
+    # When several rules match one log, the highest priority is named first: a root cause (the
+    # reason a kernel refused) over the symptom that follows it (SDPA's "No available kernel").
+    priority: int = 0
+    # True: the message alone identifies this rule's cause, so versions in the log never rule it
+    # out. False: the message is shared by several causes and the rule's `when`, evaluated on the
+    # versions and GPUs the log shows, decides between them (it can make the match "unlikely").
+    decisive: bool = True
+    # a named analyzer (attn_doctor/explain/analyzers.py) given the lines after the match: for
+    # reports whose cause is in their structure (xformers' per-operator reasons)
+    analyzer: Optional[str] = None
 
 
 class SignatureFixtures(Strict):
@@ -132,6 +131,9 @@ class Rule(Strict):
     explanation: str
     # None: a signature-only rule; no facts can show it, only `explain` reports it from a message
     when: Optional[Condition] = None
+    # what holds when the rule passes, in one short line that reads true ("torch {torch} imports");
+    # required with `when`
+    pass_: Optional[str] = msgspec.field(default=None, name="pass")
     remedies: list[Remedy] = msgspec.field(default_factory=list, name="remedy")
     links: list[str] = []
     # error-message signatures (regular expressions) for `explain`

@@ -1,4 +1,4 @@
-"""The dtype tracer (issue 3): find where a half-precision tensor is promoted to float32 on its way
+"""The dtype tracer: find where a half-precision tensor is promoted to float32 on its way
 to an attention kernel, and point at the source line.
 
 Runtime code here depends on the standard library and torch only (it also runs inside another
@@ -26,3 +26,8 @@ def run_sample_forward(*args, **kwargs):
 
 
 __all__ = ["trace", "run_sample_forward"]
+
+# attn_doctor.trace(model, example_inputs, ...) is the Python API's trace (attn_doctor/api.py).
+from .._callable import make_callable  # noqa: E402
+
+make_callable(__name__)

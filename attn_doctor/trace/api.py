@@ -2,16 +2,27 @@
 
 Never raises for the user's mistakes or the user's code: every failure becomes a report with
 ``status`` "usage_error" (exit 2) or "failed" (exit 3), a one-line ``error.message`` naming the
-cause and the fallback taken, and the traceback kept in ``error.traceback`` for ``-v``.
+cause and the fallback taken, and the traceback kept in ``error.traceback`` for ``-v``. A trace
+that ran but reached no attention call judged nothing: ``status`` "no_attention", exit 3.
+
+Routes: where flash_attn does not import, a stand-in takes its place (standins.py), so the model
+takes the path it takes where flash-attn is installed. When the stand-in was called, that is not
+the path the model takes here: the trace is run again without it in a fresh process, and both
+routes are reported (``routes``). On ``--device cuda`` the installed route is the verdict and the
+stand-in's is advice; on meta and CPU, which stand for a GPU machine that may or may not have
+flash-attn, both count.
 Standard library and torch only; the report is plain JSON-able data.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import copy
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 import sys
 import time
@@ -26,6 +37,9 @@ DEVICE_CHOICES = ("meta", "cpu", "cuda")
 CPU_RETRY_LIMIT_BYTES = int(os.environ.get("ATTN_DOCTOR_CPU_RETRY_LIMIT", str(4 * 1024 ** 3)))
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
+
+ROUTE_INSTALLED = "installed"
+ROUTE_STANDIN = "flash_attn_standin"
 
 
 class TraceError(Exception):
@@ -109,21 +123,103 @@ def resolve_factory(mod, factory):
     return obj
 
 
-def call_factory(fn, device):
+def parse_factory_args(items):
+    """["KEY=VALUE", ...] -> {KEY: value}; a value is a Python literal (3, 0.5, True, None, "x",
+    [1, 2]) or else the string itself."""
+    out = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise TraceError("usage", "--factory-arg %r is not KEY=VALUE (for example --factory-arg depth=2 "
+                                      "--factory-arg dtype=bfloat16)" % (item,))
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def _bind_factory_args(fn, factory_kwargs):
+    if not factory_kwargs:
+        return
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind_partial(**factory_kwargs)
+    except TypeError as exc:
+        names = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        raise TraceError("usage", "the factory does not take %s (%s); its parameters: %s" % (
+            ", ".join(sorted(factory_kwargs)), exc, ", ".join(names) or "none"))
+
+
+def _cuda_like(value):
     import torch
 
-    kwargs = {}
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+
+
+def cuda_to(device):
+    """A TorchFunctionMode that sends ``.cuda()``, ``.to("cuda")`` and ``device="cuda"`` to
+    ``device``: off the GPU, a factory or forward written for CUDA runs on the trace device.
+    ``mode.mapped`` counts the calls it redirected."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    target = torch.device(device)
+
+    class CudaToTraceDevice(TorchFunctionMode):
+        mapped = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func is torch.Tensor.cuda:
+                CudaToTraceDevice.mapped += 1
+                return args[0].to(target)
+            if "device" in kwargs and _cuda_like(kwargs["device"]):
+                kwargs["device"] = target
+                CudaToTraceDevice.mapped += 1
+            if func is torch.Tensor.to and len(args) > 1 and _cuda_like(args[1]):
+                args = (args[0], target) + tuple(args[2:])
+                CudaToTraceDevice.mapped += 1
+            return func(*args, **kwargs)
+
+    return CudaToTraceDevice()
+
+
+_CUDA_ERRORS = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver", "No CUDA GPUs are available",
+                "CUDA is not available", "CUDA driver", "cudaGetDeviceCount", "no kernel image is available")
+
+
+def call_factory(fn, device, factory_kwargs=None, notes=None):
+    import torch
+
+    kwargs = dict(factory_kwargs or {})
     try:
         params = inspect.signature(fn).parameters
-        if "device" in params:
+        if "device" in params and "device" not in kwargs:
             kwargs["device"] = device
     except (TypeError, ValueError):
         pass
+    mapper = cuda_to(device) if device != "cuda" else contextlib.nullcontext()
     try:
-        with torch.device(device):
-            return fn(**kwargs)
+        with torch.device(device), mapper:
+            result = fn(**kwargs)
     except BaseException as exc:  # noqa: BLE001
-        raise TraceError("factory", "the factory raised %s" % _one_line(exc), exc)
+        message = "the factory raised %s" % _one_line(exc)
+        if device != "cuda" and any(s in str(exc) for s in _CUDA_ERRORS):
+            message += ("; it asks for CUDA (torch.cuda.*), which the %s trace has none of: take a `device` "
+                        "parameter (the tracer passes device=%s), or trace on a GPU with --device cuda"
+                        % (device, device))
+        raise TraceError("factory", message, exc)
+    if getattr(mapper, "mapped", 0) and notes is not None:
+        notes.append("the factory put tensors on cuda (.cuda(), .to('cuda'), device='cuda'); they went to %s, "
+                     "the trace device" % device)
+    return result
 
 
 def split_result(result):
@@ -218,74 +314,204 @@ def model_bytes(model):
 # ---------------------------------------------------------------- transformers configs
 
 
+def _transformers_version():
+    mod = sys.modules.get("transformers")
+    return getattr(mod, "__version__", "?")
+
+
+def _read_hf_config(path, transformers):
+    """The config object; a path that is missing or not JSON is a usage error (exit 2), anything
+    transformers refuses is a failure with transformers' own reason (exit 3)."""
+    if not os.path.exists(path):
+        raise TraceError("usage", "--hf %s: no such file or folder" % path)
+    file = path if os.path.isfile(path) else os.path.join(path, "config.json")
+    if not os.path.isfile(file):
+        raise TraceError("usage", "--hf %s: no config.json in this folder (give a checkpoint folder or a config.json)"
+                         % path)
+    try:
+        with open(file, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise TraceError("usage", "--hf %s: not a JSON config (%s)" % (file, _one_line(exc)), exc)
+    if not isinstance(data, dict):
+        raise TraceError("usage", "--hf %s: not a JSON object" % file)
+    try:
+        if os.path.isfile(path):
+            if not data.get("model_type"):
+                raise ValueError("the config has no model_type")
+            return transformers.AutoConfig.for_model(**data)
+        return transformers.AutoConfig.from_pretrained(path, local_files_only=True)
+    except BaseException as exc:  # noqa: BLE001
+        raise TraceError("build", "transformers %s cannot read %s: %s" % (_transformers_version(), file,
+                                                                         _one_line(exc)), exc)
+
+
+def _model_class(config, transformers):
+    """The class from_pretrained would build: the config's own architecture where transformers
+    has it, else the task head the Auto classes map this config to."""
+    for name in getattr(config, "architectures", None) or ():
+        cls = getattr(transformers, name, None)
+        if cls is not None:
+            return cls
+    candidates = (["AutoModelForSeq2SeqLM"] if getattr(config, "is_encoder_decoder", False) else []) + [
+        "AutoModelForCausalLM", "AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModel"]
+    for name in candidates:
+        auto = getattr(transformers, name, None)
+        if auto is not None and type(config) in getattr(auto, "_model_mapping", {}):
+            return auto
+    return transformers.AutoModel
+
+
+def _instantiate(cls, config, kwargs):
+    build = cls.from_config if hasattr(cls, "_model_mapping") else cls._from_config
+    try:
+        return build(config, **_dtype_kw(kwargs))
+    except TypeError as exc:
+        if "dtype" not in str(exc):
+            raise
+        return build(config, **kwargs)  # transformers < 4.56 knows torch_dtype only
+
+
+def _flash_importable():
+    try:
+        import flash_attn  # noqa: F401
+
+        return True
+    except BaseException:  # noqa: BLE001
+        return False
+
+
 def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
-    """Build a transformers model from a local config (folder or config.json); nothing downloaded."""
+    """Build a transformers model from a local config (folder or config.json); nothing downloaded.
+
+    The attention implementation is what from_pretrained would use: ``attn_impl`` when given,
+    else the config's own, else transformers' choice for the architecture. transformers refuses
+    flash-attention without a GPU; when flash_attn imports here (really, or as the stand-in) the
+    model is built with transformers' default and its attention switched to the flash path, which
+    is what the forward pass reads."""
     import torch
 
     try:
         import transformers
     except ImportError as exc:
         raise TraceError("usage", "--hf needs transformers, which does not import here (%s)" % _one_line(exc), exc)
-    if not os.path.exists(path):
-        raise TraceError("usage", "--hf %s: no such file or folder" % path)
+    except BaseException as exc:  # noqa: BLE001 - a broken transformers install
+        raise TraceError("environment", "transformers does not import here: %s" % _one_line(exc), exc)
     notes = []
-    try:
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as fh:
-                import json
-
-                data = json.load(fh)
-            model_type = data.get("model_type")
-            if not model_type:
-                raise TraceError("usage", "--hf %s: config has no model_type" % path)
-            config = transformers.AutoConfig.for_model(**data)
-        else:
-            config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
-    except TraceError:
-        raise
-    except BaseException as exc:  # noqa: BLE001
-        raise TraceError("usage", "--hf %s: could not read the config: %s" % (path, _one_line(exc)), exc)
+    config = _read_hf_config(path, transformers)
     if shrink:
         for key in ("num_hidden_layers", "n_layer", "num_layers"):
             if getattr(config, key, None):
                 setattr(config, key, min(2, getattr(config, key)))
         notes.append("built a 2-layer copy of the config for the CPU retry (head dim and dtypes unchanged)")
     want_dtype = dtype_name or _config_dtype(config)
-    impl = attn_impl or getattr(config, "_attn_implementation_internal", None) or getattr(
-        config, "attn_implementation", None) or "sdpa"
     from .tracer import NAME_TO_DTYPE
 
     torch_dtype = NAME_TO_DTYPE.get(want_dtype) if want_dtype else None
-    auto = transformers.AutoModelForCausalLM
-    if type(config) not in getattr(auto, "_model_mapping", {}):
-        auto = transformers.AutoModel
-    kwargs = {"attn_implementation": impl}
+    config_impl = getattr(config, "_attn_implementation_internal", None)
+    if isinstance(config_impl, dict):
+        config_impl = config_impl.get("") or None
+    requested = attn_impl or config_impl
+    cls = _model_class(config, transformers)
+    kwargs = {}
     if torch_dtype is not None:
         kwargs["torch_dtype"] = torch_dtype
+    version = _transformers_version()
+    what = getattr(cls, "__name__", "the model")
+    source = "--attn-implementation" if attn_impl else "the config's attn_implementation"
+
+    def build(impl):
+        kw = dict(kwargs)
+        if impl:
+            kw["attn_implementation"] = impl
+        # transformers writes its choice into the config, also when it then refuses it
+        cfg = copy.deepcopy(config)
+        if not impl and config_impl:
+            cfg._attn_implementation_internal = None
+        with torch.device(device):
+            return _instantiate(cls, cfg, kw)
+
     try:
-        with torch.device(device):
-            try:
-                model = auto.from_config(config, **_dtype_kw(kwargs))
-            except TypeError:
-                model = auto.from_config(config, **kwargs)
-    except (ImportError, ValueError) as exc:
-        if "flash" not in impl:
-            raise TraceError("factory", "building %s from its config failed: %s" % (path, _one_line(exc)), exc)
-        # transformers refuses flash_attention_2 without a CUDA GPU or the real package; build with
-        # SDPA and switch the dispatch afterwards, which is what the forward pass reads.
-        kwargs["attn_implementation"] = "sdpa"
-        with torch.device(device):
-            try:
-                model = auto.from_config(config, **_dtype_kw(kwargs))
-            except TypeError:
-                model = auto.from_config(config, **kwargs)
-        set_attn_implementation(model, impl)
-        notes.append("transformers refused %s here (%s); built with sdpa and switched the attention dispatch to %s"
-                     % (impl, _one_line(exc)[:160], impl))
+        model = build(requested)
     except BaseException as exc:  # noqa: BLE001
-        raise TraceError("factory", "building %s from its config failed: %s" % (path, _one_line(exc)), exc)
-    ids = torch.zeros(1, seq_len, dtype=torch.long, device=device)
-    return model, ((), {"input_ids": ids}), notes, {"attn_implementation": impl, "dtype": want_dtype}
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        if not requested:
+            raise TraceError("build", "transformers %s cannot build %s from %s: %s" % (version, what, path,
+                                                                                      _one_line(exc)), exc)
+        if "flash" not in requested or not isinstance(exc, (ImportError, ValueError)):
+            raise TraceError("build", "transformers %s cannot build %s with attn_implementation=%r (%s): %s" % (
+                version, what, requested, source, _one_line(exc)), exc)
+        if not _flash_importable():
+            raise TraceError("build", "transformers %s refuses attn_implementation=%r here, as from_pretrained "
+                                      "would: %s" % (version, requested, _one_line(exc)), exc)
+        try:
+            model = build(None)
+        except BaseException as exc2:  # noqa: BLE001
+            raise TraceError("build", "transformers %s cannot build %s from %s: %s" % (
+                version, what, path, _one_line(exc2)), exc2)
+        switched = set_attn_implementation(model, requested)
+        notes.append("transformers refused %s here (%s); built with %s and switched the attention to %s%s"
+                     % (requested, _one_line(exc)[:160], _impl_of(model, "its default"), requested,
+                        "" if switched else " (no attention module took it)"))
+    used = requested if requested and "flash" in requested else _impl_of(model, requested)
+    if used and "flash" in used and _flash_importable():
+        _ensure_flash_utils()
+    inputs = {"input_ids": torch.zeros(1, seq_len, dtype=torch.long, device=device)}
+    if getattr(model.config, "is_encoder_decoder", False):
+        inputs["decoder_input_ids"] = torch.zeros(1, max(1, seq_len // 2), dtype=torch.long, device=device)
+    if getattr(config, "vision_config", None) is not None:
+        image = _image_inputs(model, config, seq_len, device)
+        if image is not None:
+            count = image.pop("_count")
+            inputs.update(image)
+            notes.append("one image (pixel_values %s) and its %d image tokens in the input, so the vision tower "
+                         "runs too" % (list(image["pixel_values"].shape), count))
+        else:
+            notes.append("text-only forward (token ids): the vision tower was not run")
+    meta = {"attn_implementation": used, "attn_implementation_source": (
+        "--attn-implementation" if attn_impl else ("config" if config_impl else "transformers default")),
+        "dtype": want_dtype, "model_class": type(model).__name__, "transformers": version}
+    return model, ((), inputs), notes, meta
+
+
+def _image_token(config):
+    for key in ("image_token_index", "image_token_id"):
+        value = getattr(config, key, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _image_inputs(model, config, seq_len, device):
+    """input_ids with image tokens and pixel_values for a llava-style model (one image, its
+    patches as tokens); None where the layout is another (tiles, grids): then text only."""
+    import torch
+
+    vision = config.vision_config
+    token = _image_token(config)
+    size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
+    if token is None or not isinstance(size, int) or not isinstance(patch, int) or not patch:
+        return None
+    if "pixel_values" not in inspect.signature(model.forward).parameters:
+        return None
+    count = getattr(config, "image_seq_length", None) or getattr(vision, "num_image_tokens", None)
+    if not isinstance(count, int):
+        count = (size // patch) ** 2 + (1 if getattr(config, "vision_feature_select_strategy", "") == "full" else 0)
+    ids = torch.zeros(1, count + seq_len, dtype=torch.long, device=device)
+    ids[:, :count] = token
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    channels = getattr(vision, "num_channels", 3)
+    return {"input_ids": ids, "pixel_values": torch.zeros(1, channels, size, size, dtype=dtype, device=device),
+            "_count": count}
+
+
+def _impl_of(model, default=None):
+    cfg = getattr(model, "config", None)
+    impl = getattr(cfg, "_attn_implementation", None) if cfg is not None else None
+    if isinstance(impl, dict):
+        impl = impl.get("")
+    return impl or default
 
 
 def _dtype_kw(kwargs):
@@ -297,14 +523,61 @@ def _dtype_kw(kwargs):
 
 
 def set_attn_implementation(model, impl):
-    """Point every transformers config inside `model` at attention implementation `impl`."""
+    """Point every transformers config inside `model` at attention implementation `impl`; returns
+    how many attention modules will take it. transformers >= 4.48 reads the implementation from
+    the config on every forward; older releases chose an attention class per implementation at
+    build time (``*_ATTENTION_CLASSES``), so those modules change class instead."""
     for m in model.modules():
         cfg = getattr(m, "config", None)
         if cfg is not None:
-            try:
-                cfg._attn_implementation = impl
-            except Exception:  # noqa: BLE001 - a config that refuses the attribute keeps its own
-                pass
+            for sub in [cfg] + [getattr(cfg, k, None) for k in ("text_config", "vision_config")]:
+                if sub is None:
+                    continue
+                try:
+                    sub._attn_implementation = impl
+                except Exception:  # noqa: BLE001 - a config that refuses the attribute keeps its own
+                    pass
+    registry = getattr(sys.modules.get("transformers.modeling_utils"), "ALL_ATTENTION_FUNCTIONS", None)
+    return _switch_attention_classes(model, impl) + (1 if registry is not None else 0)
+
+
+def _switch_attention_classes(model, impl):
+    swapped = 0
+    for m in model.modules():
+        mod = sys.modules.get(type(m).__module__)
+        if mod is None:
+            continue
+        for name, table in vars(mod).items():
+            if not (name.endswith("_ATTENTION_CLASSES") and isinstance(table, dict)):
+                continue
+            if type(m) in table.values() and impl in table and table[impl] is not type(m):
+                m.__class__ = table[impl]
+                if "flash" in impl and not hasattr(m, "_flash_attn_uses_top_left_mask"):
+                    m._flash_attn_uses_top_left_mask = False
+                swapped += 1
+            break
+    if swapped and "flash" in impl:
+        _ensure_flash_utils()
+    return swapped
+
+
+def _ensure_flash_utils():
+    """transformers < 4.48: the flash attention classes call the kernels through
+    modeling_flash_attention_utils, which imports them only where transformers found a usable
+    flash-attn at import time (a CUDA GPU). Give it flash_attn's functions (real or stand-in)."""
+    utils = sys.modules.get("transformers.modeling_flash_attention_utils")
+    if utils is None or not hasattr(utils, "_flash_attention_forward") or hasattr(utils, "flash_attn_func"):
+        return
+    import flash_attn
+    import flash_attn.bert_padding as padding
+
+    for name in ("flash_attn_func", "flash_attn_varlen_func"):
+        setattr(utils, name, getattr(flash_attn, name))
+    for name in ("index_first_axis", "pad_input", "unpad_input"):
+        if not hasattr(utils, name):
+            setattr(utils, name, getattr(padding, name))
+    if not hasattr(utils, "_flash_supports_window_size"):
+        utils._flash_supports_window_size = True
 
 
 def _config_dtype(config):
@@ -319,9 +592,9 @@ def _config_dtype(config):
 
 
 def _is_meta_limitation(exc):
-    text = str(exc)
-    return ("meta tensor" in text or "meta tensors" in text or "Cannot copy out of meta" in text
-            or "register_meta" in text or "data-dependent" in text)
+    from .tracer import _meta_limitation
+
+    return _meta_limitation(exc)
 
 
 def _result(status, **kw):
@@ -332,20 +605,140 @@ def _result(status, **kw):
 
 def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=None, device="meta", train=False,
           capability=None, standins=None, emulate_autocast=None, seq_len=16, attn_implementation=None,
-          continue_after_bad_sink=True, retry_on_cpu=True, cwd=None):
+          continue_after_bad_sink=True, retry_on_cpu=True, cwd=None, factory_kwargs=None, routes=True,
+          route_timeout=600):
     """Trace one forward (and, with ``train``, backward) pass; return the JSON-able report.
 
-    target: "MODULE:FACTORY" (or pass ``model`` and ``inputs`` directly); hf: a local transformers
-    config file or checkpoint folder; dtype: cast the model ("bf16", "fp16", "fp32"); autocast:
-    "bf16" / "fp16" region around the forward (CUDA's policy, emulated off CUDA); device: "meta",
-    "cpu" or "cuda"; capability: (major, minor) of the GPU the kernels are judged for.
+    target: "MODULE:FACTORY" (or pass ``model`` and ``inputs`` directly); factory_kwargs: keyword
+    arguments for the factory; hf: a local transformers config file or checkpoint folder; dtype:
+    cast the model ("bf16", "fp16", "fp32"); autocast: "bf16" / "fp16" region around the forward
+    (CUDA's policy, emulated off CUDA); device: "meta", "cpu" or "cuda"; capability: (major, minor)
+    of the GPU the kernels are judged for; routes: when the flash_attn stand-in changed the path the
+    model takes, also trace the installed path (in a fresh process) and report both.
     """
+    kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
+                  capability=list(capability) if capability else None, emulate_autocast=emulate_autocast,
+                  seq_len=seq_len, attn_implementation=attn_implementation,
+                  continue_after_bad_sink=continue_after_bad_sink, retry_on_cpu=retry_on_cpu, cwd=cwd,
+                  factory_kwargs=factory_kwargs)
+    report = _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capability, standins,
+                         emulate_autocast, seq_len, attn_implementation, continue_after_bad_sink, retry_on_cpu, cwd,
+                         factory_kwargs)
+    via_standin = report.pop("standin_route", False) or bool(report.get("standin_calls"))
+    name = ROUTE_STANDIN if via_standin else ROUTE_INSTALLED
+    if not (routes and name == ROUTE_STANDIN and model is None and report["status"] != "usage_error"):
+        report["routes"] = [route_entry(report, name, "verdict")]
+        if routes and name == ROUTE_STANDIN and model is not None:
+            report["notes"].append("the flash_attn stand-in was called; the installed route cannot be traced for a "
+                                   "model object (give MODULE:FACTORY to trace both)")
+        return report
+    from .launch import run_child
+
+    child_kwargs = dict(kwargs, standins=False, routes=False)
+    installed = run_child("trace", child_kwargs, python=sys.executable, timeout=route_timeout,
+                          cwd=cwd or os.getcwd())
+    installed.setdefault("notes", [])
+    installed.setdefault("summary", {"sinks": 0, "bad_sinks": 0, "errors": 0, "warnings": 0, "ops": 0})
+    return combine_routes(report, installed, device)
+
+
+def _standin_label():
+    from .standins import STANDIN_FLASH_ATTN_VERSION
+
+    return "with flash-attn %s" % STANDIN_FLASH_ATTN_VERSION
+
+
+_KERNEL_LABELS = {"sdpa": "SDPA", "mha": "MHA (SDPA inside)", "flash_attn2": "flash-attn 2", "flash_attn3":
+                  "FlashAttention 3", "flash_attn4": "FlashAttention 4", "xformers": "xformers", "fla": "fla",
+                  "eager": "eager (matmul, softmax)", "transformers_flash": "flash_attention_2 (transformers)"}
+
+
+def _kernels(sink_list):
+    seen = []
+    for s in sink_list or ():
+        label = _KERNEL_LABELS.get(s.get("family"), s.get("name"))
+        if label not in seen:
+            seen.append(label)
+    return seen
+
+
+def route_entry(report, name, role):
+    """One route's summary: which attention it reached and what became of it."""
+    status = report.get("status")
+    findings = report.get("findings") or []
+    errors = [f for f in findings if f.get("severity") == "error"]
+    err = report.get("error") or {}
+    at = None
+    if errors:
+        sink = errors[0].get("sink") or {}
+        at = {"file": sink.get("file"), "line": sink.get("line"), "id": errors[0].get("id"),
+              "message": errors[0].get("message")}
+        verdict = "fails"
+    elif status in ("failed", "usage_error"):
+        verdict = "could not run"
+    elif status == "no_attention":
+        verdict = "reached no attention call"
+    elif status == "partial":
+        verdict = "stopped"
+    elif findings:
+        verdict = "runs, with warnings"
+    else:
+        verdict = "clean"
+    return {"name": name, "label": "as installed" if name == ROUTE_INSTALLED else _standin_label(), "role": role,
+            "status": status, "exit_code": report.get("exit_code"), "attention": _kernels(report.get("sinks")),
+            "verdict": verdict, "at": at, "error": err.get("message"), "summary": report.get("summary"),
+            "findings": findings}
+
+
+def combine_routes(standin, installed, device):
+    """One report from two traces of the same model: with the flash_attn stand-in and as installed.
+    On cuda the installed route is the verdict and the stand-in's is advice; on meta/cpu both count
+    (which one the training machine takes depends on whether it has flash-attn)."""
+    verdict = [ROUTE_INSTALLED] if device == "cuda" else [ROUTE_STANDIN, ROUTE_INSTALLED]
+    by_name = {ROUTE_INSTALLED: installed, ROUTE_STANDIN: standin}
+    routes = [route_entry(installed, ROUTE_INSTALLED, "verdict"),
+              route_entry(standin, ROUTE_STANDIN, "verdict" if ROUTE_STANDIN in verdict else "advice")]
+    primary = installed if device == "cuda" else standin
+    if device != "cuda" and installed.get("status") in ("failed", "no_attention"):
+        routes[0]["note"] = ("not counted in the exit code: off the GPU the trace stands for a machine with "
+                             "flash-attn, and that path ran")
+    out = dict(primary)
+    out["notes"] = list(standin.get("notes") or [])
+    for note in installed.get("notes") or ():
+        if note not in out["notes"]:
+            out["notes"].append("as installed: " + note)
+    out["notes"].append("the model takes another attention path where flash-attn is installed (the stand-in was "
+                        "called); traced both: %s" % ("the installed path is the verdict, the stand-in's is advice"
+                                                      if device == "cuda" else "both count"))
+    findings, sink_list = [], []
+    summary = {"sinks": 0, "bad_sinks": 0, "errors": 0, "warnings": 0, "ops": 0}
+    for name in verdict:
+        rep = by_name[name]
+        findings += [dict(f, route=name) for f in rep.get("findings") or ()]
+        sink_list += [dict(s, route=name) for s in rep.get("sinks") or ()]
+        for key in summary:
+            summary[key] += int((rep.get("summary") or {}).get(key) or 0)
+    out.update(findings=findings, sinks=sink_list, summary=summary, routes=routes)
+    if summary["errors"]:
+        out["exit_code"] = EXIT_FINDINGS
+    elif primary.get("exit_code") not in (None, EXIT_CLEAN, EXIT_FINDINGS):
+        out["exit_code"] = primary["exit_code"]
+    else:
+        out["exit_code"] = EXIT_CLEAN
+    out["duration_s"] = round(float(standin.get("duration_s") or 0) + float(installed.get("duration_s") or 0), 3)
+    return out
+
+
+def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capability, standins, emulate_autocast,
+                seq_len, attn_implementation, continue_after_bad_sink, retry_on_cpu, cwd, factory_kwargs):
     start = time.monotonic()
     notes = []
     info = {"target": target or (("hf:" + hf) if hf else (type(model).__name__ if model is not None else None)),
             "device": device, "dtype": dtype, "autocast": autocast, "train": bool(train)}
+    if factory_kwargs:
+        info["factory_kwargs"] = dict(factory_kwargs)
     try:
-        _validate(target, model, hf, dtype, autocast, device)
+        _validate(target, model, hf, dtype, autocast, device, factory_kwargs, attn_implementation)
         import torch  # noqa: F401
     except TraceError as exc:
         return _failure(exc, info, notes, start)
@@ -369,14 +762,20 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
     info["autocast_mode"] = (None if not autocast else ("emulated-cuda" if emulate_autocast else "cuda"))
     info["capability"] = list(capability) if capability else None
     try:
-        if standins:
-            from . import standins as standins_mod
+        from . import standins as standins_mod
 
+        if standins:
             notes.extend(standins_mod.install_standins())
-        builder = _builder(target, model, inputs, hf, dtype, device, seq_len, attn_implementation, info)
+        elif standins_mod.standin_installed():
+            standins_mod.remove_standins()  # an earlier trace in this process put it there
+        builder = _builder(target, model, inputs, hf, dtype, device, seq_len, attn_implementation, info,
+                           factory_kwargs)
         built = builder(device, False)
     except TraceError as exc:
         return _failure(exc, info, notes, start)
+    except Exception as exc:  # noqa: BLE001 - a bug here must still give a report
+        return _failure(TraceError("internal", "attn-doctor internal error while building the model: %s (a bug; "
+                                               "-v shows the traceback)" % _one_line(exc), exc), info, notes, start)
     notes.extend(built["notes"])
     try:
         outcome = _run(built, info, device, dtype, autocast, train, capability, emulate_autocast,
@@ -393,7 +792,7 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
             info["device"] = "cpu"
             try:
                 built = builder("cpu", bool(hf) and size > CPU_RETRY_LIMIT_BYTES)
-                notes.extend(built["notes"])
+                notes.extend(n for n in built["notes"] if n not in notes)
                 outcome = _run(built, info, "cpu", dtype, autocast, train, capability, emulate_autocast,
                                continue_after_bad_sink, cwd)
             except TraceError as exc2:
@@ -412,14 +811,29 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
     if forward_error is not None:
         error = {"kind": "forward", "message": "the forward pass stopped: %s" % _one_line(forward_error),
                  "traceback": _tb(forward_error)}
-    exit_code = EXIT_FINDINGS if summary["errors"] else (EXIT_FAILED if forward_error is not None else EXIT_CLEAN)
+    elif not sink_list:
+        status = "no_attention"
+        error = {"kind": "no_attention", "message": _no_attention_message(info, tracer.ops), "traceback": None}
+    exit_code = EXIT_FINDINGS if summary["errors"] else (EXIT_FAILED if error is not None else EXIT_CLEAN)
     out = _result(status, exit_code=exit_code, error=error, notes=notes, findings=findings, sinks=sink_list,
-                  summary=summary, duration_s=round(time.monotonic() - start, 3))
+                  summary=summary, standin_calls=sum(1 for r in tracer.sinks if r.get("standin")),
+                  duration_s=round(time.monotonic() - start, 3))
     out.update(info)
     return out
 
 
-def _validate(target, model, hf, dtype, autocast, device):
+def _no_attention_message(info, ops):
+    head = "the forward pass ran (%d ops) but reached no attention call: nothing was judged" % ops
+    hf = info.get("hf") or {}
+    if hf.get("attn_implementation") == "eager":
+        return head + ("; transformers %s builds %s with eager attention written inline (matmul, softmax), which "
+                       "has no kernel dtype rules to judge: trace --attn-implementation sdpa to judge the SDPA path"
+                       % (hf.get("transformers"), hf.get("model_class")))
+    return head + (" (the tracer knows SDPA, flash-attn 2/3/4, xformers, fla and transformers' attention "
+                   "functions): is the attention path the one you meant, or a kernel it does not know?")
+
+
+def _validate(target, model, hf, dtype, autocast, device, factory_kwargs=None, attn_implementation=None):
     sources = [x for x in (target, model, hf) if x is not None]
     if len(sources) != 1:
         raise TraceError("usage", "give exactly one of MODULE:FACTORY or --hf PATH")
@@ -429,11 +843,15 @@ def _validate(target, model, hf, dtype, autocast, device):
         raise TraceError("usage", "--autocast must be one of %s, not %r" % (", ".join(AUTOCAST_CHOICES), autocast))
     if device not in DEVICE_CHOICES:
         raise TraceError("usage", "--device must be one of %s, not %r" % (", ".join(DEVICE_CHOICES), device))
+    if factory_kwargs and target is None:
+        raise TraceError("usage", "--factory-arg goes with MODULE:FACTORY")
+    if attn_implementation and hf is None:
+        raise TraceError("usage", "--attn-implementation goes with --hf (a factory builds its model itself)")
     if target is not None:
         parse_target(target)
 
 
-def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info):
+def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs=None):
     """A function (device, shrink) -> built model, so a failed meta run can be rebuilt on CPU."""
     if model is not None:
         def given(dev, shrink):
@@ -443,19 +861,88 @@ def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info)
     if hf is not None:
         def from_hf(dev, shrink):
             m, inp, notes, meta = build_hf(hf, dev, dtype, attn_impl, seq_len, shrink)
-            info.update(hf_attn_implementation=meta["attn_implementation"])
+            info.update(hf_attn_implementation=meta["attn_implementation"],
+                        hf={k: meta[k] for k in ("attn_implementation", "attn_implementation_source", "model_class",
+                                                 "transformers")})
+            from .standins import standin_installed
+
+            if "flash" in (meta["attn_implementation"] or "") and standin_installed():
+                info["standin_route"] = True  # transformers' flash path exists here only through the stand-in
             return {"model": m, "inputs": inp, "notes": notes, "dtype": meta["dtype"]}
 
         return from_hf
     module, factory = parse_target(target)
     mod = import_target_module(module)
     fn = resolve_factory(mod, factory)
+    _bind_factory_args(fn, factory_kwargs)
 
     def from_factory(dev, shrink):
-        m, inp = split_result(call_factory(fn, dev))
-        return {"model": m, "inputs": normalize_inputs(inp), "notes": []}
+        notes = []
+        m, inp = split_result(call_factory(fn, dev, factory_kwargs, notes))
+        return {"model": m, "inputs": normalize_inputs(inp), "notes": notes}
 
     return from_factory
+
+
+@contextlib.contextmanager
+def transformers_sees_flash_attn():
+    """Off the GPU, transformers >= 5 finds no usable flash-attn (it asks for CUDA) and its flash
+    wrapper then fetches a kernel from the Hub. Where flash_attn imports (really, or as the
+    stand-in), the trace stands for a GPU that has it: the wrapper's own availability check says
+    yes, so transformers' real flash path runs and calls flash_attn's functions."""
+    utils = sys.modules.get("transformers.modeling_flash_attention_utils")
+    if utils is None or not hasattr(utils, "lazy_import_flash_attention") or not _flash_importable():
+        yield
+        return
+    saved = {k: getattr(utils, k) for k in ("is_flash_attn_2_available", "_loaded_implementation")
+             if hasattr(utils, k)}
+    utils.is_flash_attn_2_available = lambda: True
+    utils._loaded_implementation = None
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(utils, k, v)
+
+
+@contextlib.contextmanager
+def autocast_on_trace_device(device):
+    """``torch.autocast(device_type=x.device.type, ...)`` inside the model (transformers' rotary
+    code does this) names the trace device, which stands for the GPU: meta has no autocast at all
+    (torch raises), and on the GPU that region would switch CUDA autocast, which is the state the
+    emulation reads. So the trace device's autocast regions switch CUDA autocast's state."""
+    import torch
+
+    cls = torch.amp.autocast_mode.autocast
+    orig = cls.__init__
+
+    def init(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type != device:
+            return orig(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        orig(self, "cuda", dtype=dtype, enabled=False, cache_enabled=cache_enabled)
+        self._enabled = enabled
+
+    # torch.is_autocast_enabled(x.device.type) and friends (transformers' flash wrapper) likewise
+    queries = {}
+    for name in ("is_autocast_enabled", "get_autocast_dtype"):
+        fn = getattr(torch, name, None)
+        if fn is None:
+            continue
+
+        def query(*args, _fn=fn):
+            if args and args[0] == device:
+                args = ("cuda",) + tuple(args[1:])
+            return _fn(*args)
+
+        queries[name] = fn
+        setattr(torch, name, query)
+    cls.__init__ = init
+    try:
+        yield
+    finally:
+        cls.__init__ = orig
+        for name, fn in queries.items():
+            setattr(torch, name, fn)
 
 
 def _prepare(built, device, dtype, seq_len=16):
@@ -532,8 +1019,12 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
                      else contextlib.nullcontext())
     device_ctx = torch.device(device) if device != "cuda" else contextlib.nullcontext()
     grad_ctx = contextlib.nullcontext() if train else torch.no_grad()
+    off_gpu = device != "cuda"
+    mapper = cuda_to(device) if off_gpu else contextlib.nullcontext()
+    autocast_map = autocast_on_trace_device(device) if off_gpu else contextlib.nullcontext()
+    flash_seen = transformers_sees_flash_attn() if off_gpu else contextlib.nullcontext()
     try:
-        with device_ctx, grad_ctx, activate(tracer, emulated):
+        with device_ctx, grad_ctx, mapper, autocast_map, flash_seen, activate(tracer, emulated):
             with real_autocast:
                 out = model(*args, **kwargs)
             if train:
@@ -550,6 +1041,8 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
             raise TraceError("forward", "the forward pass raised %s before reaching an attention call"
                              % _one_line(exc), exc)
         forward_error = exc
+    if getattr(mapper, "mapped", 0):
+        prep_notes.append("the forward pass put tensors on cuda; they went to %s, the trace device" % device)
     sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd)
     return sink_list, findings, tracer, forward_error, prep_notes
 

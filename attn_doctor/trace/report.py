@@ -34,6 +34,13 @@ def _roles_for(record):
 
 def public_sink(record):
     out = {k: v for k, v in record.items() if not k.startswith("_") and k != "seq"}
+    if record.get("_extra_nodes"):
+        others = {r: dict(v) for r, v in record.get("other_inputs", {}).items()}
+        for role, node in record["_extra_nodes"].items():
+            if role in others and node.file:
+                others[role]["made_at"] = {"op": node.op, "file": node.file, "line": node.line,
+                                           "source": linecache.getline(node.file, node.line).strip() or None}
+        out["other_inputs"] = others
     out["source"] = linecache.getline(record["file"], record["line"]).strip() if record.get("file") else None
     out["ok"] = not record["problems"]
     return out
@@ -99,7 +106,9 @@ def _finding(tracer, record, public, problems, expected_dtype, cwd):
     }
     for role, info in record["inputs"].items():
         sink[role] = info
-    message = _message(rid, record, first, chain)
+    if public.get("other_inputs"):
+        sink["other_inputs"] = public["other_inputs"]
+    message = _message(rid, record, first, chain, public)
     patch_text = None
     if first["check"] in ("dtype", "same_dtype"):
         roles = _roles_for(record)
@@ -126,10 +135,24 @@ def _loc(file, line):
     return "%s:%s" % (patch.display_path(file) if file else "?", line)
 
 
-def _message(rid, record, problem, chain):
+def _message(rid, record, problem, chain, public=None):
     where = _loc(record["file"], record["line"])
     eff = record["effective_dtypes"]
     dtypes = ", ".join("%s %s" % (r, eff[r]) for r in ("q", "k", "v") if r in eff)
+    wide = sorted({d for d in eff.values() if d in sinks.WIDE}) or ["float32"]
+    if rid == "AD606":
+        others = (public or {}).get("other_inputs") or {}
+        parts = []
+        for role, info in sorted(others.items()):
+            text = "%s %s" % (role, info.get("effective_dtype") or info["dtype"])
+            made = info.get("made_at")
+            if made and made.get("line"):
+                text += " (made by %s at %s)" % (made["op"], _loc(made["file"], made["line"]))
+            parts.append(text)
+        return "%s at %s gets %s with %s: the kernel refuses it" % (
+            record["name"], where, ", ".join(parts) or "a mask", dtypes)
+    if rid == "AD607":
+        return "%s at %s raised (%s): %s" % (record["name"], where, dtypes, problem["kernel_message"])
     if rid == "AD601":
         head = chain[0]
         what = head.get("reason", "") if head.get("kind") == "autocast" else ""
@@ -139,18 +162,25 @@ def _message(rid, record, problem, chain):
             extra = ""
             if origin.get("kind") in ("parameter", "buffer") and origin.get("name") != with_operand["operand"]:
                 extra = ", %s %s" % (origin["kind"], origin["name"])
-            what = (what + "; " if what else "") + "float32 operand %s%s at %s" % (
-                with_operand["operand"], extra, _loc(with_operand["file"], with_operand["line"]))
-        return ("%s reaches %s at %s with %s: promoted to float32 by %s at %s (%s)" % (
-            "/".join(r for r in "qkv" if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes, head["op"],
-            _loc(head["file"], head["line"]), what))
+            made = origin if origin.get("line") else (origin.get("via") or {})
+            tail = ""
+            if origin.get("kind") not in ("parameter", "buffer", "input") and made.get("line") and (
+                    made.get("line") != with_operand["line"]):
+                tail = ", made by %s at %s" % (made.get("op"), _loc(made.get("file"), made.get("line")))
+            what = (what + "; " if what else "") + "%s operand %s%s at %s%s" % (
+                with_operand.get("dtype") or "float32", with_operand["operand"], extra,
+                _loc(with_operand["file"], with_operand["line"]), tail)
+        return ("%s reaches %s at %s with %s: promoted to %s by %s at %s (%s)" % (
+            "/".join(r for r in "qkv" if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes,
+            head.get("dtype") or "float32", head["op"], _loc(head["file"], head["line"]), what))
     if rid == "AD602":
         return "%s at %s gets mixed dtypes (%s)" % (record["name"], where, dtypes)
     if rid == "AD604":
         if problem["severity"] == "warning":
-            return "%s at %s gets float32 inputs (%s): no flash kernel, SDPA falls back to a slower one" % (
-                record["name"], where, dtypes)
-        return "%s at %s gets float32 inputs (%s); the kernel takes fp16/bf16 only" % (record["name"], where, dtypes)
+            return "%s at %s gets %s inputs (%s): no flash kernel, SDPA falls back to a slower one" % (
+                record["name"], where, "/".join(wide), dtypes)
+        return "%s at %s gets %s inputs (%s); the kernel takes fp16/bf16 only" % (
+            record["name"], where, "/".join(wide), dtypes)
     if rid == "AD603":
         return "%s at %s: head dim %s is over the kernel's limit of %d" % (
             record["name"], where, record["head_dim"], sinks.FA2_MAX_HEAD_DIM)

@@ -76,15 +76,35 @@ def _flash_block(torch, device):
     return _block_model(True), (torch.randn(2, 16, 64),)
 
 
+# Optional libraries transformers imports at start-up when they are installed, and does without
+# when they are not (its own availability checks): scikit-learn (assisted generation), TensorFlow,
+# JAX / Flax. A forward pass never uses them; on a node that has them they cost seconds of the
+# cold check. The samples run in one-shot processes, so they are hidden there for good.
+_NOT_FOR_A_FORWARD_PASS = ("sklearn", "tensorflow", "jax", "flax")
+
+
+def _lean_transformers_import():
+    import os
+    import sys
+
+    for name in ("USE_TF", "USE_JAX", "USE_FLAX"):
+        os.environ.setdefault(name, "0")
+    for name in _NOT_FOR_A_FORWARD_PASS:
+        sys.modules.setdefault(name, None)  # find_spec() then says "not installed"; import raises ImportError
+
+
 def _tiny_llama(impl):
     def build(torch, device):
-        import transformers
+        _lean_transformers_import()
+        # The modeling module that is traced, and nothing else of transformers' lazy namespace.
+        from transformers.models.llama.configuration_llama import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaForCausalLM
 
-        config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                          num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
-                                          max_position_embeddings=64)
+        config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                             max_position_embeddings=64)
         config._attn_implementation = "sdpa"
-        model = transformers.LlamaForCausalLM(config)
+        model = LlamaForCausalLM(config)
         # transformers refuses flash_attention_2 at build time without a GPU; the forward pass reads
         # the implementation from the config, so switch it after building.
         from .api import set_attn_implementation

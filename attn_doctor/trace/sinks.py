@@ -12,6 +12,10 @@ the kernel's own message (KNOWLEDGE.md section 4). Rule ids:
   silently falls back to a slower kernel.
 - AD605 (error): the GPU's compute capability is below what the kernel needs (only when the
   capability is known: ``--capability`` or a CUDA trace).
+- AD606 (error): an attention mask or bias in a dtype the kernel refuses (SDPA: a float mask of
+  another half dtype than q, a float64 mask; flash-attn: ALiBi slopes not fp32).
+- AD607 (error): the attention call raised an error the rules above did not predict; the
+  kernel's own message is the finding.
 
 Standard library only; tensors are read through duck typing.
 """
@@ -21,7 +25,11 @@ from __future__ import annotations
 HALF = ("float16", "bfloat16")
 FA2_MAX_HEAD_DIM = 256
 
-C10_NAMES = {"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float64": "double"}
+C10_NAMES = {"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float64": "double",
+             "bool": "bool", "int64": "long int", "int32": "int", "uint8": "unsigned char"}
+SCALAR_NAMES = {"float32": "Float", "float16": "Half", "bfloat16": "BFloat16", "float64": "Double"}
+# Floating dtypes wider than the half ones: what a promotion produces.
+WIDE = ("float32", "float64")
 
 
 class SinkSpec(object):
@@ -32,9 +40,9 @@ class SinkSpec(object):
     dtype inside an autocast region is the autocast dtype.
     """
 
-    __slots__ = ("name", "family", "layout", "roles", "autocast", "outer", "head_dim_from")
+    __slots__ = ("name", "family", "layout", "roles", "autocast", "outer", "head_dim_from", "extras")
 
-    def __init__(self, name, family, layout, roles, autocast=False, outer=False, head_dim_from=None):
+    def __init__(self, name, family, layout, roles, autocast=False, outer=False, head_dim_from=None, extras=None):
         self.name = name
         self.family = family
         self.layout = layout
@@ -42,13 +50,18 @@ class SinkSpec(object):
         self.autocast = autocast
         self.outer = outer
         self.head_dim_from = head_dim_from
+        # Other tensor inputs the kernel checks (a mask, a bias, ALiBi slopes): role -> (pos, key).
+        self.extras = extras or {}
 
-    def tensors(self, args, kwargs):
+    def tensors(self, args, kwargs, roles=None):
         out = {}
-        for role, (pos, key) in self.roles.items():
+        for role, (pos, key) in (self.roles if roles is None else roles).items():
             value = kwargs.get(key) if key in kwargs else (args[pos] if pos is not None and pos < len(args) else None)
             out[role] = value
         return out
+
+    def extra_tensors(self, args, kwargs):
+        return self.tensors(args, kwargs, self.extras)
 
     def head_dims(self, args, kwargs, tensors):
         if self.head_dim_from is not None:
@@ -74,14 +87,16 @@ def _mha_head_dim(args, kwargs, tensors):
 
 
 # torch functions, recognised by identity inside the TorchFunctionMode (see tracer.torch_sinks).
-SDPA = SinkSpec("F.scaled_dot_product_attention", "sdpa", "B,H,S,D", QKV_LONG, autocast=True)
+SDPA = SinkSpec("F.scaled_dot_product_attention", "sdpa", "B,H,S,D", QKV_LONG, autocast=True,
+                extras={"attn_mask": (3, "attn_mask")})
 MHA = SinkSpec("F.multi_head_attention_forward", "mha", "S,B,E", QKV_LONG, autocast=True,
                head_dim_from=_mha_head_dim)
 
 # flash-attn 2.x public functions (flash_attn/flash_attn_interface.py), layout (batch, seqlen,
 # nheads, headdim); varlen: (total_tokens, nheads, headdim).
 FLASH_ATTN2 = {
-    "flash_attn_func": SinkSpec("flash_attn_func", "flash_attn2", "B,S,H,D", QKV),
+    "flash_attn_func": SinkSpec("flash_attn_func", "flash_attn2", "B,S,H,D", QKV,
+                                extras={"alibi_slopes": (8, "alibi_slopes")}),
     "flash_attn_varlen_func": SinkSpec("flash_attn_varlen_func", "flash_attn2", "T,H,D", QKV),
     "flash_attn_qkvpacked_func": SinkSpec(
         "flash_attn_qkvpacked_func", "flash_attn2", "B,S,3,H,D",
@@ -144,6 +159,12 @@ def transformers_spec(impl):
                     {"q": (1, "query"), "k": (2, "key"), "v": (3, "value")}, outer=True)
 
 
+def eager_spec(qualname):
+    # transformers' eager_attention_forward(module, query, key, value, attention_mask, ...): plain
+    # matmul / softmax / matmul, layout (batch, heads, seq, head_dim).
+    return SinkSpec(qualname, "eager", "B,H,S,D", {"q": (1, "query"), "k": (2, "key"), "v": (3, "value")})
+
+
 def fla_spec(qualname, param_names):
     # fla chunk/fused ops take (q, k, v, ...) or, for RWKV-7, (r, w, k, v, ...); layout
     # (batch, time, heads, dim) since head_first was removed (fla 0.5.0).
@@ -166,13 +187,15 @@ def _problem(pid, severity, check, message):
     return {"id": pid, "severity": severity, "check": check, "kernel_message": message}
 
 
-def judge(family, dtypes, head_dims, capability=None):
+def judge(family, dtypes, head_dims, capability=None, extras=None):
     """What the kernel does with these inputs: a list of problems (empty when it accepts them).
 
     ``dtypes``: {"q": "bfloat16", ...} as the kernel sees them (after autocast's cast, if any);
-    ``head_dims``: (qk, v); ``capability``: (major, minor) or None when unknown.
+    ``head_dims``: (qk, v); ``capability``: (major, minor) or None when unknown; ``extras``: the
+    dtypes of the other tensor inputs it checks ({"attn_mask": "bfloat16"}).
     """
     q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    extras = extras or {}
     problems = []
     dq, dv = head_dims
     widest = max(d for d in (dq, dv, 0) if d is not None)
@@ -193,6 +216,15 @@ def judge(family, dtypes, head_dims, capability=None):
         if widest > FA2_MAX_HEAD_DIM:
             problems.append(_problem("AD603", "error", "head_dim",
                                      "FlashAttention forward only supports head dimension at most 256"))
+        slopes = extras.get("alibi_slopes")
+        if family == "flash_attn2" and slopes is not None and slopes != "float32":
+            problems.append(_problem("AD606", "error", "mask_dtype", "ALiBi slopes must have dtype fp32"))
+    elif family == "eager":
+        # q @ k^T and weights @ v are plain (batched) matmuls: one dtype, any dtype.
+        if k != q or v != q:
+            other = k if k != q else v
+            problems.append(_problem("AD602", "error", "same_dtype", "expected scalar type %s but found %s"
+                                     % (SCALAR_NAMES.get(q, q), SCALAR_NAMES.get(other, other))))
     elif family in ("sdpa", "mha", "transformers"):
         if not (q == k == v):
             problems.append(_problem(
@@ -210,6 +242,13 @@ def judge(family, dtypes, head_dims, capability=None):
                 "AD603", "warning", "head_dim",
                 "Flash attention requires q,k,v to have the same last dimension and to be less than or equal "
                 "to 256. Got Query.size(-1): %s (SDPA falls back to a slower kernel)" % dq))
+        mask = extras.get("attn_mask")
+        if family == "sdpa" and mask is not None and mask not in ("bool", "float32", q):
+            # torch's validate_sdpa_input, on every device and backend.
+            problems.append(_problem(
+                "AD606", "error", "mask_dtype",
+                "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: "
+                "%s and  query.dtype: %s instead." % (C10_NAMES.get(mask, mask), C10_NAMES.get(q, q))))
     elif family in ("xformers", "fla"):
         # Both accept fp32, but not a mix: old fla asserted q.dtype == k.dtype == v.dtype, newer
         # fla computes silently in fp32 (and can overflow shared memory sized for half inputs).

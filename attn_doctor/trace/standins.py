@@ -6,6 +6,9 @@
   real checks with its real messages (flash_api.cpp order: dtype, same dtype, contiguous last
   dim, head dim), then compute the attention with PyTorch's SDPA so the forward pass goes on
   (nothing runs on ``meta``). The architecture check is left out: the stand-in stands for the GPU.
+  It is also an installed distribution to ``importlib.metadata`` (a ``flash_attn-X.dist-info`` in
+  a temporary folder on sys.path): libraries that check availability by distribution
+  (transformers 5.x indexes ``packages_distributions()["flash_attn"]``) see a consistent install.
 - Real libraries that import (flash_attn, flash_attn_interface, xformers, fla, transformers'
   attention dispatch): their public attention functions are wrapped, and every module that did
   ``from lib import fn`` is re-pointed at the wrapper (``rebind``). A wrapper is inert when no
@@ -44,7 +47,7 @@ class FlashAttnError(RuntimeError):
     pass
 
 
-def _check(q, k, v, max_head_dim=256):
+def _check(q, k, v, max_head_dim=256, alibi_slopes=None):
     torch = _torch()
     half = (torch.float16, torch.bfloat16)
     if q.dtype not in half:
@@ -58,6 +61,8 @@ def _check(q, k, v, max_head_dim=256):
             raise FlashAttnError("Input tensor must have contiguous last dimension")
     if q.shape[-1] > max_head_dim:
         raise FlashAttnError("FlashAttention forward only supports head dimension at most %d" % max_head_dim)
+    if alibi_slopes is not None and alibi_slopes.dtype != torch.float32:
+        raise FlashAttnError("ALiBi slopes must have dtype fp32")
 
 
 def _attend(q, k, v, softmax_scale=None, causal=False):
@@ -78,8 +83,10 @@ def _attend(q, k, v, softmax_scale=None, causal=False):
         i = torch.arange(sq, device=q.device).unsqueeze(1)
         j = torch.arange(sk, device=q.device).unsqueeze(0)
         mask = j <= i + (sk - sq)
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
-    out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale)
+    if softmax_scale is not None and softmax_scale != 1.0 / math.sqrt(d):
+        # SDPA's scale= came in torch 2.1; scaling q (by a Python number: no promotion) works on 2.0
+        qt = qt * (softmax_scale * math.sqrt(d))
+    out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask)
     return out.transpose(1, 2)
 
 
@@ -89,30 +96,39 @@ def _lse(q):
     return torch.zeros(b, h, s, dtype=torch.float32, device=q.device)
 
 
+# Signatures are flash-attn 2.8.3's (flash_attn/flash_attn_interface.py): callers inspect them
+# (transformers >= 5 enables softcap, window_size, ... from the parameter names).
+
+
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                    softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *args, **kwargs):
+                    softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
     def impl(q, k, v, *a, **kw):
-        _check(q, k, v)
+        _check(q, k, v, alibi_slopes=kw.get("alibi_slopes"))
         out = _attend(q, k, v, softmax_scale, causal)
         return (out, _lse(q), None) if return_attn_probs else out
 
-    return _dispatch("flash_attn_func", impl, (q, k, v), {})
+    extra = {"alibi_slopes": alibi_slopes} if alibi_slopes is not None else {}
+    return _dispatch("flash_attn_func", impl, (q, k, v), extra)
 
 
-def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, *args, **kwargs):
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                              softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
     def impl(qkv, *a, **kw):
         q, k, v = qkv.unbind(dim=2)
-        _check(q, k, v)
-        return _attend(q, k, v, softmax_scale, causal)
+        _check(q, k, v, alibi_slopes=alibi_slopes)
+        out = _attend(q, k, v, softmax_scale, causal)
+        return (out, _lse(q), None) if return_attn_probs else out
 
     return _dispatch("flash_attn_qkvpacked_func", impl, (qkv,), {})
 
 
-def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, *args, **kwargs):
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                             softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
     def impl(q, kv, *a, **kw):
         k, v = kv.unbind(dim=2)
-        _check(q, k, v)
-        return _attend(q, k, v, softmax_scale, causal)
+        _check(q, k, v, alibi_slopes=alibi_slopes)
+        out = _attend(q, k, v, softmax_scale, causal)
+        return (out, _lse(q), None) if return_attn_probs else out
 
     return _dispatch("flash_attn_kvpacked_func", impl, (q, kv), {})
 
@@ -130,30 +146,34 @@ def _varlen(q, k, v, cu_q, cu_k, softmax_scale, causal):
     return torch.cat(outs, 0) if outs else q.new_empty(q.shape[:-1] + (v.shape[-1],))
 
 
-def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
-                           dropout_p=0.0, softmax_scale=None, causal=False, *args, **kwargs):
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
     def impl(q, k, v, *a, **kw):
-        _check(q, k, v)
-        return _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
+        _check(q, k, v, alibi_slopes=alibi_slopes)
+        out = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
+        return (out, None, None) if return_attn_probs else out
 
     return _dispatch("flash_attn_varlen_func", impl, (q, k, v), {})
 
 
-def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen=None, dropout_p=0.0, softmax_scale=None,
-                                     causal=False, *args, **kwargs):
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None, causal=False,
+                                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
     def impl(qkv, *a, **kw):
         q, k, v = qkv.unbind(dim=1)
-        _check(q, k, v)
+        _check(q, k, v, alibi_slopes=alibi_slopes)
         return _varlen(q, k, v, cu_seqlens, cu_seqlens, softmax_scale, causal)
 
     return _dispatch("flash_attn_varlen_qkvpacked_func", impl, (qkv,), {})
 
 
-def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
-                                    dropout_p=0.0, softmax_scale=None, causal=False, *args, **kwargs):
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                                    softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
     def impl(q, kv, *a, **kw):
         k, v = kv.unbind(dim=1)
-        _check(q, k, v)
+        _check(q, k, v, alibi_slopes=alibi_slopes)
         return _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
 
     return _dispatch("flash_attn_varlen_kvpacked_func", impl, (q, kv), {})
@@ -161,13 +181,15 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
-                            softmax_scale=None, causal=False, *args, **kwargs):
+                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
     # Approximation: attends over the whole cache; new k/v are checked but not appended.
     def impl(q, k_cache, v_cache, *a, **kw):
-        _check(q, k_cache, v_cache)
+        _check(q, k_cache, v_cache, alibi_slopes=alibi_slopes)
         if k is not None and k.dtype != q.dtype:
             raise FlashAttnError("query and key must have the same dtype")
-        return _attend(q, k_cache, v_cache, softmax_scale, causal)
+        out = _attend(q, k_cache, v_cache, softmax_scale, causal)
+        return (out, _lse(q)) if return_softmax_lse else out
 
     return _dispatch("flash_attn_with_kvcache", impl, (q, k_cache, v_cache), {})
 
@@ -176,7 +198,37 @@ def _dispatch(name, impl, args, kwargs):
     tracer = state.ACTIVE[0]
     if tracer is None:
         return impl(*args, **kwargs)
-    return tracer.sink_call(sinks.FLASH_ATTN2[name], impl, args, kwargs)
+    return tracer.sink_call(sinks.FLASH_ATTN2[name], impl, args, kwargs, standin=True)
+
+
+# ---------------------------------------------------------------- flash_attn.bert_padding
+
+# Pure PyTorch in flash-attn itself (flash_attn/bert_padding.py); transformers imports it next to
+# the kernels. unpad_input returns five values from 2.6 on.
+
+
+def index_first_axis(x, indices):
+    return x.reshape(-1, *x.shape[1:])[indices] if x.dim() > 1 else x[indices]
+
+
+def unpad_input(hidden_states, attention_mask, unused_mask=None):
+    torch = _torch()
+    mask = attention_mask if unused_mask is None else attention_mask + unused_mask
+    seqlens = mask.sum(dim=-1, dtype=torch.int32)
+    used = attention_mask.sum(dim=-1, dtype=torch.int32)
+    indices = torch.nonzero(mask.flatten(), as_tuple=False).flatten()
+    max_seqlen = int(seqlens.max().item()) if hidden_states.device.type != "meta" else mask.shape[-1]
+    cu = torch.nn.functional.pad(torch.cumsum(seqlens, dim=0, dtype=torch.int32), (1, 0))
+    flat = hidden_states.reshape(-1, *hidden_states.shape[2:])
+    return flat[indices], indices, cu, max_seqlen, used
+
+
+def pad_input(hidden_states, indices, batch, seqlen):
+    torch = _torch()
+    out = torch.zeros(batch * seqlen, *hidden_states.shape[1:], dtype=hidden_states.dtype,
+                      device=hidden_states.device)
+    out[indices] = hidden_states
+    return out.view(batch, seqlen, *hidden_states.shape[1:])
 
 
 STANDIN_FUNCTIONS = (
@@ -198,21 +250,83 @@ def _module(name, is_package=False):
 def make_flash_attn_standin():
     pkg = _module("flash_attn", is_package=True)
     iface = _module("flash_attn.flash_attn_interface")
+    padding = _module("flash_attn.bert_padding")
     pkg.__version__ = STANDIN_FLASH_ATTN_VERSION
     for fn in STANDIN_FUNCTIONS:
         setattr(pkg, fn.__name__, fn)
         setattr(iface, fn.__name__, fn)
+    for fn in (index_first_axis, unpad_input, pad_input):
+        setattr(padding, fn.__name__, fn)
     pkg.flash_attn_interface = iface
-    return {"flash_attn": pkg, "flash_attn.flash_attn_interface": iface}
+    pkg.bert_padding = padding
+    return {"flash_attn": pkg, "flash_attn.flash_attn_interface": iface, "flash_attn.bert_padding": padding}
+
+
+_DIST = {}  # the stand-in's distribution metadata: {"dir": temporary sys.path entry}
+
+
+def _install_distribution():
+    """A ``flash_attn-VERSION.dist-info`` on a temporary sys.path entry, so ``importlib.metadata``
+    (``version("flash-attn")``, ``packages_distributions()``) agrees with ``import flash_attn``."""
+    import atexit
+    import importlib.metadata
+    import shutil
+    import tempfile
+
+    if _DIST.get("dir"):
+        return
+    try:
+        importlib.metadata.version("flash_attn")
+        return  # a broken real install keeps its own metadata
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    folder = tempfile.mkdtemp(prefix="attn-doctor-standin-")
+    info = os.path.join(folder, "flash_attn-%s.dist-info" % STANDIN_FLASH_ATTN_VERSION)
+    os.makedirs(info)
+    files = {
+        "METADATA": "Metadata-Version: 2.1\nName: flash_attn\nVersion: %s\nSummary: attn-doctor stand-in for "
+                    "flash-attn (checks and messages only)\n" % STANDIN_FLASH_ATTN_VERSION,
+        "top_level.txt": "flash_attn\n",
+        "INSTALLER": "attn-doctor\n",
+        "RECORD": "",
+    }
+    for name, text in files.items():
+        with open(os.path.join(info, name), "w") as fh:
+            fh.write(text)
+    sys.path.append(folder)
+    importlib.invalidate_caches()
+    _DIST["dir"] = folder
+    atexit.register(shutil.rmtree, folder, True)
+    # A transformers imported before the stand-in read the distributions already.
+    iu = sys.modules.get("transformers.utils.import_utils")
+    mapping = getattr(iu, "PACKAGE_DISTRIBUTION_MAPPING", None) if iu is not None else None
+    if isinstance(mapping, dict) and "flash_attn" not in mapping:
+        mapping["flash_attn"] = ["flash_attn"]
+        _DIST["patched_mapping"] = mapping
+
+
+def _remove_distribution():
+    import shutil
+
+    folder = _DIST.pop("dir", None)
+    if folder:
+        if folder in sys.path:
+            sys.path.remove(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    mapping = _DIST.pop("patched_mapping", None)
+    if mapping is not None:
+        mapping.pop("flash_attn", None)
 
 
 def _importable(name):
-    """Import ``name``; (True, None) or (False, one-line reason). A missing package is not an error."""
+    """Import ``name``; (True, None) or (False, one-line reason). A missing package is not an error,
+    nor is a bare namespace package (flash-attn-4's flash_attn/cute/ holds no FlashAttention 2)."""
     try:
-        if importlib.util.find_spec(name) is None:
-            return False, None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False, None
+    if spec is None or (spec.origin in (None, "namespace") and spec.submodule_search_locations):
+        return False, None  # the same test as probes/child.py's installed(), which needs no import here
     try:
         importlib.import_module(name)
         return True, None
@@ -235,6 +349,7 @@ def install_standins():
             if key == "flash_attn" or key.startswith("flash_attn."):
                 del sys.modules[key]
         sys.modules.update(make_flash_attn_standin())
+        _install_distribution()
         _INSTALLED["flash_attn"] = "standin"
         notes.append(
             "flash_attn %s here; using a stand-in that enforces flash-attn %s's checks and messages"
@@ -248,6 +363,11 @@ def remove_standins():
         if (key == "flash_attn" or key.startswith("flash_attn.")) and getattr(mod, "__attn_doctor_standin__", False):
             del sys.modules[key]
     _INSTALLED.pop("flash_attn", None)
+    _remove_distribution()
+
+
+def standin_installed():
+    return _INSTALLED.get("flash_attn") == "standin"
 
 
 # ---------------------------------------------------------------- wrappers of real libraries
@@ -395,6 +515,22 @@ def wrap_transformers():
     return count
 
 
+def wrap_transformers_eager():
+    """transformers' ``eager_attention_forward`` (one per modeling module, >= 4.48): the model looks
+    the global up on every forward, so re-pointing it at a wrapper is enough."""
+    pairs, seen = [], set()
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not name.startswith("transformers.models."):
+            continue
+        fn = getattr(mod, "__dict__", {}).get("eager_attention_forward")
+        if fn is None or not callable(fn) or getattr(fn, "__attn_doctor_wrapper__", False) or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        pairs.append((fn, _make_wrapper(sinks.eager_spec("transformers:eager"), fn)))
+    rebind(pairs)
+    return len(pairs)
+
+
 def wrap_installed():
     """At trace start (the model's modules are imported by now): wrap what is loaded."""
     notes = []
@@ -415,7 +551,7 @@ def wrap_installed():
         if mod is not None and getattr(mod, getattr(orig, "__name__", ""), None) is orig:
             setattr(mod, orig.__name__, new)
     rebind(pairs)
-    n = wrap_transformers()
+    n = wrap_transformers() + wrap_transformers_eager()
     if pairs:
         notes.append("wrapped %d attention functions of installed libraries" % len(pairs))
     if n:

@@ -41,6 +41,9 @@ DTYPE_NAMES = {
     torch.bfloat16: "bfloat16",
     torch.float64: "float64",
 }
+# Width of a floating dtype: an op whose output is wider than one of its floating inputs widened it.
+RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
+WIDE_NAMES = ("float32", "float64")
 NAME_TO_DTYPE = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
                  "float16": torch.float16, "half": torch.float16, "bf16": torch.bfloat16,
                  "bfloat16": torch.bfloat16}
@@ -79,10 +82,12 @@ class Node(object):
     """Where one tensor came from. kind: op, cast, param, buffer, input, tensor (made outside
     the trace), sink (an attention kernel's output)."""
 
-    __slots__ = ("seq", "kind", "op", "file", "line", "module", "inputs", "dtype", "promo", "name")
+    __slots__ = ("seq", "kind", "op", "file", "line", "module", "inputs", "dtype", "promo", "name", "short", "shapes")
 
     def __init__(self, seq, kind, dtype, op=None, file=None, line=None, module=None, inputs=(), promo=None,
-                 name=None):
+                 name=None, short=None, shapes=None):
+        self.short = short  # the op's short name (policy.short_name)
+        self.shapes = shapes  # input shapes, kept for matmuls only (an inline attention's q @ k^T)
         self.seq = seq
         self.kind = kind
         self.dtype = dtype
@@ -311,19 +316,76 @@ class Tracer(object):
         self.ops += 1
         call_args, call_kwargs = args, kwargs
         applied = None
+        inline = None
+        short = self.short(func)
+        if short in _PV_OPS and not self.in_sink:
+            inline = self.inline_attention(short, args, kwargs)
+            if inline is not None:
+                call_args, call_kwargs = inline[1], inline[2]
         if self.emulate and AUTOCAST_ENABLED():
-            pol = policy.policy_for(self.short(func))
+            pol = policy.policy_for(short)
             if pol == "lower":
-                call_args, call_kwargs = _cast_args(args, kwargs, _lower_eligible, AUTOCAST_DTYPE())
+                call_args, call_kwargs = _cast_args(call_args, call_kwargs, _lower_eligible, AUTOCAST_DTYPE())
                 applied = "lower"
             elif pol == "fp32":
-                call_args, call_kwargs = _cast_args(args, kwargs, _half, torch.float32)
+                call_args, call_kwargs = _cast_args(call_args, call_kwargs, _half, torch.float32)
                 applied = "fp32"
-        out = func(*call_args, **call_kwargs)
+        try:
+            out = func(*call_args, **call_kwargs)
+        except Exception as exc:  # noqa: BLE001
+            if inline is not None:
+                self._raised(inline[0], exc)
+            raise
         outs = _output_tensors(out)
         if outs:
             self.record(func, args, kwargs, outs, applied)
         return out
+
+    # ------------------------------------------------------------ attention written inline
+
+    def inline_attention(self, short, args, kwargs):
+        """``probs @ v`` where probs come from a softmax over ``q @ k^T`` (eager attention written
+        out: transformers' older and encoder models, T5, custom code): record it as an attention
+        call, judged like transformers' eager attention. Returns (record, call_args, call_kwargs)
+        or None when this matmul is not the second half of an attention."""
+        operands = [a for a in args if isinstance(a, torch.Tensor)]
+        if len(operands) == 1 and isinstance(args[-1], (list, tuple)):  # einsum(eq, [a, b])
+            operands = [a for a in args[-1] if isinstance(a, torch.Tensor)]
+        if len(operands) != 2 or not all(t.is_floating_point() for t in operands):
+            return None
+        probs_t, v_t = operands
+        probs = self.nodes.get(probs_t)
+        soft = _walk_back(probs, _SOFTMAX_OPS, _BETWEEN_SOFTMAX_AND_PV, 6)
+        if soft is None:
+            return None
+        qk = _walk_back(soft.inputs[0] if soft.inputs else None, _QK_OPS, _BETWEEN_QK_AND_SOFTMAX, 10)
+        if qk is None or len(qk.inputs) < 2:
+            return None
+        q_node, k_node = qk.inputs[-2], qk.inputs[-1]
+        shapes = qk.shapes or [None, None]
+        file, line = self.caller()
+        effective = {"q": q_node.dtype, "k": k_node.dtype, "v": dtype_name(v_t.dtype)}
+        dim = int(v_t.shape[-1]) if v_t.dim() else None
+        problems = sinks.judge("eager", effective, (dim, dim), self.capability)
+        record = {
+            "name": "eager attention (inline)", "family": "eager", "layout": "B,H,S,D", "file": file, "line": line,
+            "module_path": self.current_module(),
+            "inputs": {"q": {"dtype": q_node.dtype, "shape": shapes[-2]}, "k": {"dtype": k_node.dtype,
+                                                                             "shape": shapes[-1]},
+                       "v": {"dtype": effective["v"], "shape": list(v_t.shape)}},
+            "effective_dtypes": effective, "autocast": None, "head_dim": dim, "head_dim_v": dim,
+            "problems": problems, "via": None, "seq": self.seq,
+            "_nodes": {"q": q_node, "k": k_node, "v": self.node_of(v_t)},
+        }
+        self.sinks.append(record)
+        call_args, call_kwargs = args, kwargs
+        if problems and self.continue_after:
+            name = sinks.target_dtype(effective, self.expected_dtype)
+            if name is not None:
+                target = NAME_TO_DTYPE[name]
+                call_args = tuple(a.to(target) if (a is probs_t or a is v_t) else a for a in args)
+                record["continued_with"] = name
+        return record, call_args, call_kwargs
 
     def record(self, func, args, kwargs, outs, applied):
         ins = _floating_tensors(args, kwargs)
@@ -333,41 +395,54 @@ class Tracer(object):
         inplace = short.endswith("_") and not short.startswith("_")
         in_nodes = [self.node_of(t) for t in ins]
         half_in = any(t.dtype in HALF_DTYPES for t in ins)
+        narrowest = min((RANK.get(t.dtype, 9) for t in ins), default=9)
         file, line = self.caller()
         module = self.current_module()
         kind = "cast" if explicit else "op"
+        if kind == "cast" and short in CAST_OPS and ins and all(o.dtype == ins[0].dtype for o in outs):
+            kind = "op"  # .to(device), .type_as(same dtype): a move, not a cast
         for o in outs:
             if not inplace and any(o is t for t in ins):
                 continue  # x.float() on an fp32 x returns x itself: keep x's own origin
             promo = None
-            if o.dtype == torch.float32 and half_in and not explicit:
-                if applied == "fp32" or (not self.emulate and policy.policy_for(short) == "fp32" and AUTOCAST_ENABLED()):
+            width = RANK.get(o.dtype, 0)
+            if width >= 2 and width > narrowest and not explicit:
+                if o.dtype == torch.float32 and half_in and (applied == "fp32" or (
+                        not self.emulate and policy.policy_for(short) == "fp32" and AUTOCAST_ENABLED())):
                     promo = "autocast"
                 else:
                     promo = "promotion"
             self.seq += 1
             self.nodes[o] = Node(self.seq, kind, dtype_name(o.dtype), op=self.display(func), file=file, line=line,
-                                 module=module, inputs=in_nodes, promo=promo)
+                                 module=module, inputs=in_nodes, promo=promo, short=short,
+                                 shapes=[list(t.shape) for t in ins] if short in _QK_OPS else None)
 
     # ------------------------------------------------------------ sinks
 
-    def sink_call(self, spec, func, args, kwargs, caller_depth=0):
+    def sink_call(self, spec, func, args, kwargs, caller_depth=0, standin=False):
         """Record one attention call, judge it, and run it (cast to a common half dtype first when
-        it is bad, so the forward pass goes on and later sites are found too)."""
+        it is bad, so the forward pass goes on and later sites are found too). An error the call
+        raises anyway is recorded on the call (AD607) before it propagates."""
         if self.in_sink:
             return func(*args, **kwargs)
         file, line = self.caller()
         tensors = spec.tensors(args, kwargs)
         tensors = {r: t for r, t in tensors.items() if isinstance(t, torch.Tensor)}
+        extra = {r: t for r, t in spec.extra_tensors(args, kwargs).items() if isinstance(t, torch.Tensor)}
         raw = {r: dtype_name(t.dtype) for r, t in tensors.items()}
         autocast_now = None
         if spec.autocast and AUTOCAST_ENABLED():
             autocast_now = dtype_name(AUTOCAST_DTYPE())
         effective = dict(raw)
+        extra_effective = {r: dtype_name(t.dtype) for r, t in extra.items()}
         if autocast_now:
+            # autocast casts every floating tensor argument but float64 (the mask too).
             for r, t in tensors.items():
                 if _lower_eligible(t):
                     effective[r] = autocast_now
+            for r, t in extra.items():
+                if _lower_eligible(t):
+                    extra_effective[r] = autocast_now
         family = spec.family
         if family == "transformers_flash":
             ac = dtype_name(AUTOCAST_DTYPE()) if AUTOCAST_ENABLED() else None
@@ -376,7 +451,7 @@ class Tracer(object):
             head_dims = spec.head_dims(args, kwargs, tensors)
         except Exception:  # noqa: BLE001 - odd shapes must not stop the trace
             head_dims = (None, None)
-        problems = sinks.judge(family, effective, head_dims, self.capability)
+        problems = sinks.judge(family, effective, head_dims, self.capability, extra_effective)
         record = {
             "name": spec.name,
             "family": spec.family,
@@ -394,6 +469,12 @@ class Tracer(object):
             "seq": self.seq,
             "_nodes": {r: self.node_of(t) for r, t in tensors.items()},
         }
+        if extra:
+            record["other_inputs"] = {r: {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
+                                          "effective_dtype": extra_effective[r]} for r, t in extra.items()}
+            record["_extra_nodes"] = {r: self.node_of(t) for r, t in extra.items() if t.is_floating_point()}
+        if standin:
+            record["standin"] = True
         self.sinks.append(record)
         if spec.outer:
             before = len(self.sinks)
@@ -405,7 +486,14 @@ class Tracer(object):
                 # the meta device): keep the judgement made above and let the forward pass go on
                 # through its SDPA path.
                 fallback = getattr(func, "attn_doctor_fallback", None)
-                if fallback is None:
+                # meta: the CPU retry runs it for real; anything but a missing kernel is a real bug
+                # of the wrapper, raised on the GPU too (transformers 5.6.0's ``s_aux.to``).
+                if fallback is None or _meta_limitation(exc) or not _kernel_missing(exc):
+                    if len(self.sinks) == before:
+                        self._raised(record, exc)
+                    else:  # the kernel call inside was judged (and raised)
+                        record["inner"] = [s["name"] for s in self.sinks[before:]]
+                        record["problems"] = []
                     raise
                 record["fallback"] = "%s could not run here (%s: %s); continued with sdpa" % (
                     spec.name, type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
@@ -422,32 +510,61 @@ class Tracer(object):
             self._mark_outputs(out, spec)
             return out
         call_args, call_kwargs = args, kwargs
-        cast_to = None
+        cast_to = restore = None
         if any(p["check"] in ("dtype", "same_dtype") for p in problems) and self.continue_after:
             cast_to = sinks.target_dtype(effective, self.expected_dtype)
+            if cast_to is None and effective.get("q") in sinks.WIDE:
+                # No half dtype anywhere (an fp32 model at flash-attn): run the kernel in bf16 and
+                # hand its output back in q's dtype, so the rest of the model runs as written.
+                cast_to, restore = "bfloat16", NAME_TO_DTYPE.get(effective["q"])
         elif autocast_now and self.emulate:
             cast_to = autocast_now  # what CUDA autocast does to SDPA's inputs
+        mask_to = None
+        if any(p["check"] == "mask_dtype" for p in problems) and self.continue_after:
+            mask_to = "float32" if "alibi_slopes" in extra else (cast_to or effective.get("q"))
+        elif autocast_now and self.emulate and extra:
+            mask_to = autocast_now
         self.in_sink += 1
         try:
-            if cast_to is not None:
-                dt = NAME_TO_DTYPE[cast_to]
-                roles = {}
-                for r, (pos, key) in spec.roles.items():
-                    roles.setdefault((pos, key), r)
+            if cast_to is not None or mask_to is not None:
                 call_args, call_kwargs = list(args), dict(kwargs)
-                for (pos, key) in roles:
-                    if key in call_kwargs and isinstance(call_kwargs[key], torch.Tensor):
-                        call_kwargs[key] = call_kwargs[key].to(dt)
-                    elif pos is not None and pos < len(call_args) and isinstance(call_args[pos], torch.Tensor):
-                        call_args[pos] = call_args[pos].to(dt)
+                if cast_to is not None:
+                    roles = {}
+                    for r, (pos, key) in spec.roles.items():
+                        roles.setdefault((pos, key), r)
+                    _cast_in_place(call_args, call_kwargs, roles, NAME_TO_DTYPE[cast_to], lambda t: True)
+                    if problems:
+                        record["continued_with"] = cast_to
+                if mask_to is not None and mask_to in NAME_TO_DTYPE:
+                    spots = {v: r for r, v in spec.extras.items()}
+                    _cast_in_place(call_args, call_kwargs, spots, NAME_TO_DTYPE[mask_to], _lower_eligible_or_bad)
                 call_args = tuple(call_args)
-                if problems:
-                    record["continued_with"] = cast_to
-            out = func(*call_args, **call_kwargs)
+            try:
+                out = func(*call_args, **call_kwargs)
+            except Exception as exc:  # noqa: BLE001
+                self._raised(record, exc)
+                raise
+            if restore is not None:
+                if isinstance(out, torch.Tensor):
+                    out = out.to(restore)
+                elif isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
+                    out = (out[0].to(restore),) + tuple(out[1:])
         finally:
             self.in_sink -= 1
         self._mark_outputs(out, spec)
         return out
+
+    def _raised(self, record, exc):
+        """The attention call raised: the kernel's message is a finding (AD607), unless the
+        trace device cannot run it (meta) or a rule above already predicted this failure."""
+        text = str(exc).strip().splitlines()
+        message = text[0][:400] if text else type(exc).__name__
+        if _meta_limitation(exc):
+            return
+        record["raised"] = "%s: %s" % (type(exc).__name__, message)
+        if any(p["kernel_message"] and p["kernel_message"] in message for p in record["problems"]):
+            return
+        record["problems"].append({"id": "AD607", "severity": "error", "check": "raised", "kernel_message": message})
 
     def _mark_outputs(self, out, spec):
         # Attention outputs (and fused kernels' fp32 log-sum-exp) are roots: never promotions.
@@ -476,11 +593,11 @@ class Tracer(object):
                 # autocast-fp32 normalize). Reported only next to a real promotion.
                 mixed.append(n)
             for i in n.inputs:
-                if i.dtype == "float32":
+                if i.dtype in WIDE_NAMES:
                     stack.append(i)
         if found:
             for n in mixed:
-                kinds = [self.origin(i)["kind"] for i in n.inputs if i.dtype == "float32"]
+                kinds = [self.origin(i)["kind"] for i in n.inputs if i.dtype in WIDE_NAMES]
                 if any(k in ("parameter", "buffer", "explicit_cast") for k in kinds) and any(
                         k == "promotion" for k in kinds):
                     found.append(n)
@@ -488,7 +605,7 @@ class Tracer(object):
         return found
 
     def origin(self, n, limit=200):
-        """Follow a float32 operand back to what made it float32."""
+        """Follow a float32 (or float64) operand back to what made it that wide."""
         first = n
         while limit > 0:
             limit -= 1
@@ -503,13 +620,14 @@ class Tracer(object):
                 out = {"kind": "attention_output", "op": n.op}
                 break
             if n.kind == "tensor":
-                out = {"kind": "tensor", "detail": "a float32 tensor made outside the traced forward"}
+                out = {"kind": "tensor", "detail": "a %s tensor the trace did not see being made (before the "
+                                                   "forward, or by code torch does not report)" % n.dtype}
                 break
             if n.promo:
                 out = {"kind": "promotion", "op": n.op}
                 out.update(_where(n))
                 break
-            fp32_inputs = [i for i in n.inputs if i.dtype == "float32"]
+            fp32_inputs = [i for i in n.inputs if i.dtype == n.dtype]
             if not fp32_inputs:
                 out = {"kind": "created", "op": n.op}
                 out.update(_where(n))
@@ -527,7 +645,7 @@ class Tracer(object):
         """Chains of promotions behind each fp32 input of a bad sink."""
         chains = {}
         for role, node in record["_nodes"].items():
-            if node.dtype != "float32":
+            if node.dtype not in WIDE_NAMES:
                 continue
             promos = self.promotions_behind(node)
             if promos:
@@ -535,10 +653,10 @@ class Tracer(object):
         return chains
 
     def chain_entry(self, n):
-        entry = {"op": n.op, "kind": n.promo}
+        entry = {"op": n.op, "kind": n.promo, "dtype": n.dtype}
         entry.update(_where(n))
         entry["module_path"] = n.module
-        fp32_inputs = [i for i in n.inputs if i.dtype == "float32"]
+        fp32_inputs = [i for i in n.inputs if i.dtype == n.dtype]
         if n.promo == "autocast":
             entry["operand"] = None
             entry["operand_origin"] = None
@@ -551,17 +669,78 @@ class Tracer(object):
             entry["operand"] = _operand_label(operand, origin, n.line)
             entry["operand_origin"] = origin
             if n.promo:
-                entry["reason"] = ("a half-precision tensor meets a float32 operand; type promotion makes the "
-                                   "result float32")
+                entry["reason"] = ("a narrower tensor meets a %s operand; type promotion makes the result %s"
+                                   % (n.dtype, n.dtype))
             else:
                 entry["kind"] = "fp32_operand"
-                entry["reason"] = ("combines the promoted tensor with a float32 operand: this op alone would "
-                                   "promote a half-precision input too")
+                entry["reason"] = ("combines the promoted tensor with a %s operand: this op alone would "
+                                   "promote a half-precision input too" % n.dtype)
         else:
             entry["operand"] = None
             entry["operand_origin"] = None
-            entry["reason"] = "the op returns float32 from a half-precision input"
+            entry["reason"] = "the op returns %s from a narrower input" % n.dtype
         return entry
+
+
+# Inline attention: probs @ v, probs = softmax(q @ k^T [* scale] [+ mask] [softcap]) [dropout] [cast].
+_PV_OPS = frozenset(("matmul", "bmm", "einsum"))
+_QK_OPS = frozenset(("matmul", "bmm", "baddbmm", "einsum"))
+_SOFTMAX_OPS = frozenset(("softmax", "_softmax"))
+_BETWEEN_SOFTMAX_AND_PV = frozenset(("dropout", "to", "type", "type_as", "float", "half", "bfloat16", "contiguous",
+                                     "masked_fill", "masked_fill_", "where", "nan_to_num"))
+_BETWEEN_QK_AND_SOFTMAX = frozenset(("add", "add_", "__iadd__", "__add__", "__radd__", "sub", "__sub__", "mul", "mul_",
+                                     "__mul__", "__rmul__", "div", "div_", "__truediv__", "__itruediv__", "tanh",
+                                     "masked_fill", "masked_fill_", "where", "to", "type", "type_as", "float",
+                                     "clamp", "clamp_min", "max", "maximum", "view", "reshape"))
+
+
+def _walk_back(node, names, through, depth):
+    """The nearest node behind ``node`` made by an op in ``names``, passing only through ops in
+    ``through`` (any of their floating inputs); None if there is none within ``depth`` hops."""
+    stack = [(node, 0)]
+    seen = set()
+    while stack:
+        n, d = stack.pop()
+        if n is None or id(n) in seen or d > depth:
+            continue
+        seen.add(id(n))
+        if n.short in names:
+            return n
+        if n.short in through:
+            stack.extend((i, d + 1) for i in reversed(n.inputs))
+    return None
+
+
+def _cast_in_place(call_args, call_kwargs, spots, dtype, pred):
+    """Cast the tensors at ``spots`` ({(pos, key): role}) of a call's arguments to ``dtype``."""
+    for (pos, key) in spots:
+        if key in call_kwargs and isinstance(call_kwargs[key], torch.Tensor):
+            if pred(call_kwargs[key]):
+                call_kwargs[key] = call_kwargs[key].to(dtype)
+        elif pos is not None and pos < len(call_args) and isinstance(call_args[pos], torch.Tensor):
+            if pred(call_args[pos]):
+                call_args[pos] = call_args[pos].to(dtype)
+
+
+def _lower_eligible_or_bad(t):
+    # a mask the kernel refused: any floating mask is cast (float64 too), bool masks stay
+    return t.is_floating_point()
+
+
+_MISSING_KERNEL = ("not installed", "is not available", "not available on", "No module named", "kernels",
+                   "Could not find", "CUDA", "cuda")
+
+
+def _kernel_missing(exc):
+    """transformers could not get a flash kernel here (no package, no GPU, no Hub access)."""
+    text = str(exc)
+    return isinstance(exc, ImportError) or any(s in text for s in _MISSING_KERNEL)
+
+
+def _meta_limitation(exc):
+    text = str(exc)
+    return ("meta tensor" in text or "meta tensors" in text or "Cannot copy out of meta" in text
+            or "register_meta" in text or "data-dependent" in text or "device type for autocast" in text)
 
 
 def _transformers_flash_effective(args, effective, autocast_now):
@@ -651,6 +830,23 @@ class TraceMode(TorchFunctionMode):
         return tracer.handle_op(func, args, kwargs)
 
 
+def _watch_from_numpy(tracer):
+    """``torch.from_numpy`` is no torch function a mode sees; its float64 tables (rotary, ALiBi)
+    are a classic origin of a promotion, so it is wrapped for the trace. Returns the original."""
+    original = getattr(torch, "from_numpy", None)
+    if original is None:
+        return None
+
+    def from_numpy(array):
+        out = original(array)
+        if out.is_floating_point():
+            tracer.record(original, (), {}, (out,), None)
+        return out
+
+    torch.from_numpy = from_numpy
+    return original
+
+
 class activate(object):
     """Context manager: make ``tracer`` the active one, with its mode, hooks and autocast state."""
 
@@ -668,6 +864,7 @@ class activate(object):
             self._saved = (AUTOCAST_ENABLED(), AUTOCAST_DTYPE())
             set_emulated_autocast(True, self.emulated)
         self.tracer.install_hooks()
+        self._from_numpy = _watch_from_numpy(self.tracer)
         self.mode.__enter__()
         return self.tracer
 
@@ -675,6 +872,8 @@ class activate(object):
         try:
             self.mode.__exit__(*exc)
         finally:
+            if self._from_numpy is not None:
+                torch.from_numpy = self._from_numpy
             self.tracer.remove_hooks()
             if self._saved is not None:
                 set_emulated_autocast(*self._saved)

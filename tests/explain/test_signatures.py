@@ -17,7 +17,7 @@ SIG_RULES = [r for r in RECIPES.rules if r.signatures]
 
 @pytest.mark.parametrize("rule", SIG_RULES, ids=lambda r: f"{r.id}-{r.name}")
 def test_signature_fixtures(rule):
-    failures = check_signature_fixtures(rule)
+    failures = check_signature_fixtures(rule, RECIPES)
     assert not failures, "\n".join(map(str, failures))
 
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from attn_doctor.facts import Facts
+from attn_doctor.facts import Facts, Package
 from attn_doctor.fix.plan import Options, build_plan
 from attn_doctor.report import Report, Result
 from attn_doctor.rules.model import Remedy
@@ -151,3 +151,15 @@ def test_externally_managed_python_is_refused():
         _report(_facts(externally_managed=True), Remedy(kind="pip", requirement="x-transformers>=1.30.2", summary="s")), Options(), {}
     )
     assert plan.actions[0].status == "blocked" and "PEP 668" in plan.actions[0].reason and not plan.actions[0].argv
+
+
+def test_the_triton_torch_pins_is_installed_as_it_is():
+    # AD201 on torch 2.5 with another triton: reinstalling triton 3.1.0 is what torch asks for, not a torch upgrade.
+    facts = _facts()
+    facts.packages["torch"] = Package(version="2.5.1")
+    plan = build_plan(_report(facts, Remedy(kind="pip", requirement="triton==3.1.0", summary="s")), Options(), {"torch_triton": PINS})
+    action = plan.actions[0]
+    assert action.status == "planned" and action.safety == "safe" and action.argv[-1] == "triton==3.1.0", action
+    # a triton that torch does not pin still means moving torch
+    plan = build_plan(_report(facts, Remedy(kind="pip", requirement="triton>=3.2", summary="s")), Options(), {"torch_triton": {**PINS, "2.6": "3.2.0"}})
+    assert plan.actions[0].requirement == "torch>=2.6" and plan.actions[0].status == "blocked"

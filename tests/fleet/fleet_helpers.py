@@ -39,10 +39,7 @@ def free_port() -> int:
 def rank_facts(tmp: Path, names: list[str]) -> str:
     """tmp/{rank}.json for each rank: the recorded facts each rank diagnoses; returns the template."""
     for rank, name in enumerate(names):
-        if name == "fifo":
-            os.mkfifo(tmp / f"{rank}.json")  # a rank that blocks in its check until the test decides
-        else:
-            shutil.copy(FACTS / f"{name}.json", tmp / f"{rank}.json")
+        shutil.copy(FACTS / f"{name}.json", tmp / f"{rank}.json")
     return str(tmp / "{rank}.json")
 
 

@@ -10,7 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fleet_helpers import doctor, env, free_port, last_error_lines, rank_facts, torchrun
+
+from attn_doctor import cache
 
 
 def test_torchrun_four_ranks_one_odd_rank_out(tmp_path):
@@ -59,26 +62,40 @@ def _pid_of_rank(parent: int, rank: int, timeout: float = 30) -> int:
     raise AssertionError(f"no worker with RANK={rank} under {parent}")
 
 
-def _hold_fifo(path: Path, timeout: float = 30) -> int:
-    """Open the FIFO's write end once the rank has opened it: the rank is then blocked mid-check."""
+def _stalling_python(tmp: Path, rank: int) -> tuple[Path, Path]:
+    """An interpreter for --python that stalls in rank `rank`'s first probe (its environment read)
+    and is this Python for every other rank: that rank is then busy mid-check, for real. Returns
+    the script and the file holding the stalled probe's PID once it stalls."""
+    marker = tmp / f"stalled-{rank}.pid"
+    script = tmp / "python-stalls"
+    script.write_text(f"#!/bin/sh\nif [ \"$RANK$SLURM_PROCID\" = {rank} ]; then echo $$ > {marker}; exec sleep 300; fi\nexec {sys.executable} \"$@\"\n")
+    script.chmod(0o755)
+    return script, marker
+
+
+def _wait_file(path: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("the rank never opened its facts file")
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def _kill_stalled(marker: Path) -> None:
+    try:
+        os.kill(int(marker.read_text()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
 
 
 def test_torchrun_rank_killed_mid_run_is_named(tmp_path):
-    template = rank_facts(tmp_path, ["h200", "h200", "fifo", "h200"])
+    python, marker = _stalling_python(tmp_path, 2)
     out = tmp_path / "out"
     launcher = subprocess.Popen(
-        torchrun(4, "check", "--distributed", "--from-report", template, "--json", "--output", str(out / "{rank}.json")),
+        torchrun(4, "check", "--distributed", "--quick", "--python", str(python), "--json", "--output", str(out / "{rank}.json")),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(ATTN_DOCTOR_GATHER_TIMEOUT="60"),
     )
     try:
-        fd = _hold_fifo(tmp_path / "2.json")
+        _wait_file(marker)
         victim = _pid_of_rank(launcher.pid, 2)
         deadline = time.monotonic() + 30
         while not all((out / f"{r}.json").exists() for r in (0, 1, 3)) and time.monotonic() < deadline:
@@ -87,10 +104,10 @@ def test_torchrun_rank_killed_mid_run_is_named(tmp_path):
         os.kill(victim, signal.SIGKILL)
         stdout, stderr = launcher.communicate(timeout=60)
         elapsed = time.monotonic() - start
-        os.close(fd)
     finally:
         if launcher.poll() is None:
             launcher.kill()
+        _kill_stalled(marker)
     # torchrun stops the other workers (SIGTERM) when one dies; rank 0 reports what it has, well inside the 60 s deadline.
     assert elapsed < 20, elapsed
     doc = json.loads(stdout)
@@ -110,27 +127,52 @@ def _srun_like(rank: int, world: int, port: int, *args: str, **extra: str) -> su
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
 
 
-def test_srun_like_launch_a_hung_rank_does_not_hang_the_others(tmp_path):
-    template = rank_facts(tmp_path, ["h200", "v100", "fifo", "h200"])
+def _heartbeat_seen(port: int, rank: int, timeout: float = 60) -> None:
+    """Wait until `rank` keeps a heartbeat in the fleet's store (a real client of rank 0's TCPStore)."""
+    from datetime import timedelta
+
+    from torch.distributed import PrefixStore, TCPStore
+
+    store = PrefixStore("attn-doctor/fleet/slurm-77.0", TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=timeout)))
+    deadline = time.monotonic() + timeout
+    while not store.check([f"heartbeat/{rank}"]):
+        assert time.monotonic() < deadline, "no heartbeat"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("how", ["busy", "frozen"])
+def test_srun_like_launch_a_slow_or_hung_rank_does_not_hang_the_others(tmp_path, how):
+    # A rank still checking (its heartbeat moves) is named as such; a frozen one (SIGSTOP: no
+    # heartbeat) as hung or dead. Nobody waits for either past the deadline.
+    template = rank_facts(tmp_path, ["h200", "v100", "h200", "h200"])
+    python, marker = _stalling_python(tmp_path, 2)
     port = free_port()
     start = time.monotonic()
-    ranks = [_srun_like(r, 4, port, "--from-report", template, ATTN_DOCTOR_GATHER_TIMEOUT="4") for r in range(4)]
-    fd = _hold_fifo(tmp_path / "2.json")  # rank 2 now hangs in its check, and stays hung
+    ranks = [_srun_like(r, 4, port, *(["--quick", "--python", str(python)] if r == 2 else ["--from-report", template]),
+                        ATTN_DOCTOR_GATHER_TIMEOUT="8") for r in range(4)]
     try:
+        _wait_file(marker)  # rank 2 is now busy in its check, and stays so
+        if how == "frozen":
+            _heartbeat_seen(port, 2)
+            os.kill(ranks[2].pid, signal.SIGSTOP)
         results = {r: ranks[r].communicate(timeout=60) for r in (0, 1, 3)}
         elapsed = time.monotonic() - start
-        assert ranks[2].poll() is None  # still hung: nobody waited for it past the deadline
+        assert ranks[2].poll() is None  # still busy (or frozen): nobody waited for it past the deadline
     finally:
         for p in ranks:
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-        os.close(fd)
-    assert elapsed < 25, elapsed
+        _kill_stalled(marker)
+    assert elapsed < 30, elapsed
     assert ranks[1].returncode == 0 and ranks[3].returncode == 0 and results[1][0] == ""  # only rank 0 prints
     out = results[0][0]
     assert ranks[0].returncode == 3
-    assert "rank 2 on" in out and "connected but did not report within 4 s" in out
+    if how == "busy":
+        assert "rank 2 on" in out and "still checking after" in out and "reading installed packages" in out
+        assert "hung" not in out
+    else:
+        assert "rank 2 on" in out and "connected but did not report within 8 s" in out and "still checking" not in out
     assert "1 rank (1)" in out and "differs from the majority" in out and "Tesla V100" in out
     assert "2 ranks (0,3)" in out and "(slurm)" in out
     assert out.index("rank 2 on") < out.index("1 rank (1)") < out.index("2 ranks (0,3)")
@@ -163,3 +205,63 @@ def test_not_under_a_launcher_is_a_usage_error():
     assert proc.returncode == 2
     lines = last_error_lines(proc.stderr)
     assert len(lines) == 1 and "needs a launcher" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_torchrun_odd_rank_with_another_package_set_gets_its_own_verdict(tmp_path, x_transformers_installs):
+    # Rank 2 has x-transformers 1.30.1 on its PYTHONPATH (the odd node out that fleet mode exists to
+    # find): its sample verdict has another key, which it computes at once; ranks 0, 1 and 3 share
+    # one computation of theirs. Nobody waits for a key nobody computes.
+    _root, dirs = x_transformers_installs
+    wrapper = tmp_path / "rank.sh"
+    wrapper.write_text(f'#!/bin/sh\nif [ "$RANK" = 2 ]; then export PYTHONPATH={dirs["1.30.1"]}; fi\nexec {sys.executable} -m attn_doctor "$@"\n')
+    wrapper.chmod(0o755)
+    cache_dir, out = tmp_path / "cache", tmp_path / "out"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4", "--no-python", str(wrapper),
+            "check", "--distributed", "--no-smoke", "--json", "--cache-dir", str(cache_dir), "--output", str(out / "{rank}.json")]
+    start = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env())
+    elapsed = time.monotonic() - start
+    doc = json.loads(proc.stdout)
+    assert doc["problems"] == [] and doc["summary"]["received"] == 4, proc.stderr[-2000:]
+    odd, majority = doc["groups"]
+    assert odd["ranks"] == [2] and majority["ranks"] == [0, 1, 3]
+    assert "AD401" in {f["rule"] for f in odd["findings"]}
+
+    paths = {r: json.loads((out / f"{r}.json").read_text())["facts"]["dtype_path"] for r in range(4)}
+    # The odd rank: its own full dtype path, computed by itself at once (no wait), x-transformers traced.
+    mine = paths[2]
+    assert mine["status"] == "ok" and mine["waited_s"] is None and mine["cached"] is None
+    xt = next(s for s in mine["samples"] if s["name"] == "x_transformers")
+    assert xt["status"] == "ran" and mine["verdict"] == "error"
+    assert any(f["sample"] == "x_transformers" and f["severity"] == "error" for f in mine["findings"])
+    # The others: one verdict, computed once, by one of them.
+    keys = {paths[r]["key"] for r in (0, 1, 3)}
+    assert len(keys) == 1 and mine["key"] not in keys
+    computed = [c for c in cache.computations("samples", root=cache_dir) if c["what"] == "computed"]
+    assert sorted(c["key"] for c in computed) == sorted([mine["key"], *keys])  # two computations, one per key
+    assert all(paths[r]["status"] == "ok" and paths[r]["samples"] == paths[0]["samples"] for r in (0, 1, 3))
+    assert {paths[r]["computed_by"] for r in (0, 1, 3)} == {next(c["by"] for c in computed if c["key"] in keys)}
+    # Nothing waits past its own check: a waiter waits at most the computation it waits for.
+    majority_seconds = float(next(c["seconds"] for c in computed if c["key"] in keys))
+    for r in (0, 1, 3):
+        assert paths[r]["waited_s"] is None or paths[r]["waited_s"] <= majority_seconds + 2.0, (paths[r]["waited_s"], majority_seconds)
+    assert elapsed < 150, elapsed
+
+
+def test_distributed_no_cache_computes_afresh(tmp_path):
+    # check --distributed goes through the same options as check: --no-cache is honoured there too.
+    cache_dir, out = tmp_path / "cache", tmp_path / "out"
+    first = doctor("check", "--json", "--no-smoke", "--cache-dir", str(cache_dir))
+    old = json.loads(first.stdout)["facts"]["dtype_path"]
+    assert old["cached"] is None and len(cache.computations("samples", old["key"], root=cache_dir)) == 1
+    again = doctor("check", "--json", "--no-smoke", "--cache-dir", str(cache_dir))
+    assert json.loads(again.stdout)["facts"]["dtype_path"]["cached"] is not None  # without --no-cache: reused
+    proc = subprocess.run(torchrun(2, "check", "--distributed", "--no-cache", "--no-smoke", "--json", "--cache-dir", str(cache_dir),
+                                   "--output", str(out / "{rank}.json")), capture_output=True, text=True, timeout=180, env=env())
+    assert json.loads(proc.stdout)["summary"]["received"] == 2, proc.stderr[-2000:]
+    fresh = [c for c in cache.computations("samples", old["key"], root=cache_dir) if c["what"] == "computed"][1:]
+    assert 1 <= len(fresh) <= 2  # computed afresh: once, shared by the two ranks (twice if one finished before the other asked)
+    for rank in range(2):
+        dtype_path = json.loads((out / f"{rank}.json").read_text())["facts"]["dtype_path"]
+        assert dtype_path["key"] == old["key"] and dtype_path["computed_by"] != old["computed_by"]
+        assert dtype_path["computed_by"] in {c["by"] for c in fresh}

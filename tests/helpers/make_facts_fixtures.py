@@ -34,7 +34,7 @@ from attn_doctor.facts import (  # noqa: E402
 )
 from attn_doctor.failures import classify  # noqa: E402
 from attn_doctor.redact import safe_environment  # noqa: E402
-from attn_doctor.probes.child import IMPORT_TARGETS  # noqa: E402
+from attn_doctor.facts import MODULE_DISTRIBUTIONS as IMPORT_TARGETS  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "facts"
 IMPORT_MODULES = tuple(IMPORT_TARGETS)

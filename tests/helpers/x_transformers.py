@@ -34,11 +34,23 @@ def install(root: Path) -> dict[str, str]:
     dirs = {}
     for version in VERSIONS:
         target = root / version
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *source,
-                               "--no-deps", "--target", str(target), "x-transformers==" + version, *extra],
+        proc = subprocess.run([*_installer(), *source, "--no-deps", "--target", str(target), "x-transformers==" + version, *extra],
                               capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
-            raise RuntimeError(f"pip could not install x-transformers {version}: {proc.stderr.strip()[-300:]}")
+            raise RuntimeError(f"could not install x-transformers {version}: {proc.stderr.strip()[-300:]}")
         dirs[version] = str(target)
     (root / "xt_factory.py").write_text(FACTORY)
     return dirs
+
+
+def _installer() -> list[str]:
+    """pip of this interpreter; uv's where the environment has no pip (uv creates venvs without one)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pip"):
+        return [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise RuntimeError("neither pip nor uv is installed in this environment") from None
+    return [find_uv_bin(), "pip", "install", "-q", "--python", sys.executable]

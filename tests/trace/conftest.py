@@ -38,3 +38,48 @@ def trace():
     from attn_doctor.trace.api import trace as _trace
 
     return _trace
+
+
+# Real transformers releases, each in a venv of its own built with uv (torch from the local CPU
+# wheel where there is one). One venv per release per session; uv's cache is shared, so a second
+# session builds them in seconds. A release that does not install fails the tests that need it.
+TORCH_WHEELS = os.environ.get("ATTN_DOCTOR_TORCH_WHEELS", "/opt/wheels")
+
+
+@pytest.fixture(scope="session")
+def transformers_venv(tmp_path_factory):
+    import shutil
+    import subprocess
+    import sys
+
+    # the test extra installs uv beside this interpreter; a venv's bin is often not on PATH
+    beside = os.path.join(os.path.dirname(sys.executable), "uv")
+    uv = beside if os.path.isfile(beside) else shutil.which("uv")
+    built = {}
+
+    def get(version):
+        """(python, installed transformers version) for transformers==version (None: the newest)."""
+        if version in built:
+            return built[version]
+        if uv is None:
+            pytest.fail("uv is not installed (pip install -e '.[test]' installs it): cannot build the transformers venvs")
+        import torch
+
+        folder = tmp_path_factory.mktemp("tf-%s" % (version or "newest"))
+        python = str(folder / "bin" / "python")
+        steps = [[uv, "venv", "-q", "--python", sys.executable, str(folder)],
+                 [uv, "pip", "install", "-q", "--python", python, "torch==" + torch.__version__.split("+")[0],
+                  "transformers" + ("==" + version if version else "")]
+                 + (["--find-links", TORCH_WHEELS] if os.path.isdir(TORCH_WHEELS) else [])]
+        for step in steps:
+            proc = subprocess.run(step, capture_output=True, text=True, timeout=1800)
+            if proc.returncode != 0:
+                pytest.fail("installing transformers %s failed: %s" % (version or "(newest)", proc.stderr[-1500:]))
+        proc = subprocess.run([python, "-c", "import transformers; print(transformers.__version__)"],
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            pytest.fail("transformers %s does not import in its venv: %s" % (version, proc.stderr[-1500:]))
+        built[version] = (python, proc.stdout.strip())
+        return built[version]
+
+    return get

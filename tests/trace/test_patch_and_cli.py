@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from conftest import REPO, TOYS, toy_target
 
-from attn_doctor import cli_trace
+from attn_doctor.cli import trace as cli_trace
 
 app = typer.Typer()
 app.command("trace")(cli_trace.trace)
@@ -135,11 +135,12 @@ def test_user_prints_do_not_corrupt_json(tmp_path):
             return torch.nn.Linear(4, 4), torch.randn(2, 4)
         """)
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-c", "import sys, typer; from attn_doctor import cli_trace; "
+    proc = subprocess.run([sys.executable, "-c", "import sys, typer; from attn_doctor.cli import trace as cli_trace; "
                            "typer.run(cli_trace.trace)", path + ":build", "--json"],
                           capture_output=True, text=True, env=env, cwd=str(tmp_path))
     report = json.loads(proc.stdout)
-    assert proc.returncode == 0 and report["summary"]["sinks"] == 0
+    # A Linear has no attention: the trace ran but judged nothing, which is no pass.
+    assert proc.returncode == 3 and report["summary"]["sinks"] == 0 and report["status"] == "no_attention"
     assert "hello from the factory" in proc.stderr
 
 

@@ -11,10 +11,18 @@ DEVICES = ["meta", "cpu", CUDA]
 
 
 def only(report, rule="AD601"):
-    assert report["status"] == "ok", report["error"]
-    ids = [f["id"] for f in report["findings"]]
-    assert ids == [rule], report["findings"]
-    return report["findings"][0]
+    # A toy that calls flash_attn_func is traced on two paths where flash-attn does not import; on
+    # cuda the installed one is the verdict, so the flash-attn path's finding is under routes.
+    routes = {r["name"]: r for r in report.get("routes") or ()}
+    findings = report["findings"]
+    if "flash_attn_standin" in routes:
+        assert routes["flash_attn_standin"]["status"] == "ok", routes["flash_attn_standin"]["error"]
+        findings = routes["flash_attn_standin"]["findings"]
+    else:
+        assert report["status"] == "ok", report["error"]
+    ids = [f["id"] for f in findings]
+    assert ids == [rule], findings
+    return findings[0]
 
 
 def lines_of(chain, op=None):
@@ -57,10 +65,16 @@ def test_var_half_model_with_fp32_parameter_no_autocast(trace, device, factory, 
     assert f["sink"]["k"]["dtype"] == half
 
 
+def flash_path(report):
+    """The flash-attn path's report: the stand-in route where there are two, else the report."""
+    routes = {r["name"]: r for r in report.get("routes") or ()}
+    return routes.get("flash_attn_standin", report)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_var_pure_half_model_is_clean(trace, device):
     for factory in ("build_bf16", "build_fp16"):
-        r = trace(toy_target("var_toy.py", factory), device=device)
+        r = flash_path(trace(toy_target("var_toy.py", factory), device=device))
         assert r["findings"] == [] and r["summary"]["sinks"] == 2
 
 

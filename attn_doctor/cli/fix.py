@@ -16,7 +16,10 @@ def fix(
     config: Optional[list[str]] = typer.Option(
         None, "--config", "-c", metavar="FILE", help="A training config to judge and fix (repeatable): LLaMA-Factory YAML, config.json, accelerate, DeepSpeed."
     ),
-    python: Optional[str] = typer.Option(None, "--python", "-p", metavar="PATH", help="Fix this interpreter (or venv folder) instead of the current one."),
+    python: Optional[str] = typer.Option(
+        None, "--python", "-p", metavar="PATH",
+        help="Fix this interpreter (or venv folder). Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), else the interpreter attn-doctor runs in.",
+    ),
     facts: Optional[Path] = typer.Option(
         None, "--facts", "--from-report", metavar="FILE", help="Judge with a report recorded elsewhere: only config files can then be fixed here."
     ),
@@ -32,6 +35,10 @@ def fix(
     history: bool = typer.Option(False, "--history", help="List past fix runs."),
     quick: bool = typer.Option(False, "--quick", "-q", help="Judge without importing torch (packages, OS, GPUs, configs): faster, fewer findings."),
     no_sample: bool = typer.Option(False, "--no-sample", help="Skip the sample forward pass of the check."),
+    no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the GPU smoke tests of the check (as `check --no-smoke`)."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Run the sample forward pass and the smoke tests again even if their results are cached (as `check --no-cache`)."
+    ),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", min=1.0, help="How long to wait for the torch probe."),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show diffs of package actions, manual details, tracebacks."),
@@ -66,34 +73,38 @@ def fix(
     1 an action failed, was rolled back or blocked (unsafe, PEP 668), or the plan was declined;
     2 usage error (bad option, unreadable file, no --yes without a terminal).
     """
-    from rich.console import Console
+    from ..render.console import make_console
 
-    from .cli import UsageError, _validate_python, fail
-    from .fix.journal import JournalError
+    from ._common import UsageError, fail
+    from ..fix.journal import JournalError
 
-    console = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
-    err_console = Console(stderr=True, highlight=False)
+    console = make_console()
+    err_console = make_console(stderr=True)
     try:
         if run_id and not undo:
             raise UsageError(f"unexpected argument {run_id!r}: a run id goes with --undo")
+        if undo or history:
+            # Options of a fix run would be silently ignored: --undo --dry-run would undo for real.
+            given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python), ("--from-report", facts),
+                     ("--only", only), ("--skip", skip), ("--unsafe", unsafe), ("--apply-patch", apply_patch), ("--quick", quick),
+                     ("--no-sample", no_sample), ("--no-smoke", no_smoke), ("--no-cache", no_cache), ("--undo", undo and history)) if value]
+            if given:
+                raise UsageError(f"{'--history' if history else '--undo'} does not take {', '.join(given)}")
         if history:
             return _history(console, json_out)
         if undo:
             return _undo(run_id, console, json_out)
-        target = _validate_python(python)
-        if facts is not None and (python or quick):
-            raise UsageError("--facts/--from-report judges a recorded report; it cannot be combined with --python or --quick")
-        for path in config or []:
-            if not Path(path).expanduser().is_file():
-                raise UsageError(f"--config {path}: no such file")
-        if dry_run and yes:
-            pass  # --dry-run wins: nothing changes
+        from ..options import CheckOptions
+        from ._common import resolved
+
+        # The same options and pipeline as `check` (attn_doctor.core.run_check), validated first.
+        check_options = resolved(CheckOptions(python=python, quick=quick, facts_file=facts, configs=tuple(config or ()),
+                                              recipes_dir=recipes, timeout=timeout, sample=not no_sample, smoke=not no_smoke,
+                                              use_cache=not no_cache))
         return _fix(
             console,
             err_console,
-            target=target,
-            config=config or [],
-            facts_file=facts,
+            check_options=check_options,
             yes=yes,
             dry_run=dry_run,
             json_out=json_out,
@@ -102,18 +113,14 @@ def fix(
             unsafe=unsafe,
             apply_patch=apply_patch,
             patch_dir=patch_dir,
-            quick=quick,
-            sample=not no_sample,
-            timeout=timeout,
-            recipes=recipes,
             verbose=verbose,
         )
     except typer.Exit:
         raise
     except Exception as exc:
-        from .core import FactsFileError
-        from .fix.apply import FixError
-        from .rules.loader import RecipeError
+        from ..core import FactsFileError
+        from ..fix.apply import FixError
+        from ..rules.loader import RecipeError
 
         if not isinstance(exc, (UsageError, FactsFileError, RecipeError, JournalError, FixError)):
             raise
@@ -121,16 +128,18 @@ def fix(
             import traceback
 
             traceback.print_exc()
-        raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError)) else 1) from None
+        from ..fix.journal import UnknownRun
+
+        raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError, UnknownRun)) else 1) from None
 
 
-def _fix(console, err_console, *, target, config, facts_file, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, quick, sample, timeout, recipes, verbose):
-    from .core import run_check
-    from .fix.apply import apply_plan, recover_interrupted
-    from .fix.journal import Lock, interrupted_runs, state_dir
-    from .fix.plan import Options, build_plan
-    from .render.fix_human import render_outcome, render_plan
-    from .rules.loader import load_recipes
+def _fix(console, err_console, *, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, verbose):
+    from ..core import run_check
+    from ..fix.apply import apply_plan, recover_interrupted
+    from ..fix.journal import Lock, interrupted_runs, state_dir
+    from ..fix.plan import Options, build_plan
+    from ..render.fix_human import render_outcome, render_plan
+    from ..rules.loader import load_recipes
 
     progress = _Status() if not json_out and sys.stderr.isatty() else None
     note = progress.update if progress else None
@@ -146,14 +155,11 @@ def _fix(console, err_console, *, target, config, facts_file, yes, dry_run, json
                 err_console.print(f"attn-doctor: restored the state before the interrupted fix {ids}", soft_wrap=True)
 
         def check():
-            return run_check(
-                python=target, quick=quick, facts_file=facts_file, timeout=timeout, progress=note, sample=sample, configs=config,
-                recipes_dir=recipes,
-            )
+            return run_check(check_options, note)
 
-        from .cli import UsageError
+        from ._common import UsageError
 
-        known = load_recipes(recipes)
+        known = load_recipes(check_options.recipes_dir)
         for rule_id in list(only or []) + list(skip or []):
             if known.get(rule_id) is None:
                 raise UsageError(f"no rule {rule_id!r} (--only/--skip take ids such as AD401; `attn-doctor rules` lists them)")
@@ -178,7 +184,7 @@ def _fix(console, err_console, *, target, config, facts_file, yes, dry_run, json
         render_plan(plan, console, dry_run=False, verbose=verbose)
     if not yes:
         if not sys.stdin.isatty():
-            from .cli import fail
+            from ._common import fail
 
             raise fail("fix needs confirmation: run with --yes to apply, or --dry-run to see the plan only")
         if not typer.confirm(f"Apply {len(plan.runnable)} change(s)?", default=False, err=True):
@@ -190,7 +196,9 @@ def _fix(console, err_console, *, target, config, facts_file, yes, dry_run, json
         journal = apply_plan(
             plan,
             report.facts,
-            verify=check,
+            # The verification reuses the plan's smoke results and sample verdict where nothing
+            # they depend on changed (a package change or another config shape runs them again).
+            verify=lambda: run_check(check_options, progress.update if progress else None, previous=report),
             command=sys.argv[1:],
             patch_dir=patch_dir,
             progress=progress.update if progress else None,
@@ -232,8 +240,8 @@ def _print_json(plan, journal, dry_run: bool, exit_code: int) -> None:
 def _history(console, json_out: bool) -> None:
     import json
 
-    from .fix.journal import list_runs
-    from .render.fix_human import render_history
+    from ..fix.journal import list_runs
+    from ..render.fix_human import render_history
 
     runs = list_runs()
     if json_out:
@@ -246,14 +254,14 @@ def _history(console, json_out: bool) -> None:
 def _undo(run_id: Optional[str], console, json_out: bool) -> None:
     import json
 
-    from .fix.apply import restore_run
-    from .fix.journal import Lock, find_run, state_dir
-    from .render.fix_human import render_undo
+    from ..fix.apply import restore_run
+    from ..fix.journal import Lock, find_run, state_dir
+    from ..render.fix_human import render_undo
 
     with Lock(state_dir()):
         journal = find_run(run_id)
         if journal.status == "undone":
-            from .fix.journal import JournalError
+            from ..fix.journal import JournalError
 
             raise JournalError(f"run {journal.id} was already undone")
         changed = restore_run(journal)
@@ -266,9 +274,9 @@ def _undo(run_id: Optional[str], console, json_out: bool) -> None:
 
 class _Status:
     def __init__(self):
-        from rich.console import Console
+        from ..render.console import make_console
 
-        self._status = Console(stderr=True).status("probing")
+        self._status = make_console(stderr=True).status("probing")
         self._status.start()
 
     def update(self, message: str) -> None:

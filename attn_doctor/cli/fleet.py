@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from .cli import FailOn, fail
+from ._common import FailOn, emit, fail
 
 
 def fleet(
@@ -38,8 +37,8 @@ def fleet(
     2 usage error (no such path, a folder without reports, no readable report at all);
     3 a report is unreadable or missing (--expect), or a node's probe could not run.
     """
-    from .fleet.aggregate import fleet_schema, to_json
-    from .fleet.files import FleetUsageError, fleet_from_files
+    from ..fleet.aggregate import fleet_schema, to_json
+    from ..fleet.files import FleetUsageError, fleet_from_files
 
     if schema:
         import msgspec
@@ -56,13 +55,7 @@ def fleet(
 
             traceback.print_exc()
         raise fail(str(exc)) from None
-    if json_out:
-        sys.stdout.buffer.write(to_json(report))
-        sys.stdout.flush()
-    else:
-        from rich.console import Console
+    from ..render.fleet_human import render_fleet
 
-        from .render.fleet_human import render_fleet
-
-        render_fleet(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose=verbose)
+    emit(json_out, lambda: to_json(report), lambda console: render_fleet(report, console, verbose=verbose))
     raise typer.Exit(report.exit_code)

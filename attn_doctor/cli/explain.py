@@ -1,4 +1,4 @@
-"""``attn-doctor explain``: the CLI glue (registered by attn_doctor/cli.py from COMMAND_MODULES).
+"""``attn-doctor explain``: the CLI glue (registered by attn_doctor/cli/__init__.py).
 Parse, read the input, run the core, render, exit: 0 nothing to fix, 1 a known problem found,
 2 usage (no input, unreadable file, stdin from a terminal)."""
 
@@ -52,14 +52,14 @@ def explain(
     """
     import msgspec
 
-    from .cli import UsageError, _stderr_console, _validate_python, fail
+    from ._common import UsageError, emit, fail, stderr_console as _stderr_console, validate_python as _validate_python
 
     if schema:
-        from .explain.report import explain_schema
+        from ..explain.report import explain_schema
 
         typer.echo(msgspec.json.format(msgspec.json.encode(explain_schema()), indent=2).decode())
         raise typer.Exit(0)
-    from .rules.loader import RecipeError, load_recipes
+    from ..rules.loader import RecipeError, load_recipes
 
     try:
         source, kind, path = _input(text, file)
@@ -74,7 +74,7 @@ def explain(
             traceback.print_exc()
         raise fail(str(exc)) from None
 
-    from .explain.core import explain as run_explain
+    from ..explain.core import explain as run_explain
 
     status = _stderr_console().status("reading the input") if sys.stderr.isatty() and not json_out else None
     if status:
@@ -82,7 +82,7 @@ def explain(
     try:
         live = None
         if check:
-            from .probes import collect_facts
+            from ..probes import collect_facts
 
             if status:
                 status.update("probing this environment (--check)")
@@ -101,20 +101,15 @@ def explain(
     finally:
         if status:
             status.stop()
-    if json_out:
-        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
-        sys.stdout.flush()
-    else:
-        from rich.console import Console
+    from ..render.explain_human import render
 
-        from .render.explain_human import render
-
-        render(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose=verbose)
+    emit(json_out, lambda: msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n",
+         lambda console: render(report, console, verbose=verbose))
     raise typer.Exit(report.exit_code)
 
 
 def _input(text, file):
-    from .cli import UsageError
+    from ._common import UsageError
 
     if file is not None and text:
         raise UsageError("give the input once: TEXT, --file LOG, or '-' for stdin")
@@ -122,15 +117,18 @@ def _input(text, file):
         if str(file) == "-":
             text = ["-"]
         else:
-            if not file.exists():
-                raise UsageError(f"--file {file}: no such file")
-            if file.is_dir():
-                raise UsageError(f"--file {file}: a folder, not a log file")
+            # A log of any size is streamed; what could never end (a FIFO, /dev/zero) is refused
+            # unless it is stdin (attn_doctor/inputs.py).
+            from ..inputs import InputError, open_input, shown
+
             try:
-                handle = open(file, "rb")
-            except OSError as exc:
-                raise UsageError(f"--file {file}: cannot read: {exc.strerror or exc}") from None
-            return handle, "file", str(file)
+                handle, from_stdin = open_input(file)
+            except InputError as exc:
+                raise UsageError(f"--file {shown(file)}: {exc}") from None
+            if from_stdin:
+                text = ["-"]
+            else:
+                return handle, "file", str(file)
     if not text:
         raise UsageError("nothing to explain: give an error message, --file LOG, or '-' to read stdin (see 'attn-doctor explain -h')")
     if text == ["-"]:

@@ -1,0 +1,707 @@
+"""attn-doctor's Python API: the doctor inside a training script, a notebook or a test.
+
+Four functions, each the Python face of a command; they call the same core functions as the CLI,
+return the objects its JSON output serialises, and never print or exit::
+
+    import attn_doctor
+
+    report = attn_doctor.check(quick=True)            # -> attn_doctor.report.Report
+    explained = attn_doctor.explain(traceback_text)    # -> attn_doctor.explain.report.ExplainReport
+    traced = attn_doctor.trace(model, (x,), dtype="bf16")  # -> TraceReport
+    attn_doctor.preflight(model, example_inputs=(x,))  # raises attn_doctor.PreflightError on findings
+
+Errors are typed (attn_doctor/errors.py): UsageError for bad arguments, ProbeError when a trace
+could not run, PreflightError when preflight() finds problems. A broken environment is never an
+exception: it is what the report says.
+
+Importing this module is cheap (no torch); check(quick=True) never imports torch in the caller.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+
+from .errors import AttnDoctorError, PreflightError, ProbeError, UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+    from .explain.report import ExplainReport
+    from .fleet.aggregate import FleetReport
+    from .report import Report
+
+__all__ = [
+    "AttnDoctorError", "Finding", "PreflightError", "PreflightResult", "ProbeError", "TraceReport", "UsageError",
+    "check", "explain", "preflight", "trace",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+ConfigArg = Union[None, PathLike, Sequence[PathLike]]
+FailOn = Literal["error", "warning"]
+Severity = Literal["error", "warning", "info"]
+# A dtype as the CLI spells it ("bf16"), as torch names it ("bfloat16"), or the torch.dtype itself.
+DtypeArg = Union[None, str, "torch.dtype"]
+
+logger = logging.getLogger("attn_doctor")
+
+_DTYPE_NAMES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+                "fp32": "fp32", "float32": "fp32", "float": "fp32"}
+
+
+# ------------------------------------------------------------------------------------------ check
+
+
+def check(
+    python: Optional[PathLike] = None,
+    config: ConfigArg = None,
+    *,
+    quick: bool = False,
+    sample: bool = True,
+    smoke: bool = True,
+    fail_on: FailOn = "error",
+    timeout: float = 120.0,
+    use_cache: bool = True,
+    cache_dir: Optional[PathLike] = None,
+    recipes: Optional[PathLike] = None,
+    from_report: Optional[PathLike] = None,
+    output: Optional[PathLike] = None,
+) -> "Report":
+    """Diagnose a Python environment, as ``attn-doctor check`` does, and return the Report.
+
+    python: the interpreter to diagnose (a path, a venv folder, or a name on PATH); None: the active
+        environment, as the CLI picks it (``$VIRTUAL_ENV``, else ``$CONDA_PREFIX``, else this one).
+    config: a training config file or several (LLaMA-Factory YAML, a model's config.json, an
+        accelerate config, a DeepSpeed JSON), judged against the machine.
+    quick: metadata, OS and GPUs only; torch is not imported (here nor in the target). Well under
+        a second. sample / smoke: False skips the sample forward pass / the GPU smoke tests.
+    fail_on: "warning" makes warnings count in ``report.exit_code`` too (strict onboarding).
+    from_report: diagnose the facts of a report written by ``check --json`` instead of probing.
+    output: also write the JSON report there (``{host}`` becomes the host name).
+
+    The Report is the object ``check --json`` serialises (``msgspec.json.encode(report)``):
+    ``report.results`` (one Result per rule: ``rule``, ``status`` "pass" / "error" / "warning" /
+    "info" / "skipped" / "crashed", ``title``, ``message``, ``remedies``), ``report.summary`` (counts)
+    and ``report.exit_code`` (0 clean, 1 findings, 3 a probe could not run), ``report.facts``.
+
+    Raises UsageError for bad arguments (a python that is not an interpreter, an unreadable config,
+    an invalid recipe folder or report file). A broken environment is not an exception: it is what
+    the report describes.
+    """
+    from .options import CheckOptions
+
+    options = CheckOptions(
+        python=_path_or_none(python, "python"), quick=quick, facts_file=_as_path(from_report),
+        configs=_config_paths(config), recipes_dir=_as_path(recipes), fail_on=_fail_on(fail_on),
+        timeout=_timeout(timeout), sample=sample, smoke=smoke, use_cache=use_cache,
+        cache_dir=_as_path(cache_dir), output=_path_or_none(output, "output"),
+    )
+    return _run_check(options)
+
+
+def _run_check(options) -> "Report":
+    from .core import FactsFileError, run_check
+    from .rules.loader import RecipeError
+
+    try:
+        return run_check(options)
+    except (FactsFileError, RecipeError) as exc:
+        # The CLI exits 2 for these: input the caller gave (a report, a config, a recipe folder).
+        raise UsageError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------------------------------- explain
+
+
+def explain(
+    text: Union[str, bytes, None] = None,
+    *,
+    file: Optional[PathLike] = None,
+    check: bool = False,
+    python: Optional[PathLike] = None,
+    recipes: Optional[PathLike] = None,
+) -> "ExplainReport":
+    """Explain an error message, a traceback or a whole log, as ``attn-doctor explain`` does.
+
+    text: the message or log itself (str or bytes); or file: a log file of any size (streamed;
+    gzip and UTF-16 are decoded). check=True also probes this environment (or ``python``) and says,
+    for each cause, whether it is present now (``match.live``).
+
+    Returns the ExplainReport that ``explain --json`` serialises: ``matches`` (each with ``rule``,
+    ``title``, ``severity``, ``likelihood`` "confirmed" / "possible" / "unlikely", ``message``,
+    ``evidence`` lines, ``remedies`` and ``commands``), ``candidates`` (the closest known messages
+    when nothing matched), ``exit_code`` (1 when a known problem was found).
+
+    Raises UsageError for no input, both inputs, an unreadable file, or ``python`` without check.
+    """
+    import io
+
+    from .rules.loader import RecipeError, load_recipes
+
+    if (text is None) == (file is None):
+        raise UsageError("explain() takes the input once: text (a message or log) or file=PATH")
+    if python is not None and not check:
+        raise UsageError("explain(python=...) only matters with check=True")
+    try:
+        loaded = load_recipes(_as_path(recipes))
+    except RecipeError as exc:
+        raise UsageError(str(exc)) from exc
+    if file is not None:
+        from .inputs import InputError, open_input, shown
+
+        try:
+            source, _ = open_input(Path(os.fspath(file)).expanduser(), allow_stdin=False)
+        except InputError as exc:
+            raise UsageError(f"file={shown(file)}: {exc}") from None
+        kind, path = "file", os.fspath(file)
+    else:
+        if not isinstance(text, (str, bytes)):
+            raise UsageError(f"explain(text) takes a str or bytes, not {type(text).__name__}")
+        data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+        source, kind, path = io.BytesIO(data), "text", None
+    live = None
+    if check:
+        from .options import validate_python
+        from .probes import collect_facts
+
+        live = collect_facts(python=validate_python(_path_or_none(python, "python")))
+    from .explain.core import explain as run_explain
+
+    try:
+        return run_explain(source, loaded, kind=kind, path=path, live=live)
+    except OSError as exc:
+        raise UsageError(f"{path or 'input'}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        if kind == "file":
+            source.close()
+
+
+# ------------------------------------------------------------------------------------------ trace
+
+
+@dataclass(frozen=True)
+class TraceReport:
+    """The result of attn_doctor.trace(): what ``attn-doctor trace --json`` prints, typed.
+
+    status: "ok"; "partial" (the forward stopped after reaching attention: what ran is judged);
+        "no_attention" (the forward ran but reached no attention call: nothing was judged).
+        (A trace that could not run raises ProbeError; bad arguments raise UsageError.)
+    exit_code: as the CLI's: 0 clean (warnings allowed), 1 errors found, 3 nothing was judged.
+    findings: one dict per problem: ``id`` (AD6xx), ``severity``, ``message``, ``sink`` (the
+        attention call: ``file``, ``line``, ``source``, the dtypes of q/k/v), ``chain`` (the ops
+        that promoted the tensor, each with its file and line), ``patch`` (a unified diff, or None).
+    sinks: every attention call reached, with the dtypes it got and ``ok``.
+    summary: counts (``sinks``, ``bad_sinks``, ``errors``, ``warnings``, ``ops``).
+    notes: what the tracer did on the way (a copy on meta, a CPU retry, a stand-in).
+    data: the whole JSON document (``to_dict()``), including fields not lifted out here.
+    """
+
+    status: str
+    exit_code: int
+    findings: list[dict[str, Any]]
+    sinks: list[dict[str, Any]]
+    summary: dict[str, int]
+    notes: list[str]
+    error: Optional[dict[str, Any]]
+    routes: list[dict[str, Any]]
+    data: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TraceReport":
+        return cls(status=str(data.get("status")), exit_code=int(data.get("exit_code", 3)),
+                   findings=list(data.get("findings") or []), sinks=list(data.get("sinks") or []),
+                   summary=dict(data.get("summary") or {}), notes=list(data.get("notes") or []),
+                   error=data.get("error"), routes=list(data.get("routes") or []), data=data)
+
+    @property
+    def ok(self) -> bool:
+        """True when the trace judged at least one attention call and found no error."""
+        return self.exit_code == 0
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return [f for f in self.findings if f.get("severity") == "error"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document, as ``attn-doctor trace --json`` prints it."""
+        return self.data
+
+    def to_json(self) -> str:
+        return json.dumps(self.data, indent=2, default=str)
+
+
+def trace(
+    model: "torch.nn.Module",
+    example_inputs: Any = None,
+    *,
+    dtype: DtypeArg = None,
+    autocast: DtypeArg = None,
+    device: Literal["meta", "cpu", "cuda"] = "meta",
+    train: bool = False,
+    capability: Union[None, str, tuple[int, int]] = None,
+) -> TraceReport:
+    """Trace one forward pass of a live model and judge every attention call's dtypes.
+
+    The model is never touched: the tracer runs on a copy. On ``device="meta"`` (the default) the
+    copy's parameters and buffers are meta tensors (no memory, no compute, any size); the user's own
+    parameters keep their storage, values, dtype, device and ``requires_grad``, and the model keeps
+    its train/eval mode. Where meta cannot run the forward (data-dependent Python such as
+    ``.item()``), the trace is retried on a CPU copy with the real weights (under 4 GB).
+    ``device="cpu"`` / ``"cuda"`` trace a real copy there (it costs the model's size in memory).
+
+    example_inputs: a tensor, a tuple of positional arguments, a dict of keyword arguments, or
+        (args, kwargs). None: token ids, for a model whose first layer is an embedding.
+    dtype: cast the copy first ("bf16", "fp16", "fp32", or torch.bfloat16, ...), like
+        ``model.to(torch.bfloat16)``; floating example inputs are cast with it.
+    autocast: run the forward in an autocast region of that dtype ("bf16" / "fp16"); off CUDA,
+        CUDA's autocast policy is emulated, so the trace shows what a GPU run does.
+    train: also run the backward pass. capability: judge the kernels for a GPU of this compute
+        capability, e.g. (7, 5) or "7.5" for a T4 (default: not checked off the GPU).
+
+    Returns a TraceReport (``.ok``, ``.findings``, ``.to_dict()``). Raises UsageError for bad
+    arguments (not an nn.Module, an unknown dtype, no example inputs for a model without an
+    embedding) and ProbeError when the trace could not run (the forward raised before reaching an
+    attention call; ``exc.report`` holds the TraceReport).
+    """
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"trace() takes a torch.nn.Module, not {type(model).__name__}")
+    if device not in ("meta", "cpu", "cuda"):
+        raise UsageError(f"device must be 'meta', 'cpu' or 'cuda', not {device!r}")
+    options = dict(dtype=_dtype_name(dtype, "dtype"), autocast=_dtype_name(autocast, "autocast"), train=bool(train),
+                   capability=_capability(capability))
+    if options["autocast"] == "fp32":
+        raise UsageError("autocast must be 'bf16' or 'fp16' (autocast to fp32 is no autocast)")
+    module = _unwrap(model)
+    was_training = model.training
+    try:
+        data = _trace_copy(module, example_inputs, device, options)
+    finally:
+        model.train(was_training)  # belt and braces: the tracer only ever sets the copy's mode
+    report = TraceReport.from_dict(data)
+    if report.status == "usage_error":
+        raise UsageError(_message(report, "usage error"))
+    if report.status == "failed":
+        raise ProbeError(f"the trace could not run: {_message(report, 'failed')}", report)
+    return report
+
+
+def _trace_copy(module: "torch.nn.Module", example_inputs: Any, device: str, options: dict) -> dict:
+    """The core tracer on a copy of `module` (meta where the trace device is meta), with a CPU retry
+    on a real copy where meta cannot run the forward."""
+    from .trace.api import CPU_RETRY_LIMIT_BYTES
+
+    copy, note = _model_copy(module, device)
+    data = _core_trace(copy, example_inputs, device, options)
+    data.setdefault("notes", []).insert(0, note)
+    error = data.get("error") or {}
+    if data.get("status") == "failed" and error.get("kind") == "meta":
+        from .trace.api import model_bytes
+
+        size = model_bytes(module)
+        if size > CPU_RETRY_LIMIT_BYTES:
+            error["message"] = (f"{error.get('message')}; too large to retry on CPU ({size / 1e9:.1f} GB): trace "
+                                "a smaller configuration of the model")
+            return data
+        copy, _ = _model_copy(module, "cpu")
+        retried = _core_trace(copy, example_inputs, "cpu", options)
+        retried.setdefault("notes", []).insert(0, f"{error.get('message')}; retried on a CPU copy of the model")
+        return retried
+    return data
+
+
+def _core_trace(copy: "torch.nn.Module", example_inputs: Any, device: str, options: dict) -> dict:
+    """trace.api.trace on the copy, leaving the process as it was: the flash_attn stand-in the
+    tracer may put in sys.modules (so that a lazy `import flash_attn` in the forward takes the GPU
+    path) is removed again, or the user's own later imports would get it."""
+    import warnings
+
+    from .trace import standins
+    from .trace.api import trace as core_trace
+
+    had_standin = standins.standin_installed()
+    try:
+        with warnings.catch_warnings():
+            # torch's notice on machines without numpy says nothing about the model
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+            return core_trace(model=copy, inputs=example_inputs, device=device, retry_on_cpu=False, **options)
+    finally:
+        if standins.standin_installed() and not had_standin:
+            standins.remove_standins()
+
+
+def _unwrap(model: "torch.nn.Module") -> "torch.nn.Module":
+    """The user's module inside DistributedDataParallel / DataParallel / torch.compile: the wrapper
+    holds process groups and compiled code, which neither copy nor trace."""
+    seen = set()
+    while id(model) not in seen:
+        seen.add(id(model))
+        inner = getattr(model, "_orig_mod", None)  # torch.compile's OptimizedModule
+        if inner is None and type(model).__name__ in ("DistributedDataParallel", "DataParallel"):
+            inner = getattr(model, "module", None)
+        if inner is None:
+            break
+        model = inner
+    return model
+
+
+def _model_copy(model: "torch.nn.Module", device: str) -> tuple["torch.nn.Module", str]:
+    """A deep copy of `model` whose parameters and buffers are new tensors on `device` (meta: no
+    memory), the tied ones still tied; the original's tensors are only read. Returns (copy, note)."""
+    import copy as copy_mod
+
+    import torch
+
+    from .trace.api import CPU_RETRY_LIMIT_BYTES, model_bytes
+
+    target = torch.device("cuda" if device == "cuda" else device)
+    memo: dict[int, Any] = {}
+    try:
+        with torch.no_grad():
+            for tensor in itertools.chain(model.parameters(), model.buffers()):
+                if id(tensor) in memo:
+                    continue
+                moved = tensor.detach().to(target, copy=True)
+                if isinstance(tensor, torch.nn.Parameter):
+                    moved = torch.nn.Parameter(moved, requires_grad=tensor.requires_grad)
+                memo[id(tensor)] = moved
+            copied = copy_mod.deepcopy(model, memo)
+    except Exception as exc:  # noqa: BLE001 - a module that cannot be deep-copied (held locks, handles)
+        raise UsageError(f"trace() needs a copy of the model and {type(model).__name__} cannot be deep-copied "
+                         f"({type(exc).__name__}: {str(exc)[:200]}); trace a factory instead: "
+                         "attn-doctor trace MODULE:FACTORY") from exc
+    if device == "meta":
+        return copied, "traced a copy of the model on meta (its parameters untouched)"
+    size = model_bytes(model)
+    if device == "cpu" and size > CPU_RETRY_LIMIT_BYTES:
+        raise UsageError(f"trace(device='cpu') copies the model ({size / 1e9:.1f} GB); use device='meta'")
+    return copied, f"traced a copy of the model on {device} (its parameters untouched)"
+
+
+def _message(report: TraceReport, default: str) -> str:
+    return " ".join(str((report.error or {}).get("message") or default).split())
+
+
+# -------------------------------------------------------------------------------------- preflight
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem preflight() found, whichever part found it.
+
+    source: "check" (a rule on this environment), "trace" (the model's attention dtypes) or "fleet"
+        (a distributed job: ranks that fail or differ). rule: the rule id (AD301, AD601, ...).
+    ranks: the ranks it concerns (fleet findings on rank 0); where: file:line (trace findings).
+    """
+
+    source: Literal["check", "trace", "fleet"]
+    rule: str
+    severity: Severity
+    title: str
+    message: str
+    remedies: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()
+    where: Optional[str] = None
+
+    def __str__(self) -> str:
+        ranks = f" [rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}]" if self.ranks else ""
+        message = self.message or self.title
+        where = f" at {self.where}" if self.where and self.where not in message else ""
+        text = f"{self.severity} {self.rule}{ranks}: {message}{where}"
+        if self.remedies:
+            text += "\n    fix: " + "\n    fix: ".join(self.remedies)
+        return text
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """What preflight() found. ``ok``: nothing at or above ``fail_on``.
+
+    findings: every problem (errors, warnings, and checks that could not run); failed: those at or
+    above fail_on (what PreflightError carries). report: this process's check Report (the object
+    ``check --json`` serialises). trace: the model's TraceReport (None without a model). fleet: on
+    rank 0 of an initialised torch.distributed job, the fleet report of every rank (None elsewhere).
+    rank: this process's rank in the job, None outside one.
+    """
+
+    ok: bool
+    findings: tuple[Finding, ...]
+    failed: tuple[Finding, ...]
+    report: "Report"
+    trace: Optional[TraceReport] = None
+    fleet: Optional["FleetReport"] = None
+    rank: Optional[int] = None
+
+
+def preflight(
+    model: "Optional[torch.nn.Module]" = None,
+    config: ConfigArg = None,
+    *,
+    example_inputs: Any = None,
+    dtype: DtypeArg = None,
+    autocast: DtypeArg = None,
+    fail_on: FailOn = "error",
+    on_failure: Literal["raise", "warn"] = "raise",
+    quick: bool = False,
+    sample: bool = True,
+    smoke: bool = True,
+    timeout: float = 120.0,
+    distributed: Union[bool, Literal["auto"]] = "auto",
+) -> PreflightResult:
+    """Check the running process before training: call it at the top of a training script.
+
+    Checks the interpreter this process runs in (as ``attn-doctor check`` would: torch, CUDA, the
+    attention libraries, their builds, a sample forward pass, the GPU smoke tests) and, given a
+    model, traces a copy of it (see trace(): the model is not touched) for dtypes that would break
+    an attention kernel. config: training config files to judge too (see check()).
+
+    fail_on: "error" (default) fails on errors; "warning" on warnings too, and on checks that could
+        not run. on_failure: "raise" (default) raises PreflightError carrying the findings; "warn"
+        logs each finding on the "attn_doctor" logger (logging.WARNING) and returns.
+    example_inputs, dtype, autocast: for the model's trace, as in trace().
+    quick / sample / smoke / timeout: as in check(); quick=True judges package metadata, the OS and
+        the GPUs only (under a second; the model, if given, is still traced). Findings below
+        fail_on are logged as warnings.
+
+    Under an initialised torch.distributed process group (distributed="auto"), every rank checks
+    itself and hands its report to rank 0 through the process group's store (no collective: a
+    broken NCCL cannot hang it); rank 0 builds the fleet report (result.fleet), which names ranks
+    that fail or differ from the majority, and tells the others the verdict, so every rank raises
+    (or warns) together. distributed=False checks this process alone.
+
+    Returns a PreflightResult when nothing fails (or with on_failure="warn"). Raises PreflightError
+    (``.findings``, ``.result``), UsageError for bad arguments.
+    """
+    fail_on = _fail_on(fail_on)
+    if on_failure not in ("raise", "warn"):
+        raise UsageError(f"on_failure must be 'raise' or 'warn', not {on_failure!r}")
+    group = _process_group(distributed)
+    configs = _config_paths(config)
+    traced: Optional[TraceReport] = None
+    trace_findings: list[Finding] = []
+    if model is not None:
+        # Traced whatever the check's tier: the caller imported torch already to build the model.
+        traced, trace_findings = _preflight_trace(model, example_inputs, dtype, autocast)
+
+    from .options import CheckOptions
+
+    # This process is the one that will train: its own interpreter, whatever environment is active.
+    options = CheckOptions(python=sys.executable, quick=quick, configs=configs, fail_on=fail_on,
+                           timeout=_timeout(timeout), sample=sample, smoke=smoke,
+                           gpu_index=_local_rank() if group else 0)
+    report = _run_check(options)
+    own = _check_findings(report)
+    fleet = None
+    rank = None
+    if group:
+        from .fleet.group import gather_in_process_group
+
+        outcome = gather_in_process_group(report, fail_on=fail_on, quick=quick, timeout=options.timeout)
+        rank, fleet = outcome.rank, outcome.fleet
+        if fleet is not None:
+            own = _fleet_findings(fleet)  # rank 0: the fleet's findings include its own, with ranks
+        elif outcome.fleet_failed and not _fails(own, fail_on):
+            own = own + [Finding(source="fleet", rule="fleet", severity="error", title="the fleet fails",
+                                 message=f"rank 0 reports that the fleet fails: {outcome.message}")]
+        if outcome.note:
+            logger.warning("attn-doctor preflight (rank %s): %s", rank, outcome.note)
+    findings = own + trace_findings
+    failed = [f for f in findings if _at_or_above(f.severity, fail_on)]
+    result = PreflightResult(ok=not failed, findings=tuple(findings), failed=tuple(failed), report=report,
+                             trace=traced, fleet=fleet, rank=rank)
+    quiet = rank not in (None, 0)  # rank 0 reports the fleet; the others would repeat it N times
+    if failed and on_failure == "raise":
+        if not quiet:
+            for finding in findings:
+                if finding not in failed:
+                    logger.warning("attn-doctor preflight: %s", finding)
+        raise PreflightError(_failure_message(failed, rank), failed, result)
+    if not quiet:
+        for finding in findings:
+            if finding.severity != "info":
+                logger.warning("attn-doctor preflight: %s", finding)
+    return result
+
+
+def _preflight_trace(model: Any, example_inputs: Any, dtype: DtypeArg, autocast: DtypeArg
+                     ) -> tuple[Optional[TraceReport], list[Finding]]:
+    try:
+        traced = trace(model, example_inputs, dtype=dtype, autocast=autocast)
+    except ProbeError as exc:
+        # The meta forward can fail where the real one does not: say it, do not stop training for it.
+        return exc.report, [Finding(source="trace", rule="trace", severity="warning", title="the model could not be traced",
+                                    message=str(exc))]
+    findings = []
+    for f in traced.findings:
+        sink = f.get("sink") or {}
+        where = f"{sink.get('file')}:{sink.get('line')}" if sink.get("file") else None
+        findings.append(Finding(source="trace", rule=str(f.get("id")), severity=_severity(f.get("severity")),
+                                title=str(f.get("message") or f.get("id")), message=str(f.get("message") or ""),
+                                where=where))
+    if traced.status == "no_attention":
+        findings.append(Finding(source="trace", rule="trace", severity="warning", title="no attention call reached",
+                                message=_message(traced, "the model's forward reached no attention call")))
+    return traced, findings
+
+
+def _check_findings(report: "Report") -> list[Finding]:
+    from .remedies import command_line
+
+    out = []
+    for r in report.results:
+        if r.status in ("error", "warning", "info"):
+            remedies = tuple(filter(None, (_remedy_text(m, report.facts, command_line) for m in r.remedies)))
+            out.append(Finding(source="check", rule=r.rule, severity=r.status, title=r.title,
+                               message=r.message or r.title, remedies=remedies))
+        elif r.status == "crashed":
+            last = (r.traceback or "").strip().splitlines()[-1:]
+            out.append(Finding(source="check", rule=r.rule, severity="warning", title=r.title,
+                               message=f"the check crashed ({last[0] if last else 'no traceback'}): not judged"))
+    for probe in report.facts.probes:
+        if probe.status in ("failed", "timeout"):
+            out.append(Finding(source="check", rule=f"probe:{probe.name}", severity="warning",
+                               title=f"the {probe.name} probe could not run",
+                               message=f"the {probe.name} probe {probe.status}: {probe.error or 'no detail'}; what it "
+                                       "covers was not judged"))
+    return out
+
+
+def _remedy_text(remedy: Any, facts: Any, command_line: Any) -> Optional[str]:
+    try:
+        command = command_line(remedy, facts)
+    except Exception:  # noqa: BLE001 - a remedy without a command still has its summary
+        command = None
+    summary = getattr(remedy, "summary", None) or getattr(remedy, "title", None)
+    if summary and command:
+        return f"{summary} -- {command}"
+    return summary or command
+
+
+def _fleet_findings(fleet: "FleetReport") -> list[Finding]:
+    out = []
+    for problem in fleet.problems:
+        out.append(Finding(source="fleet", rule=f"fleet:{problem.kind}", severity="warning",
+                           title=f"rank {problem.rank} not checked", message=problem.message,
+                           ranks=(problem.rank,) if problem.rank is not None else ()))
+    for group in fleet.groups:
+        ranks = tuple(group.ranks)
+        for f in group.findings:
+            severity = "warning" if f.status == "crashed" else _severity(f.status)
+            out.append(Finding(source="fleet", rule=f.rule, severity=severity, title=f.name,
+                               message=f.message or f.name, ranks=ranks))
+        if group.differences:
+            diffs = "; ".join(f"{d.path}: {d.value} (majority: {d.majority})" for d in group.differences[:8])
+            out.append(Finding(source="fleet", rule="fleet:differs", severity="warning",
+                               title="ranks differ from the majority", message=f"differs from the majority: {diffs}",
+                               ranks=ranks))
+    return out
+
+
+def _failure_message(failed: list[Finding], rank: Optional[int]) -> str:
+    who = f" on rank {rank}" if rank is not None else ""
+    head = f"attn-doctor preflight failed{who}: {len(failed)} problem{'s' if len(failed) != 1 else ''}"
+    return head + "\n" + "\n".join(f"  {f}" for f in failed)
+
+
+def _process_group(distributed: Union[bool, str]) -> bool:
+    """Whether this process is a rank of an initialised torch.distributed job. torch is only
+    looked at where the script imported it already (check(quick=True) must not import it)."""
+    if distributed not in (True, False, "auto"):
+        raise UsageError(f"distributed must be True, False or 'auto', not {distributed!r}")
+    if distributed is False:
+        return False
+    dist = sys.modules.get("torch.distributed")
+    initialised = bool(dist is not None and dist.is_available() and dist.is_initialized())
+    if distributed is True and not initialised:
+        raise UsageError("preflight(distributed=True) needs an initialised process group "
+                         "(torch.distributed.init_process_group) before it is called")
+    return initialised
+
+
+def _local_rank() -> int:
+    try:
+        return int(os.environ.get("LOCAL_RANK", "0"))
+    except ValueError:
+        return 0
+
+
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def _at_or_above(severity: str, fail_on: str) -> bool:
+    return _SEVERITY_ORDER.get(severity, 2) <= _SEVERITY_ORDER[fail_on]
+
+
+def _fails(findings: list[Finding], fail_on: str) -> bool:
+    return any(_at_or_above(f.severity, fail_on) for f in findings)
+
+
+def _severity(value: Any) -> Severity:
+    return value if value in ("error", "warning", "info") else "warning"
+
+
+# -------------------------------------------------------------------------------- argument checks
+
+
+def _as_path(value: Optional[PathLike]) -> Optional[Path]:
+    return None if value is None else Path(os.fspath(value)).expanduser()
+
+
+def _path_or_none(value: Optional[PathLike], name: str) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{name} must be a path, not {type(value).__name__}")
+    return os.fspath(value)
+
+
+def _config_paths(config: ConfigArg) -> tuple[str, ...]:
+    if config is None:
+        return ()
+    items = [config] if isinstance(config, (str, os.PathLike)) else list(config)
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise UsageError(f"config takes paths to config files, not {type(item).__name__}")
+    return tuple(os.fspath(item) for item in items)
+
+
+def _fail_on(value: str) -> str:
+    if value not in ("error", "warning"):
+        raise UsageError(f"fail_on must be 'error' or 'warning', not {value!r}")
+    return value
+
+
+def _timeout(value: float) -> float:
+    if not isinstance(value, (int, float)) or value <= 0:
+        raise UsageError(f"timeout must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def _dtype_name(value: DtypeArg, name: str) -> Optional[str]:
+    if value is None:
+        return None
+    text = str(value).replace("torch.", "")
+    if text not in _DTYPE_NAMES:
+        raise UsageError(f"{name} must be one of bf16, fp16, fp32 (or torch.bfloat16, ...), not {value!r}")
+    return _DTYPE_NAMES[text]
+
+
+def _capability(value: Union[None, str, tuple[int, int]]) -> Optional[tuple[int, int]]:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            major, _, minor = value.partition(".")
+            return int(major), int(minor or 0)
+        major, minor = value
+        return int(major), int(minor)
+    except (TypeError, ValueError):
+        raise UsageError(f"capability takes (major, minor) or 'MAJOR.MINOR', e.g. (8, 0) or '7.5', not {value!r}") from None

@@ -1,0 +1,175 @@
+"""`attn-doctor check`: options -> one check session (core.run_check) -> render -> exit code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._common import EXIT_CODES_HELP, FailOn, UsageError, emit, fail, progress as _progress, resolved
+
+HELP = (
+        "Probe this machine and a Python environment, and print a diagnosis with remedies.\n\n"
+        "Tiers: --quick reads package metadata, the OS and the GPUs (NVML / nvidia-smi) without importing torch; "
+        "the full check also imports torch in the target interpreter and tests, each in an isolated process, "
+        "CUDA initialisation, the SDPA backends and the imports of flash_attn, xformers, triton and fla; "
+        "then a sample forward pass over the installed attention paths shows the dtypes reaching the kernels.\n\n"
+        "Examples:\n\n"
+        "  attn-doctor check\n\n"
+        "  attn-doctor check --python ~/venvs/train/bin/python\n\n"
+        "  attn-doctor check --json --output reports/{host}.json\n\n"
+        "  attn-doctor check --from-report colleague.json\n\n"
+        "  attn-doctor check --config train_lora.yaml --config ds_z2.json\n\n" + EXIT_CODES_HELP
+)
+
+
+def check(
+    quick: bool = typer.Option(False, "--quick", "-q", help="Do not import torch: metadata, OS and GPUs only (well under a second)."),
+    python: Optional[str] = typer.Option(
+        None, "--python", "-p", metavar="PATH",
+        help="Diagnose this interpreter (a path, a venv folder, or a name on PATH such as python3.11). Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), else the interpreter attn-doctor runs in; the report says which and why."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (schema attn-doctor/report v1). Never changes the exit code."),
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o", metavar="FILE", help="Also write the JSON report to FILE ({host} is replaced by the host name)."
+    ),
+    facts: Optional[Path] = typer.Option(
+        None,
+        "--facts",
+        "--from-report",
+        metavar="FILE",
+        help="Diagnose facts recorded elsewhere (a report from `check --json`) instead of probing this machine.",
+    ),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 on errors (default), or on warnings too (strict onboarding)."),
+    no_sample: bool = typer.Option(
+        False,
+        "--no-sample",
+        help="Skip the sample forward pass (tiny models of the installed attention paths, traced on meta for the dtypes reaching the kernels).",
+    ),
+    no_cache: bool = typer.Option(
+        False,
+        "--no-cache",
+        help="Run the sample forward pass again even if this package set was judged before (its verdict is cached per package set, Python and GPU).",
+    ),
+    no_smoke: bool = typer.Option(
+        False,
+        "--no-smoke",
+        help="Skip the GPU smoke tests (a tiny forward + backward per attention backend and native dtype, checked against float64).",
+    ),
+    timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", min=1.0, help="How long to wait for the torch probe."),
+    recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
+    config: Optional[list[str]] = typer.Option(
+        None,
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="Also judge this training config against the machine (repeatable): a LLaMA-Factory YAML, a model's config.json, an accelerate config or a DeepSpeed JSON; the kind is detected from its keys.",
+    ),
+    cache_dir: Optional[Path] = typer.Option(
+        None,
+        "--cache-dir",
+        metavar="DIR",
+        help="Where sample verdicts are cached and shared (default: $ATTN_DOCTOR_CACHE_DIR, else the user's cache folder). On a cluster, a folder on a shared file system: one process per package set computes, every other node reuses.",
+    ),
+    prepare: bool = typer.Option(
+        False,
+        "--prepare",
+        help="Compute and cache every verdict that needs no GPU (the sample forward pass, per GPU capability), print what was stored, and exit: for a container image's build step. See examples/Dockerfile.",
+    ),
+    capability: Optional[list[str]] = typer.Option(
+        None,
+        "--capability",
+        metavar="X.Y",
+        help="With --prepare: a GPU compute capability to judge the sample for (repeatable; default: this node's GPUs, else 8.0, 9.0 and 10.0, and no GPU).",
+    ),
+    distributed: bool = typer.Option(
+        False,
+        "--distributed",
+        help=(
+            "Fleet mode under torchrun or srun: every rank checks its own GPU and environment, rank 0 gathers the "
+            "reports (torch.distributed's TCPStore, no NCCL) and prints one fleet report, odd ranks first; rank 0 "
+            "exits with the fleet's code. Example: torchrun --nproc_per_node 8 -m attn_doctor check --distributed "
+            "--fail-on warning. See examples/onboard-*.sh."
+        ),
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show passing and skipped checks, evidence, timings and tracebacks."),
+) -> None:
+    from ..core import FactsFileError
+    from ..options import CheckOptions
+    from ..rules.loader import RecipeError
+
+    options = CheckOptions(
+        python=python, quick=quick, facts_file=facts, configs=tuple(config or ()), recipes_dir=recipes,
+        fail_on=fail_on.value, timeout=timeout, sample=not no_sample, smoke=not no_smoke, use_cache=not no_cache,
+        cache_dir=cache_dir, output=output,
+    )
+    interactive = not json_out and sys.stderr.isatty()
+    try:
+        if capability and not prepare:
+            raise UsageError("--capability goes with --prepare")
+        if prepare and (distributed or facts is not None or quick or no_sample):
+            raise UsageError("--prepare computes the sample verdicts of this environment; it does not take --distributed, --from-report, --quick or --no-sample")
+        options = resolved(options)  # the target (--python, else the active environment), warned about once
+        if prepare:
+            raise typer.Exit(_prepare(options, capability or [], json_out, interactive))
+        if distributed:
+            raise typer.Exit(_distributed(options, json_out, verbose, interactive))
+        from ..core import run_check
+
+        progress = _progress() if interactive else None
+        try:
+            report = run_check(options, progress.update if progress else None)
+        finally:
+            if progress:
+                progress.stop()
+    except (UsageError, FactsFileError, RecipeError) as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        raise fail(str(exc)) from None
+
+    from ..render.human import render
+    from ..render.json import to_json
+
+    emit(json_out, lambda: to_json(report), lambda console: render(report, console, verbose=verbose))
+    raise typer.Exit(report.exit_code)
+
+
+
+def _distributed(options, json_out: bool, verbose: bool, interactive: bool) -> int:
+    """check --distributed: this rank's check through the same run_check; rank 0 renders the fleet."""
+    from ..fleet.distributed import FleetError, run_distributed_check
+
+    try:
+        fleet = run_distributed_check(options, progress_factory=_progress if interactive else None)
+    except FleetError as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        raise fail(str(exc), exc.code) from None
+    if fleet is None:
+        return 0  # not rank 0: its report was handed over
+    from ..fleet.aggregate import to_json as fleet_json
+    from ..render.fleet_human import render_fleet
+
+    emit(json_out, lambda: fleet_json(fleet), lambda console: render_fleet(fleet, console, verbose=verbose))
+    return fleet.exit_code
+
+
+def _prepare(options, capabilities: list[str], json_out: bool, interactive: bool) -> int:
+    """check --prepare: compute and store the sample verdicts; print what is stored."""
+    from ..core import prepare_cache
+
+    progress = _progress() if interactive else None
+    try:
+        prepared = prepare_cache(options, capabilities, progress.update if progress else None)
+    finally:
+        if progress:
+            progress.stop()
+    from ..render.prepare import render_prepared
+
+    return render_prepared(prepared, json_out)

@@ -1,0 +1,160 @@
+"""``attn-doctor trace``: the CLI glue for the dtype tracer (registered by attn_doctor/cli/__init__.py as
+``app.command("trace")(cli_trace.trace)``). Parse, run the core, render, exit with a code:
+0 clean, 1 findings of severity error, 2 usage, 3 the trace could not run or reached no attention
+call (nothing was judged)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import List, Optional
+
+import typer
+
+TARGET_HELP = (
+    "What to trace, as MODULE:FACTORY. FACTORY is a callable returning a model, or (model, example_inputs) where "
+    "example_inputs is a tensor, a tuple of args or a dict of kwargs; it gets device=meta (the trace device) if it "
+    "takes a `device` parameter, and --factory-arg values. MODULE is a dotted module importable from the current "
+    "folder or a path to a .py file. Examples: mypkg.models:build_small, ./train.py:make_model"
+)
+
+
+def _capability(value):
+    if not value:
+        return None
+    try:
+        major, _, minor = value.partition(".")
+        return int(major), int(minor or 0)
+    except ValueError:
+        raise typer.BadParameter("--capability takes MAJOR.MINOR, for example 8.0 (A100) or 7.5 (T4)")
+
+
+def trace(
+    target: Optional[str] = typer.Argument(None, help=TARGET_HELP, show_default=False),
+    hf: Optional[str] = typer.Option(
+        None, "--hf", metavar="PATH",
+        help="Trace a transformers model built from a local config.json or checkpoint folder, on meta, with no "
+             "weights loaded and nothing downloaded. Example: --hf ./Qwen2-7B --attn-implementation flash_attention_2"),
+    dtype: Optional[str] = typer.Option(
+        None, "--dtype", metavar="bf16|fp16|fp32",
+        help="Cast the model (and floating example inputs) to this dtype first, like model.to(torch.bfloat16). "
+             "Buffers and parameters the model keeps in fp32 on purpose are cast too, so use the factory for those."),
+    autocast: Optional[str] = typer.Option(
+        None, "--autocast", metavar="bf16|fp16",
+        help="Run the forward inside an autocast region of this dtype. Off CUDA, CUDA's autocast policy is "
+             "emulated (norms, normalize, softmax, exp, pow, sum run in fp32 as on the GPU)."),
+    device: str = typer.Option(
+        "meta", "--device", metavar="meta|cpu|cuda",
+        help="meta (default): no memory, no compute, any model size; cpu: real numbers; cuda: the real GPU, real "
+             "autocast and the real kernels."),
+    train: bool = typer.Option(False, "--train", help="Trace in training mode, forward and backward."),
+    capability: Optional[str] = typer.Option(
+        None, "--capability", metavar="MAJOR.MINOR",
+        help="Judge the kernels for a GPU of this compute capability (e.g. 7.5 for a T4). Default: the local GPU "
+             "with --device cuda, else not checked."),
+    attn_implementation: Optional[str] = typer.Option(
+        None, "--attn-implementation", metavar="NAME",
+        help="With --hf: the attention implementation to build with (sdpa, eager, flash_attention_2). Default: what "
+             "from_pretrained would use: the config's attn_implementation, else transformers' choice for the "
+             "architecture (sdpa where it supports it, else eager)."),
+    factory_arg: Optional[List[str]] = typer.Option(
+        None, "--factory-arg", "-a", metavar="KEY=VALUE",
+        help="A keyword argument for FACTORY (repeatable). VALUE is a Python literal (2, 0.1, True, None, 'x', "
+             "[1, 2]) or else a string. Example: -a depth=4 -a dtype=bfloat16"),
+    seq_len: int = typer.Option(16, "--seq-len", min=1, help="Sequence length of generated token ids."),
+    python: Optional[str] = typer.Option(
+        None, "--python", metavar="PATH",
+        help="Trace inside another interpreter (the venv your training runs in); it needs torch, not attn-doctor. "
+             "Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), where either is "
+             "not the environment attn-doctor runs in; else in-process."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (the exit code is the same)."),
+    patch_only: bool = typer.Option(False, "--patch", help="Print only the suggested patches, as one unified diff "
+                                                            "for `git apply` / `patch -p1`."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Show every attention call and tracebacks."),
+) -> None:
+    """Find where a half-precision tensor turns float32 (or float64) on its way to an attention kernel.
+
+    Runs one forward pass under a dtype tracer (on meta by default: no memory, no compute), stops at every attention
+    call (SDPA, flash-attn, xformers, fla, transformers' attention functions, attention written out as matmul /
+    softmax / matmul), judges q/k/v and the mask against the kernel's real rules, and walks each bad input back to
+    the line that promoted it. An error raised at an attention call is a finding too.
+
+    Where flash_attn does not import, a stand-in with flash-attn's checks takes its place, so the model takes the
+    path it takes where flash-attn is installed. If the model then calls it, the installed path (say, an SDPA
+    fallback) is traced as well and both are reported: "as installed: SDPA — clean", "with flash-attn 2.8.3:
+    fails at model.py:42". With --device cuda the installed path is the verdict and the other is advice; on meta
+    and cpu both count.
+
+    Exit codes: 0 clean (warnings allowed); 1 errors found; 2 usage error; 3 the trace could not run (the model
+    does not build or import, transformers refuses the config) or it reached no attention call, so nothing was
+    judged.
+
+    Examples:
+
+      attn-doctor trace mypkg.models:build --autocast bf16
+
+      attn-doctor trace ./var_model.py:build -a depth=4 --dtype fp16 --train
+
+      attn-doctor trace --hf ./my-checkpoint --attn-implementation flash_attention_2 --json
+    """
+    from ..trace.api import TraceError, parse_factory_args
+
+    if json_out and patch_only:
+        from ._common import fail
+
+        raise fail("give one of --json (the whole report) or --patch (the patches only)")
+
+    try:
+        factory_kwargs = parse_factory_args(factory_arg)
+    except TraceError as exc:
+        from ._common import fail
+
+        raise fail(exc.message) from None
+    kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
+                  capability=_capability(capability), attn_implementation=attn_implementation, seq_len=seq_len,
+                  factory_kwargs=factory_kwargs or None)
+    from ._common import UsageError, emit, fail, warn
+    from ..options import resolve_target
+
+    try:
+        # --python, else the active venv or conda env: the user's model imports from there.
+        where = resolve_target(python)
+    except UsageError as exc:
+        raise fail(str(exc)) from None
+    if where.ignored:
+        warn(f"{where.ignored}: tracing in the interpreter attn-doctor runs in ({where.python})")
+    if where.source == "option" or not where.own:
+        from ..trace.launch import run_child
+
+        report = run_child("trace", kwargs, python=where.python, timeout=1800)  # may trace two paths
+        report["interpreter"] = {"python": where.python, "source": where.source, "why": where.why}
+    else:
+        import warnings
+
+        # torch's own import-time notice on machines without numpy says nothing about the model
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        from ..trace.api import trace as run_trace
+        from ..trace.child import stdout_to_stderr
+
+        with stdout_to_stderr():
+            report = run_trace(**kwargs)
+    code = int(report.get("exit_code", 3))
+    if report.get("status") == "usage_error":
+        # Bad input is one line on stderr, as for every command; the traceback with -v.
+        from ._common import fail
+
+        error = report.get("error") or {}
+        if verbose and error.get("traceback"):
+            sys.stderr.write(str(error["traceback"]).rstrip("\n") + "\n")
+        raise fail(" ".join(str(error.get("message") or "usage error").split()))
+    if patch_only and not json_out:
+        patches = [f["patch"] for f in report.get("findings", []) if f.get("patch")]
+        sys.stdout.write("".join(patches))
+        if not patches:
+            sys.stderr.write("no patch to suggest\n")
+    else:
+        from ..render.trace_human import render_trace
+
+        emit(json_out, lambda: (json.dumps(report, indent=2, default=str) + "\n").encode(),
+             lambda console: render_trace(report, console, verbose=verbose))
+    raise typer.Exit(code)

@@ -1,0 +1,28 @@
+"""Ready callbacks that run attn_doctor.preflight() when training starts, one module per framework
+(each imports its framework, installed with the matching extra):
+
+- ``attn_doctor.integrations.transformers.AttnDoctorCallback``: a transformers TrainerCallback
+  (``pip install 'attn-doctor[transformers]'``), run in ``on_train_begin``;
+- ``attn_doctor.integrations.lightning.AttnDoctorCallback``: a Lightning Callback
+  (``pip install 'attn-doctor[lightning]'``), run in ``on_fit_start``.
+
+Both judge the model the framework is about to train, in the precision the trainer will use, and
+raise attn_doctor.PreflightError out of ``trainer.train()`` / ``trainer.fit()`` (or log, with
+``on_failure="warn"``). Under torch.distributed every rank checks itself and rank 0 reports the fleet.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..api import PreflightResult, preflight
+
+__all__ = ["run_preflight"]
+
+
+def run_preflight(model: Any, options: dict[str, Any], dtype: Optional[str], autocast: Optional[str]) -> PreflightResult:
+    """preflight() for a callback: the precision the trainer uses, unless the callback was given one."""
+    kwargs = dict(options)
+    kwargs.setdefault("dtype", dtype)
+    kwargs.setdefault("autocast", autocast)
+    return preflight(model, **kwargs)

@@ -1,0 +1,175 @@
+"""One check's options, shared by every entry point that runs a check: `check`, each rank of
+`check --distributed`, and `fix` (its check and its verification). Standard library only: the CLI
+imports it at start-up.
+
+The pipeline they share is `attn_doctor.core.run_check(options, progress)`: validate the options,
+probe (or load the recorded facts), diagnose, write `--output`; the caller renders.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+# Bad input (command line or Python API): one line, exit code 2; one class for both (errors.py).
+from .errors import UsageError  # noqa: F401
+
+
+# Why a check diagnoses the interpreter it does, as the report and the header say it.
+TARGET_WHY = {
+    "option": "--python",
+    "venv": "active venv ($VIRTUAL_ENV)",
+    "conda": "active conda env ($CONDA_PREFIX)",
+    "self": "the interpreter attn-doctor runs in",
+}
+_ACTIVE = (("VIRTUAL_ENV", "venv"), ("CONDA_PREFIX", "conda"))
+
+
+@dataclass(frozen=True)
+class Target:
+    """The interpreter a check diagnoses, and why that one (resolve_target)."""
+
+    python: str  # as found, not resolved: a venv's bin/python is a symlink, yet its own environment
+    source: str  # a key of TARGET_WHY
+    ignored: Optional[str] = None  # an active-environment variable that named no environment: the warning
+    own: bool = False  # the doctor's own environment: probed as before, in-process where it can be
+
+    @property
+    def why(self) -> str:
+        return TARGET_WHY[self.source]
+
+    def named(self) -> str:
+        """How a message names it: the option or variable the user set."""
+        if self.source == "option":
+            return f"--python {self.python}"
+        if self.source == "self":
+            return self.python
+        return f"{self.python} (the {TARGET_WHY[self.source]})"
+
+
+def environment_python(prefix: str) -> Optional[str]:
+    """The interpreter of an environment folder (a venv, a conda env), or None: not one."""
+    root = Path(prefix).expanduser()
+    for candidate in (root / "bin" / "python", root / "bin" / "python3", root / "Scripts" / "python.exe", root / "python.exe"):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate.absolute())
+    return None
+
+
+def resolve_target(python: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> Target:
+    """The interpreter to diagnose, as uv and pipdeptree's --python auto pick it: --python, else
+    the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), else this one. One
+    function for check, fix, trace, each rank of a distributed check and the Python API. Raises
+    UsageError for a bad --python; an active-environment variable naming no environment is not an
+    error (a stale shell): the result says so in `ignored`, and this interpreter is checked."""
+    if python is not None:
+        path = validate_python(python)
+        return Target(path, "option", own=os.path.abspath(path) == os.path.abspath(sys.executable))
+    environ = os.environ if environ is None else environ
+    for variable, source in _ACTIVE:
+        prefix = environ.get(variable)
+        if not prefix:
+            continue
+        found = environment_python(prefix)
+        if found is None:
+            return Target(sys.executable, "self", own=True,
+                          ignored=f"{variable}={prefix} is not a Python environment (no bin/python)")
+        # The doctor run from inside the active environment (installed there, `python -m`):
+        # nothing changes, whichever of its names (python, python3) started it.
+        own = _same_path(prefix, sys.prefix) or os.path.abspath(found) == os.path.abspath(sys.executable)
+        return Target(sys.executable if own else found, source, own=own)
+    return Target(sys.executable, "self", own=True)
+
+
+def _same_path(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    python: Optional[str] = None  # --python: an interpreter path, venv folder or name on PATH; None: the active environment
+    quick: bool = False
+    facts_file: Optional[Path] = None  # --from-report: diagnose recorded facts instead of probing
+    configs: tuple[str, ...] = ()
+    recipes_dir: Optional[Path] = None
+    fail_on: str = "error"
+    timeout: float = 120.0
+    sample: bool = True
+    smoke: bool = True
+    use_cache: bool = True  # False: compute the sample verdict afresh (it is stored all the same)
+    cache_dir: Optional[Path] = None  # None: ATTN_DOCTOR_CACHE_DIR, else the user's cache folder
+    gpu_index: int = 0  # the GPU the smoke tests run on (a rank of a distributed check: its own)
+    output: Optional[str] = None  # also write the JSON report here ({host} is the host name)
+    target: Optional[Target] = None  # set by validate(): what is diagnosed and why (None with --from-report)
+
+
+def host_name() -> str:
+    return socket.gethostname().split(".")[0] or "host"
+
+
+def expand(template: str, rank: Optional[int] = None, local_rank: Optional[int] = None) -> str:
+    """{host}, and for a rank of a distributed check {rank} and {local_rank}, in a path template."""
+    value = template.replace("{host}", host_name())
+    if rank is not None:
+        value = value.replace("{rank}", str(rank))
+    if local_rank is not None:
+        value = value.replace("{local_rank}", str(local_rank))
+    return value
+
+
+def validate_python(python: Optional[str]) -> Optional[str]:
+    if python is None:
+        return None
+    path = Path(python).expanduser()
+    if os.sep not in python and not path.exists():
+        # A bare name (`--python python3.11`), as a shell would find it on PATH. The PATH entry is
+        # kept as found, not resolved: a venv's bin/python is a symlink, yet its own environment.
+        found = shutil.which(python)
+        if found is None:
+            raise UsageError(f"--python {python}: no such file, and no {python} on PATH")
+        path = Path(found)
+    if path.is_dir():
+        # Accept a venv folder: /path/to/venv -> /path/to/venv/bin/python
+        for candidate in (path / "bin" / "python", path / "Scripts" / "python.exe"):
+            if candidate.exists():
+                path = candidate
+                break
+        else:
+            raise UsageError(f"--python {python}: a folder without bin/python; give the interpreter's path")
+    if not path.exists():
+        raise UsageError(f"--python {python}: no such file")
+    if not os.access(path, os.X_OK):
+        raise UsageError(f"--python {python}: not executable")
+    return str(path.absolute())
+
+
+def validate(options: CheckOptions) -> CheckOptions:
+    """The options as run_check uses them (the target resolved: python is its path, None where it
+    is the doctor's own interpreter), or UsageError. Validated options pass through unchanged."""
+    from dataclasses import replace
+
+    from .inputs import InputError, check_input, shown
+
+    target = options.target
+    if options.facts_file is not None and (options.python or options.quick):
+        raise UsageError("--facts/--from-report diagnoses a recorded report; it cannot be combined with --python or --quick")
+    if target is None and options.facts_file is None:
+        target = resolve_target(options.python)
+    for path in options.configs:
+        try:
+            check_input(Path(path).expanduser(), allow_stdin=False)
+        except InputError as exc:
+            raise UsageError(f"--config {shown(path)}: {exc}") from None
+    if options.cache_dir is not None and Path(options.cache_dir).expanduser().exists() and not Path(options.cache_dir).expanduser().is_dir():
+        raise UsageError(f"--cache-dir {options.cache_dir}: not a folder")
+    python = None if target is None or (target.own and target.source != "option") else target.python
+    return replace(options, python=python, target=target)

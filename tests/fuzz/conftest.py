@@ -1,0 +1,28 @@
+"""Property-based fuzzing of every parser of user input (hypothesis).
+
+CI runs a bounded, derandomized (seeded) pass: each test has its own example budget, the whole
+folder takes well under two minutes on 2 cores. A longer, random exploration:
+
+    ATTN_DOCTOR_FUZZ_EXAMPLES=20000 python -m pytest tests/fuzz -q
+
+(each test then runs that many examples, with a fresh random seed that hypothesis prints on a
+failure; `--hypothesis-seed N` replays it)."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+LONG_RUN = int(os.environ.get("ATTN_DOCTOR_FUZZ_EXAMPLES", "0") or 0)
+
+
+def fuzz_settings(ci_examples: int) -> settings:
+    return settings(
+        max_examples=LONG_RUN or ci_examples,
+        derandomize=not LONG_RUN,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )

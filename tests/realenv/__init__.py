@@ -1,0 +1,1 @@
+"""Real environments from real registry packages (pytest -m realenv)."""
