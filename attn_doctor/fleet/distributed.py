@@ -224,12 +224,19 @@ class Connection(threading.Thread):
         if self.ready.is_set() and self.is_alive():
             self.join(HEARTBEAT_S + 5.0)
 
+    def settle(self) -> bool:
+        """Wait until the rendezvous succeeded or TCPStore gave up. TCPStore's connect retries with
+        backoff and gives up up to about twice its timeout (10 s: 18-21 s), and a process that exits
+        while this thread is still inside that C++ call is aborted (SIGABRT) instead of exiting
+        with its code: wait for the real outcome, within a bound."""
+        return self.ready.wait(2.0 * self.timeout + 15.0)
+
     def result(self):
         """The store; GatherError when torch.distributed cannot be imported or the rendezvous not reached."""
         p = self.placement
         if not self.imported.wait(IMPORT_TIMEOUT_S):
             raise GatherError(f"importing torch.distributed took over {IMPORT_TIMEOUT_S:.0f} s")
-        self.ready.wait(self.timeout + 5.0)  # TCPStore gives up by itself after self.timeout
+        self.settle()
         self.stop_heartbeat()
         if self.import_error:
             raise GatherError(self.import_error)
@@ -481,7 +488,7 @@ def run_distributed_check(options: CheckOptions, progress_factory=None) -> Optio
         try:
             report = run_check(rank_options, note)
         except (UsageError, FactsFileError, RecipeError) as exc:
-            connection.ready.wait(min(gather_timeout, 10.0) + 5.0)
+            connection.settle()
             connection.stop_heartbeat()
             if connection.store is not None:
                 report_failure(connection.store, placement, host, str(exc))
