@@ -319,6 +319,30 @@ MODULE_DISTRIBUTIONS = {
 }
 
 
+# Compiled extension modules whose name is not their distribution's (a log shows the module or the
+# library file, pip wants the distribution).
+EXTENSION_DISTRIBUTIONS = {
+    "flash_attn_2_cuda": "flash-attn", "flash_attn_cuda": "flash-attn", "flash_attn_gpu": "flash-attn",
+    "fused_dense_lib": "flash-attn", "rotary_emb": "flash-attn", "dropout_layer_norm": "flash-attn",
+    "flash_attn_3_cuda": "flash-attn-3", "flash_attn_3": "flash-attn-3", "flash_attn_interface": "flash-attn-3",
+    "selective_scan_cuda": "mamba-ssm", "causal_conv1d_cuda": "causal-conv1d",
+    "amp_C": "apex", "fused_layer_norm_cuda": "apex", "fused_adam_cuda": "apex",
+    "awq_inference_engine": "autoawq", "exllamav2_ext": "exllamav2", "vllm_flash_attn": "vllm",
+}
+
+
+def distribution_of(module: str) -> str:
+    """The distribution to reinstall for an importable or extension module name ("flash_attn_2_cuda",
+    "xformers", "selective_scan_cuda", "fla"): pip's name for it."""
+    top = module.strip().split(".")[0]
+    if top in EXTENSION_DISTRIBUTIONS:
+        return EXTENSION_DISTRIBUTIONS[top]
+    lowered = top.lower()
+    if lowered in MODULE_DISTRIBUTIONS:
+        return MODULE_DISTRIBUTIONS[lowered][0]
+    return canonical_name(top)
+
+
 # bf16 is native from compute capability 8.0 (Ampere) on; before it, torch emulates it. Every
 # decision about native bf16 goes through bf16_native(); the probes in the target interpreter
 # receive the threshold with their configuration.

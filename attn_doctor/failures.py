@@ -13,13 +13,13 @@ import shutil
 import subprocess
 from typing import Optional
 
-from .facts import ImportError_
+from .facts import EXTENSION_DISTRIBUTIONS, ImportError_
 
 _UNDEFINED = re.compile(r"(?:(?P<lib>\S+\.so[\w.\-]*):\s*)?undefined symbol:\s*(?P<sym>[A-Za-z_$][\w$.@]*)")
 _NO_MODULE = re.compile(r"No module named '(?P<mod>[\w.]+)'")
 _NO_LIB = re.compile(r"(?P<lib>lib[\w.\-+]+\.so[\w.]*): cannot open shared object file")
 _GLIBC = re.compile(r"version `(?P<need>GLIBC(?:XX)?_[\d.]+)' not found(?: \(required by (?P<lib>\S+)\))?")
-_EXTENSION_MODULES = ("flash_attn_2_cuda", "flash_attn_cuda", "flash_attn_3_cuda", "_C", "fused_dense_lib", "rotary_emb")
+_EXTENSION_MODULES = (*EXTENSION_DISTRIBUTIONS, "_C")
 
 
 def classify(type_name: str, message: str) -> ImportError_:

@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any, Callable, Optional
 
-from ..facts import Facts
+from ..facts import Facts, canonical_name, distribution_of
 from ..report import now
 from ..rules.conditions import Evaluator, Unknown, base_evidence
 from ..rules import templates
@@ -111,6 +111,9 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
     lib = captures.get("library")
     if lib:
         out["library"] = lib
+    package = _package(captures, versions)
+    if package:
+        out["packages"] = package
     glibc = captures.get("glibc")
     if glibc:
         out["symbol"] = f"GLIBC_{glibc}"
@@ -125,6 +128,30 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
     if wheel:
         out["wheel"] = wheel
     return out
+
+
+_SITE_PACKAGE = re.compile(r"(?:site|dist)-packages[/\\]+(?P<name>[A-Za-z_][\w-]*)")
+
+
+def _package(captures: dict[str, str], versions: LogVersions) -> Optional[str]:
+    """The distribution a remedy must reinstall or rebuild, from what the text shows: a package it
+    names, the frame that raised, the library that failed (its site-packages folder, else its file's
+    module name), the wheel pip was building. None when the text shows none."""
+    named = captures.get("packages")
+    if named:
+        return ", ".join(dict.fromkeys(distribution_of(p) for p in re.split(r"[,\s]+", named) if p))
+    lib = captures.get("library")
+    if lib:
+        m = _SITE_PACKAGE.search(lib)
+        module = m.group("name") if m else re.split(r"[.]", lib.replace("\\", "/").rsplit("/", 1)[-1], 1)[0]
+        if module and not module.startswith("lib") and module != "torch":
+            return distribution_of(module)
+    component = captures.get("component")
+    if component and component != "torch":
+        return distribution_of(component)
+    if versions.building:
+        return canonical_name(versions.building[-1])
+    return None
 
 
 def _scanner(recipes: Recipes, force_regex: bool) -> tuple[list[Rule], Scanner]:

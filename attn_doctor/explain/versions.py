@@ -33,7 +33,7 @@ ANCHORS = [
     "LLaMA-Factory", "LlamaFactory", "llama_factory", "accelerate", "peft", "deepspeed", "DeepSpeed", "vllm",
     "CUDA Version", "CUDA used to build", "compilation tools", "Libc version", "GNU libc", "GLIBC ", "glibc ",
     "GPU 0", "GPU 1", "NVIDIA", "Tesla", "Quadro", "capability", "Capability", "_GLIBCXX_USE_CXX11_ABI",
-    "you have", "cpython-3",
+    "you have", "cpython-3", "Building wheel", "Failed to build", "Failed building wheel", "Running setup.py install for",
 ]
 
 _PKG = re.compile(
@@ -50,6 +50,8 @@ _TORCH_CUDA = re.compile(r"CUDA used to build PyTorch\s*:\s*(?P<v>\d+\.\d+)")
 _NVCC = re.compile(r"Cuda compilation tools, release (?P<v>\d+\.\d+)")
 _LIBC = re.compile(r"(?:Libc version:\s*glibc-|ldd \(GNU libc\)\s*|\bGLIBC |\bglibc )(?P<v>2\.\d+)")
 _ABI = re.compile(r"_GLIBCXX_USE_CXX11_ABI\W{0,4}(?P<v>True|False|1|0)\b")
+# the distribution pip (or uv) was building when a build failed
+_BUILDING = re.compile(r"(?:Building wheels? for(?: collected packages:)?|Failed to build|Failed building wheel for|Running setup\.py install for)\s+`?(?P<name>[A-Za-z0-9][\w.-]*?)(?:==[\w.+]+)?`?(?=[\s(:]|$)")
 _YOU_HAVE = re.compile(r"\(you have (?P<v>\d+\.\d+[\w.+]*)\)")
 _PYTHON = re.compile(r"cpython-(?P<major>3)(?P<minor>\d{1,2})-")
 _SM = re.compile(
@@ -70,6 +72,7 @@ class LogVersions:
 
     packages: dict[str, list[str]] = field(default_factory=dict)
     torch_cuda: list[str] = field(default_factory=list)
+    building: list[str] = field(default_factory=list)  # wheels pip was building, in order
     driver_cuda: list[str] = field(default_factory=list)
     driver: list[str] = field(default_factory=list)
     nvcc: list[str] = field(default_factory=list)
@@ -99,7 +102,10 @@ class LogVersions:
 
     def read(self, line: str, gpu_table: list[tuple[re.Pattern, str]]) -> None:
         """Extract whatever versions a normalised line states."""
+        you_have = _YOU_HAVE.search(line)
         for m in _PKG.finditer(line):
+            if you_have and m.start() < you_have.start():
+                continue  # "built for PyTorch X (you have Y)": X is what something was built for, not what is installed
             name = _NAMES[m.group("name").lower()]
             version = m.group("version")
             if name == "torch" and "+cu" in version:
@@ -119,9 +125,16 @@ class LogVersions:
         m = _ABI.search(line)
         if m:
             self._add(self.torch_cxx11_abi, m.group("v") in ("True", "1"))
-        m = _YOU_HAVE.search(line)
-        if m and "xFormers" in line or (m and "PyTorch" in line):
-            self.package("torch", m.group("v"))
+        m = you_have
+        if m and ("xFormers" in line or "PyTorch" in line):
+            version = m.group("v")
+            self.package("torch", version)
+            digits = version.split("+cu", 1)[1][:3] if "+cu" in version else ""
+            if digits.isdigit() and len(digits) == 3:
+                self._add(self.torch_cuda, f"{digits[:2]}.{digits[2]}")
+        m = _BUILDING.search(line)
+        if m:
+            self.building.append(m.group("name").rstrip("."))
         m = _PYTHON.search(line)
         if m:
             self._add(self.python, f"{m.group('major')}.{m.group('minor')}")

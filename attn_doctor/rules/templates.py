@@ -41,6 +41,7 @@ HOW_TO_FIND: dict[str, tuple[str, str]] = {
     "libc_version": ("this system's glibc", "ldd --version"),
     "nvcc": ("nvcc's CUDA version", "nvcc --version"),
     "python": ("the training environment's Python", "which python"),
+    "packages": ("the package whose compiled extension fails", "attn-doctor check  (names every compiled extension built for another torch)"),
 }
 
 _FORMATTER = string.Formatter()
