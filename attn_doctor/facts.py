@@ -327,7 +327,7 @@ EXTENSION_DISTRIBUTIONS = {
     "flash_attn_3_cuda": "flash-attn-3", "flash_attn_3": "flash-attn-3", "flash_attn_interface": "flash-attn-3",
     "selective_scan_cuda": "mamba-ssm", "causal_conv1d_cuda": "causal-conv1d",
     "amp_C": "apex", "fused_layer_norm_cuda": "apex", "fused_adam_cuda": "apex",
-    "awq_inference_engine": "autoawq", "exllamav2_ext": "exllamav2", "vllm_flash_attn": "vllm",
+    "_C_flashattention": "xformers", "awq_inference_engine": "autoawq", "exllamav2_ext": "exllamav2", "vllm_flash_attn": "vllm",
 }
 
 

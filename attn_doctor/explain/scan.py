@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Optional
 
+from ..facts import EXTENSION_DISTRIBUTIONS, distribution_of
 from . import versions as _versions
 from .signatures import CompiledSignature, normalise
 
@@ -23,9 +24,11 @@ EVIDENCE_KEEP = 5  # evidence lines kept per signature
 GENERIC_ANCHORS = ["Error", "error:", "ERROR", "Exception", "Warning", "WARNING", "Traceback", "FAILED", "fatal", "assert"]
 CANDIDATE_LINES = 200
 # Where a traceback says who raised: a frame's file, or a path in the message itself
-FRAME_ANCHORS = ["site-packages", "dist-packages", 'File "', " in _flash_attn", "flash_attn_gpu.", "flash_attn_cuda.", "flash_attn_2_cuda."]
-# A frame whose file line was cut off still names its package in the code it shows
-_CODE_PACKAGE = re.compile(r"\bin _(?P<fn>flash_attn)\w*\s*$|=\s*(?P<ext>flash_attn)(?:_2)?_(?:gpu|cuda)\.\w+\(")
+# A frame whose file line was cut off still names its package in the code it shows: a call into a
+# compiled extension module (`out = flash_attn_gpu.fwd(`, `_C_flashattention.fwd(`).
+_CALLED_EXTENSIONS = sorted((m for m in EXTENSION_DISTRIBUTIONS if not m.startswith("flash_attn_3")), key=len, reverse=True)
+FRAME_ANCHORS = ["site-packages", "dist-packages", 'File "', " in _flash_attn", *(f"{m}." for m in _CALLED_EXTENSIONS)]
+_CODE_PACKAGE = re.compile(r"\bin _(?P<fn>flash_attn)\w*\s*$|=\s*(?P<ext>%s)\.\w+\(" % "|".join(map(re.escape, _CALLED_EXTENSIONS)))
 _PACKAGE_PATH = re.compile(r"(?:site|dist)-packages[/\\]+(?P<name>[A-Za-z_][\w.-]*?)(?:[/\\]|\.cpython|\.abi3|\.so\b|\.py\b|-[\d])")
 FRAME_REACH = 40  # lines after a frame during which it still names the component of a message
 
@@ -299,7 +302,8 @@ class Scanner:
             own = m.group("name") if m else None
             code = _CODE_PACKAGE.search(text) if own is None else None
             if code:
-                self._frame = (lineno, code.group("fn") or code.group("ext"))
+                ext = code.group("ext")
+                self._frame = (lineno, code.group("fn") or distribution_of(ext).replace("-", "_"))
             elif text.startswith('File "') or own:
                 self._frame = (lineno, own)
         frame_line, frame_package = self._frame
