@@ -78,9 +78,10 @@ def _flash_block(torch, device):
 
 # Optional libraries transformers imports at start-up when they are installed, and does without
 # when they are not (its own availability checks): scikit-learn (assisted generation), TensorFlow,
-# JAX / Flax. A forward pass never uses them; on a node that has them they cost seconds of the
-# cold check. The samples run in one-shot processes, so they are hidden there for good.
-_NOT_FOR_A_FORWARD_PASS = ("sklearn", "tensorflow", "jax", "flax")
+# JAX / Flax, SciPy (the object-detection losses, 0.45 s), torchvision and torchaudio (image and
+# audio utilities). A decoder's forward pass never uses them; on a node that has them they cost
+# seconds of the cold check. The samples run in one-shot processes, so they are hidden there for good.
+_NOT_FOR_A_FORWARD_PASS = ("sklearn", "tensorflow", "jax", "flax", "scipy", "torchvision", "torchaudio")
 
 
 def _lean_transformers_import():

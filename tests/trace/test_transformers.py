@@ -67,3 +67,21 @@ def test_hf_fp32_model_with_flash_attention_2_under_autocast_is_fine(site, monke
     r = run(site, monkeypatch, tmp_path, attn_implementation="flash_attention_2", dtype="fp32", autocast="bf16")
     assert r["status"] == "ok", r.get("error")
     assert r["findings"] == []
+
+
+def test_the_transformers_sample_leaves_optional_libraries_unimported(site, tmp_path):
+    # scipy, torchvision and friends cost seconds of a cold check on a node that has them, and a
+    # decoder's forward pass never uses them: installed or not, the sample must not import them.
+    fakes = tmp_path / "fakes"
+    for name in ("scipy", "torchvision", "torchaudio", "sklearn"):
+        (fakes / name).mkdir(parents=True)
+        (fakes / name / "__init__.py").write_text(
+            "import pathlib\npathlib.Path(%r).write_text('imported')\n__version__ = '1.0'\n" % str(tmp_path / (name + ".imported")))
+    code = ("from attn_doctor.trace.samples import run_sample_forward\n"
+            "out = run_sample_forward(device='meta', samples=['transformers_sdpa'])\n"
+            "print(out['samples'][0]['status'], out['verdict'])\n")
+    env = dict(__import__("os").environ, PYTHONPATH=":".join(filter(None, [str(fakes), site])))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["ran", "pass"], proc.stdout + proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.glob("*.imported")) == []
