@@ -15,10 +15,21 @@ from typing import Optional
 
 from .facts import EXTENSION_DISTRIBUTIONS, ImportError_
 
+# Each kind names one cause, the one `explain` gives for the same message (the rule each kind
+# fires in `check`; tests/test_knowledge_agrees.py holds them to it). A message that fits none of
+# them is "other", and the generic import-failure rule shows it verbatim.
 _UNDEFINED = re.compile(r"(?:(?P<lib>\S+\.so[\w.\-]*):\s*)?undefined symbol:\s*(?P<sym>[A-Za-z_$][\w$.@]*)")
 _NO_MODULE = re.compile(r"No module named '(?P<mod>[\w.]+)'")
-_NO_LIB = re.compile(r"(?P<lib>lib[\w.\-+]+\.so[\w.]*): cannot open shared object file")
-_GLIBC = re.compile(r"version `(?P<need>GLIBC(?:XX)?_[\d.]+)' not found(?: \(required by (?P<lib>\S+)\))?")
+# missing_library: a CUDA runtime library of another CUDA major than torch's. Not libc10.so /
+# libtorch*.so (the extension was loaded without torch) nor libcuda.so (no driver): other causes.
+_NO_LIB = re.compile(
+    r"(?P<lib>lib(?:cudart|cublas|cublasLt|cusparse|cufft|curand|nvrtc|nvJitLink)\.so\.\d+[\d.]*): cannot open shared object file"
+)
+# glibc: the C library is older than the one the wheel was built against. The loader writes
+# "version `GLIBC_2.32' not found"; launchers and quoting often drop "version" or the backquote.
+# libstdc++'s GLIBCXX_/CXXABI_ versions are another cause (an old libstdc++, not an old OS).
+_GLIBC = re.compile(r"(?:version\s+)?[`'‘]?\b(?P<need>GLIBC_\d+\.\d+(?:\.\d+)?)['’]?\s+(?:was\s+)?not found(?: \(required by (?P<lib>\S+)\))?")
+_LIBSTDCXX = re.compile(r"[`'‘]?\b(?P<need>(?:GLIBCXX|CXXABI)_[\d.]*\d)['’]?\s+(?:was\s+)?not found(?: \(required by (?P<lib>\S+)\))?")
 _EXTENSION_MODULES = (*EXTENSION_DISTRIBUTIONS, "_C")
 
 
@@ -35,6 +46,11 @@ def classify(type_name: str, message: str) -> ImportError_:
     m = _GLIBC.search(message)
     if m:
         err.kind = "glibc"
+        err.symbol = m.group("need")
+        err.library = m.group("lib")
+        return err
+    m = _LIBSTDCXX.search(message)
+    if m:  # kept as evidence; the kind stays "other"
         err.symbol = m.group("need")
         err.library = m.group("lib")
         return err

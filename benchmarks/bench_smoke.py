@@ -13,11 +13,18 @@ The ratio is smoke / bare. The time `check` adds on a GPU node is in bench_check
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from attn_doctor.probes import gpu_child
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+
+from attn_doctor.facts import BF16_NATIVE_FROM  # noqa: E402
+from attn_doctor.probes import gpu_child  # noqa: E402
+
+gpu_child.BF16_NATIVE_FROM = BF16_NATIVE_FROM  # what the torch probe hands the child in `check`
 
 
 def wall_ms(fn, runs):

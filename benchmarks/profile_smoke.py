@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this script's own imports of attn_doctor, from a checkout
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 # One torch probe (child.collect_torch) as `check` starts it, with the smoke split given.
@@ -26,11 +27,13 @@ SPLIT = r"""
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, %(root)r)
+from attn_doctor.facts import BF16_NATIVE_FROM
 from attn_doctor.probes import child
 import torch
 t_import = time.perf_counter() - t0
 groups = json.loads(sys.argv[1])
-gpu = {"script": %(script)r, "smoke": bool(groups), "capability": "%%d.%%d" %% (9, 0), "index": 0}
+gpu = {"script": %(script)r, "smoke": bool(groups), "capability": "%%d.%%d" %% (9, 0), "index": 0,
+       "bf16_native_from": list(BF16_NATIVE_FROM)}
 if groups:
     gpu["groups"] = groups
 modules = json.loads(sys.argv[2])

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from attn_doctor.probes import builds_child
@@ -17,6 +18,8 @@ from attn_doctor.probes.runner import BUILDS_CHILD_SCRIPT, start_child
 
 torch = pytest.importorskip("torch")
 TORCH_LIB = Path(torch.__file__).parent / "lib"
+TORCH_MM = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+TORCH_ABI = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not (TORCH_LIB / "libc10.so").exists(),
                                 reason="needs gcc and a Linux torch with libc10.so")
 
@@ -67,12 +70,18 @@ def site(tmp_path_factory):
     _cc(root / "plain.so", "int plain(void) { return 3; }")  # links nothing of torch: not an extension of it
     (stubs / "libcudart.so.12").unlink()
     shutil.copy(root / "good.so", root / "good2.so")
+    for copy in ("abi_other.so", "abi_same.so"):
+        shutil.copy(root / "good.so", root / copy)
     _dist(site, "goodext", "1.0", {"_good.so": root / "good.so", "_plain.so": root / "plain.so"}, requires=["torch>=2.0"])
     _dist(site, "cudaext", "0.3+cu121torch2.1", {"_C.so": root / "needs_cuda.so"}, requires=["torch==2.1.0"])
     # an extension that does not declare torch in its metadata is read only under a known name
     _dist(site, "silentext", "1.0", {"_hidden.so": root / "good2.so"})
     _dist(site, "oldext", "2.0", {"_ops.so": root / "old_torch.so"}, requires=["numpy", "torch (>=2.0)"],
           extra={"cpp_lib.json": json.dumps({"version": {"cuda": 1208, "torch": "2.10.0+cu128", "python": "3.10.19"}})})
+    # Built for this very torch release, one with the other C++ ABI and one with torch's own, as
+    # the wheels' local version tags say (flash-attn's naming: +cu12torch2.6cxx11abiFALSE).
+    _dist(site, "abiother", f"1.0+torch{TORCH_MM}cxx11abi{str(not TORCH_ABI).upper()}", {"_C.so": root / "abi_other.so"}, requires=["torch"])
+    _dist(site, "abisame", f"1.0+torch{TORCH_MM}cxx11abi{str(TORCH_ABI).upper()}", {"_C.so": root / "abi_same.so"}, requires=["torch"])
     return site
 
 
@@ -100,6 +109,10 @@ def test_probe_loads_each_extension_next_to_torch(site, monkeypatch):
     assert cuda["extensions"][0]["status"] == "error" and "libcudart.so.12" in cuda["extensions"][0]["error"]["message"]
     old = builds["oldext"]
     assert old["built_for"] == {"torch": "2.10.0+cu128", "cuda": "12.8", "python": "3.10.19", "source": "oldext/cpp_lib.json"}
+    for name, abi in (("abiother", not TORCH_ABI), ("abisame", TORCH_ABI)):
+        assert builds[name]["built_for"]["cxx11_abi"] is abi and builds[name]["built_for"]["torch"] == TORCH_MM, builds[name]
+        assert builds[name]["extensions"][0]["status"] == "ok"  # a library with no std::string in its interface loads either way
+    assert data["torch"]["cxx11_abi"] is TORCH_ABI
     assert "undefined symbol: _ZN3c1014gone_in_2_13_0Ev" in old["extensions"][0]["error"]["message"]
 
 
@@ -116,6 +129,11 @@ def test_check_names_what_each_extension_was_built_for(site, monkeypatch):
     assert "oldext 2.0: oldext/_ops.so does not load" in message and "torch 2.10.0+cu128" in message
     assert "goodext" not in message
     assert f"This is torch {torch.__version__}" in message
+    # The C++ ABI from the local tag, against torch._C._GLIBCXX_USE_CXX11_ABI: named where it differs.
+    other, own = ("C++11", "pre-C++11") if not TORCH_ABI else ("pre-C++11", "C++11")
+    assert f"abiother 1.0+torch{TORCH_MM}cxx11abi{str(not TORCH_ABI).upper()}; built for the {other} ABI" in message
+    assert f", {own} ABI (cxx11abi{str(TORCH_ABI).upper()})" in message  # this torch's, beside its version
+    assert "abisame" not in message
     assert proc.returncode == 1
 
 
@@ -132,3 +150,52 @@ def test_recorded_h100_xformers_names_the_build_behind_the_smoke_failure():
     assert "built for torch 2.10.0+cu128" in results["AD312"].message and "torch 2.11.0+cu130" in results["AD312"].message
     assert results["AD701"].status == "error"
     assert "built for torch 2.10.0+cu128: AD312" in results["AD701"].message
+
+
+def _with_build(facts, name: str, cxx11_abi, torch_abi, status: str = "ok"):
+    from attn_doctor.facts import BuiltFor, ExtensionBuild, ExtensionLibrary
+
+    version = facts.torch.version.split("+")[0]
+    build = ExtensionBuild(version="0.1", built_for=BuiltFor(torch=version, cxx11_abi=cxx11_abi, source=f"local version +torch{version}"),
+                           extensions=[ExtensionLibrary(file=f"{name}/_C.so", status=status, needed=["libc10.so"])])
+    torch_info = msgspec.structs.replace(facts.torch, cxx11_abi=torch_abi)
+    return msgspec.structs.replace(facts, torch=torch_info, builds={name: build}, builds_probed=True)
+
+
+@pytest.mark.parametrize("built, torch_abi", [(True, False), (False, True)])
+def test_a_build_for_the_other_cxx_abi_is_named_from_recorded_facts(built, torch_abi):
+    """The H100's recorded facts with one extension built for its very torch release: only the C++
+    ABI differs, and the finding says which ABI each side has."""
+    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.rules.fixtures import build_facts
+    from attn_doctor.rules.loader import load_recipes
+
+    recipes = load_recipes()
+    h100 = build_facts("h100", Path(__file__).parent / "fixtures" / "facts")
+    result = {r.rule: r for r in evaluate(recipes, _with_build(h100, "myext", built, torch_abi))}["AD312"]
+    assert result.status == "warning", result  # it loads: a warning, not an error
+    words = {True: "the C++11 ABI (cxx11abiTRUE)", False: "the pre-C++11 ABI (cxx11abiFALSE)"}
+    assert f"myext 0.1; built for {words[built]}" in result.message
+    assert words[torch_abi].replace("the ", "", 1) in result.message.split("This is ", 1)[1]
+    assert "another torch or C++ ABI" in result.message
+
+    same = {r.rule: r for r in evaluate(recipes, _with_build(h100, "myext", torch_abi, torch_abi))}["AD312"]
+    assert same.status == "pass", same.message
+    unknown = {r.rule: r for r in evaluate(recipes, _with_build(h100, "myext", built, None))}["AD312"]
+    assert unknown.status == "pass", unknown.message  # torch's ABI unknown: no comparison, no guess
+
+
+def test_an_abi_mismatch_that_does_not_load_is_an_error_naming_both():
+    from attn_doctor.facts import ImportError_
+    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.rules.fixtures import build_facts
+    from attn_doctor.rules.loader import load_recipes
+
+    h100 = build_facts("h100", Path(__file__).parent / "fixtures" / "facts")
+    facts = _with_build(h100, "myext", False, True, status="error")
+    symbol = "_ZN3c105ErrorC2ENS_14SourceLocationESs"
+    facts.builds["myext"].extensions[0].error = ImportError_(type="OSError", message=f"myext/_C.so: undefined symbol: {symbol}", kind="undefined_symbol", symbol=symbol)
+    result = {r.rule: r for r in evaluate(load_recipes(), facts)}["AD312"]
+    assert result.status == "error"
+    assert f"undefined symbol: {symbol}); built for the pre-C++11 ABI (cxx11abiFALSE)" in result.message
+    assert "C++11 ABI (cxx11abiTRUE)" in result.message.split("This is ", 1)[1]

@@ -80,11 +80,18 @@ def test_missing_pure_python_module_is_not_an_extension(module):
     assert err.library is None
 
 
-@pytest.mark.parametrize("lib", ["libcudart.so.12", "libcudart.so.11.0", "libcublasLt.so.12", "libc10_cuda.so"])
-def test_missing_shared_library(lib):
+@pytest.mark.parametrize("lib", ["libcudart.so.12", "libcudart.so.11.0", "libcublasLt.so.12", "libnvrtc.so.13"])
+def test_missing_cuda_runtime_library(lib):
     err = classify("ImportError", f"{lib}: cannot open shared object file: No such file or directory")
     assert err.kind == "missing_library"
     assert err.library == lib
+
+
+# torch's own libraries (the extension was loaded without torch) and the driver's libcuda are
+# other causes than a CUDA runtime of another major: not "missing_library".
+@pytest.mark.parametrize("lib", ["libc10_cuda.so", "libc10.so", "libtorch_cpu.so", "libcuda.so.1"])
+def test_missing_non_runtime_library_is_not_a_cuda_mismatch(lib):
+    assert classify("ImportError", f"{lib}: cannot open shared object file: No such file or directory").kind == "other"
 
 
 def test_glibc_too_old():
@@ -96,9 +103,11 @@ def test_glibc_too_old():
 
 
 def test_libstdcxx_too_old():
+    # An old libstdc++ (often a conda env's own), not an old OS: not "glibc", whose rule would
+    # blame the OS's C library; the versions stay as evidence.
     message = f"/usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by {FA_SO})"
     err = classify("ImportError", message)
-    assert err.kind == "glibc"
+    assert err.kind == "other"
     assert err.symbol == "GLIBCXX_3.4.32"
     assert err.library == FA_SO
 

@@ -10,15 +10,15 @@ import textwrap
 
 import pytest
 
-from attn_doctor.facts import Facts
+from attn_doctor.facts import BF16_NATIVE_FROM, Facts
 from attn_doctor.probes import _apply_cuda, _smoke
 from attn_doctor.probes.runner import GPU_CHILD_SCRIPT, start_child
 from attn_doctor.rules.engine import evaluate_rule
 from attn_doctor.rules.loader import load_recipes
 
 
-def _torch_probe(script, monkeypatch=None, timeout=60):
-    config = {"script": str(script), "smoke": True, "capability": "9.0"}
+def _torch_probe(script, monkeypatch=None, timeout=60, **config):
+    config = {"script": str(script), "smoke": True, "capability": "9.0", "bf16_native_from": list(BF16_NATIVE_FROM), **config}
     return start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "triton"]).result(timeout)
 
 
@@ -28,6 +28,37 @@ def test_real_gpu_script_without_a_gpu():
     # sm90: the general group (fp16's cuDNN test included) and bf16's cuDNN test apart
     assert sorted(data["smoke"]) == ["cudnn:bfloat16", "main"]
     assert all(g["status"] == "error" and "not available" in g["error"]["message"] for g in data["smoke"].values())
+
+
+def test_the_child_judges_bf16_by_the_threshold_it_is_given():
+    """The child runs where attn-doctor cannot be imported: the capability from which bf16 is
+    native travels in its configuration, and a different one changes what it plans."""
+    below = "%d.%d" % (BF16_NATIVE_FROM[0] - 1, 5)
+    at = "%d.%d" % BF16_NATIVE_FROM
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at)["smoke"]) == ["cudnn:bfloat16", "main"]
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == ["main"]
+    raised = [BF16_NATIVE_FROM[0] + 1, 0]
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at, bf16_native_from=raised)["smoke"]) == ["main"]
+    # Without it the child refuses to guess (no second copy of the fact to drift).
+    config = {"script": str(GPU_CHILD_SCRIPT), "smoke": True, "capability": at}
+    data = start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "triton"]).result(60)
+    assert data["cuda"]["status"] == "error" and "bf16_native_from" in data["cuda"]["error"]["message"]
+
+
+def test_the_doctor_hands_its_threshold_to_the_gpu_child(tmp_path, monkeypatch):
+    import attn_doctor.probes as probes
+    from attn_doctor.facts import Gpu, GpuInfo
+
+    monkeypatch.setattr(probes, "probe_gpus", lambda: GpuInfo(source="nvml", driver_version="580.159.04", cuda_driver_version="13.0",
+                                                             devices=[Gpu(index=0, name="Fake GPU", capability="9.0", memory_mib=81559)]))
+
+    def groups():
+        facts = probes.collect_facts(sample=False, use_cache=False, cache_root=str(tmp_path / "cache"))
+        return sorted(facts.smoke.group_seconds)
+
+    assert groups() == ["cudnn:bfloat16", "main"]  # sm90 has native bf16: its cuDNN test apart
+    monkeypatch.setattr(probes, "BF16_NATIVE_FROM", (10, 0))
+    assert groups() == ["main"]
 
 
 def test_each_installed_library_gets_a_smoke_process_of_its_own(tmp_path, monkeypatch):

@@ -59,7 +59,8 @@ class Group(msgspec.Struct, kw_only=True):
 
 
 class Problem(msgspec.Struct, kw_only=True):
-    kind: Literal["missing", "unreadable", "late"]
+    # skipped: a folder's *.json entry that is not a regular file (a FIFO, a device, a broken link)
+    kind: Literal["missing", "unreadable", "skipped", "late"]
     rank: Optional[int] = None
     host: Optional[str] = None
     file: Optional[str] = None
@@ -76,6 +77,7 @@ class FleetSummary(msgspec.Struct, kw_only=True):
     failing: int = 0  # members whose own report fails (under the fleet's --fail-on)
     missing: int = 0
     unreadable: int = 0
+    skipped: int = 0
 
 
 class FleetReport(msgspec.Struct, kw_only=True):
@@ -87,7 +89,7 @@ class FleetReport(msgspec.Struct, kw_only=True):
     launcher: Optional[str] = None  # torchrun | slurm | env (check --distributed)
     fail_on: str = "error"
     summary: FleetSummary = msgspec.field(default_factory=FleetSummary)
-    problems: list[Problem] = []  # missing ranks, unreadable files: listed first
+    problems: list[Problem] = []  # missing ranks, unreadable and skipped files: listed first
     groups: list[Group] = []  # differing and failing groups first, the majority last
     exit_code: int = 0
 
@@ -98,7 +100,7 @@ def member_fails(summary: Summary, fail_on: str) -> bool:
 
 def fleet_exit_code(members: list[Member], problems: list[Problem], fail_on: str) -> int:
     """As check's: 1 when any member has errors (warnings too with --fail-on warning); else 3 when a
-    rank is missing, a file unreadable, or a member's probe or check could not run; else 0."""
+    rank is missing, a file unreadable or skipped, or a member's probe or check could not run; else 0."""
     if any(member_fails(m.summary, fail_on) for m in members):
         return EXIT_FINDINGS
     if problems or any(m.summary.probes_failed or m.summary.crashed for m in members):
@@ -200,6 +202,7 @@ def aggregate(
         failing=sum(1 for m in members if member_fails(m.summary, fail_on)),
         missing=sum(1 for p in problems if p.kind == "missing"),
         unreadable=sum(1 for p in problems if p.kind == "unreadable"),
+        skipped=sum(1 for p in problems if p.kind == "skipped"),
     )
     return FleetReport(
         tool=Tool(version=__version__),

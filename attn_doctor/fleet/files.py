@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -17,11 +18,15 @@ class FleetUsageError(Exception):
     """Nothing to aggregate (no such path, an empty folder): a usage error, exit 2."""
 
 
-def expand(paths: list[Path]) -> list[Path]:
-    """Files as given; a folder stands for the *.json files directly inside it (sorted; not its
-    subfolders, and at most FLEET_MAX_FILES). A path that is not a regular file (a FIFO, a device)
-    is refused: reading it could block or never end."""
+def expand(paths: list[Path]) -> tuple[list[Path], list[Problem]]:
+    """The report files to read, and the `skipped` problems: files as given; a folder stands for
+    the *.json entries directly inside it (sorted; not its subfolders, and at most FLEET_MAX_FILES).
+    A path given by name that is not a regular file (a FIFO, a device) is a usage error; a *.json
+    entry of a folder that is not one (a FIFO, a device or a link to one, a broken link, a folder)
+    is skipped and named with the reason: reading it could block or never end, and a report left
+    out without a word would make the fleet look complete when it is not."""
     files: list[Path] = []
+    skipped: list[Problem] = []
     for p in paths:
         try:
             check_input(p)
@@ -34,11 +39,14 @@ def expand(paths: list[Path]) -> list[Path]:
         if is_folder:
             found = []
             for x in p.glob("*.json"):
-                if x.is_file():
+                reason = _not_a_report_file(x)
+                if reason is None:
                     found.append(x)
-                    if len(found) > FLEET_MAX_FILES:
-                        raise FleetUsageError(f"{shown(p)}: more than {FLEET_MAX_FILES:,} *.json reports in one folder")
-            if not found:
+                else:
+                    skipped.append(Problem(kind="skipped", file=str(x), message=reason))
+                if len(found) + len(skipped) > FLEET_MAX_FILES:
+                    raise FleetUsageError(f"{shown(p)}: more than {FLEET_MAX_FILES:,} *.json entries in one folder")
+            if not found and not skipped:
                 raise FleetUsageError(f"{shown(p)}: a folder without *.json reports")
             files.extend(sorted(found))
         else:
@@ -51,7 +59,26 @@ def expand(paths: list[Path]) -> list[Path]:
         if key not in seen:
             seen.add(key)
             unique.append(f)
-    return unique
+    return unique, sorted(skipped, key=lambda s: s.file or "")
+
+
+def _not_a_report_file(entry: Path) -> Optional[str]:
+    """None for a regular file (a link to one included); else why it is not read, in a few words."""
+    try:
+        check_input(entry, allow_stdin=False)
+        return None
+    except InputError as exc:
+        reason = str(exc)
+    if reason == "a folder, not a file":
+        reason = "a folder, not a report file"
+    if entry.is_symlink():
+        try:
+            target = os.readlink(entry)
+        except OSError:
+            target = "?"
+        target = shown(target, 80)
+        reason = f"a broken symbolic link (to {target})" if reason.startswith("no such file") else f"a symbolic link to {target}: {reason}"
+    return reason
 
 
 def load_report(path: Path) -> dict:
@@ -96,10 +123,9 @@ def member_of(doc: dict, digest: str, file: Optional[str] = None) -> Member:
 
 
 def fleet_from_files(paths: list[Path], *, fail_on: str = "error", expect: Optional[int] = None) -> FleetReport:
-    files = expand(paths)
+    files, problems = expand(paths)
     members: list[Member] = []
     reports: dict[str, dict] = {}
-    problems: list[Problem] = []
     for f in files:
         try:
             doc = load_report(f)

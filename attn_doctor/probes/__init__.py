@@ -23,6 +23,7 @@ from typing import Optional
 import msgspec
 
 from ..facts import (
+    BF16_NATIVE_FROM,
     BuiltFor,
     DtypePath,
     ExtensionBuild,
@@ -40,6 +41,7 @@ from ..facts import (
     SmokeResult,
     Tool,
     TorchInfo,
+    bf16_native,
 )
 from ..failures import classify
 from .. import cache
@@ -130,7 +132,7 @@ def collect_facts(
         if gpu is not None and gpu.devices:
             # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
             gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke and smoke_hit is None, "capability": _weakest_capability(gpu),
-                          "index": gpu_index, "shapes": shapes or []}
+                          "index": gpu_index, "shapes": shapes or [], "bf16_native_from": list(BF16_NATIVE_FROM)}
             args += ["--gpu", json.dumps(gpu_config)]
         _start(children, probes, "torch", python, args, child_env)
 
@@ -431,7 +433,7 @@ def _sample_config(weakest: Optional[str]) -> dict:
     would import torch._dynamo for its layer_norm decomposition, 1.3 s) with CUDA's autocast
     policy emulated, judged for this machine's weakest GPU, in bf16 where every GPU has it
     natively (or there is no GPU), else in fp16: the dtype a user here should train in."""
-    dtype = "fp16" if weakest and int(weakest.split(".")[0]) < 8 else "bf16"
+    dtype = "fp16" if weakest and not bf16_native(weakest) else "bf16"
     config = {"device": "cpu", "dtype": dtype, "autocast": None}
     if weakest:
         config["capability"] = [int(x) for x in weakest.split(".")]

@@ -559,10 +559,11 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
     if gpu is not None:
         try:
             gpu_module = _load_file_module("attn_doctor_gpu_child", gpu["script"])
+            gpu_module.BF16_NATIVE_FROM = tuple(gpu["bf16_native_from"])  # before the forks: they inherit it
             jobs.append(("cuda", gpu_module.cuda_facts))
             if gpu.get("smoke"):
                 libraries = [name for name, probe in gpu_module.LIBRARIES.items() if installed(probe)]
-                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability") or "8.0", libraries)
+                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability"), libraries)
                 index = int(gpu.get("index") or 0)
                 shapes = gpu.get("shapes") or []
                 jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes)) for g in groups]

@@ -20,6 +20,19 @@ SHAPE = (2, 4, 256, 128)
 TOLERANCE = {"float16": 5e-3, "bfloat16": 4e-2}
 TIMED_RUNS = 5
 
+# The compute capability from which bf16 is native, as (major, minor). attn-doctor is not
+# importable here, so child.py sets it from the doctor's configuration (facts.BF16_NATIVE_FROM)
+# when it loads this file: one source for the fact, and no silent default that could drift.
+BF16_NATIVE_FROM = None
+
+
+def bf16_native(capability):
+    """Whether a GPU of this capability ("8.6" or (8, 6)) has native bf16."""
+    if BF16_NATIVE_FROM is None:
+        raise RuntimeError("gpu_child.BF16_NATIVE_FROM was not set by the doctor's configuration")
+    parts = str(capability).split(".") if isinstance(capability, str) else list(capability)
+    return tuple(int(x) for x in (list(parts) + [0])[:2]) >= tuple(BF16_NATIVE_FROM)
+
 
 # SDPA's fused backends: key -> (its check in torch.backends.cuda, its SDPBackend member).
 _FUSED = (
@@ -145,7 +158,7 @@ def cuda_facts():
             "index": index,
             "name": props.name,
             "capability": "%d.%d" % (props.major, props.minor),
-            "bf16_native": props.major >= 8,
+            "bf16_native": bf16_native((props.major, props.minor)),
             "multi_processor_count": getattr(props, "multi_processor_count", None),
             "shared_memory_per_block_optin": getattr(props, "shared_memory_per_block_optin", None),
             "total_memory_mib": int(props.total_memory // (1024 * 1024)),
@@ -332,8 +345,9 @@ def _refusals(torch, q):
 
 
 def smoke_groups(capability, libraries=()):
-    """How the smoke tests are split across parallel processes, for a GPU of this capability and
-    the attention `libraries` installed (names of LIBRARIES).
+    """How the smoke tests are split across parallel processes, for a GPU of this capability
+    ("8.6", (8, 6), or None when unknown) and the attention `libraries` installed (names of
+    LIBRARIES).
 
     Each library gets a process of its own ("lib:<name>"): a kernel that crashes takes down its own
     test only, and a slow first call (FlashAttention 4 compiles its kernels then) cannot hold up
@@ -345,8 +359,9 @@ def smoke_groups(capability, libraries=()):
     more than they save: CUDA start-up grows with each process starting at once (H100: 0.22 s
     alone, 0.55-0.58 s four at a time).
     """
-    major = int(str(capability).split(".")[0])
-    return ["main"] + (["cudnn:bfloat16"] if major >= 8 else []) + ["lib:" + name for name in libraries]
+    # Unknown capability: plan for bf16; the group finds out from the device and runs no bf16 test.
+    native = capability is None or bf16_native(capability)
+    return ["main"] + (["cudnn:bfloat16"] if native else []) + ["lib:" + name for name in libraries]
 
 
 def _shape_choices(torch, shape, dtypes, device):
@@ -382,10 +397,10 @@ def run_smoke_group(group, index=0, groups=None, shapes=None):
     index = min(max(int(index), 0), torch.cuda.device_count() - 1)
     device = "cuda:%d" % index
     torch.cuda.set_device(index)
-    major, _minor = torch.cuda.get_device_capability(index)
-    dtypes = [torch.float16] + ([torch.bfloat16] if major >= 8 else [])
+    capability = tuple(torch.cuda.get_device_capability(index))
+    dtypes = [torch.float16] + ([torch.bfloat16] if bf16_native(capability) else [])
     if groups is None:
-        groups = smoke_groups("%d.0" % major)
+        groups = smoke_groups(capability)
     apart = [g.split(":", 1)[1] for g in groups if g.startswith("cudnn:")]  # dtypes whose cuDNN test has a group of its own
     kind, _, what = group.partition(":")
     if kind == "cudnn":

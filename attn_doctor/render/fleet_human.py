@@ -86,7 +86,7 @@ def render_fleet(fleet: FleetReport, console: Console, verbose: bool = False) ->
     console.print(header)
 
     for problem in fleet.problems:
-        label = problem.file + ": unreadable: " if problem.kind == "unreadable" else ""
+        label = f"{problem.file}: {problem.kind}: " if problem.kind in ("unreadable", "skipped") and problem.file else ""
         _line(console, "crashed", label + problem.message)
 
     for group in fleet.groups:
@@ -127,4 +127,6 @@ def render_fleet(fleet: FleetReport, console: Console, verbose: bool = False) ->
         parts.append(f"{s.missing} missing")
     if s.unreadable:
         parts.append(f"{s.unreadable} unreadable")
+    if s.skipped:
+        parts.append(f"{s.skipped} skipped")
     console.print(Text(", ".join(parts) + f"  (exit code {fleet.exit_code})", style="bold"))

@@ -296,7 +296,11 @@ def _smoke_ran(facts: Facts) -> None:
     if facts.smoke.status == "skipped":
         if facts.quick:
             raise SkipRule("the smoke tests need the full check (--quick)")
-        raise SkipRule("no smoke tests ran (no usable GPU, or --no-smoke)")
+        if facts.smoke.error:  # the reason the report recorded (e.g. the option that turned them off)
+            raise SkipRule(f"no smoke tests ran: {facts.smoke.error}")
+        if facts.gpu_capabilities() == []:
+            raise SkipRule("no smoke tests ran: no NVIDIA GPU found")
+        raise SkipRule("no smoke tests ran (no reason recorded)")
 
 
 @check
@@ -571,16 +575,22 @@ def _cuda_major(version: Optional[str]) -> Optional[str]:
     return version.split(".")[0] if version else None
 
 
+def _abi_words(cxx11_abi: bool) -> str:
+    """A C++ ABI as a wheel's local tag and torch._C._GLIBCXX_USE_CXX11_ABI say it."""
+    return "the C++11 ABI (cxx11abiTRUE)" if cxx11_abi else "the pre-C++11 ABI (cxx11abiFALSE)"
+
+
 @check
 def extension_builds(facts: Facts, data: dict) -> Optional[dict]:
-    """Distributions whose compiled extensions were built for another torch / CUDA / Python, or do
-    not load next to this torch. flash-attn has rules of its own (AD301-AD306) and is left to them."""
+    """Distributions whose compiled extensions were built for another torch / CUDA / Python / C++
+    ABI, or do not load next to this torch. flash-attn has rules of its own (AD301-AD306) and is
+    left to them."""
     _torch_ok(facts)
     if not facts.builds_probed:
         raise SkipRule("the compiled extensions were not probed")
     torch = facts.torch
     python_mm = ".".join(facts.platform.python_version.split(".")[:2])
-    problems, failing, names, other_torch = [], False, [], set()
+    problems, failing, names, other_torch, other_abi = [], False, [], set(), False
     for name, build in sorted(facts.builds.items()):
         if name in ("flash-attn",):
             continue
@@ -595,6 +605,11 @@ def extension_builds(facts: Facts, data: dict) -> Optional[dict]:
             differs.append(f"CUDA {bf.cuda}")
         if bf.python and python_mm and ".".join(bf.python.split(".")[:2]) != python_mm and broken:
             differs.append(f"Python {bf.python}")
+        # A library built with the other C++ ABI names std::string differently from this torch:
+        # every torch function taking or returning one is a symbol the loader cannot resolve.
+        if bf.cxx11_abi is not None and torch.cxx11_abi is not None and bf.cxx11_abi != torch.cxx11_abi:
+            differs.append(_abi_words(bf.cxx11_abi))
+            other_abi = True
         if not broken and not differs:
             continue
         failing = failing or bool(broken)
@@ -614,12 +629,17 @@ def extension_builds(facts: Facts, data: dict) -> Optional[dict]:
     if not problems:
         return None
     this = f"torch {torch.version}" + (f" (CUDA {torch.cuda})" if torch.cuda else " (CPU-only)" if not torch.hip else f" (ROCm {torch.hip})")
+    if other_abi:
+        this += ", " + _abi_words(torch.cxx11_abi).replace("the ", "", 1)
     evidence = {
         "summary": "; ".join(problems),
         "this_torch": this + (f", Python {facts.platform.python_version}" if facts.platform.python_version else ""),
         "packages": " ".join(names),
-        "consequence": "its kernels are disabled or its import fails" if failing else "it loads, but was built for another torch and may crash at its first op",
+        "consequence": "its kernels are disabled or its import fails" if failing
+        else f"it loads, but was built for another torch{' or C++ ABI' if other_abi else ''} and may crash at its first op",
     }
+    if other_abi:
+        evidence["torch_abi"] = _abi_words(torch.cxx11_abi)
     if len(other_torch) == 1:
         evidence["built_torch"] = other_torch.pop().split("+")[0]
     if not failing:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -98,3 +99,45 @@ def test_usage_errors_are_one_line(tmp_path, setup, message):
     assert proc.returncode == 2
     lines = last_error_lines(proc.stderr)
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_entries_that_are_not_regular_files_are_skipped_by_name(tmp_path, reports):
+    """A FIFO would block the reader forever and /dev/zero never ends, so neither is opened; but a
+    report left out without a word makes a fleet look complete when it is not."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    folder(tmp_path, reports, {"node01.json": "h200", "node02.json": "h200"})
+    os.mkfifo(tmp_path / "stuck.json")  # nobody ever writes to it
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    (tmp_path / "gone.json").symlink_to(tmp_path / "deleted-long-ago.json")
+    (tmp_path / "old.json").mkdir()
+    (tmp_path / "latest.json").symlink_to(tmp_path / "node01.json")  # a link to a report is read (once)
+
+    proc = doctor("fleet", str(tmp_path), "--json", timeout=60)
+    doc = json.loads(proc.stdout)
+    jsonschema.Draft202012Validator(json.loads(doctor("fleet", "--schema").stdout)).validate(doc)
+    skipped = {Path(p["file"]).name: p["message"] for p in doc["problems"] if p["kind"] == "skipped"}
+    assert set(skipped) == {"stuck.json", "zero.json", "gone.json", "old.json"}
+    assert skipped["stuck.json"].startswith("a FIFO (named pipe), not a regular file")
+    assert skipped["zero.json"].startswith("a symbolic link to /dev/zero: a character device")
+    assert skipped["gone.json"].startswith("a broken symbolic link")
+    assert skipped["old.json"] == "a folder, not a report file"
+    assert doc["summary"]["skipped"] == 4 and doc["summary"]["received"] == 2
+    # the two reports agree and pass on their own; the view is incomplete, so not 0
+    assert proc.returncode == doc["exit_code"] == 3
+
+    human = doctor("fleet", str(tmp_path), timeout=60)
+    assert human.returncode == 3
+    for name in ("stuck.json", "zero.json", "gone.json", "old.json"):
+        assert f"{tmp_path / name}: skipped: " in human.stdout, name
+    assert "4 skipped" in human.stdout
+
+
+def test_a_folder_of_only_unreadable_entries_names_them(tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    os.mkfifo(tmp_path / "stuck.json")
+    proc = doctor("fleet", str(tmp_path), timeout=60)
+    assert proc.returncode == 2
+    (line,) = last_error_lines(proc.stderr)
+    assert "no readable report among" in line and "stuck.json (a FIFO (named pipe)" in line

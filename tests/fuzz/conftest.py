@@ -11,7 +11,9 @@ failure; `--hypothesis-seed N` replays it)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 LONG_RUN = int(os.environ.get("ATTN_DOCTOR_FUZZ_EXAMPLES", "0") or 0)
@@ -26,3 +28,11 @@ def fuzz_settings(ci_examples: int) -> settings:
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     )
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, request) -> Path:
+    """A folder for one module's files, under pytest's temporary root, which pytest prunes (a
+    folder made at import time outlived every run). Module-scoped: hypothesis refuses
+    function-scoped fixtures, whose one value every example of a test would share."""
+    return tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2])

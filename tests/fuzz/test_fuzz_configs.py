@@ -6,7 +6,6 @@ cannot be used is a ConfigFile with status "error" and a one-line reason; nothin
 from __future__ import annotations
 
 import io
-import tempfile
 from pathlib import Path
 
 import msgspec
@@ -29,7 +28,6 @@ FACTS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 CONFIGS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 RECIPES = load_recipes()
 MACHINES = {name: load_facts_file(FACTS_DIR / f"{name}.json") for name in ("t4", "h100", "cpu-only")}
-WORK = Path(tempfile.mkdtemp(prefix="attn-doctor-fuzz-configs-"))
 
 # The keys each kind is detected from and judged on.
 KEYS = [
@@ -78,8 +76,8 @@ def _yaml_text(doc) -> str:
     return stream.getvalue()
 
 
-def judge(data: bytes, suffix: str, machine: str = "t4") -> None:
-    path = WORK / f"config{suffix}"
+def judge(work: Path, data: bytes, suffix: str, machine: str = "t4") -> None:
+    path = work / f"config{suffix}"
     path.write_bytes(data)
     config = probe_config(str(path))
     if config.status == "error":
@@ -100,7 +98,7 @@ def judge(data: bytes, suffix: str, machine: str = "t4") -> None:
 
 @fuzz_settings(120)
 @given(DOCS, st.sampled_from([".json", ".yaml", ".yml"]), st.sampled_from(sorted(MACHINES)))
-def test_structured_configs(doc, suffix, machine):
+def test_structured_configs(work, doc, suffix, machine):
     if suffix == ".json":
         text = dumps(doc)
     else:
@@ -108,24 +106,24 @@ def test_structured_configs(doc, suffix, machine):
             text = _yaml_text(doc)
         except Exception:  # noqa: BLE001 - what the dumper cannot write, no user file holds either
             text = dumps(doc)  # JSON is YAML too
-    judge(text.encode("utf-8", "surrogatepass"), suffix, machine)
+    judge(work, text.encode("utf-8", "surrogatepass"), suffix, machine)
 
 
 @fuzz_settings(150)
 @given(raw_yaml(), st.sampled_from(sorted(MACHINES)))
-def test_raw_yaml_text(text, machine):
-    judge(text.encode("utf-8"), ".yaml", machine)
+def test_raw_yaml_text(work, text, machine):
+    judge(work, text.encode("utf-8"), ".yaml", machine)
 
 
 @fuzz_settings(80)
 @given(st.binary(max_size=600), st.sampled_from([".json", ".yaml"]))
-def test_any_bytes(data, suffix):
-    judge(data, suffix)
+def test_any_bytes(work, data, suffix):
+    judge(work, data, suffix)
 
 
 @fuzz_settings(100)
 @given(st.sampled_from(sorted(p.name for p in CONFIGS_DIR.iterdir())), st.lists(st.tuples(KEY, VALUE), min_size=1, max_size=4))
-def test_real_configs_with_values_replaced(name, replacements):
+def test_real_configs_with_values_replaced(work, name, replacements):
     """The real fixtures (comments, key order, a DeepSpeed block) with keys set to anything."""
     source = CONFIGS_DIR / name
     if source.suffix == ".json":
@@ -134,7 +132,7 @@ def test_real_configs_with_values_replaced(name, replacements):
         doc = json.loads(source.read_text())
         for key, value in replacements:
             doc[key] = value
-        judge(dumps(doc).encode(), ".json")
+        judge(work, dumps(doc).encode(), ".json")
     else:
         yaml = YAML()  # round trip: the comments stay
         doc = yaml.load(source.read_text())
@@ -145,4 +143,4 @@ def test_real_configs_with_values_replaced(name, replacements):
             yaml.dump(doc, stream)
         except Exception:  # noqa: BLE001 - not writable as YAML: not a file a user can have
             return
-        judge(stream.getvalue().encode("utf-8", "surrogatepass"), source.suffix)
+        judge(work, stream.getvalue().encode("utf-8", "surrogatepass"), source.suffix)

@@ -23,8 +23,6 @@ from .conftest import fuzz_settings
 from .strategies import dumps, json_values
 from .test_fuzz_reports import BASES, mutated_reports
 
-WORK = Path(tempfile.mkdtemp(prefix="attn-doctor-fuzz-fleet-"))
-
 FILES = st.one_of(
     st.sampled_from(sorted(BASES)).map(lambda name: dumps(BASES[name]).encode()),
     mutated_reports().map(lambda doc: dumps(doc).encode()),
@@ -35,8 +33,8 @@ FILES = st.one_of(
 
 @fuzz_settings(120)
 @given(st.lists(FILES, min_size=1, max_size=6), st.one_of(st.none(), st.integers(1, 10)), st.sampled_from(["error", "warning"]))
-def test_folders_of_reports(files, expect, fail_on):
-    folder = Path(tempfile.mkdtemp(dir=WORK))
+def test_folders_of_reports(work, files, expect, fail_on):
+    folder = Path(tempfile.mkdtemp(dir=work))  # one per example, removed after it
     try:
         for i, data in enumerate(files):
             (folder / f"node{i:02d}.json").write_bytes(data)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import tempfile
 from pathlib import Path
 
 import msgspec
@@ -26,7 +25,6 @@ from .strategies import SCALARS, dumps, json_values
 
 FACTS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 RECIPES = load_recipes()
-WORK = Path(tempfile.mkdtemp(prefix="attn-doctor-fuzz-"))
 
 
 def _report(name: str) -> dict:
@@ -51,9 +49,9 @@ def _paths(doc, prefix=()):
 PATHS = {name: [p for p in _paths(doc) if p] for name, doc in BASES.items()}
 
 
-def check_from_report(data: bytes, name: str = "report.json") -> None:
+def check_from_report(work: Path, data: bytes, name: str = "report.json") -> None:
     """What `check --from-report FILE` does after parsing its options, minus the exit."""
-    path = WORK / name
+    path = work / name
     path.write_bytes(data)
     try:
         facts = load_facts_file(path)
@@ -71,15 +69,15 @@ def check_from_report(data: bytes, name: str = "report.json") -> None:
 
 @fuzz_settings(150)
 @given(st.binary(max_size=2000))
-def test_any_bytes(data):
-    check_from_report(data)
+def test_any_bytes(work, data):
+    check_from_report(work, data)
 
 
 @fuzz_settings(150)
 @given(json_values(20))
-def test_any_json(value):
-    check_from_report(dumps(value).encode())
-    check_from_report(dumps({"schema": "attn-doctor/report", "schema_version": 1, "facts": value}).encode())
+def test_any_json(work, value):
+    check_from_report(work, dumps(value).encode())
+    check_from_report(work, dumps({"schema": "attn-doctor/report", "schema_version": 1, "facts": value}).encode())
 
 
 def _set(doc, path, value):
@@ -117,16 +115,16 @@ def mutated_reports(draw):
 
 @fuzz_settings(400)
 @given(mutated_reports(), st.booleans())
-def test_mutated_real_reports(doc, bare_facts):
+def test_mutated_real_reports(work, doc, bare_facts):
     """Real reports (a T4, an H100, a dtype promotion, an undefined symbol) with values replaced,
     wrong-typed or deleted anywhere: what a hand-edited or foreign report looks like."""
     if bare_facts and isinstance(doc.get("facts"), dict):
         doc = doc["facts"]
-    check_from_report(dumps(doc).encode())
+    check_from_report(work, dumps(doc).encode())
 
 
 @pytest.mark.parametrize("depth", [63, 64, 65, 999, 1000, 100_000])
-def test_nesting_at_the_bound(depth):
-    check_from_report(("[" * depth + "]" * depth).encode())
+def test_nesting_at_the_bound(work, depth):
+    check_from_report(work, ("[" * depth + "]" * depth).encode())
     nested = '{"platform": ' + '{"a": ' * depth + "1" + "}" * depth + "}"
-    check_from_report(nested.encode())
+    check_from_report(work, nested.encode())

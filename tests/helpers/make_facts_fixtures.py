@@ -30,6 +30,7 @@ from attn_doctor.facts import (  # noqa: E402
     Tool,
     TorchDevice,
     TorchInfo,
+    bf16_native,
     canonical_name,
 )
 from attn_doctor.failures import classify  # noqa: E402
@@ -233,7 +234,7 @@ def device(name: str, capability: str, sms: int, smem_optin: int | None, total_m
         index=index,
         name=name,
         capability=capability,
-        bf16_native=int(capability.split(".")[0]) >= 8,
+        bf16_native=bf16_native(capability),
         bf16_api=True,  # torch >= 2.3 answers True on pre-Ampere GPUs too (emulation)
         multi_processor_count=sms,
         shared_memory_per_block_optin=smem_optin,
