@@ -24,6 +24,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -381,6 +382,11 @@ def _flash_importable():
         return False
 
 
+# transformers refusing an implementation for the architecture itself (as opposed to this machine:
+# no GPU, flash_attn not installed)
+_ARCHITECTURE_REFUSAL = re.compile(r"does not support (?:Flash ?Attention|an attention implementation)", re.I)
+
+
 def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
     """Build a transformers model from a local config (folder or config.json); nothing downloaded.
 
@@ -445,6 +451,11 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
         if not _flash_importable():
             raise TraceError("build", "transformers %s refuses attn_implementation=%r here, as from_pretrained "
                                       "would: %s" % (version, requested, _one_line(exc)), exc)
+        if _ARCHITECTURE_REFUSAL.search(str(exc)):
+            # the architecture has no flash path in this release: from_pretrained refuses it on any
+            # machine, so there is nothing to switch to (the forward would run another kernel)
+            raise TraceError("build", "transformers %s has no %s path for %s: %s" % (
+                version, requested, what, _one_line(exc)), exc)
         try:
             model = build(None)
         except BaseException as exc2:  # noqa: BLE001
@@ -456,6 +467,7 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
                         "" if switched else " (no attention module took it)"))
     used = requested if requested and "flash" in requested else _impl_of(model, requested)
     if used and "flash" in used and _flash_importable():
+        _ensure_flash_in_modeling_modules(model)
         _ensure_flash_utils()
     inputs = {"input_ids": torch.zeros(1, seq_len, dtype=torch.long, device=device)}
     if getattr(model.config, "is_encoder_decoder", False):
@@ -578,6 +590,28 @@ def _ensure_flash_utils():
             setattr(utils, name, getattr(padding, name))
     if not hasattr(utils, "_flash_supports_window_size"):
         utils._flash_supports_window_size = True
+
+
+# Names some modeling modules import only where transformers found a usable flash-attn when the
+# module was imported: `if is_flash_attn_available(): from ...modeling_flash_attention_utils import
+# _flash_attention_forward` (falcon, gpt_neo, gptj, bark). Off the GPU that is never.
+_GATED_FLASH_NAMES = ("_flash_attention_forward",)
+
+
+def _ensure_flash_in_modeling_modules(model):
+    """Give the model's modeling modules what their import-time flash gate would have imported on a
+    GPU with flash-attn, which is the machine a flash trace stands for."""
+    try:  # behind the same gate in some releases: imported here as the GPU would have
+        import transformers.modeling_flash_attention_utils as utils
+    except Exception:  # noqa: BLE001 - a release without it: its models import flash_attn directly
+        return
+    for name in {type(m).__module__ for m in model.modules()}:
+        module = sys.modules.get(name)
+        if module is None or not name.startswith("transformers.models."):
+            continue
+        for helper in _GATED_FLASH_NAMES:
+            if helper not in vars(module) and hasattr(utils, helper):
+                setattr(module, helper, getattr(utils, helper))
 
 
 def _config_dtype(config):
@@ -898,6 +932,13 @@ def transformers_sees_flash_attn():
              if hasattr(utils, k)}
     utils.is_flash_attn_2_available = lambda: True
     utils._loaded_implementation = None
+    try:
+        # from_pretrained loads the implementation when it builds a flash model on a GPU; callers
+        # that pass none (falcon, gpt_neo, gptj: `_flash_attention_forward(...)` without
+        # implementation=) rely on that. Here transformers refused, so load flash-attn 2 as it would.
+        utils.lazy_import_flash_attention("flash_attention_2")
+    except Exception:  # noqa: BLE001 - an older helper: those callers pass the implementation
+        utils._loaded_implementation = None
     try:
         yield
     finally:

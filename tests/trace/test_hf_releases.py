@@ -115,6 +115,71 @@ def test_every_architecture_traces_as_from_pretrained_builds_it(release, transfo
     print("\n" + "\n".join(table))
 
 
+# How each architecture is traced besides its config's own dtype: the precisions and attention
+# implementations people train with. flash_attention_2 runs through the flash_attn stand-in (there
+# is no GPU here); routes=False keeps it to that path (the installed-path retrace is tested above).
+MODES = {
+    "fp16": {"dtype": "fp16"},
+    "fp16-autocast": {"dtype": "fp32", "autocast": "fp16"},
+    "train-bf16": {"dtype": "bf16", "train": True},
+    "eager-bf16": {"dtype": "bf16", "attn_implementation": "eager"},
+    "fa2-bf16": {"dtype": "bf16", "attn_implementation": "flash_attention_2", "routes": False},
+}
+# Upstream behaviour the trace must reproduce, not hide:
+# - transformers 5.6.0's flash wrapper calls s_aux.to() on None (fixed in 5.6.1): every model
+#   without attention sinks raises at its first flash call.
+# - before HybridCache cast new states to the cache dtype (transformers#37972), Gemma2 under fp16
+#   autocast with fp32 weights fails writing fp16 keys into its fp32 cache.
+S_AUX = "'NoneType' object has no attribute 'to'"
+S_AUX_FREE = {"falcon"}  # calls transformers' flash helper itself, not through the attention interface
+# Architectures with no flash_attention_2 path before a release (None: in none of these releases):
+# from_pretrained refuses them on any machine, so the trace must not run another kernel instead.
+FA2_FROM = {"bert": (5, 0), "t5": None}
+INDEX_PUT = "Index put requires the source and destination dtypes match"
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=lambda v: v or "newest")
+def test_precisions_implementations_and_training_across_architectures(release, transformers_venv, configs, tmp_path):
+    python, version = transformers_venv(release)
+    archs = [a for a in ARCHS if not (a in hf_configs.ADDED_IN and _release_tuple(version) < hf_configs.ADDED_IN[a])]
+    cases = [(a, mode) for a in archs for mode in MODES] + [(a, "fa2-fp32-weights") for a in archs]
+    specs = [dict({"hf": configs[a]}, **(MODES.get(mode) or {"dtype": "fp32", "attn_implementation": "flash_attention_2",
+                                                              "routes": False})) for a, mode in cases]
+    start = time.monotonic()
+    reports = trace_many(python, specs, tmp_path)
+    rows = []
+    for (arch, mode), report in zip(cases, reports):
+        where = (version, arch, mode)
+        rows.append("%-8s %-9s %-17s %-7s exit %d %5.2fs" % (version, arch, mode, report["status"], report["exit_code"],
+                                                              report["wall_s"]))
+        errors = [f for f in report["findings"] if f["severity"] == "error"]
+        if mode.startswith("fa2") and arch in FA2_FROM and (FA2_FROM[arch] is None or _release_tuple(version) < FA2_FROM[arch]):
+            assert report["status"] == "failed" and report["exit_code"] == 3, (where, report["findings"])
+            assert "has no flash_attention_2 path" in report["error"]["message"], where
+            continue
+        if mode == "fa2-fp32-weights":
+            # the known-bad combination (LLaMA-Factory #7151, #7998): flagged by the kernel's own words
+            assert report["exit_code"] == 1, (where, report.get("error"), report["findings"])
+            assert any(f["id"] == "AD604" and f["kernel_message"] == "FlashAttention only support fp16 and bf16 data type"
+                       for f in errors), (where, report["findings"])
+            continue
+        if mode == "fa2-bf16" and version == "5.6.0" and arch not in S_AUX_FREE:
+            assert report["exit_code"] == 1 and [f["kernel_message"] for f in errors] == [S_AUX], (where, report["findings"])
+            continue
+        if arch == "gemma2" and mode == "fp16-autocast" and _release_tuple(version) < (4, 52):
+            assert report["status"] == "failed" and report["exit_code"] == 3 and INDEX_PUT in report["error"]["message"], where
+            continue
+        assert report["status"] == "ok" and report["exit_code"] == 0, (where, report.get("error"), report["findings"])
+        assert not errors and not [f for f in report["findings"] if f["severity"] == "warning"], (where, report["findings"])
+        assert report["summary"]["sinks"] == SINKS.get(arch, 2), (where, [s["name"] for s in report["sinks"]])
+        impl = MODES[mode].get("attn_implementation")
+        if impl:
+            assert report["hf"]["attn_implementation"] == impl, where
+        if mode == "fp16":
+            assert {s["effective_dtypes"]["q"] for s in report["sinks"]} == {"float16"}, where
+    print("\n" + "\n".join(rows) + "\n%d traces in %.1f s" % (len(cases), time.monotonic() - start))
+
+
 def test_gemma2_takes_what_transformers_picks(transformers_venv, configs, tmp_path):
     # transformers >= 5 refuses sdpa for Gemma2; the tracer no longer asks for it.
     python, version = transformers_venv(None)
@@ -135,7 +200,7 @@ def test_config_attn_implementation_is_used(transformers_venv, tmp_path):
     assert {s["name"] for s in report["sinks"]} == {"transformers:eager"} and report["exit_code"] == 0
 
 
-@pytest.mark.parametrize("release", ["4.46.3", "5.6.0", None], ids=lambda v: v or "newest")
+@pytest.mark.parametrize("release", RELEASES, ids=lambda v: v or "newest")
 def test_flash_attention_2_with_fp32_weights_is_flagged(release, transformers_venv, configs, tmp_path):
     # LLaMA-Factory #7151 / #7998: fp32 weights, flash_attention_2, no autocast. As installed (no
     # flash_attn here) transformers refuses FA2; with flash-attn it reaches the kernel in fp32.
