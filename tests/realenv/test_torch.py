@@ -78,6 +78,9 @@ def test_newest_torch_cuda_build_without_a_driver(realenv, doctor):
     assert torch_facts["cuda"] and "+cu" in torch_facts["version"], torch_facts  # PyPI's default build
     assert report["facts"]["imports"]["triton"]["status"] == "ok"  # the pin comes with it
     assert_verdicts(report, {"AD101"})
+    dry = doctor("fix", "--python", env.python, "--dry-run", "--json", "--no-sample", env=env)
+    doc = dry.json()
+    assert dry.returncode == 0 and doc["actions"] == [] and [m["rule"] for m in doc["manual"]] == ["AD101"], doc
 
 
 def test_newest_torch_with_a_triton_it_does_not_pin(realenv, doctor):
@@ -95,6 +98,17 @@ def test_newest_torch_with_a_triton_it_does_not_pin(realenv, doctor):
     assert acts["AD201"]["status"] == "planned" and acts["AD201"]["argv"][-1].startswith("triton") \
         and pin in acts["AD201"]["argv"][-1], dry
     assert installed_version(env.python, "triton") == "3.6.0"
+
+    before, torch_before = freeze(env.python), installed_version(env.python, "torch")
+    run = doctor("fix", "--python", env.python, "--yes", "--json", "--no-sample", env=env)
+    doc = run.json()
+    assert actions(doc)["AD201"]["status"] == "verified" and run.returncode == 0, doc
+    assert installed_version(env.python, "triton").startswith(pin.rsplit(".", 1)[0])  # ~= pin: same minor
+    assert installed_version(env.python, "torch") == torch_before  # torch untouched
+    assert_verdicts(doctor("check", "--python", env.python, "--json", "--no-sample", env=env).json(), {"AD101"})
+    undo = doctor("fix", "--undo", doc["run"], env=env)
+    assert undo.returncode == 0, undo.stderr
+    assert freeze(env.python) == before
 
 
 def _torch_triton_pin(python) -> str:

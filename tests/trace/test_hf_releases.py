@@ -180,6 +180,27 @@ def test_precisions_implementations_and_training_across_architectures(release, t
     print("\n" + "\n".join(rows) + "\n%d traces in %.1f s" % (len(cases), time.monotonic() - start))
 
 
+@pytest.mark.parametrize("release", RELEASES, ids=lambda v: v or "newest")
+def test_check_runs_its_sample_forward_pass_with_each_release(release, transformers_venv):
+    # `check` in the environment a user trains in: its sample forward pass builds transformers'
+    # Llama with this release and traces it (no GPU here: AD101 is the one finding).
+    python, version = transformers_venv(release)
+    # uv (beside this interpreter) is what installs into these pip-less venvs: on PATH, as for a user
+    env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="250",
+               PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--python", python, "--json", "--no-cache"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    report = json.loads(proc.stdout)
+    fired = {r["rule"] for r in report["results"] if r["status"] in ("error", "warning", "info", "crashed")}
+    assert fired == {"AD101"} and proc.returncode == 0, (fired, proc.stderr[-2000:])  # no GPU: a warning, not an error
+    assert report["facts"]["packages"]["transformers"]["version"] == version
+    dtype_path = report["facts"]["dtype_path"]
+    samples = {s["name"]: s for s in dtype_path["samples"]}
+    assert dtype_path["status"] == "ok" and dtype_path["verdict"] == "pass", dtype_path
+    assert samples["transformers_sdpa"]["status"] == "ran" and samples["transformers_sdpa"]["summary"]["sinks"] == 2, samples
+    assert samples["transformers_flash_attention_2"]["status"] == "skipped"  # flash_attn is not installed here
+
+
 def test_gemma2_takes_what_transformers_picks(transformers_venv, configs, tmp_path):
     # transformers >= 5 refuses sdpa for Gemma2; the tracer no longer asks for it.
     python, version = transformers_venv(None)
