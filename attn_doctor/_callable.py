@@ -30,6 +30,14 @@ class ApiEntry(types.ModuleType):
 
         return inspect.signature(self._api_function())
 
+    @property
+    def __annotations__(self):  # typing.get_type_hints(attn_doctor.trace): the API function's
+        # Resolved here, in the API module's namespace: get_type_hints evaluates a module's
+        # annotations in the module's own namespace, where the API's names are not defined.
+        import typing
+
+        return typing.get_type_hints(self._api_function(), include_extras=True)
+
 
 def make_callable(module_name: str) -> None:
     sys.modules[module_name].__class__ = ApiEntry

@@ -30,13 +30,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from .errors import AttnDoctorError, PreflightError, ProbeError, UsageError
+# The classes the annotations name, imported at run time (msgspec structs, no torch):
+# typing.get_type_hints() resolves the API's annotations in this module's namespace.
+from .explain.report import ExplainReport
+from .fleet.aggregate import FleetReport
+from .report import Report
 
 if TYPE_CHECKING:
     import torch
+else:
+    class _TorchOnFirstUse:
+        """`torch` for the annotations (torch.nn.Module, torch.dtype): imported when a type is
+        looked up (typing.get_type_hints), never when this module is: check(quick=True) must not
+        import torch, and the API's functions import it themselves where they need it."""
 
-    from .explain.report import ExplainReport
-    from .fleet.aggregate import FleetReport
-    from .report import Report
+        def __getattr__(self, name: str) -> Any:
+            import importlib
+
+            return getattr(importlib.import_module("torch"), name)
+
+    torch = _TorchOnFirstUse()
 
 __all__ = [
     "AttnDoctorError", "Finding", "PreflightError", "PreflightResult", "ProbeError", "TraceReport", "UsageError",
@@ -95,13 +108,13 @@ def check(
     an invalid recipe folder or report file). A broken environment is not an exception: it is what
     the report describes.
     """
-    from .options import CheckOptions
+    from .options import API, CheckOptions
 
     options = CheckOptions(
         python=_path_or_none(python, "python"), quick=quick, facts_file=_as_path(from_report),
         configs=_config_paths(config), recipes_dir=_as_path(recipes), fail_on=_fail_on(fail_on),
         timeout=_timeout(timeout), sample=sample, smoke=smoke, use_cache=use_cache,
-        cache_dir=_as_path(cache_dir), output=_path_or_none(output, "output"),
+        cache_dir=_as_path(cache_dir), output=_path_or_none(output, "output"), naming=API,
     )
     return _run_check(options)
 
@@ -168,10 +181,10 @@ def explain(
         source, kind, path = io.BytesIO(data), "text", None
     live = None
     if check:
-        from .options import validate_python
+        from .options import API, validate_python
         from .probes import collect_facts
 
-        live = collect_facts(python=validate_python(_path_or_none(python, "python")))
+        live = collect_facts(python=validate_python(_path_or_none(python, "python"), API))
     from .explain.core import explain as run_explain
 
     try:
@@ -491,12 +504,12 @@ def preflight(
         # Traced whatever the check's tier: the caller imported torch already to build the model.
         traced, trace_findings = _preflight_trace(model, example_inputs, dtype, autocast)
 
-    from .options import CheckOptions
+    from .options import API, CheckOptions
 
     # This process is the one that will train: its own interpreter, whatever environment is active.
     options = CheckOptions(python=sys.executable, quick=quick, configs=configs, fail_on=fail_on,
                            timeout=_timeout(timeout), sample=sample, smoke=smoke,
-                           gpu_index=_local_rank() if group else 0)
+                           gpu_index=_local_rank() if group else 0, naming=API)
     report = _run_check(options)
     own = _check_findings(report)
     fleet = None

@@ -8,7 +8,7 @@ from typing import Optional
 import msgspec
 
 from .facts import Facts, Target
-from .options import CheckOptions, UsageError, expand
+from .options import CLI, CheckOptions, Naming, UsageError, expand
 from .report import Report, exit_code, now, summarise
 from .rules.engine import evaluate
 from .rules.loader import Recipes, load_recipes
@@ -84,7 +84,7 @@ def run_check(options: CheckOptions, progress=None, previous: Optional[Report] =
         if configs:
             # Config files are read here even for a recorded report: they are the files to judge
             # (and to fix) against that machine's facts.
-            facts.configs = _probe_configs(configs)
+            facts.configs = _probe_configs(configs, options.naming)
         report = diagnose(facts, recipes, options.fail_on, source="facts-file")
     else:
         from .probes import collect_facts
@@ -92,7 +92,7 @@ def run_check(options: CheckOptions, progress=None, previous: Optional[Report] =
 
         # Configs first (file reads): a usage error before any probing, and the model's head dim and
         # dtype for the smoke probe's question "which kernel will these inputs get?".
-        config_files = _probe_configs(configs) if configs else []
+        config_files = _probe_configs(configs, options.naming) if configs else []
         facts = collect_facts(python=options.python, quick=options.quick, timeout=options.timeout, progress=progress,
                               sample=options.sample, smoke=options.smoke, use_cache=options.use_cache,
                               gpu_index=options.gpu_index, shapes=attention_shapes(config_files),
@@ -100,13 +100,25 @@ def run_check(options: CheckOptions, progress=None, previous: Optional[Report] =
                               known=_known(previous))
         facts.configs = config_files
         facts.target = target_facts(options.target)
+        _record_steps_turned_off(facts, options)
         environment = facts.probe("environment")
         if options.python and environment and environment.status != "ok":
             raise UsageError(f"{options.target.named()}: not a working Python interpreter ({environment.error})")
         report = diagnose(facts, recipes, options.fail_on)
     if options.output:
-        write_report(report, Path(expand(options.output)).expanduser())
+        write_report(report, Path(expand(options.output)).expanduser(), options.naming)
     return report
+
+
+def _record_steps_turned_off(facts: Facts, options: CheckOptions) -> None:
+    """A step the caller turned off is recorded with the option that did it: the report, read here
+    or on another machine, then says why the step is missing instead of guessing a cause."""
+    if options.quick:
+        return  # recorded as facts.quick
+    if not options.sample and facts.dtype_path.status == "skipped" and not facts.dtype_path.error:
+        facts.dtype_path.error = f"not asked for ({options.naming.off('sample')})"
+    if not options.smoke and facts.smoke.status == "skipped" and not facts.smoke.error:
+        facts.smoke.error = f"not asked for ({options.naming.off('smoke')})"
 
 
 def _known(previous: Optional[Report]) -> Optional[Facts]:
@@ -160,14 +172,14 @@ def prepare_cache(options: CheckOptions, capabilities: list[str], progress=None)
     return cache_dir(root), verdicts
 
 
-def write_report(report: Report, path: Path) -> None:
+def write_report(report: Report, path: Path, naming: Naming = CLI) -> None:
     from .render.json import to_json
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(to_json(report))
     except OSError as exc:
-        raise OutputError(f"--output {path}: cannot write: {exc.strerror or exc}") from None
+        raise OutputError(f"{naming.given('output', path)}: cannot write: {exc.strerror or exc}") from None
 
 
 class ConfigFileError(FactsFileError):
@@ -175,11 +187,11 @@ class ConfigFileError(FactsFileError):
     would pass a broken training config as fine."""
 
 
-def _probe_configs(paths: list[str]):
+def _probe_configs(paths: list[str], naming: Naming):
     from .probes.configs import probe_configs
 
     configs = probe_configs(paths)
     for config in configs:
         if config.status == "error":
-            raise ConfigFileError(f"--config {config.path}: {config.error}")
+            raise ConfigFileError(f"{naming.given('config', config.path)}: {config.error}")
     return configs

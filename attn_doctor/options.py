@@ -32,6 +32,31 @@ _ACTIVE = (("VIRTUAL_ENV", "venv"), ("CONDA_PREFIX", "conda"))
 
 
 @dataclass(frozen=True)
+class Naming:
+    """How a message names an option the caller set: a command-line user reads `--python X`, a
+    Python caller `python=X`, and each must recognise what to correct. Every entry point passes its
+    own (CLI or API) into the options; nothing below guesses who called."""
+
+    flags: bool  # True: the command line's flags; False: the Python API's parameters
+
+    def option(self, name: str) -> str:
+        """The option alone: `--from-report` / `from_report`."""
+        return "--" + name.replace("_", "-") if self.flags else name
+
+    def given(self, name: str, value: object) -> str:
+        """The option with the value given: `--python /x` / `python=/x`."""
+        return f"{self.option(name)} {value}" if self.flags else f"{name}={value}"
+
+    def off(self, name: str) -> str:
+        """The option that turned a step off: `--no-sample` / `sample=False`."""
+        return "--no-" + name.replace("_", "-") if self.flags else f"{name}=False"
+
+
+CLI = Naming(flags=True)
+API = Naming(flags=False)
+
+
+@dataclass(frozen=True)
 class Target:
     """The interpreter a check diagnoses, and why that one (resolve_target)."""
 
@@ -39,6 +64,7 @@ class Target:
     source: str  # a key of TARGET_WHY
     ignored: Optional[str] = None  # an active-environment variable that named no environment: the warning
     own: bool = False  # the doctor's own environment: probed as before, in-process where it can be
+    naming: Naming = CLI  # how its messages name the option that chose it
 
     @property
     def why(self) -> str:
@@ -47,7 +73,7 @@ class Target:
     def named(self) -> str:
         """How a message names it: the option or variable the user set."""
         if self.source == "option":
-            return f"--python {self.python}"
+            return self.naming.given("python", self.python)
         if self.source == "self":
             return self.python
         return f"{self.python} (the {TARGET_WHY[self.source]})"
@@ -62,15 +88,16 @@ def environment_python(prefix: str) -> Optional[str]:
     return None
 
 
-def resolve_target(python: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> Target:
+def resolve_target(python: Optional[str] = None, environ: Optional[Mapping[str, str]] = None, naming: Naming = CLI) -> Target:
     """The interpreter to diagnose, as uv and pipdeptree's --python auto pick it: --python, else
     the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), else this one. One
     function for check, fix, trace, each rank of a distributed check and the Python API. Raises
     UsageError for a bad --python; an active-environment variable naming no environment is not an
-    error (a stale shell): the result says so in `ignored`, and this interpreter is checked."""
+    error (a stale shell): the result says so in `ignored`, and this interpreter is checked.
+    naming: how error messages name the option (the CLI's `--python`, the API's `python=`)."""
     if python is not None:
-        path = validate_python(python)
-        return Target(path, "option", own=os.path.abspath(path) == os.path.abspath(sys.executable))
+        path = validate_python(python, naming)
+        return Target(path, "option", own=os.path.abspath(path) == os.path.abspath(sys.executable), naming=naming)
     environ = os.environ if environ is None else environ
     for variable, source in _ACTIVE:
         prefix = environ.get(variable)
@@ -110,6 +137,7 @@ class CheckOptions:
     gpu_index: int = 0  # the GPU the smoke tests run on (a rank of a distributed check: its own)
     output: Optional[str] = None  # also write the JSON report here ({host} is the host name)
     target: Optional[Target] = None  # set by validate(): what is diagnosed and why (None with --from-report)
+    naming: Naming = CLI  # how messages name these options: the entry point that took them says (CLI, API)
 
 
 def host_name() -> str:
@@ -126,16 +154,18 @@ def expand(template: str, rank: Optional[int] = None, local_rank: Optional[int] 
     return value
 
 
-def validate_python(python: Optional[str]) -> Optional[str]:
+def validate_python(python: Optional[str], naming: Naming = CLI) -> Optional[str]:
+    """The interpreter's path, or UsageError naming the option as the caller spells it."""
     if python is None:
         return None
+    given = naming.given("python", python)
     path = Path(python).expanduser()
     if os.sep not in python and not path.exists():
         # A bare name (`--python python3.11`), as a shell would find it on PATH. The PATH entry is
         # kept as found, not resolved: a venv's bin/python is a symlink, yet its own environment.
         found = shutil.which(python)
         if found is None:
-            raise UsageError(f"--python {python}: no such file, and no {python} on PATH")
+            raise UsageError(f"{given}: no such file, and no {python} on PATH")
         path = Path(found)
     if path.is_dir():
         # Accept a venv folder: /path/to/venv -> /path/to/venv/bin/python
@@ -144,11 +174,11 @@ def validate_python(python: Optional[str]) -> Optional[str]:
                 path = candidate
                 break
         else:
-            raise UsageError(f"--python {python}: a folder without bin/python; give the interpreter's path")
+            raise UsageError(f"{given}: a folder without bin/python; give the interpreter's path")
     if not path.exists():
-        raise UsageError(f"--python {python}: no such file")
+        raise UsageError(f"{given}: no such file")
     if not os.access(path, os.X_OK):
-        raise UsageError(f"--python {python}: not executable")
+        raise UsageError(f"{given}: not executable")
     return str(path.absolute())
 
 
@@ -160,16 +190,18 @@ def validate(options: CheckOptions) -> CheckOptions:
     from .inputs import InputError, check_input, shown
 
     target = options.target
+    name = options.naming
     if options.facts_file is not None and (options.python or options.quick):
-        raise UsageError("--facts/--from-report diagnoses a recorded report; it cannot be combined with --python or --quick")
+        raise UsageError(f"{name.option('from_report')} diagnoses a recorded report; it cannot be combined with "
+                         f"{name.option('python')} or {name.option('quick')}")
     if target is None and options.facts_file is None:
-        target = resolve_target(options.python)
+        target = resolve_target(options.python, naming=name)
     for path in options.configs:
         try:
             check_input(Path(path).expanduser(), allow_stdin=False)
         except InputError as exc:
-            raise UsageError(f"--config {shown(path)}: {exc}") from None
+            raise UsageError(f"{name.given('config', shown(path))}: {exc}") from None
     if options.cache_dir is not None and Path(options.cache_dir).expanduser().exists() and not Path(options.cache_dir).expanduser().is_dir():
-        raise UsageError(f"--cache-dir {options.cache_dir}: not a folder")
+        raise UsageError(f"{name.given('cache_dir', options.cache_dir)}: not a folder")
     python = None if target is None or (target.own and target.source != "option") else target.python
     return replace(options, python=python, target=target)

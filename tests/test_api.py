@@ -164,15 +164,65 @@ def test_check_judges_a_config(fa2_config, capsys):
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"python": "/no/such/python"}, "--python /no/such/python"),
-    ({"config": "/no/such/train.yaml"}, "/no/such/train.yaml"),
+    ({"python": "/no/such/python"}, "python=/no/such/python: no such file"),
+    ({"config": "/no/such/train.yaml"}, "config=/no/such/train.yaml: "),
     ({"fail_on": "sometimes"}, "fail_on"),
     ({"timeout": 0}, "timeout"),
     ({"config": [3]}, "config"),
+    ({"cache_dir": __file__}, f"cache_dir={__file__}: not a folder"),
+    ({"from_report": "report.json"}, "from_report diagnoses a recorded report; it cannot be combined with python or quick"),
 ])
 def test_check_usage_errors(kwargs, words, capsys):
-    with pytest.raises(UsageError, match=words.replace(".", r"\.")):
+    # The API's messages name its parameters, never the command line's flags.
+    with pytest.raises(UsageError, match=words.replace(".", r"\.")) as info:
         attn_doctor.check(quick=True, **kwargs)
+    assert "--" not in str(info.value)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_explain_names_its_python_parameter():
+    with pytest.raises(UsageError, match="^python=/no/such/python: no such file$"):
+        attn_doctor.explain("RuntimeError: x", check=True, python="/no/such/python")
+
+
+def test_type_hints_resolve_to_the_real_classes():
+    """typing.get_type_hints works on the API (forward references resolve), and the check's hints
+    import no torch: a quick check's caller may have none."""
+    code = textwrap.dedent("""
+        import json, sys, typing
+        import attn_doctor
+        check = typing.get_type_hints(attn_doctor.check)
+        out = {"check": check["return"].__module__ + "." + check["return"].__name__,
+               "python": repr(check["python"]), "torch": "torch" in sys.modules}
+        for name in ("explain", "trace", "preflight"):
+            hints = typing.get_type_hints(getattr(attn_doctor, name))
+            out[name] = hints["return"].__module__ + "." + hints["return"].__name__
+        out["model"] = repr(typing.get_type_hints(attn_doctor.trace)["model"])
+        result = typing.get_type_hints(attn_doctor.api.PreflightResult)
+        out["report"] = result["report"].__name__
+        print(json.dumps(out))
+    """)
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "check": "attn_doctor.report.Report", "python": "typing.Union[str, os.PathLike[str], NoneType]", "torch": False,
+        "explain": "attn_doctor.explain.report.ExplainReport", "trace": "attn_doctor.api.TraceReport",
+        "preflight": "attn_doctor.api.PreflightResult", "model": "<class 'torch.nn.modules.module.Module'>", "report": "Report",
+    }
+    # PEP 561: the package says its annotations are meant for type checkers (the wheel ships it:
+    # tests/realenv/test_install.py).
+    assert (Path(attn_doctor.__file__).parent / "py.typed").is_file()
+
+
+def test_check_records_the_steps_it_was_told_to_skip(capsys):
+    """sample=False / smoke=False: the report says which parameter turned each off (the API's
+    spelling), where a reader would otherwise have to guess."""
+    report = attn_doctor.check(sample=False, smoke=False)
+    assert report.facts.dtype_path.status == "skipped"
+    assert report.facts.dtype_path.error == "not asked for (sample=False)"
+    reasons = {r.rule: r.reason for r in report.results if r.status == "skipped"}
+    assert reasons["AD601"] == "the sample forward pass did not run: not asked for (sample=False)"
+    assert reasons["AD701"] == "no smoke tests ran: not asked for (smoke=False)"
     assert capsys.readouterr() == ("", "")
 
 

@@ -46,3 +46,38 @@ def test_one_module_per_command():
 def test_the_measurement_sees_imports():
     # The checker itself: the CLI's own modules do import their shared helpers.
     assert "attn_doctor.cli._common" in _imports(PACKAGE / "cli" / "check.py")
+
+
+def _called(func: ast.AST) -> str:
+    """`sys.stdout.write`, `console.status`, `make_console().status` for a call's function."""
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return f"{_called(func.value)}.{func.attr}"
+    if isinstance(func, ast.Call):
+        return f"{_called(func.func)}()"
+    return "?"
+
+
+def _dotted_calls(path: Path) -> set[str]:
+    return {_called(node.func) for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)}
+
+
+# Writing stdout, encoding JSON, or starting a spinner of its own: what a command does only through
+# cli/_common.py (emit / write_json / show / write_text, Progress), so that every format and every
+# progress display behaves alike. cli/__init__.py prints --version and the bare usage itself.
+OWN_OUTPUT = ("sys.stdout.", "typer.echo", "json.dumps", "msgspec.json.", "make_console", "Console")
+OWN_OUTPUT_METHODS = (".print", ".status")  # console.print(...), console.status(...): a spinner
+
+
+def test_commands_write_output_and_progress_only_through_the_common_seam():
+    offenders = {}
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        if path.name in ("_common.py", "__init__.py"):
+            continue
+        bad = sorted(c for c in _dotted_calls(path) if c.startswith(OWN_OUTPUT) or c == "print" or c.endswith(OWN_OUTPUT_METHODS))
+        if bad:
+            offenders[path.name] = bad
+    assert offenders == {}
+    # the measurement itself: _common does write stdout and start the spinner
+    assert {"sys.stdout.buffer.write", "stderr_console().status"} <= _dotted_calls(PACKAGE / "cli" / "_common.py")

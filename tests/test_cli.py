@@ -104,6 +104,51 @@ def test_from_report(fixture, code, expect):
     assert "recorded report" in proc.stdout
 
 
+SECTIONS = {"system": "System", "gpu": "GPU", "torch": "PyTorch", "kernels": "Attention kernels", "libraries": "Libraries",
+            "dtype": "Dtype path"}
+MARK = {"crashed": "✗", "error": "✗", "warning": "!", "info": "i", "skipped": "-", "pass": "✓"}
+WORST_FIRST = ["crashed", "error", "warning", "info", "skipped", "pass"]
+
+
+@pytest.mark.parametrize("fixture", sorted(p.stem for p in FIXTURES.glob("*.json")))
+def test_each_section_is_marked_by_its_results_and_says_what_is_true(fixture):
+    """A section's mark is the worst status of the results in it (as the JSON report has them): a
+    section with an error never shows ✓, nor one whose checks were skipped. A step missing from a
+    recorded report says so, or the reason the report recorded; no cause is made up."""
+    import attn_doctor
+
+    path = FIXTURES / f"{fixture}.json"
+    report = attn_doctor.check(from_report=path)
+    proc = run("check", "--from-report", str(path))
+    assert proc.returncode == report.exit_code, proc.stderr
+    marks = {line[4:].split(":")[0]: line[1] for line in proc.stdout.splitlines() if line[:1] == "[" and line[2:4] == "] "}
+    for area, title in SECTIONS.items():
+        statuses = [r.status for r in report.results if r.area == area]
+        assert statuses, area
+        worst = min(statuses, key=WORST_FIRST.index)
+        assert marks[title] == MARK[worst], f"{title}: {statuses}\n{proc.stdout}"
+    assert "--no-sample" not in proc.stdout and "--no-smoke" not in proc.stdout  # nobody passed them
+    dtype_path = report.facts.dtype_path
+    if dtype_path.status == "skipped":
+        said = f"skipped: {dtype_path.error}" if dtype_path.error else "not recorded in this report"
+        assert f"] Dtype path: sample forward pass {said}\n" in proc.stdout, proc.stdout
+
+
+def test_torch_missing_is_not_a_passed_pytorch_section():
+    proc = run("check", "--from-report", str(FIXTURES / "torch-missing.json"))
+    assert "AD001" in proc.stdout
+    assert "[-] PyTorch: not installed\n" in proc.stdout
+    assert "[✓] PyTorch" not in proc.stdout
+
+
+def test_probed_check_says_which_option_skipped_a_step():
+    proc = run("check", "--no-sample", "--no-smoke", "-v")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "] Dtype path: sample forward pass skipped: not asked for (--no-sample)\n" in proc.stdout
+    assert "AD701 An attention backend fails its smoke test on this GPU: skipped, no smoke tests ran: not asked for (--no-smoke)" in proc.stdout
+    assert "AD601 An implicit fp32 promotion reaches the attention kernel: skipped, the sample forward pass did not run: not asked for (--no-sample)" in proc.stdout
+
+
 def test_report_round_trip(tmp_path):
     out = tmp_path / "{host}.json"
     first = run("check", "--from-report", str(FIXTURES / "t4.json"), "--json", "--output", str(out))
@@ -139,8 +184,15 @@ def test_bad_input_python_not_an_interpreter(tmp_path):
     text.write_text("not python\n")
     text.chmod(0o755)
     _one_line_error(run("check", "--python", str(text)), str(text), "not a working Python interpreter")
-    _one_line_error(run("check", "--python", str(tmp_path / "missing")), "no such file")
+    _one_line_error(run("check", "--python", str(tmp_path / "missing")), f"--python {tmp_path / 'missing'}: no such file")
     _one_line_error(run("check", "--python", "no-such-python-anywhere"), "no such file, and no no-such-python-anywhere on PATH")
+
+
+def test_usage_errors_name_the_flags():
+    # The command line's messages name its flags (the Python API names its parameters: test_api.py).
+    _one_line_error(run("check", "--from-report", str(FIXTURES / "t4.json"), "--quick"),
+                    "--from-report diagnoses a recorded report; it cannot be combined with --python or --quick")
+    _one_line_error(run("check", "--quick", "--cache-dir", __file__), f"--cache-dir {__file__}: not a folder")
 
 
 def test_python_given_by_name_is_found_on_path(tmp_path):
@@ -222,7 +274,7 @@ def test_secrets_never_reach_the_report():
 def test_bad_config_file_is_a_usage_error(tmp_path):
     bad = tmp_path / "train.yaml"
     bad.write_text("model_name_or_path: x\nflash_attn: [\n")  # a YAML that does not parse
-    _one_line_error(run("check", "--quick", "--config", str(bad)), "train.yaml", "not valid YAML")
+    _one_line_error(run("check", "--quick", "--config", str(bad)), f"--config {bad}: ", "not valid YAML")
     env = dict(__import__("os").environ, ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"))
     _one_line_error(run("fix", "--dry-run", "--quick", "--config", str(bad), env=env), "not valid YAML")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 
 from attn_doctor.core import diagnose, load_facts_file
-from attn_doctor.facts import SdpaChoice
+from attn_doctor.facts import BF16_NATIVE_FROM, SdpaChoice
 from attn_doctor.probes.configs import attention_shapes, head_dim_of, probe_config
 from attn_doctor.probes.runner import start_child
 from attn_doctor.render.human import render
@@ -96,7 +96,8 @@ def test_shapes_reach_the_smoke_group_in_the_target_interpreter(tmp_path):
     script = tmp_path / "gpu_child.py"
     script.write_text(FAKE_GPU_CHILD)
     shapes = [{"head_dim": 512, "dtype": "bfloat16", "source": "config.json"}]
-    config = {"script": str(script), "smoke": True, "capability": "9.0", "shapes": shapes}
+    config = {"script": str(script), "smoke": True, "capability": "9.0", "shapes": shapes,
+              "bf16_native_from": list(BF16_NATIVE_FROM)}
     data = start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "triton"]).result(60)
     assert data["smoke"]["main"]["choices"] == [
         {"dtype": "bfloat16", "head_dim": 512, "backend": "efficient_attention", "source": "config.json"}]

@@ -146,11 +146,34 @@ def test_bogus_virtual_env_is_one_warning_then_the_own_interpreter(tmp_path):
     assert doc["facts"]["platform"]["python_executable"] == sys.executable
 
 
-def test_fix_plans_for_the_activated_venv(bare_venv, tmp_path):
+def test_fix_plans_for_the_activated_venv(bare_venv, conda_like, tmp_path):
     env = dict(activated(bare_venv), ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"))
     proc = doctor("fix", "--dry-run", "--json", "--quick", env=env)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["python"] == str(bare_venv / "bin" / "python")
+    python = str(bare_venv / "bin" / "python")
+    doc = json.loads(proc.stdout)
+    assert doc["python"] == python
+    assert doc["target"] == {"python": python, "source": "venv", "why": "active venv ($VIRTUAL_ENV)", "ignored": None}
+    # The plan's header says which environment it changes and why, in check's words.
+    human = doctor("fix", "--dry-run", "--quick", env=env)
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.splitlines()[:2] == ["Plan (dry run: nothing will change)", f"fixing {python} — active venv ($VIRTUAL_ENV)"]
+    conda = doctor("fix", "--dry-run", "--quick", env=dict(activated(conda_like, "CONDA_PREFIX"), ATTN_DOCTOR_STATE_DIR=env["ATTN_DOCTOR_STATE_DIR"]))
+    assert conda.stdout.splitlines()[1] == f"fixing {conda_like / 'bin' / 'python'} — active conda env ($CONDA_PREFIX)"
+    option = doctor("fix", "--dry-run", "--quick", "--python", str(conda_like), env=env)
+    assert option.stdout.splitlines()[1] == f"fixing {conda_like / 'bin' / 'python'} — --python"
+
+
+def test_fix_in_a_bogus_venv_says_it_falls_back_to_its_own_interpreter(tmp_path):
+    env = dict(activated(tmp_path / "gone"), ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"))
+    config = tmp_path / "config.json"  # flash_attention_2 without flash-attn: a remedy to plan
+    config.write_text(json.dumps({"model_type": "llama", "torch_dtype": "bfloat16", "attn_implementation": "flash_attention_2"}))
+    proc = doctor("fix", "--dry-run", "--quick", "--config", str(config), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1] == (
+        f"fixing {sys.executable} — the interpreter attn-doctor runs in "
+        f"(VIRTUAL_ENV={tmp_path / 'gone'} is not a Python environment (no bin/python))"
+    )
 
 
 MODEL = """

@@ -10,7 +10,8 @@ import typer
 
 # One definition of a usage error for the CLI and the Python API (attn_doctor/options.py).
 from ..options import UsageError
-from ..options import validate_python  # noqa: F401 - the commands' one --python validation
+# The commands' one --python validation, and the naming their messages use (the CLI's flags).
+from ..options import CLI, validate_python  # noqa: F401
 
 EXIT_CODES_HELP = """\
 Exit codes: 0 no errors found; 1 errors found (or warnings, with --fail-on warning);
@@ -18,7 +19,8 @@ Exit codes: 0 no errors found; 1 errors found (or warnings, with --fail-on warni
 interpreter); 3 a probe could not run (timed out or crashed) or a check crashed.
 """
 
-__all__ = ["EXIT_CODES_HELP", "FailOn", "UsageError", "emit", "fail", "progress", "resolved", "stderr_console", "validate_python", "warn"]
+__all__ = ["CLI", "EXIT_CODES_HELP", "FailOn", "Progress", "UsageError", "emit", "fail", "note", "progress", "progress_on_terminal", "resolved", "show",
+           "stderr_console", "validate_python", "warn", "write_json", "write_text"]
 
 
 class FailOn(str, Enum):
@@ -43,15 +45,39 @@ def warn(message: str) -> None:
     stderr_console().print(f"[bold yellow]attn-doctor: warning:[/] {message}", markup=True, highlight=False, soft_wrap=True)
 
 
+def note(message: str) -> None:
+    """Print `attn-doctor: MESSAGE` on stderr (one line): what happened on the way, not an error."""
+    stderr_console().print(f"attn-doctor: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
 def emit(json_out: bool, as_json: Callable[[], bytes], render: Callable[[Any], None]) -> None:
     """Every command's one output seam: its JSON document on stdout, or its human rendering on a
-    console that keeps whole lines when piped (a log must not lose evidence to 80 columns)."""
+    console that keeps whole lines when piped (a log must not lose evidence to 80 columns).
+    Both are built only when asked for: the other format costs nothing."""
     if json_out:
-        sys.stdout.buffer.write(as_json())
+        write_json(as_json())
     else:
-        from ..render.console import make_console
+        show(render)
 
-        render(make_console())
+
+def write_json(document: bytes) -> None:
+    """A JSON document on stdout, as its renderer encoded it (`emit`'s JSON half; --schema too)."""
+    sys.stdout.buffer.write(document)
+    sys.stdout.flush()
+
+
+def write_text(text: str) -> None:
+    """Text for another program as it is (trace --patch: a patch for `git apply`)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def show(render: Callable[[Any], None]) -> None:
+    """A human rendering on stdout (`emit`'s human half; also what a command shows before it asks
+    for confirmation, which has no JSON form)."""
+    from ..render.console import make_console
+
+    render(make_console())
     sys.stdout.flush()
 
 
@@ -68,7 +94,7 @@ def resolved(options):
 
 
 class Progress:
-    """A spinner on stderr while something slow runs (only started on a terminal)."""
+    """A spinner on stderr while something slow runs: every command's one progress display."""
 
     def __init__(self, message: str = "probing"):
         self._status = stderr_console().status(message)
@@ -81,5 +107,11 @@ class Progress:
         self._status.stop()
 
 
-def progress() -> Progress:
-    return Progress()
+def progress(message: str = "probing") -> Progress:
+    return Progress(message)
+
+
+def progress_on_terminal(json_out: bool, message: str = "probing") -> "Progress | None":
+    """A Progress where someone watches (stderr a terminal, human output); None elsewhere: a
+    spinner's redraws would fill a log, and --json output is read by a program."""
+    return Progress(message) if not json_out and sys.stderr.isatty() else None

@@ -97,13 +97,13 @@ def check(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show passing and skipped checks, evidence, timings and tracebacks."),
 ) -> None:
     from ..core import FactsFileError
-    from ..options import CheckOptions
+    from ..options import CLI, CheckOptions
     from ..rules.loader import RecipeError
 
     options = CheckOptions(
         python=python, quick=quick, facts_file=facts, configs=tuple(config or ()), recipes_dir=recipes,
         fail_on=fail_on.value, timeout=timeout, sample=not no_sample, smoke=not no_smoke, use_cache=not no_cache,
-        cache_dir=cache_dir, output=output,
+        cache_dir=cache_dir, output=output, naming=CLI,
     )
     interactive = not json_out and sys.stderr.isatty()
     try:
@@ -170,6 +170,8 @@ def _prepare(options, capabilities: list[str], json_out: bool, interactive: bool
     finally:
         if progress:
             progress.stop()
-    from ..render.prepare import render_prepared
+    from ..render.prepare import prepared_json, prepared_ok, render_prepared
 
-    return render_prepared(prepared, json_out)
+    code = 0 if prepared_ok(prepared[1]) else 3  # 3: a verdict could not be computed
+    emit(json_out, lambda: prepared_json(prepared, code), lambda console: render_prepared(prepared, code, console))
+    return code

@@ -50,20 +50,19 @@ def explain(
     Exit codes: 0 nothing to fix (nothing matched, or only harmless messages); 1 a known problem
     was found; 2 usage error (no input, unreadable file, stdin is a terminal).
     """
-    import msgspec
-
-    from ._common import UsageError, emit, fail, stderr_console as _stderr_console, validate_python as _validate_python
+    from ._common import CLI, UsageError, emit, fail, progress_on_terminal, validate_python as _validate_python, write_json
 
     if schema:
         from ..explain.report import explain_schema
+        from ..render.json import to_json
 
-        typer.echo(msgspec.json.format(msgspec.json.encode(explain_schema()), indent=2).decode())
+        write_json(to_json(explain_schema()))
         raise typer.Exit(0)
     from ..rules.loader import RecipeError, load_recipes
 
     try:
         source, kind, path = _input(text, file)
-        target = _validate_python(python) if python else None
+        target = _validate_python(python, CLI) if python else None
         if python and not check:
             raise UsageError("--python only matters with --check")
         loaded = load_recipes(recipes)
@@ -76,9 +75,7 @@ def explain(
 
     from ..explain.core import explain as run_explain
 
-    status = _stderr_console().status("reading the input") if sys.stderr.isatty() and not json_out else None
-    if status:
-        status.start()
+    status = progress_on_terminal(json_out, "reading the input")
     try:
         live = None
         if check:
@@ -102,9 +99,9 @@ def explain(
         if status:
             status.stop()
     from ..render.explain_human import render
+    from ..render.json import to_json
 
-    emit(json_out, lambda: msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n",
-         lambda console: render(report, console, verbose=verbose))
+    emit(json_out, lambda: to_json(report), lambda console: render(report, console, verbose=verbose))
     raise typer.Exit(report.exit_code)
 
 

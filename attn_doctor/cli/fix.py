@@ -8,8 +8,6 @@ from typing import Optional
 
 import typer
 
-FIX_SCHEMA = "attn-doctor/fix"
-
 
 def fix(
     run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="With --undo: the run to undo (default: the latest)."),
@@ -73,13 +71,9 @@ def fix(
     1 an action failed, was rolled back or blocked (unsafe, PEP 668), or the plan was declined;
     2 usage error (bad option, unreadable file, no --yes without a terminal).
     """
-    from ..render.console import make_console
-
     from ._common import UsageError, fail
     from ..fix.journal import JournalError
 
-    console = make_console()
-    err_console = make_console(stderr=True)
     try:
         if run_id and not undo:
             raise UsageError(f"unexpected argument {run_id!r}: a run id goes with --undo")
@@ -91,19 +85,17 @@ def fix(
             if given:
                 raise UsageError(f"{'--history' if history else '--undo'} does not take {', '.join(given)}")
         if history:
-            return _history(console, json_out)
+            return _history(json_out)
         if undo:
-            return _undo(run_id, console, json_out)
-        from ..options import CheckOptions
+            return _undo(run_id, json_out)
+        from ..options import CLI, CheckOptions
         from ._common import resolved
 
         # The same options and pipeline as `check` (attn_doctor.core.run_check), validated first.
         check_options = resolved(CheckOptions(python=python, quick=quick, facts_file=facts, configs=tuple(config or ()),
                                               recipes_dir=recipes, timeout=timeout, sample=not no_sample, smoke=not no_smoke,
-                                              use_cache=not no_cache))
+                                              use_cache=not no_cache, naming=CLI))
         return _fix(
-            console,
-            err_console,
             check_options=check_options,
             yes=yes,
             dry_run=dry_run,
@@ -133,26 +125,28 @@ def fix(
         raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError, UnknownRun)) else 1) from None
 
 
-def _fix(console, err_console, *, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, verbose):
+def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, verbose):
     from ..core import run_check
     from ..fix.apply import apply_plan, recover_interrupted
     from ..fix.journal import Lock, interrupted_runs, state_dir
     from ..fix.plan import Options, build_plan
-    from ..render.fix_human import render_outcome, render_plan
+    from ..render.fix_human import render_outcome, render_plan, render_unapplied
+    from ..render.fix_json import plan_json
     from ..rules.loader import load_recipes
+    from ._common import emit, note as say, progress_on_terminal, show
 
-    progress = _Status() if not json_out and sys.stderr.isatty() else None
+    progress = progress_on_terminal(json_out)
     note = progress.update if progress else None
     try:
         interrupted = interrupted_runs()
         if interrupted:
             ids = ", ".join(j.id for j in interrupted)
             if dry_run:
-                err_console.print(f"attn-doctor: a previous fix ({ids}) was interrupted; `attn-doctor fix` or `fix --undo` restores the state before it", soft_wrap=True)
+                say(f"a previous fix ({ids}) was interrupted; `attn-doctor fix` or `fix --undo` restores the state before it")
             else:
                 with Lock(state_dir()):
                     recover_interrupted(progress=note)
-                err_console.print(f"attn-doctor: restored the state before the interrupted fix {ids}", soft_wrap=True)
+                say(f"restored the state before the interrupted fix {ids}")
 
         def check():
             return run_check(check_options, note)
@@ -172,26 +166,23 @@ def _fix(console, err_console, *, check_options, yes, dry_run, json_out, only, s
 
     if dry_run or not plan.runnable and not _patches(plan):
         code = 0 if dry_run or not any(a.status == "blocked" for a in plan.actions) else 1
-        if json_out:
-            _print_json(plan, None, dry_run=dry_run, exit_code=code)
-        else:
-            render_plan(plan, console, dry_run=True, verbose=verbose)
-            if not dry_run and plan.actions:
-                console.print("Nothing to apply.")
+
+        emit(json_out, lambda: plan_json(plan, None, dry_run=dry_run, exit_code=code),
+             lambda console: render_unapplied(plan, console, dry_run=dry_run, verbose=verbose))
         raise typer.Exit(code)
 
-    if not json_out:
-        render_plan(plan, console, dry_run=False, verbose=verbose)
+    if not json_out:  # the plan to confirm; with --json, the document after the run holds it
+        show(lambda console: render_plan(plan, console, dry_run=False, verbose=verbose))
     if not yes:
         if not sys.stdin.isatty():
             from ._common import fail
 
             raise fail("fix needs confirmation: run with --yes to apply, or --dry-run to see the plan only")
         if not typer.confirm(f"Apply {len(plan.runnable)} change(s)?", default=False, err=True):
-            err_console.print("attn-doctor: nothing changed")
+            say("nothing changed")
             raise typer.Exit(1)
 
-    progress = _Status() if not json_out and sys.stderr.isatty() else None
+    progress = progress_on_terminal(json_out)
     try:
         journal = apply_plan(
             plan,
@@ -208,10 +199,8 @@ def _fix(console, err_console, *, check_options, yes, dry_run, json_out, only, s
             progress.stop()
     bad = any(a.status in ("failed", "rolled-back", "blocked") for a in plan.actions)
     code = 1 if bad else 0
-    if json_out:
-        _print_json(plan, journal, dry_run=False, exit_code=code)
-    else:
-        render_outcome(plan, journal, console)
+    emit(json_out, lambda: plan_json(plan, journal, dry_run=False, exit_code=code),
+         lambda console: render_outcome(plan, journal, console))
     raise typer.Exit(code)
 
 
@@ -219,44 +208,23 @@ def _patches(plan) -> bool:
     return any(a.kind == "patch" and a.diff for a in plan.actions)
 
 
-def _print_json(plan, journal, dry_run: bool, exit_code: int) -> None:
-    import json
-
-    doc = {
-        "schema": FIX_SCHEMA,
-        "schema_version": 1,
-        "run": journal.id if journal else None,
-        "dry_run": dry_run,
-        "source": plan.source,
-        "python": plan.python,
-        "actions": [a.to_dict() for a in plan.actions],
-        "manual": [vars(m) for m in plan.manual],
-        "exit_code": exit_code,
-    }
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    sys.stdout.flush()
-
-
-def _history(console, json_out: bool) -> None:
-    import json
-
+def _history(json_out: bool) -> None:
     from ..fix.journal import list_runs
     from ..render.fix_human import render_history
+    from ..render.fix_json import history_json
+    from ._common import emit
 
     runs = list_runs()
-    if json_out:
-        sys.stdout.write(json.dumps([r.data for r in runs], indent=2) + "\n")
-    else:
-        render_history(runs, console)
+    emit(json_out, lambda: history_json(runs), lambda console: render_history(runs, console))
     raise typer.Exit(0)
 
 
-def _undo(run_id: Optional[str], console, json_out: bool) -> None:
-    import json
-
+def _undo(run_id: Optional[str], json_out: bool) -> None:
     from ..fix.apply import restore_run
     from ..fix.journal import Lock, find_run, state_dir
     from ..render.fix_human import render_undo
+    from ..render.fix_json import undo_json
+    from ._common import emit
 
     with Lock(state_dir()):
         journal = find_run(run_id)
@@ -265,22 +233,5 @@ def _undo(run_id: Optional[str], console, json_out: bool) -> None:
 
             raise JournalError(f"run {journal.id} was already undone")
         changed = restore_run(journal)
-    if json_out:
-        sys.stdout.write(json.dumps({"schema": FIX_SCHEMA, "schema_version": 1, "undone": journal.id, "changed": changed}, indent=2) + "\n")
-    else:
-        render_undo(journal.id, changed, console)
+    emit(json_out, lambda: undo_json(journal.id, changed), lambda console: render_undo(journal.id, changed, console))
     raise typer.Exit(0)
-
-
-class _Status:
-    def __init__(self):
-        from ..render.console import make_console
-
-        self._status = make_console(stderr=True).status("probing")
-        self._status.start()
-
-    def update(self, message: str) -> None:
-        self._status.update(message)
-
-    def stop(self) -> None:
-        self._status.stop()

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._common import FailOn, emit, fail
+from ._common import FailOn, emit, fail, write_json
 
 
 def fleet(
@@ -41,9 +41,9 @@ def fleet(
     from ..fleet.files import FleetUsageError, fleet_from_files
 
     if schema:
-        import msgspec
+        from ..render.json import to_json as json_document
 
-        typer.echo(msgspec.json.format(msgspec.json.encode(fleet_schema()), indent=2).decode())
+        write_json(json_document(fleet_schema()))
         raise typer.Exit(0)
     if not paths:
         raise fail("give the reports to aggregate: files from `check --json`, or folders of them (see 'attn-doctor fleet -h')")

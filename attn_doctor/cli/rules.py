@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ._common import fail
+from ._common import emit, fail, write_json
 
 HELP = (
         "List the rules attn-doctor knows, or show one in full (what it checks, why it matters, the remedies).\n\n"
@@ -22,36 +22,26 @@ def rules(
     schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of `check --json` reports."),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Read rules from DIR instead of the shipped recipes."),
 ) -> None:
-    import msgspec
-
     from ..rules.loader import RecipeError, load_recipes
 
     if schema:
         if rule_id or recipes:
             raise fail(f"--schema prints the report's JSON Schema; it does not take {'a rule ID' if rule_id else '--recipes'}")
-        from ..render.json import report_schema
+        from ..render.json import report_schema, to_json
 
-        typer.echo(msgspec.json.format(msgspec.json.encode(report_schema()), indent=2).decode())
+        write_json(to_json(report_schema()))
         raise typer.Exit(0)
     try:
         loaded = load_recipes(recipes)
     except RecipeError as exc:
         raise fail(str(exc)) from None
-    from ..render.console import make_console
-
+    from ..render.json import to_json
     from ..render.rules import render_rule, render_rules
 
-    console = make_console()
     if rule_id:
         rule = loaded.get(rule_id)
         if rule is None:
             raise fail(f"no rule {rule_id!r}; `attn-doctor rules` lists them")
-        if json_out:
-            typer.echo(msgspec.json.format(msgspec.json.encode(rule), indent=2).decode())
-        else:
-            render_rule(rule, console)
+        emit(json_out, lambda: to_json(rule), lambda console: render_rule(rule, console))
         raise typer.Exit(0)
-    if json_out:
-        typer.echo(msgspec.json.format(msgspec.json.encode(loaded.rules), indent=2).decode())
-    else:
-        render_rules(loaded.rules, console)
+    emit(json_out, lambda: to_json(loaded.rules), lambda console: render_rules(loaded.rules, console))

@@ -5,7 +5,6 @@ call (nothing was judged)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import List, Optional
 
@@ -113,12 +112,12 @@ def trace(
     kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
                   capability=_capability(capability), attn_implementation=attn_implementation, seq_len=seq_len,
                   factory_kwargs=factory_kwargs or None)
-    from ._common import UsageError, emit, fail, warn
-    from ..options import resolve_target
+    from ._common import UsageError, emit, fail, warn, write_text
+    from ..options import CLI, resolve_target
 
     try:
         # --python, else the active venv or conda env: the user's model imports from there.
-        where = resolve_target(python)
+        where = resolve_target(python, naming=CLI)
     except UsageError as exc:
         raise fail(str(exc)) from None
     if where.ignored:
@@ -149,12 +148,12 @@ def trace(
         raise fail(" ".join(str(error.get("message") or "usage error").split()))
     if patch_only and not json_out:
         patches = [f["patch"] for f in report.get("findings", []) if f.get("patch")]
-        sys.stdout.write("".join(patches))
+        write_text("".join(patches))
         if not patches:
             sys.stderr.write("no patch to suggest\n")
     else:
+        from ..render.json import plain_json
         from ..render.trace_human import render_trace
 
-        emit(json_out, lambda: (json.dumps(report, indent=2, default=str) + "\n").encode(),
-             lambda console: render_trace(report, console, verbose=verbose))
+        emit(json_out, lambda: plain_json(report), lambda console: render_trace(report, console, verbose=verbose))
     raise typer.Exit(code)

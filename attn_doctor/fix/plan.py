@@ -72,6 +72,10 @@ class Plan:
     manual: list[ManualItem] = field(default_factory=list)
     source: str = "probed"
     python: str = ""
+    # The interpreter acted on and why that one (facts.Target: --python, the active venv or conda
+    # env, the doctor's own); None for a recorded report, whose packages are not changed here.
+    target: Any = None
+    recorded_on: Optional[str] = None  # a recorded report: the host it was recorded on
 
     @property
     def runnable(self) -> list[Action]:
@@ -90,7 +94,9 @@ class Options:
 
 def build_plan(report: Report, options: Options, data: Optional[dict] = None) -> Plan:
     facts = report.facts
-    plan = Plan(source=report.source, python=facts.platform.python_executable)
+    plan = Plan(source=report.source, python=facts.platform.python_executable,
+                target=facts.target if report.source == "probed" else None,
+                recorded_on=(facts.platform.hostname or "another machine") if report.source == "facts-file" else None)
     options.from_report = report.source == "facts-file"
     only = {r.upper() for r in options.only}
     skip = {r.upper() for r in options.skip}

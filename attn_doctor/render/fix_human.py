@@ -7,8 +7,10 @@ from typing import Optional
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from .console import diff_renderable, whole_lines
+from .human import target_line
 
 MARKS = {
     "planned": ("→", "cyan"),
@@ -30,7 +32,15 @@ def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) ->
         console.print("[green]Nothing to fix:[/] no finding has a remedy to apply.")
         return
     title = "Plan (dry run: nothing will change)" if dry_run else "Plan"
-    console.print(f"[bold]{title}[/]" + (f"  [dim]{escape(plan.python)}[/]" if plan.python else ""))
+    console.print(f"[bold]{title}[/]")
+    if plan.target is not None:
+        # which environment and why, in check's words: a pipx-installed doctor fixes the active venv
+        console.print(target_line(plan.target, "fixing"))
+    elif plan.recorded_on is not None:
+        console.print(Text(f"judged with a report recorded on {plan.recorded_on}: only config files are changed here, "
+                           "not its packages", style="dim"))
+    elif plan.python:
+        console.print(Text(plan.python, style="dim"))
     for action in plan.actions:
         _action_line(action, console)
         if action.argv:
@@ -47,6 +57,13 @@ def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) ->
             console.print(f"  [dim]·[/] {item.rule}: {escape(item.summary)}")
             if item.detail and verbose:
                 console.print(f"      {escape(item.detail)}")
+
+
+def render_unapplied(plan, console: Console, dry_run: bool, verbose: bool = False) -> None:
+    """A plan that is not applied: a dry run, or nothing in it can run here."""
+    render_plan(plan, console, dry_run=True, verbose=verbose)
+    if not dry_run and plan.actions:
+        console.print("Nothing to apply.")
 
 
 def _action_line(action, console: Console) -> None:

@@ -45,11 +45,11 @@ LIBRARIES = [
 
 
 def worst(results: list[Result]) -> str:
+    """A section's mark: the worst status of the results in it. A skipped check counts: a section
+    whose checks could not all run is not shown as passed (torch absent: its checks skipped)."""
     if not results:
-        return "pass"
-    status = min((r.status for r in results), key=lambda s: STATUS_ORDER[s])
-    # A section whose only non-passing results are skips is still fine as far as we know.
-    return "pass" if status == "skipped" and any(r.status == "pass" for r in results) else status
+        return "skipped"  # nothing was judged there
+    return min((r.status for r in results), key=lambda s: STATUS_ORDER[s])
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
@@ -61,10 +61,10 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         header.append(f"  (diagnosing a recorded report from {host}; nothing probed here)", style="dim")
     console.print(header)
     if report.source == "probed" and facts.target is not None:
-        _target(console, facts.target)
+        console.print(target_line(facts.target))
     for area, title in AREAS:
         results = [r for r in report.results if r.area == area]
-        summary = section_summary(area, facts)
+        summary = section_summary(area, facts, report.source)
         if not results and summary is None:
             continue
         if summary is None and not verbose and all(r.status == "skipped" for r in results):
@@ -73,14 +73,16 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
     _footer(console, report, verbose)
 
 
-def _target(console: Console, target) -> None:
-    """Which interpreter was diagnosed and why: a pipx-installed doctor checks the active venv."""
-    line = Text("checking ", style="dim")
+def target_line(target, verb: str = "checking") -> Text:
+    """Which interpreter a command acts on and why that one (--python, the active venv or conda
+    env, or the doctor's own): a pipx-installed doctor acts on the active venv, and says so.
+    `check` and `fix` print this one line."""
+    line = Text(f"{verb} ", style="dim")
     line.append(target.python)
     line.append(f" — {target.why}", style="dim")
     if target.ignored:
         line.append(f" ({target.ignored})", style="yellow")
-    console.print(line)
+    return line
 
 
 def _line(console: Console, status: str, text: str, indent: int = 0, style: str = "") -> None:
@@ -170,14 +172,17 @@ def _footer(console: Console, report: Report, verbose: bool) -> None:
 # ---------------------------------------------------------------- one-line area summaries
 
 
-def section_summary(area: str, facts: Facts) -> Optional[str]:
+def section_summary(area: str, facts: Facts, source: str = "probed") -> Optional[str]:
+    """What a section's line says after its title: what was found, or why a step has nothing to
+    show (the reason the report recorded; never a cause guessed from what is missing)."""
+    if area == "dtype":
+        return _dtype_path(facts, source)
     fn = {
         "system": _system,
         "gpu": _gpu,
         "torch": _torch,
         "kernels": _kernels,
         "libraries": _libraries,
-        "dtype": _dtype_path,
     }.get(area)
     return fn(facts) if fn else None
 
@@ -330,12 +335,16 @@ def _kernel_imports(facts: Facts) -> str:
     return ", ".join(parts)
 
 
-def _dtype_path(facts: Facts) -> Optional[str]:
+def _dtype_path(facts: Facts, source: str) -> Optional[str]:
     dp = facts.dtype_path
     if dp.status == "skipped":
-        if dp.error:
-            return escape(f"sample forward pass not run: {dp.error}")
-        return "sample forward pass not run" + (" (--quick)" if facts.quick else " (--no-sample)")
+        if dp.error:  # recorded with the facts: the option that turned it off, or torch absent
+            return escape(f"sample forward pass skipped: {dp.error}")
+        if facts.quick:
+            return "sample forward pass skipped: a quick check (--quick) imports no torch"
+        if source == "facts-file":
+            return "sample forward pass not recorded in this report"
+        return "sample forward pass did not run (no reason recorded)"
     if dp.status == "failed":
         return escape(f"sample forward pass could not run: {dp.error}")
     marks = {"ran": "✓", "failed": "✗"}

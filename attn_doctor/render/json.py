@@ -3,6 +3,7 @@ version 1) and their JSON Schemas, generated from the structs they are encoded f
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -12,6 +13,12 @@ from ..report import Report
 
 def to_json(envelope: Any) -> bytes:
     return msgspec.json.format(msgspec.json.encode(envelope), indent=2) + b"\n"
+
+
+def plain_json(document: Any) -> bytes:
+    """A document of plain dicts and lists (trace's report, fix's plan), indented; a value JSON
+    has no type for (a path, a dtype) as its str()."""
+    return (json.dumps(document, indent=2, default=str) + "\n").encode()
 
 
 def json_schema(struct: type, name: str, title: str) -> dict:

@@ -273,7 +273,9 @@ class Evaluator:
     def _dtype_path_known(self) -> Optional[Unknown]:
         dp = self.facts.dtype_path
         if dp.status == "skipped":
-            return Unknown("the sample forward pass did not run" + (" (--quick)" if self.facts.quick else ""))
+            # the reason the report recorded, if any; none is guessed
+            cause = f": {dp.error}" if dp.error else " (--quick)" if self.facts.quick else ""
+            return Unknown("the sample forward pass did not run" + cause)
         if dp.status != "ok":
             return Unknown(f"the sample forward pass failed: {dp.error}")
         return None

@@ -320,9 +320,9 @@ def _transformers_version():
     return getattr(mod, "__version__", "?")
 
 
-def _read_hf_config(path, transformers):
-    """The config object; a path that is missing or not JSON is a usage error (exit 2), anything
-    transformers refuses is a failure with transformers' own reason (exit 3)."""
+def _hf_config_data(path):
+    """(config file, its JSON) of --hf: a path that is missing or not a JSON object is a usage
+    error (exit 2), checked before transformers is needed."""
     if not os.path.exists(path):
         raise TraceError("usage", "--hf %s: no such file or folder" % path)
     file = path if os.path.isfile(path) else os.path.join(path, "config.json")
@@ -336,6 +336,11 @@ def _read_hf_config(path, transformers):
         raise TraceError("usage", "--hf %s: not a JSON config (%s)" % (file, _one_line(exc)), exc)
     if not isinstance(data, dict):
         raise TraceError("usage", "--hf %s: not a JSON object" % file)
+    return file, data
+
+
+def _read_hf_config(path, file, data, transformers):
+    """The config object; anything transformers refuses is a failure with its own reason (exit 3)."""
     try:
         if os.path.isfile(path):
             if not data.get("model_type"):
@@ -397,14 +402,15 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
     is what the forward pass reads."""
     import torch
 
+    file, data = _hf_config_data(path)
     try:
         import transformers
-    except ImportError as exc:
-        raise TraceError("usage", "--hf needs transformers, which does not import here (%s)" % _one_line(exc), exc)
+    except ImportError as exc:  # the environment, not the command line: could not run
+        raise TraceError("environment", "--hf needs transformers, which does not import here (%s)" % _one_line(exc), exc)
     except BaseException as exc:  # noqa: BLE001 - a broken transformers install
         raise TraceError("environment", "transformers does not import here: %s" % _one_line(exc), exc)
     notes = []
-    config = _read_hf_config(path, transformers)
+    config = _read_hf_config(path, file, data, transformers)
     if shrink:
         for key in ("num_hidden_layers", "n_layer", "num_layers"):
             if getattr(config, key, None):

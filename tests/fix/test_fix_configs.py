@@ -48,9 +48,15 @@ def test_llamafactory_yaml_on_t4_gets_fp16_and_a_valid_flash_attn_with_every_com
     check = cli("check", "--from-report", T4, "--config", str(cfg), "--json", state=state)
     results = {r["rule"]: r["status"] for r in json.loads(check.stdout)["results"]}
     assert results["AD501"] == "pass" and results["AD502"] == "pass" and results["AD503"] == "pass"
+    # The history and the undo, as JSON too (the same seam as every command's --json).
+    history = cli("fix", "--history", "--json", state=state)
+    assert history.returncode == 0, history.stderr
+    assert [run["id"] for run in json.loads(history.stdout)] == [doc["run"]]
     # Undo brings the exact bytes and mode back.
-    undo = cli("fix", "--undo", state=state)
+    undo = cli("fix", "--undo", "--json", state=state)
     assert undo.returncode == 0, undo.stderr
+    undone = json.loads(undo.stdout)
+    assert (undone["schema"], undone["undone"]) == ("attn-doctor/fix", doc["run"]) and str(cfg) in " ".join(undone["changed"])
     assert cfg.read_bytes() == before and stat.S_IMODE(cfg.stat().st_mode) == 0o640
     again = cli("fix", "--undo", doc["run"], state=state)
     assert again.returncode == 1 and "already undone" in again.stderr
@@ -64,6 +70,9 @@ def test_dry_run_changes_nothing_byte_for_byte(tmp_path, state):
     proc = cli("fix", "--from-report", T4, *args, "--dry-run", state=state)
     assert proc.returncode == 0, proc.stderr
     assert "dry run" in proc.stdout and "+fp16: true" in proc.stdout and "-bf16: true" in proc.stdout
+    # What is targeted, and why only the configs: the packages of a recorded report's machine are not changed here.
+    assert proc.stdout.splitlines()[1] == "judged with a report recorded on 7f3c9a1d2b4e: only config files are changed here, not its packages"
+    assert json.loads(cli("fix", "--from-report", T4, *args, "--dry-run", "--json", state=state).stdout)["target"] is None
     assert {f: f.read_bytes() for f in files} == before
     assert {f: f.stat().st_mtime_ns for f in files} == mtimes
     assert not state.exists() or not list(state.rglob("journal.json"))

@@ -87,6 +87,15 @@ def run(argv: list, env: dict, cwd=None, timeout: float = 600) -> subprocess.Com
                           stdin=subprocess.DEVNULL)
 
 
+def test_the_wheel_ships_py_typed_and_the_recipes(wheel):
+    """PEP 561: py.typed in the wheel makes type checkers read the API's annotations."""
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "attn_doctor/py.typed" in names
+    assert "attn_doctor/recipes/system.toml" in names
+
+
 # ---------------------------------------------------------------- pipx-like, training venv activated
 
 

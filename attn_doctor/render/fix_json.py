@@ -1,0 +1,37 @@
+"""The JSON output of `attn-doctor fix` (schema attn-doctor/fix v1): the plan and its outcome, the
+history, an undo. One document per command run, built here and written by the CLI's one seam."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .json import plain_json as _encode
+
+FIX_SCHEMA = "attn-doctor/fix"
+
+
+def plan_json(plan, journal, dry_run: bool, exit_code: int) -> bytes:
+    """The plan, and after a run its outcome: every action with its status, the journal to undo."""
+    target = plan.target
+    return _encode({
+        "schema": FIX_SCHEMA,
+        "schema_version": 1,
+        "run": journal.id if journal else None,
+        "dry_run": dry_run,
+        "source": plan.source,
+        "python": plan.python,
+        # which interpreter and why, as the human plan's header says it (None: a recorded report)
+        "target": None if target is None else {"python": target.python, "source": target.source, "why": target.why,
+                                               "ignored": target.ignored},
+        "actions": [a.to_dict() for a in plan.actions],
+        "manual": [vars(m) for m in plan.manual],
+        "exit_code": exit_code,
+    })
+
+
+def history_json(runs) -> bytes:
+    return _encode([r.data for r in runs])
+
+
+def undo_json(run_id: str, changed: Optional[list[str]]) -> bytes:
+    return _encode({"schema": FIX_SCHEMA, "schema_version": 1, "undone": run_id, "changed": changed})
