@@ -15,7 +15,7 @@ from ..facts import Facts
 from ..report import Report
 from .edits import EditError, apply_settings, atomic_write
 from .journal import Journal, JournalError, Lock, interrupted_runs, state_dir
-from .patches import patch_file_name
+from .patches import patch_file_name, verify_fla_states_edit
 from .plan import FIRED, Action, Plan
 
 PIP_TIMEOUT_S = 3600.0
@@ -151,8 +151,11 @@ def apply_plan(
     patch_dir: Path,
     progress: Progress = None,
     root: Optional[Path] = None,
+    check_edit: Callable[[str, str], Optional[str]] = verify_fla_states_edit,
 ) -> Optional[Journal]:
-    """Run the plan's runnable actions, journaled; verify; roll back what did not help."""
+    """Run the plan's runnable actions, journaled; verify; roll back what did not help.
+    check_edit(python, fla_dir) runs fla's edited op: None when it cannot be run here (no GPU),
+    "" when it works, else why it does not (then the edit is rolled back)."""
     note = progress or (lambda _m: None)
     root = root or state_dir()
     actions = plan.runnable
@@ -185,6 +188,9 @@ def apply_plan(
             _save_actions(journal, plan)
 
         applied = [a for a in actions if a.status == "applied"]
+        for action in applied:
+            if action.rule == "AD402":  # an unsafe source edit proves itself where it can run
+                _verify_source_edit(action, facts, journal, note, check_edit)
         if any(a.kind in ("pip", "config") for a in applied):
             note("re-running the checks")
             _verify(applied, verify(), facts, journal, plan, note)
@@ -252,6 +258,33 @@ def _apply_one(action: Action, facts: Facts, journal: Journal) -> None:
             action.reason = f"{file}: cannot write: {exc.strerror or exc}"
             return
     action.status = "applied"
+
+
+def _verify_source_edit(action: Action, facts: Facts, journal: Journal, note, check_edit) -> None:
+    """fla's states_in_fp32 edit: run the edited op on the GPU; roll the file back if it fails."""
+    file = Path(action.files[0])
+    fla_dir = str(file.parents[2])  # .../fla/ops/gsa/chunk.py -> .../fla
+    note(f"running fla's edited GSA op on the GPU ({action.rule}; fla autotunes its kernels: minutes)")
+    why = check_edit(facts.platform.python_executable, fla_dir)
+    if why is None:
+        action.reason = ("no GPU here to run the edited kernel: run your training once to confirm (with fla 0.2.2 and "
+                         "Triton 3.6 the edit made GSA's bf16 forward fail to compile: fp32 states at a tl.dot with bf16 q)")
+        return
+    if why == "":
+        action.status = "verified"
+        action.reason = "GSA's forward and backward ran in bf16 on this GPU after the edit"
+        return
+    note(f"rolling back {action.rule}")
+    original = journal.original_bytes(str(file))
+    try:
+        if original is None:
+            raise OSError("no copy of the original in the journal")
+        atomic_write(file, original)
+        action.status = "rolled-back"
+        action.reason = f"the edited op fails on this GPU, so the edit was undone: {why}"
+    except OSError as exc:
+        action.status = "failed"
+        action.reason = f"the edited op fails ({why}) and restoring {file} failed: {exc} (`attn-doctor fix --undo {journal.id}`)"
 
 
 def _verify(applied: list[Action], report: Report, facts: Facts, journal: Journal, plan: Plan, note) -> None:

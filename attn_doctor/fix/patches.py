@@ -143,3 +143,52 @@ def fla_states_patch(facts: Facts) -> Optional[tuple[str, bytes, str]]:
         lines[value.lineno - 1] = raw.decode("utf-8")
     new = "".join(lines).encode("utf-8")
     return str(path), new, unified_diff(str(path), old, new)
+
+
+# GSA's chunk kernel run once, forward and backward, in bf16 on the GPU, in the target interpreter
+# (minutes: fla autotunes every kernel on its first call):
+# the states_in_fp32 edit changes the dtype of the states its kernels load, and a kernel that
+# multiplies them with half-precision q (`tl.dot(b_q, b_h)`) no longer compiles ("Both operands
+# must be same dtype"). fla/__init__ imports its models (transformers of fla's time); the ops do
+# not need it, so `fla` is a bare namespace here.
+_GSA_RUN = """
+import sys, types
+try:
+    import torch
+except BaseException:
+    print("NO-GPU"); raise SystemExit(0)
+if not torch.cuda.is_available():
+    print("NO-GPU"); raise SystemExit(0)
+pkg = types.ModuleType("fla"); pkg.__path__ = [sys.argv[1]]; sys.modules["fla"] = pkg
+from fla.ops.gsa.chunk import chunk_gsa
+B, T, H, K, V, M = 1, 64, 2, 64, 64, 16
+q, k, v = (torch.randn(B, T, H, d, device="cuda", dtype=torch.bfloat16).requires_grad_() for d in (K, K, V))
+s = torch.randn(B, T, H, M, device="cuda", dtype=torch.bfloat16).requires_grad_()
+g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, M, device="cuda")).to(torch.bfloat16).requires_grad_()
+o, _ = chunk_gsa(q, k, v, s, g)
+o.float().sum().backward()
+torch.cuda.synchronize()
+print("OK" if bool(torch.isfinite(o).all()) else "NONFINITE")
+"""
+
+
+def verify_fla_states_edit(python: str, fla_dir: str, timeout: float = 900) -> Optional[str]:
+    """Run the edited GSA op where it will run: None when there is no GPU to run it on (the edit
+    stays unverified), "" when it runs with finite results, else why it does not (the last line
+    of Triton's or torch's error)."""
+    try:
+        proc = subprocess.run([python, "-c", _GSA_RUN, fla_dir], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"GSA's bf16 forward did not finish within {timeout:.0f} s"
+    except OSError as exc:
+        return f"could not run {python}: {exc}"
+    out = proc.stdout.strip().splitlines()
+    if proc.returncode == 0 and out and out[-1] == "NO-GPU":
+        return None
+    if proc.returncode == 0 and out and out[-1] == "OK":
+        return ""
+    if proc.returncode == 0:
+        return "GSA's bf16 forward gave non-finite results"
+    lines = [line.strip() for line in proc.stderr.strip().splitlines() if line.strip()]
+    return lines[-1][:400] if lines else f"GSA's bf16 forward exited {proc.returncode}"
+
