@@ -15,7 +15,7 @@ from ..rules.loader import Recipes
 from ..rules.model import Condition, Rule
 from . import causes
 from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck, Match, Summary
-from .scan import Evidence, ScanResult, Scanner, SignatureHits
+from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits
 from .signatures import CompiledSignature, compile_rules
 from .versions import LogVersions, gpu_table_from
 
@@ -130,9 +130,6 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
     return out
 
 
-_SITE_PACKAGE = re.compile(r"(?:site|dist)-packages[/\\]+(?P<name>[A-Za-z_][\w-]*)")
-
-
 def _package(captures: dict[str, str], versions: LogVersions) -> Optional[str]:
     """The distribution a remedy must reinstall or rebuild, from what the text shows: a package it
     names, the frame that raised, the library that failed (its site-packages folder, else its file's
@@ -142,7 +139,7 @@ def _package(captures: dict[str, str], versions: LogVersions) -> Optional[str]:
         return ", ".join(dict.fromkeys(distribution_of(p) for p in re.split(r"[,\s]+", named) if p))
     lib = captures.get("library")
     if lib:
-        m = _SITE_PACKAGE.search(lib)
+        m = PACKAGE_PATH.search(lib)
         module = m.group("name") if m else re.split(r"[.]", lib.replace("\\", "/").rsplit("/", 1)[-1], 1)[0]
         if module and not module.startswith("lib") and module != "torch":
             return distribution_of(module)

@@ -29,7 +29,7 @@ CANDIDATE_LINES = 200
 _CALLED_EXTENSIONS = sorted((m for m in EXTENSION_DISTRIBUTIONS if not m.startswith("flash_attn_3")), key=len, reverse=True)
 FRAME_ANCHORS = ["site-packages", "dist-packages", 'File "', " in _flash_attn", *(f"{m}." for m in _CALLED_EXTENSIONS)]
 _CODE_PACKAGE = re.compile(r"\bin _(?P<fn>flash_attn)\w*\s*$|=\s*(?P<ext>%s)\.\w+\(" % "|".join(map(re.escape, _CALLED_EXTENSIONS)))
-_PACKAGE_PATH = re.compile(r"(?:site|dist)-packages[/\\]+(?P<name>[A-Za-z_][\w.-]*?)(?:[/\\]|\.cpython|\.abi3|\.so\b|\.py\b|-[\d])")
+PACKAGE_PATH = re.compile(r"(?:site|dist)-packages[/\\]+(?P<name>[A-Za-z_][\w.-]*?)(?:[/\\]|\.cpython|\.abi3|\.so\b|\.py\b|-[\d])")
 FRAME_REACH = 40  # lines after a frame during which it still names the component of a message
 
 
@@ -298,7 +298,7 @@ class Scanner:
         matched_any = False
         own = None
         if any(kind == "frame" for kind, _ in kinds):
-            m = _PACKAGE_PATH.search(text)
+            m = PACKAGE_PATH.search(text)
             own = m.group("name") if m else None
             code = _CODE_PACKAGE.search(text) if own is None else None
             if code:

@@ -23,6 +23,7 @@ __all__ = ["run_preflight"]
 def run_preflight(model: Any, options: dict[str, Any], dtype: Optional[str], autocast: Optional[str]) -> PreflightResult:
     """preflight() for a callback: the precision the trainer uses, unless the callback was given one."""
     kwargs = dict(options)
-    kwargs.setdefault("dtype", dtype)
-    kwargs.setdefault("autocast", autocast)
+    for key, trainers in (("dtype", dtype), ("autocast", autocast)):
+        if kwargs.get(key) is None:  # not given to the callback: what the trainer uses
+            kwargs[key] = trainers
     return preflight(model, **kwargs)

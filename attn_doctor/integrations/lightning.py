@@ -60,11 +60,8 @@ class AttnDoctorCallback(Callback):
     ):
         self.example_inputs = example_inputs
         self.options: dict[str, Any] = dict(config=config, fail_on=fail_on, on_failure=on_failure, quick=quick,
-                                            sample=sample, smoke=smoke, timeout=timeout, distributed=distributed)
-        if dtype is not None:
-            self.options["dtype"] = dtype
-        if autocast is not None:
-            self.options["autocast"] = autocast
+                                            sample=sample, smoke=smoke, timeout=timeout, distributed=distributed,
+                                            dtype=dtype, autocast=autocast)
         self.result: Optional[PreflightResult] = None
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:

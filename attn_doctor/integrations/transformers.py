@@ -55,11 +55,7 @@ class AttnDoctorCallback(TrainerCallback):
     ):
         self.options: dict[str, Any] = dict(example_inputs=example_inputs, config=config, fail_on=fail_on,
                                             on_failure=on_failure, quick=quick, sample=sample, smoke=smoke,
-                                            timeout=timeout, distributed=distributed)
-        if dtype is not None:
-            self.options["dtype"] = dtype
-        if autocast is not None:
-            self.options["autocast"] = autocast
+                                            timeout=timeout, distributed=distributed, dtype=dtype, autocast=autocast)
         self.result: Optional[PreflightResult] = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
