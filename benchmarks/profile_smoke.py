@@ -2,7 +2,7 @@
 cost, concurrent CUDA start-up, and the sample forward pass (what its cold path imports and
 costs). A diagnosis aid for bench_check.py's GPU figure.
 
-    python benchmarks/profile_smoke.py [--python PATH] [--repeat 2] [--only ref,split,cudnn,concurrent,sample]
+    python benchmarks/profile_smoke.py [--python PATH] [--repeat 2] [--only ref,split,cudnn,concurrent,sample,imports]
 
 Every experiment runs in fresh processes of the target interpreter (what `check` pays).
 """
@@ -129,7 +129,51 @@ print(json.dumps(out))
 """
 
 
-def importtime(python: str, code: str, top: int = 12) -> list[tuple[float, str]]:
+# transformers' import after torch's, as the transformers sample does it (samples.py's lean import),
+# apart: with cProfile's heaviest transformers / importlib.metadata / huggingface_hub functions, the
+# number of installed distributions (transformers' availability checks read their metadata) and
+# what importlib.metadata.packages_distributions() costs on its own.
+IMPORTS = r"""
+import json, sys, time, cProfile, pstats, io
+sys.path.insert(0, %(root)r)
+mode = sys.argv[1]  # whole | sample | profile
+import importlib.util
+spec = importlib.util.spec_from_file_location("child", %(root)r + "/attn_doctor/probes/child.py")
+child = importlib.util.module_from_spec(spec); spec.loader.exec_module(child)  # standalone, as check runs it
+from attn_doctor.trace import samples
+t0 = time.perf_counter()
+prefetch = child.start_distributions_prefetch() if mode == "sample" else None
+import torch
+t1 = time.perf_counter()
+distributions = child.finish_distributions_prefetch(prefetch) if mode == "sample" else None
+t2 = time.perf_counter()
+samples._lean_transformers_import(distributions)
+pr = cProfile.Profile() if mode == "profile" else None
+if pr: pr.enable()
+if mode == "sample":  # as the sample does it: the prefetched table, Llama's modules alone
+    samples._import_llama()
+else:  # transformers' own way
+    import transformers.models.llama.modeling_llama
+if pr: pr.disable()
+t3 = time.perf_counter()
+out = {"torch_s": round(t1 - t0, 3), "prefetch_wait_s": round(t2 - t1, 3), "transformers_s": round(t3 - t2, 3)}
+if pr:
+    import importlib.metadata as md
+    t = time.perf_counter(); n = len(list(md.distributions())); out["distributions"] = [n, round(time.perf_counter() - t, 3)]
+    t = time.perf_counter(); md.packages_distributions(); out["packages_distributions_s"] = round(time.perf_counter() - t, 3)
+    st = pstats.Stats(pr)
+    rows = []
+    for (fname, line, func), (cc, nc, tt, ct, callers) in st.stats.items():
+        short = fname.split("site-packages/")[-1]
+        rows.append((ct, tt, nc, "%%s:%%d(%%s)" %% (short, line, func)))
+    keep = ("transformers/", "importlib/metadata", "huggingface_hub", "importlib_metadata")
+    out["cumulative"] = [[round(c, 3), round(t, 3), n, w] for c, t, n, w in sorted(rows, reverse=True) if any(k in w for k in keep)][:40]
+    out["tottime"] = [[round(t, 3), round(c, 3), n, w] for c, t, n, w in sorted(rows, key=lambda r: -r[1])][:25]
+print(json.dumps(out))
+"""
+
+
+def importtime(python: str, code: str, top: int = 12, depth: int = 0) -> list[tuple[float, str]]:
     """The slowest imports (cumulative) below transformers' and the samples' own, from -X importtime."""
     proc = subprocess.run([python, "-X", "importtime", "-c", code], capture_output=True, text=True, env=ENV, check=False)
     rows = []
@@ -137,9 +181,11 @@ def importtime(python: str, code: str, top: int = 12) -> list[tuple[float, str]]
         if line.startswith("import time:") and "self [us]" not in line:
             parts = line[len("import time:"):].split("|")
             name = parts[2]
-            depth = (len(name) - len(name.lstrip())) // 2
-            rows.append((int(parts[1]) / 1e6, depth, name.strip()))
+            level = (len(name) - len(name.lstrip())) // 2
+            rows.append((int(parts[1]) / 1e6, level, name.strip()))
     # what each top-level import of the run costs, torch's first
+    if depth:  # the tree down to that depth, in import order, as -X importtime prints it
+        return [(c, "  " * d + n) for c, d, n in reversed(rows) if d <= depth and c > 0.04][:top]
     return sorted(((c, n) for c, d, n in rows if d == 0 and c > 0.05), reverse=True)[:top]
 
 
@@ -181,6 +227,21 @@ def main() -> None:
         print("cudnn first calls:", json.dumps(run_py(args.python, CUDNN)), flush=True)
     if "concurrent" in only:
         print("concurrent forks:", json.dumps(run_py(args.python, CONCURRENT)), flush=True)
+    if "imports" in only:
+        code = IMPORTS % {"root": str(ROOT)}
+        for _ in range(args.repeat):
+            print("transformers' own import after torch:", json.dumps(run_py(args.python, code, "whole")), flush=True)
+            print("  as the sample imports it:      ", json.dumps(run_py(args.python, code, "sample")), flush=True)
+        rep = run_py(args.python, code, "profile")
+        print("under cProfile:", json.dumps({k: v for k, v in rep.items() if k not in ("cumulative", "tottime")}), flush=True)
+        for key in ("cumulative", "tottime"):
+            print(f"heaviest by {key} (cumulative s, own s, calls, function):", flush=True)
+            for row in rep.get(key, []):
+                print("  ", *row, flush=True)
+        rows = importtime(args.python, code.replace("sys.argv[1]", "'whole'"), top=80, depth=6)
+        print("-X importtime, below transformers (cumulative s, depth, module):", flush=True)
+        for seconds, name in rows:
+            print(f"  {seconds:6.2f}  {name}", flush=True)
     if "sample" in only:
         code = SAMPLE % {"root": str(ROOT)}
         bytecode = run_py(args.python, "import json, glob, os, torch; d = os.path.dirname(torch.__file__); "

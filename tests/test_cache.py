@@ -81,6 +81,11 @@ def test_the_key_changes_with_everything_the_verdict_depends_on(tmp_path):
     os.utime(init, ns=(time.time_ns(), time.time_ns() + 10**9))
     edited = _key(cache_dir, pythonpath=str(site))
     assert edited != on_path
+    # Bytecode written beside it (a training run's import) changes how fast, not what the sample finds.
+    import py_compile
+
+    py_compile.compile(str(init), doraise=True)
+    assert _key(cache_dir, pythonpath=str(site)) == edited
     # PYTHONPATH itself, even where it shadows nothing the samples import (it can carry a sitecustomize).
     assert _key(cache_dir, pythonpath=str(tmp_path / "empty")) != base
     # The package set: a new distribution anywhere on the path.
@@ -362,6 +367,61 @@ def test_probe_children_keep_bytecode_in_the_cache_where_the_target_has_none(tmp
         assert not (other / "pycache").exists()
     else:  # installed without (uv, as CI's newest-torch venv): kept in the cache, never beside torch
         assert (other / "pycache").exists()
+
+
+def test_probe_children_keep_bytecode_in_the_cache_where_the_targets_bytecode_is_stale(tmp_path):
+    # An image whose build touched the sources after compiling them (or copied them with new
+    # times): a .pyc beside each file, none valid. Python compiles them again on every import, and
+    # the probes never write beside the target's sources: without the cache folder's bytecode a GPU
+    # node took 16-20 s a check instead of 6.5.
+    import py_compile
+
+    site = tmp_path / "site"
+    init = _package(site, "torch", "__version__ = '0.0.1+stale'\nimport torch.helper\n")
+    (site / "torch" / "helper.py").write_text("X = 1\n")
+    for source in (init, site / "torch" / "helper.py"):
+        py_compile.compile(str(source), doraise=True)
+        os.utime(source, (time.time() + 3600, time.time() + 3600))  # touched after compiling
+    stale = sorted(p.name for p in (site / "torch" / "__pycache__").iterdir())
+    cache_dir = tmp_path / "cache"
+    proc = _check(cache_dir, "--no-sample", PYTHONPATH=str(site))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 1, 3), err
+    compiled = sorted(p.name for p in (cache_dir / "pycache").rglob("*.pyc") if str(site) in str(p))
+    assert any(n.startswith("__init__.") for n in compiled) and any(n.startswith("helper.") for n in compiled)
+    assert sorted(p.name for p in (site / "torch" / "__pycache__").iterdir()) == stale  # left as they were
+
+
+def test_bytecode_state_validates_a_pyc_as_importlib_does(tmp_path):
+    import importlib.util
+    import py_compile
+
+    from attn_doctor.probes.child import bytecode_state
+
+    big = tmp_path / "big.py"
+    big.write_text("X = 1\n" * 50)
+    small = tmp_path / "__init__.py"
+    small.write_text("Y = 2\n")
+    assert bytecode_state([str(big), str(small)]) == "missing"
+    for source in (big, small):
+        py_compile.compile(str(source), doraise=True)
+    assert bytecode_state([str(big), str(small)]) == "fresh"
+    os.utime(big, (time.time() + 60, time.time() + 60))
+    assert bytecode_state([str(big), str(small)]) == "stale"
+    # hash-based bytecode: checked against the source's content where the flag asks for it
+    checked = py_compile.PycInvalidationMode.CHECKED_HASH
+    py_compile.compile(str(big), doraise=True, invalidation_mode=checked)
+    assert bytecode_state([str(big), str(small)]) == "fresh"
+    big.write_text("X = 3\n" * 50)
+    assert bytecode_state([str(big), str(small)]) == "stale"
+    py_compile.compile(str(big), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    big.write_text("X = 4\n" * 50)
+    assert bytecode_state([str(big), str(small)]) == "fresh"  # unchecked: importlib trusts it as well
+    # another interpreter's magic number: compiled again all the same
+    pyc = Path(importlib.util.cache_from_source(str(small)))
+    pyc.write_bytes(b"\0\0\r\n" + pyc.read_bytes()[4:])
+    assert bytecode_state([str(big), str(small)]) == "missing"
+    assert bytecode_state([]) is None
 
 
 def _prepare_line(path: Path) -> list[str]:

@@ -520,3 +520,19 @@ def test_flash_attn_4_alone_is_not_a_broken_flash_attn_2(tmp_path, monkeypatch, 
     else:
         assert (fa4.status, fa4.version) == ("ok", "4.0.0b36")  # the distribution's, not its "0.0.0"
         assert statuses["AD309"].status == "pass"
+
+
+@needs_fork
+def test_a_check_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    # The samples run in forks that end with os._exit (no atexit handlers): the flash_attn
+    # stand-in's metadata folder, the samples' package link, the probes' output files must all go.
+    import tempfile
+
+    system_tmp = tmp_path / "tmp"
+    system_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system_tmp))  # the probe processes'
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))  # this process's, already decided
+    facts = collect_facts(timeout=120, use_cache=False, cache_root=str(tmp_path / "cache"))
+    samples = {s.name: s.status for s in facts.dtype_path.samples}
+    assert samples["flash_attn_block"] == "ran"  # through the stand-in where flash_attn is not installed
+    assert sorted(p.name for p in system_tmp.iterdir()) == []

@@ -196,7 +196,9 @@ def sample_key(python: str, facts: Facts, env_data: dict, config: dict) -> str:
         python=os.path.realpath(python),
         python_version=facts.platform.python_version,
         packages=_package_set(facts),
-        modules=env_data.get("modules"),
+        # Whether they have bytecode changes how fast, never what the sample finds.
+        modules={name: entry and {k: v for k, v in entry.items() if k != "bytecode"}
+                 for name, entry in (env_data.get("modules") or {}).items()},
         pythonpath=os.environ.get("PYTHONPATH", ""),
         doctor=_doctor_stamp(),
         **config,
@@ -231,18 +233,17 @@ def _boot_id() -> str:
 
 
 def _bytecode_env(env_data: Optional[dict], cache_root: Optional[str]) -> dict:
-    """Where the target's libraries have no bytecode next to them (uv installs without it; a
-    read-only site-packages never gets it), every probe child would compile torch and transformers
-    from source, every check (on a 2-core CPU: 2 s of torch's 4 s import, 5 s of the transformers
-    sample's 8.5 s). The children then keep their bytecode in the cache folder
-    (PYTHONPYCACHEPREFIX), shared like the verdicts; never in the target's site-packages."""
-    torch = ((env_data or {}).get("modules") or {}).get("torch") or {}
-    origin = torch.get("origin")
-    if not origin or os.environ.get("PYTHONPYCACHEPREFIX"):
+    """Where the target's torch or transformers cannot be imported from the bytecode beside them
+    (uv installs without it; PIP_NO_COMPILE; a read-only site-packages; an image whose build touched
+    the sources after compiling them), every probe child would compile them from source, every
+    check (on a 2-core CPU: 2 s of torch's 4 s import, 5 s of the transformers sample's 8.5 s; on a
+    GPU node a check took 16-20 s instead of 6.5). The children then keep their bytecode in the cache
+    folder (PYTHONPYCACHEPREFIX), shared like the verdicts; never in the target's site-packages."""
+    if os.environ.get("PYTHONPYCACHEPREFIX"):
         return {}
-    import glob
-
-    if glob.glob(os.path.join(glob.escape(origin), "__pycache__", "__init__.*.pyc")):
+    modules = (env_data or {}).get("modules") or {}
+    states = [(modules.get(name) or {}).get("bytecode", "unknown") for name in ("torch", "transformers") if modules.get(name)]
+    if all(state in ("fresh", None) for state in states):  # None: no Python sources to compile
         return {}
     return {"PYTHONPYCACHEPREFIX": str(cache.cache_dir(cache_root) / "pycache")}
 

@@ -35,6 +35,9 @@ import traceback
 # Per-module import budget inside the torch probe. The doctor applies its own overall timeout.
 IMPORT_TIMEOUT_S = float(os.environ.get("ATTN_DOCTOR_IMPORT_TIMEOUT", "60"))
 
+# How long the samples wait for the prefetched distribution table before going without it.
+DISTRIBUTIONS_TIMEOUT_S = 20.0
+
 # What a job printed is kept up to this many bytes (its end: where the error is).
 OUTPUT_KEEP = 4000
 
@@ -287,8 +290,58 @@ def fingerprint_modules(names, first=None):
                 continue
             digest.update(("%s\0%d\0%d\n" % (file, st.st_size, st.st_mtime_ns)).encode("utf-8", "surrogateescape"))
             count += 1
-        out[name] = {"origin": folders[0] if folders else spec.origin, "files": count, "stamp": digest.hexdigest()[:20]}
+        entry = {"origin": folders[0] if folders else spec.origin, "files": count, "stamp": digest.hexdigest()[:20]}
+        entry["bytecode"] = bytecode_state([f for f in files if f and f.endswith(".py")])
+        out[name] = entry
     return out
+
+
+def bytecode_state(sources, sample=5):
+    """Whether this interpreter would import `sources` from bytecode or compile them: "fresh"
+    (each sampled file has a valid .pyc), "stale" (one is out of date: the sources were touched
+    after compiling, as some image builds do) or "missing" (uv's installs, PIP_NO_COMPILE, a
+    read-only site-packages); None for no sources. Judged on the package's __init__.py and its
+    largest modules (what compiling costs), the way importlib validates a .pyc."""
+    import importlib.util
+
+    def size(path):
+        try:
+            return os.stat(path).st_size
+        except OSError:
+            return -1
+
+    inits = [f for f in sources if os.path.basename(f) == "__init__.py"]
+    picked = sorted(inits, key=len)[:1] + sorted(sources, key=size, reverse=True)[:sample]
+    state = None
+    for source in dict.fromkeys(picked):
+        try:
+            st = os.stat(source)
+            with open(importlib.util.cache_from_source(source), "rb") as fh:
+                header = fh.read(16)
+        except (OSError, ValueError, NotImplementedError):
+            return "missing"
+        if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+            return "missing"  # another interpreter's, or truncated: compiled again all the same
+        flags = int.from_bytes(header[4:8], "little")
+        if flags & 0b1:  # hash-based: checked against the source only where asked to
+            fresh = not flags & 0b10 or _source_hash_matches(source, header[8:16])
+        else:
+            fresh = (int.from_bytes(header[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+                     and int.from_bytes(header[12:16], "little") == st.st_size & 0xFFFFFFFF)
+        if not fresh:
+            return "stale"
+        state = "fresh"
+    return state
+
+
+def _source_hash_matches(source, expected):
+    import importlib.util
+
+    try:
+        with open(source, "rb") as fh:
+            return importlib.util.source_hash(fh.read()) == expected
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------- failures
@@ -527,9 +580,13 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
     start = time.monotonic()
     if not installed("torch"):
         return {"torch": {"status": "missing"}, "imports": {m: {"status": "skipped"} for m in modules}}
+    if sample is not None and sample.get("path") and sample["path"] not in sys.path:
+        sys.path.insert(0, sample["path"])  # before the prefetch's fork: its sys.path is the samples'
+    prefetch = start_distributions_prefetch() if sample is not None else None
     try:
         import torch
     except BaseException as exc:  # noqa: BLE001
+        finish_distributions_prefetch(prefetch, 0)
         return {
             "torch": {"status": "error", "error": describe_exception(exc)},
             "imports": {m: {"status": "skipped"} for m in modules},
@@ -554,7 +611,8 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
     names, sample_error = [], None
     if sample is not None:
         names, sample_error = _sample_names(sample)
-        jobs += [("sample:" + name, sample_probe(name, sample)) for name in names]
+        distributions = finish_distributions_prefetch(prefetch)
+        jobs += [("sample:" + name, sample_probe(name, sample, distributions)) for name in names]
     groups, gpu_error = [], None
     if gpu is not None:
         try:
@@ -618,7 +676,7 @@ def _sample_names(sample):
         return [], "the tracer could not be loaded: %s: %s" % (type(exc).__name__, str(exc)[:300])
 
 
-def sample_probe(name, sample):
+def sample_probe(name, sample, distributions=None):
     def job():
         from attn_doctor.trace.samples import run_sample_forward
 
@@ -629,9 +687,64 @@ def sample_probe(name, sample):
             autocast=sample.get("autocast"),
             capability=capability,
             samples=[name],
+            distributions=distributions,
         )
 
     return job
+
+
+def start_distributions_prefetch():
+    """importlib.metadata.packages_distributions() in a fork, started before torch's import so that
+    the two overlap on another core: transformers 5 computes it at import, reading every installed
+    distribution's RECORD. Returns the pipe's read end, or None where there is no fork."""
+    if not hasattr(os, "fork"):
+        return None
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read_fd)
+            import importlib.metadata
+
+            data = json.dumps(importlib.metadata.packages_distributions()).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view):]
+        except BaseException:  # noqa: BLE001 - the sample then lets transformers compute it itself
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return read_fd, pid
+
+
+def finish_distributions_prefetch(prefetch, timeout=DISTRIBUTIONS_TIMEOUT_S):
+    """The prefetched mapping, or None (no fork, it failed, or it took longer than timeout)."""
+    if prefetch is None:
+        return None
+    fd, pid = prefetch
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                os.kill(pid, signal.SIGKILL)
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = json.loads(b"".join(chunks).decode() or "null")
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
 
 
 def _merge_samples(names, results, sample, error):
@@ -697,4 +810,12 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_code = main(sys.argv[1:])
+    # The answer is out: skip the interpreter's teardown (with torch loaded, 0.4 s or more that the
+    # doctor would wait for). Nothing here needs it: forks are reaped, temporary files unlinked.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(exit_code)

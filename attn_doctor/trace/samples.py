@@ -84,7 +84,14 @@ def _flash_block(torch, device):
 _NOT_FOR_A_FORWARD_PASS = ("sklearn", "tensorflow", "jax", "flax", "scipy", "torchvision", "torchaudio")
 
 
-def _lean_transformers_import():
+def _lean_transformers_import(distributions=None):
+    """What transformers' import needs no more of in a one-shot sample process.
+
+    distributions: importlib.metadata.packages_distributions() of this interpreter, computed ahead
+    (the sample child does it in a fork while torch imports): transformers 5 calls it at import to
+    map modules to distributions, which reads every installed distribution's RECORD (0.6-1.3 s on
+    a node with 200 distributions). Same function, same environment: the same answer, earlier.
+    """
     import os
     import sys
 
@@ -92,15 +99,56 @@ def _lean_transformers_import():
         os.environ.setdefault(name, "0")
     for name in _NOT_FOR_A_FORWARD_PASS:
         sys.modules.setdefault(name, None)  # find_spec() then says "not installed"; import raises ImportError
+    if distributions is not None:
+        import importlib.metadata
+
+        importlib.metadata.packages_distributions = lambda: {k: list(v) for k, v in distributions.items()}
+
+
+def _plain_models_package():
+    """transformers.models as a plain package. Its __init__ builds a lazy table of every model's
+    public names by reading the source of each of its 1,000 files (transformers 5: 0.8-1.3 s on a
+    GPU node); importing one model's modules by their full names needs none of it."""
+    import importlib.util
+    import sys
+
+    import transformers
+
+    if "transformers.models" in sys.modules:
+        return
+    spec = importlib.util.find_spec("transformers.models")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["transformers.models"] = module
+    setattr(transformers, "models", module)
+
+
+def _import_llama():
+    """LlamaConfig and LlamaForCausalLM: the modeling module that is traced, and nothing else of
+    transformers' lazy namespace. Where the plain models package is not enough for a release, it is
+    imported again the ordinary way: slower, never wrong."""
+    import sys
+
+    try:
+        _plain_models_package()
+        from transformers.models.llama.configuration_llama import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaForCausalLM
+    except Exception as exc:  # noqa: BLE001 - any failure of the short cut: start over without it
+        for key in [k for k in sys.modules if k == "transformers" or k.startswith("transformers.")]:
+            del sys.modules[key]
+        # Evidence for a slow sample, in the probe's captured output (check -v, the JSON's probes).
+        print("attn-doctor: transformers imported whole: importing the Llama modules alone failed (%s: %s)"
+              % (type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else ""), file=sys.stderr)
+        from transformers.models.llama.configuration_llama import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaForCausalLM
+    return LlamaConfig, LlamaForCausalLM
 
 
 def _tiny_llama(impl):
     def build(torch, device):
         _lean_transformers_import()
-        # The modeling module that is traced, and nothing else of transformers' lazy namespace.
-        from transformers.models.llama.configuration_llama import LlamaConfig
-        from transformers.models.llama.modeling_llama import LlamaForCausalLM
-
+        LlamaConfig, LlamaForCausalLM = _import_llama()
         config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
                              max_position_embeddings=64)
@@ -155,7 +203,10 @@ def sample_table():
     return table
 
 
-def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=None, samples=None):
+def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=None, samples=None,
+                       distributions=None):
+    """distributions: importlib.metadata.packages_distributions() computed ahead (see
+    _lean_transformers_import), or None."""
     from .api import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, trace
 
     out = {"schema": SCHEMA, "status": "ok", "dtype": dtype, "autocast": autocast, "samples": [], "findings": []}
@@ -179,6 +230,8 @@ def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=No
             entry.update(status="skipped", reason="%s not installed" % ", ".join(missing))
             out["samples"].append(entry)
             continue
+        if "transformers" in needs:
+            _lean_transformers_import(distributions)
         try:
             # Tiny models: built on the CPU (parameter init on meta goes through torch._refs and
             # imports torch._dynamo, 1.4 s), then moved by trace() to the device.
@@ -201,6 +254,11 @@ def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=No
         for f in report["findings"]:
             out["findings"].append(dict(f, sample=name))
         out["samples"].append(entry)
+    from . import standins
+
+    # A sample run in a fork ends with os._exit, which runs no atexit handler: the flash_attn
+    # stand-in's metadata folder goes now, or every check would leave one behind in the temp folder.
+    standins.remove_standins()
     errors = [f for f in out["findings"] if f["severity"] == "error"]
     warnings = [f for f in out["findings"] if f["severity"] == "warning"]
     failed = [s for s in out["samples"] if s["status"] == "failed"]

@@ -85,3 +85,29 @@ def test_the_transformers_sample_leaves_optional_libraries_unimported(site, tmp_
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["ran", "pass"], proc.stdout + proc.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.glob("*.imported")) == []
+
+
+def test_the_transformers_sample_skips_the_models_table_and_uses_the_prefetched_distributions(site, tmp_path):
+    # The cold check's two short cuts, against the real release: transformers.models is a plain
+    # package (its __init__, which reads every model's source for a lazy table, never runs), and
+    # the packages_distributions() computed ahead is the one transformers' availability checks use.
+    code = (
+        "import importlib.metadata, json, sys\n"
+        "from attn_doctor.trace.samples import run_sample_forward\n"
+        "mapping = importlib.metadata.packages_distributions()\n"
+        "mapping['attn_doctor_marker'] = ['attn-doctor-marker']\n"
+        "out = run_sample_forward(device='meta', samples=['transformers_sdpa'], distributions=mapping)\n"
+        "models = sys.modules['transformers.models']\n"
+        "iu = sys.modules['transformers.utils.import_utils']\n"
+        "seen = getattr(iu, 'PACKAGE_DISTRIBUTION_MAPPING', {})\n"
+        "print(json.dumps([out['samples'][0]['status'], out['verdict'], type(models).__name__,\n"
+        "                  'attn_doctor_marker' in seen, hasattr(iu, 'PACKAGE_DISTRIBUTION_MAPPING')]))\n")
+    env = dict(__import__("os").environ, PYTHONPATH=":".join(filter(None, [site])))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    status, verdict, models_type, marker_seen, has_mapping = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (status, verdict) == ("ran", "pass"), proc.stderr[-2000:]
+    assert "transformers imported whole" not in proc.stderr
+    assert models_type == "module"  # a plain package, not transformers' _LazyModule
+    if has_mapping:  # transformers 5 maps modules to distributions at import
+        assert marker_seen
