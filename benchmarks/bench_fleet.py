@@ -38,6 +38,7 @@ from pathlib import Path
 import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this script's own imports of attn_doctor, from a checkout
 H200 = ROOT / "tests" / "fixtures" / "facts" / "h200.json"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV.update(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")

@@ -99,3 +99,17 @@ def test_stand_in_is_an_installed_distribution():
     assert proc.returncode == 0, proc.stderr
     first, second = proc.stdout.splitlines()
     assert first == "2.8.3 2.8.3 2.8.3 ['flash_attn']" and second == "False"
+
+
+def test_a_trace_in_this_interpreter_leaves_nothing_in_the_temporary_folder(tmp_path):
+    # The doctor skips the teardown of a process that imported torch (0.5-0.8 s), never its exit
+    # handlers: the flash_attn stand-in's metadata folder still goes.
+    system_tmp = tmp_path / "tmp"
+    system_tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", TMPDIR=str(system_tmp))
+    proc = subprocess.run([sys.executable, "-m", "attn_doctor", "trace", toy_target(TOY, "build_fallback"), "--autocast", "bf16", "--json"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "flash_attn_standin" in {r["name"] for r in json.loads(proc.stdout)["routes"]}
+    # torch keeps its own compile cache folder there (torchinductor_USER), as in any torch process
+    assert sorted(p.name for p in system_tmp.iterdir() if not p.name.startswith("torchinductor_")) == []
