@@ -236,9 +236,9 @@ def _bytecode_env(env_data: Optional[dict], cache_root: Optional[str]) -> dict:
     """Where the target's torch or transformers cannot be imported from the bytecode beside them
     (uv installs without it; PIP_NO_COMPILE; a read-only site-packages; an image whose build touched
     the sources after compiling them), every probe child would compile them from source, every
-    check (on a 2-core CPU: 2 s of torch's 4 s import, 5 s of the transformers sample's 8.5 s; on a
-    GPU node a check took 16-20 s instead of 6.5). The children then keep their bytecode in the cache
-    folder (PYTHONPYCACHEPREFIX), shared like the verdicts; never in the target's site-packages."""
+    check (on a 2-core CPU: 2 s of torch's 4 s import, 5 s of the transformers sample's 8.5 s). The
+    children then keep their bytecode in the cache folder (PYTHONPYCACHEPREFIX), shared like the
+    verdicts; never in the target's site-packages."""
     if os.environ.get("PYTHONPYCACHEPREFIX"):
         return {}
     modules = (env_data or {}).get("modules") or {}

@@ -696,7 +696,8 @@ def sample_probe(name, sample, distributions=None):
 def start_distributions_prefetch():
     """importlib.metadata.packages_distributions() in a fork, started before torch's import so that
     the two overlap on another core: transformers 5 computes it at import, reading every installed
-    distribution's RECORD. Returns the pipe's read end, or None where there is no fork."""
+    distribution's RECORD. Returns (the pipe's read end, the fork's pid), or None where there is no
+    fork."""
     if not hasattr(os, "fork"):
         return None
     read_fd, write_fd = os.pipe()
@@ -705,6 +706,8 @@ def start_distributions_prefetch():
         code = 0
         try:
             os.close(read_fd)
+            if OUT_FD is not None:
+                os.close(OUT_FD)  # the doctor's pipe: only the probe itself holds it
             import importlib.metadata
 
             data = json.dumps(importlib.metadata.packages_distributions()).encode()
