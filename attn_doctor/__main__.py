@@ -35,6 +35,6 @@ def _keep_bytecode_out() -> None:
 
 _keep_bytecode_out()
 
-from .cli import main  # noqa: E402 - after the bytecode's place is settled
+from .cli import entry  # noqa: E402 - after the bytecode's place is settled
 
-main()
+entry()

@@ -308,3 +308,21 @@ def test_trace_of_a_file_that_is_not_python(tmp_path):
 
 def test_trace_python_that_does_not_exist(tmp_path):
     _one_line_error(run("trace", "model.py:build", "--python", str(tmp_path / "nope")), "--python", "no such file")
+
+
+def test_main_returns_to_its_caller_and_only_the_command_skips_torchs_teardown():
+    # main() called from someone's own process (torch imported, as in a training script) exits with
+    # SystemExit, which the caller can catch; the attn-doctor process itself (entry) skips the
+    # module teardown of the torch it imported, after running the atexit handlers.
+    code = ("import atexit, sys, torch\n"
+            "atexit.register(print, 'atexit ran', flush=True)\n"
+            "from attn_doctor import cli\n"
+            "sys.argv = ['attn-doctor', 'rules', '--json']\n"
+            "try:\n"
+            "    getattr(cli, %r)()\n"
+            "except SystemExit as exc:\n"
+            "    print('CAUGHT-SYSTEMEXIT', exc.code, flush=True)\n")
+    caller = subprocess.run([sys.executable, "-c", code % "main"], capture_output=True, text=True, timeout=120)
+    assert caller.returncode == 0 and "CAUGHT-SYSTEMEXIT 0" in caller.stdout and "atexit ran" in caller.stdout, caller.stderr[-2000:]
+    command = subprocess.run([sys.executable, "-c", code % "entry"], capture_output=True, text=True, timeout=120)
+    assert command.returncode == 0 and "CAUGHT-SYSTEMEXIT" not in command.stdout and "atexit ran" in command.stdout, command.stderr[-2000:]

@@ -69,12 +69,13 @@ def _click_exceptions():
     return click_exc, abort
 
 
-def _exit(code: int) -> None:
-    """Where this process imported torch (check --distributed's store, trace in this interpreter),
-    tearing its modules down costs 0.5-0.8 s after everything is said, and a fleet waits for its
-    slowest rank's exit. The atexit handlers still run (the tracer's stand-in folder goes), the
-    output is flushed; only the module teardown is skipped."""
-    if "torch" not in sys.modules:
+def _exit(code: int, fast: bool) -> None:
+    """fast (the attn-doctor process itself, never a caller's): where this process imported torch
+    (check --distributed's store, trace in this interpreter), tearing its modules down costs
+    0.5-0.8 s after everything is said, and a fleet waits for its slowest rank's exit. The atexit
+    handlers still run (the tracer's stand-in folder goes), the output is flushed; only the module
+    teardown is skipped."""
+    if not fast or "torch" not in sys.modules:
         sys.exit(code)
     import atexit
 
@@ -87,12 +88,18 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def main() -> None:
+def entry() -> None:
+    """The `attn-doctor` command and `python -m attn_doctor`: main() in a process of its own."""
+    main(_own_process=True)
+
+
+def main(_own_process: bool = False) -> None:
+    """Run the command line on sys.argv; exits (SystemExit) with its code."""
     ClickException, Abort = _click_exceptions()
     command = typer.main.get_command(app)
     try:
         code = command.main(args=sys.argv[1:], prog_name="attn-doctor", standalone_mode=False)
-        _exit(code if isinstance(code, int) else 0)
+        _exit(code if isinstance(code, int) else 0, _own_process)
     except ClickException as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `attn-doctor`: the help is the answer
             typer.echo(exc.format_message())
