@@ -421,6 +421,16 @@ def test_bytecode_state_validates_a_pyc_as_importlib_does(tmp_path):
     pyc.write_bytes(b"\0\0\r\n" + pyc.read_bytes()[4:])
     assert bytecode_state([str(big), str(small)]) == "missing"
     assert bytecode_state([]) is None
+    # judged beside the source, where the target's imports look, whatever pycache prefix this
+    # process has (the doctor's read-only install keeps its own bytecode in the cache folder)
+    py_compile.compile(str(small), doraise=True)
+    py_compile.compile(str(big), doraise=True)
+    saved = sys.pycache_prefix
+    sys.pycache_prefix = str(tmp_path / "elsewhere")
+    try:
+        assert bytecode_state([str(big), str(small)]) == "fresh"
+    finally:
+        sys.pycache_prefix = saved
 
 
 def _prepare_line(path: Path) -> list[str]:

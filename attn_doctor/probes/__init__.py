@@ -262,8 +262,10 @@ def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = N
 
 
 def _doctor_stamp() -> Optional[dict]:
-    # attn-doctor's own tracer judges the samples: a changed tracer is a changed verdict.
-    return child.fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
+    # attn-doctor's own tracer judges the samples: a changed tracer is a changed verdict (its
+    # bytecode's state is not: it changes how fast, and with whoever imported it last).
+    stamp = child.fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
+    return {k: v for k, v in stamp.items() if k != "bytecode"} if stamp else stamp
 
 
 class SampleVerdict:

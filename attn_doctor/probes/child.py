@@ -313,12 +313,21 @@ def bytecode_state(sources, sample=5):
     inits = [f for f in sources if os.path.basename(f) == "__init__.py"]
     picked = sorted(inits, key=len)[:1] + sorted(sources, key=size, reverse=True)[:sample]
     state = None
-    for source in dict.fromkeys(picked):
+    # Beside the source, where the target's own imports look: this process may have a pycache
+    # prefix of its own (the doctor's read-only install keeps its bytecode in the cache folder).
+    prefix, sys.pycache_prefix = sys.pycache_prefix, None
+    try:
+        pycs = [importlib.util.cache_from_source(source) for source in dict.fromkeys(picked)]
+    except (ValueError, NotImplementedError):
+        return "missing"
+    finally:
+        sys.pycache_prefix = prefix
+    for source, pyc in zip(dict.fromkeys(picked), pycs):
         try:
             st = os.stat(source)
-            with open(importlib.util.cache_from_source(source), "rb") as fh:
+            with open(pyc, "rb") as fh:
                 header = fh.read(16)
-        except (OSError, ValueError, NotImplementedError):
+        except OSError:
             return "missing"
         if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
             return "missing"  # another interpreter's, or truncated: compiled again all the same
@@ -582,7 +591,8 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
         return {"torch": {"status": "missing"}, "imports": {m: {"status": "skipped"} for m in modules}}
     if sample is not None and sample.get("path") and sample["path"] not in sys.path:
         sys.path.insert(0, sample["path"])  # before the prefetch's fork: its sys.path is the samples'
-    prefetch = start_distributions_prefetch() if sample is not None else None
+    # Only transformers asks for the table: without it the samples would wait for nothing.
+    prefetch = start_distributions_prefetch() if sample is not None and installed("transformers") else None
     try:
         import torch
     except BaseException as exc:  # noqa: BLE001

@@ -221,44 +221,48 @@ def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=No
     out["device"] = device
     if device == "cuda" and capability is None:
         capability = tuple(torch.cuda.get_device_capability())
-    for name, needs, builder in sample_table():
-        if samples and name not in samples:
-            continue
-        entry = {"name": name}
-        missing = [m for m in needs if not _installed(m)]
-        if missing:
-            entry.update(status="skipped", reason="%s not installed" % ", ".join(missing))
-            out["samples"].append(entry)
-            continue
-        if "transformers" in needs:
-            _lean_transformers_import(distributions)
-        try:
-            # Tiny models: built on the CPU (parameter init on meta goes through torch._refs and
-            # imports torch._dynamo, 1.4 s), then moved by trace() to the device.
-            with torch.device("cpu"):
-                model, inputs = builder(torch, device)
-        except BaseException as exc:  # noqa: BLE001
-            entry.update(status="failed", reason="building the sample failed: %s: %s" % (type(exc).__name__,
-                                                                                       str(exc)[:300]))
-            out["samples"].append(entry)
-            continue
-        report = trace(model=model, inputs=inputs, dtype=dtype, autocast=autocast, device=device,
-                       capability=capability)
-        entry.update(status="ran" if report["status"] in ("ok", "partial") else "failed",
-                     summary=report["summary"], findings=report["findings"],
-                     sinks=[{k: s.get(k) for k in ("name", "file", "line", "effective_dtypes", "head_dim", "ok")}
-                            for s in report["sinks"][:8]],
-                     notes=report.get("notes", []))
-        if report.get("error"):
-            entry["reason"] = report["error"]["message"]
-        for f in report["findings"]:
-            out["findings"].append(dict(f, sample=name))
-        out["samples"].append(entry)
     from . import standins
 
-    # A sample run in a fork ends with os._exit, which runs no atexit handler: the flash_attn
-    # stand-in's metadata folder goes now, or every check would leave one behind in the temp folder.
-    standins.remove_standins()
+    had_standin = standins.standin_installed()
+    try:
+        for name, needs, builder in sample_table():
+            if samples and name not in samples:
+                continue
+            entry = {"name": name}
+            missing = [m for m in needs if not _installed(m)]
+            if missing:
+                entry.update(status="skipped", reason="%s not installed" % ", ".join(missing))
+                out["samples"].append(entry)
+                continue
+            if "transformers" in needs:
+                _lean_transformers_import(distributions)
+            try:
+                # Tiny models: built on the CPU (parameter init on meta goes through torch._refs and
+                # imports torch._dynamo, 1.4 s), then moved by trace() to the device.
+                with torch.device("cpu"):
+                    model, inputs = builder(torch, device)
+            except BaseException as exc:  # noqa: BLE001
+                entry.update(status="failed", reason="building the sample failed: %s: %s" % (type(exc).__name__,
+                                                                                           str(exc)[:300]))
+                out["samples"].append(entry)
+                continue
+            report = trace(model=model, inputs=inputs, dtype=dtype, autocast=autocast, device=device,
+                           capability=capability)
+            entry.update(status="ran" if report["status"] in ("ok", "partial") else "failed",
+                         summary=report["summary"], findings=report["findings"],
+                         sinks=[{k: s.get(k) for k in ("name", "file", "line", "effective_dtypes", "head_dim", "ok")}
+                                for s in report["sinks"][:8]],
+                         notes=report.get("notes", []))
+            if report.get("error"):
+                entry["reason"] = report["error"]["message"]
+            for f in report["findings"]:
+                out["findings"].append(dict(f, sample=name))
+            out["samples"].append(entry)
+    finally:
+        # A sample run in a fork ends with os._exit, which runs no atexit handler: the flash_attn
+        # stand-in this call put in place goes now (its metadata folder would stay in /tmp).
+        if not had_standin and standins.standin_installed():
+            standins.remove_standins()
     errors = [f for f in out["findings"] if f["severity"] == "error"]
     warnings = [f for f in out["findings"] if f["severity"] == "warning"]
     failed = [s for s in out["samples"] if s["status"] == "failed"]
