@@ -196,9 +196,7 @@ def sample_key(python: str, facts: Facts, env_data: dict, config: dict) -> str:
         python=os.path.realpath(python),
         python_version=facts.platform.python_version,
         packages=_package_set(facts),
-        # Whether they have bytecode changes how fast, never what the sample finds.
-        modules={name: entry and {k: v for k, v in entry.items() if k != "bytecode"}
-                 for name, entry in (env_data.get("modules") or {}).items()},
+        modules=env_data.get("modules"),
         pythonpath=os.environ.get("PYTHONPATH", ""),
         doctor=_doctor_stamp(),
         **config,
@@ -242,7 +240,8 @@ def _bytecode_env(env_data: Optional[dict], cache_root: Optional[str]) -> dict:
     if os.environ.get("PYTHONPYCACHEPREFIX"):
         return {}
     modules = (env_data or {}).get("modules") or {}
-    states = [(modules.get(name) or {}).get("bytecode", "unknown") for name in ("torch", "transformers") if modules.get(name)]
+    bytecode = (env_data or {}).get("bytecode") or {}
+    states = [bytecode.get(name, "unknown") for name in ("torch", "transformers") if modules.get(name)]
     if all(state in ("fresh", None) for state in states):  # None: no Python sources to compile
         return {}
     return {"PYTHONPYCACHEPREFIX": str(cache.cache_dir(cache_root) / "pycache")}
@@ -262,10 +261,8 @@ def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = N
 
 
 def _doctor_stamp() -> Optional[dict]:
-    # attn-doctor's own tracer judges the samples: a changed tracer is a changed verdict (its
-    # bytecode's state is not: it changes how fast, and with whoever imported it last).
-    stamp = child.fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
-    return {k: v for k, v in stamp.items() if k != "bytecode"} if stamp else stamp
+    # attn-doctor's own tracer judges the samples: a changed tracer is a changed verdict.
+    return child.fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
 
 
 class SampleVerdict:

@@ -237,16 +237,19 @@ def collect_env(fingerprint=None, first=None):
         "tools": collect_tools(packages),
     }
     if fingerprint:
-        out["modules"] = fingerprint_modules(fingerprint, first)
+        out["bytecode"] = {}
+        out["modules"] = fingerprint_modules(fingerprint, first, out["bytecode"])
     return out
 
 
-def fingerprint_modules(names, first=None):
+def fingerprint_modules(names, first=None, bytecode=None):
     """Where each top-level module would be imported from, and a stamp of its code files (path,
     size, mtime), found without importing it: the sample forward pass's verdict changes with the
     code it imports, whether it comes from a distribution, PYTHONPATH or the working folder.
     `first` replaces sys.path[0] (the doctor asking for its own interpreter: the probe child
-    sees the working folder there). name ending in "/": the top folder's files only (torch)."""
+    sees the working folder there). name ending in "/": the top folder's files only (torch).
+    bytecode: a dict that receives each module's bytecode_state (apart: it changes how fast the
+    code imports, never what it does)."""
     import hashlib
     import importlib.machinery
 
@@ -290,9 +293,9 @@ def fingerprint_modules(names, first=None):
                 continue
             digest.update(("%s\0%d\0%d\n" % (file, st.st_size, st.st_mtime_ns)).encode("utf-8", "surrogateescape"))
             count += 1
-        entry = {"origin": folders[0] if folders else spec.origin, "files": count, "stamp": digest.hexdigest()[:20]}
-        entry["bytecode"] = bytecode_state([f for f in files if f and f.endswith(".py")])
-        out[name] = entry
+        out[name] = {"origin": folders[0] if folders else spec.origin, "files": count, "stamp": digest.hexdigest()[:20]}
+        if bytecode is not None:
+            bytecode[name] = bytecode_state([f for f in files if f and f.endswith(".py")])
     return out
 
 
@@ -367,6 +370,13 @@ def describe_exception(exc):
 # ---------------------------------------------------------------- isolated work in forks
 
 
+def write_all(fd, data):
+    """All of data to fd: a pipe takes a large answer in parts."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def run_isolated(jobs, timeout):
     """Run each (name, fn) in its own forked process; fn returns a JSON-able dict.
 
@@ -395,9 +405,7 @@ def run_isolated(jobs, timeout):
                 data = json.dumps({"status": "error", "error": describe_exception(exc)}).encode()
                 code = 1
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(write_fd, view):]
+                write_all(write_fd, data)
             finally:
                 os._exit(code)
         os.close(write_fd)
@@ -720,10 +728,7 @@ def start_distributions_prefetch():
                 os.close(OUT_FD)  # the doctor's pipe: only the probe itself holds it
             import importlib.metadata
 
-            data = json.dumps(importlib.metadata.packages_distributions()).encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view):]
+            write_all(write_fd, json.dumps(importlib.metadata.packages_distributions()).encode())
         except BaseException:  # noqa: BLE001 - the sample then lets transformers compute it itself
             code = 1
         finally:
@@ -814,10 +819,7 @@ def main(argv):
             result["error"] = "unknown probe command %r" % command
     except BaseException as exc:  # noqa: BLE001
         result["error"] = describe_exception(exc)
-    data = json.dumps(result, default=str).encode()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(out_fd, view):]
+    write_all(out_fd, json.dumps(result, default=str).encode())
     os.close(out_fd)
     return 0
 

@@ -146,8 +146,7 @@ def _import_llama():
 
 
 def _tiny_llama(impl):
-    def build(torch, device):
-        _lean_transformers_import()
+    def build(torch, device):  # after _lean_transformers_import (run_sample_forward, for each transformers sample)
         LlamaConfig, LlamaForCausalLM = _import_llama()
         config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
