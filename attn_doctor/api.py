@@ -180,15 +180,19 @@ def explain(
         data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
         source, kind, path = io.BytesIO(data), "text", None
     live = None
+    from .options import API, resolve_target, validate_python
+
+    target = validate_python(_path_or_none(python, "python"), API) if python is not None else None
     if check:
-        from .options import API, validate_python
         from .probes import collect_facts
 
-        live = collect_facts(python=validate_python(_path_or_none(python, "python"), API))
+        live = collect_facts(python=target)
     from .explain.core import explain as run_explain
 
     try:
-        return run_explain(source, loaded, kind=kind, path=path, live=live)
+        # commands name the environment check would diagnose: python=, else the active one
+        return run_explain(source, loaded, kind=kind, path=path, live=live,
+                           python=target or resolve_target(naming=API).python)
     except OSError as exc:
         raise UsageError(f"{path or 'input'}: cannot read: {exc.strerror or exc}") from None
     finally:
@@ -588,8 +592,10 @@ def _check_findings(report: "Report") -> list[Finding]:
 
 
 def _remedy_text(remedy: Any, facts: Any, command_line: Any) -> Optional[str]:
+    from .remedies import edit_line
+
     try:
-        command = command_line(remedy, facts)
+        command = command_line(remedy, facts) or edit_line(remedy)
     except Exception:  # noqa: BLE001 - a remedy without a command still has its summary
         command = None
     summary = getattr(remedy, "summary", None) or getattr(remedy, "title", None)

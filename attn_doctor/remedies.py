@@ -1,15 +1,48 @@
 """Remedies as commands: the one place that turns a Remedy into what a user would type.
 
-`check` shows these; `fix` executes the same argument lists (never a shell string).
+A command is an argument list for the *target* environment (`/abs/python -m pip install ...`, or
+`uv pip install --python /abs/python ...` where the target has no pip), never a bare `pip` that
+would install into whatever is first on PATH. `check` and `explain` show these; `fix` executes
+the same argument lists (never a shell string).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
-from typing import Optional
+import shutil
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from .facts import Facts
+from .rules import templates
 from .rules.model import Remedy
+
+
+@dataclass(frozen=True)
+class Target:
+    """The environment a command acts on: its interpreter and how packages get into it."""
+
+    python: Optional[str]  # absolute path; None: unknown (no command that needs it is shown)
+    installer: Optional[str] = "pip"  # "pip", "uv", or None: neither is available
+    uv: str = "uv"  # the uv executable, where the installer is uv
+
+    @classmethod
+    def of(cls, facts: Facts) -> "Target":
+        uv = facts.tools.get("uv")
+        return cls(facts.platform.python_executable or None, installer(facts), (uv.path if uv else None) or "uv")
+
+    @classmethod
+    def interpreter(cls, python: str) -> "Target":
+        """An interpreter nothing was probed for (explain without --check): pip where its
+        environment has one (a venv's bin/pip), else uv where uv is on PATH (uv venvs have no pip)."""
+        python = os.path.abspath(python)
+        folder = os.path.dirname(python)
+        if any(os.path.exists(os.path.join(folder, name)) for name in ("pip", "pip3", "pip.exe")):
+            return cls(python, "pip")
+        uv = shutil.which("uv")
+        return cls(python, "uv", uv) if uv else cls(python, "pip")
 
 
 def installer(facts: Facts) -> Optional[str]:
@@ -23,45 +56,86 @@ def installer(facts: Facts) -> Optional[str]:
     return None
 
 
-def pip_argv(remedy: Remedy, facts: Facts) -> Optional[list[str]]:
+def _with_target(argv: list[str], target: Target) -> Optional[list[str]]:
+    """A recipe's argument list with its first word made the target's: python, pip, or as is."""
+    head, rest = argv[0], argv[1:]
+    if head == "pip":
+        if not target.python or target.installer is None:
+            return None
+        if target.installer == "uv":
+            if not rest or rest[0] not in ("install", "uninstall", "show", "list", "freeze", "check"):
+                return None
+            return [target.uv, "pip", rest[0], "--python", target.python, *rest[1:]]
+        return [target.python, "-m", "pip", *rest]
+    if head == "python":
+        return [target.python, *rest] if target.python else None
+    return list(argv)
+
+
+def pip_command(remedy: Remedy) -> Optional[list[str]]:
+    """A pip remedy as a recipe-level argument list (`pip install ...`)."""
     if remedy.kind != "pip" or not remedy.requirement:
         return None
-    python = facts.platform.python_executable or "python"
-    tool = installer(facts)
-    if tool == "uv":
-        argv = [facts.tools["uv"].path or "uv", "pip", "install", "--python", python]
-    else:
-        argv = [python, "-m", "pip", "install"]
-    if remedy.reinstall:
-        argv += ["--force-reinstall"]
-    else:
-        argv += ["--upgrade"]
+    argv = ["pip", "install", "--force-reinstall" if remedy.reinstall else "--upgrade"]
     if remedy.no_deps:
-        argv += ["--no-deps"]
+        argv.append("--no-deps")
     if remedy.no_build_isolation:
-        argv += ["--no-build-isolation"]
-    argv.append(remedy.requirement)
-    return argv
+        argv.append("--no-build-isolation")
+    return [*argv, remedy.requirement]
 
 
-def command_line(remedy: Remedy, facts: Facts) -> Optional[str]:
-    """The remedy as one copy-pasteable line, when it has one."""
-    argv = pip_argv(remedy, facts)
-    if argv:
-        return shlex.join(argv)
-    if remedy.kind == "config" and remedy.key is not None:
-        value = remedy.value
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        where = {
-            "llamafactory": "in the LLaMA-Factory training YAML",
-            "transformers": "in from_pretrained(...) or the model's config.json",
-            "accelerate": "in the accelerate config",
-            "deepspeed": "in the DeepSpeed config",
-        }.get(remedy.config or "", "")
-        if remedy.config == "transformers":
-            return f'{remedy.key}="{value}"  ({where})'
-        return f"{remedy.key}: {value}  ({where})" if where else f"{remedy.key}: {value}"
+def resolve(argv: Optional[list[str]], evidence: dict[str, Any], target: Target) -> tuple[Optional[list[str]], set[str]]:
+    """A recipe's command filled from the evidence and made the target's. None (with the fields
+    that were missing) where a word needs a fact nobody knows: a command must run as it is."""
+    if not argv:
+        return None, set()
+    words, missing = [], set()
+    for word in argv:
+        text, unknown = templates.render(word, evidence)
+        if templates.required(word) & unknown:
+            return None, missing | unknown
+        missing |= unknown
+        if _LIST_FIELD.fullmatch(word):
+            words += [w for w in re.split(r"[,\s]+", text) if w]  # "{packages}": each its own word
+        elif text:
+            words.append(text)
+    return (_with_target(words, target) if words else None), missing
+
+
+_LIST_FIELD = re.compile(r"\{packages\}")
+
+
+def pip_argv(remedy: Remedy, facts: Facts) -> Optional[list[str]]:
+    """The argument list `fix` runs for a pip remedy on these facts."""
+    argv = pip_command(remedy)
+    return _with_target(argv, Target.of(facts)) if argv else None
+
+
+def command_line(remedy: Remedy, facts: Optional[Facts] = None) -> Optional[str]:
+    """The remedy's command as one copy-pasteable line, when it has one."""
+    if remedy.command:
+        return shlex.join(remedy.command)
+    argv = pip_argv(remedy, facts) if facts is not None else None
+    return shlex.join(argv) if argv else None
+
+
+CONFIG_FILES = {
+    "llamafactory": "the LLaMA-Factory training YAML",
+    "transformers": "from_pretrained(...) or the model's config.json",
+    "accelerate": "the accelerate config",
+    "deepspeed": "the DeepSpeed config",
+}
+
+
+def edit_line(remedy: Remedy) -> Optional[str]:
+    """A config or environment remedy as the setting it asks for (not a command)."""
     if remedy.kind == "env" and remedy.variable:
-        return f"export {remedy.variable}={shlex.quote(str(remedy.value or ''))}"
-    return remedy.detail
+        return f"set the environment variable {remedy.variable}={shlex.quote(str(remedy.value or ''))}"
+    if remedy.kind != "config" or remedy.key is None:
+        return None
+    value = remedy.value
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    setting = f'{remedy.key}="{value}"' if remedy.config == "transformers" else f"{remedy.key}: {value}"
+    where = CONFIG_FILES.get(remedy.config or "")
+    return f"set {setting} in {where}" if where else f"set {setting}"

@@ -74,6 +74,7 @@ def explain(
         raise fail(str(exc)) from None
 
     from ..explain.core import explain as run_explain
+    from ..options import resolve_target
 
     status = progress_on_terminal(json_out, "reading the input")
     try:
@@ -92,7 +93,8 @@ def explain(
             if status:
                 status.update(f"reading the input: {done / 1e6:.0f} MB" + (f" of {total / 1e6:.0f} MB" if total else ""))
 
-        report = run_explain(source, loaded, kind=kind, path=path, live=live, progress=progress)
+        report = run_explain(source, loaded, kind=kind, path=path, live=live, progress=progress,
+                             python=target or resolve_target().python)
     except OSError as exc:
         raise fail(f"{path or 'input'}: cannot read: {exc.strerror or exc}") from None
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from typing import Any, Callable, Optional
 
@@ -140,7 +141,10 @@ def _package(captures: dict[str, str], versions: LogVersions) -> Optional[str]:
     lib = captures.get("library")
     if lib:
         m = PACKAGE_PATH.search(lib)
-        module = m.group("name") if m else re.split(r"[.]", lib.replace("\\", "/").rsplit("/", 1)[-1], 1)[0]
+        parts = lib.replace("\\", "/").rsplit("/", 2)
+        module = m.group("name") if m else re.split(r"[.]", parts[-1], 1)[0]
+        if module.startswith("_") and len(parts) > 1:
+            module = parts[-2]  # a package's private extension (vllm/_C.abi3.so): the package's folder
         if module and not module.startswith("lib") and module != "torch":
             return distribution_of(module)
     component = captures.get("component")
@@ -170,8 +174,16 @@ def explain(
     live: Optional[Facts] = None,
     progress: Optional[Callable[[int], None]] = None,
     force_regex: bool = False,
+    python: Optional[str] = None,
 ) -> ExplainReport:
-    """Scan `source` (a path, or a binary stream) for every known signature and explain each."""
+    """Scan `source` (a path, or a binary stream) for every known signature and explain each.
+
+    Remedies' commands are resolved for the environment explain speaks for: the probed one
+    (`live`), else the interpreter `python` (the one check would diagnose); with neither, a
+    command that needs an interpreter is left out rather than shown with a bare `python`."""
+    from ..remedies import Target
+
+    target = Target.of(live) if live is not None else Target.interpreter(python) if python else Target(None)
     started = time.perf_counter()
     sig_rules, scanner = _scanner(recipes, force_regex)
     scan = scanner.scan(source, progress=progress, keep_all_lines=kind == "text")
@@ -184,7 +196,7 @@ def explain(
     )
     if scan.bytes == 0:
         report.notes.append("the input is empty: nothing to explain")
-    report.matches = _matches(scan, sig_rules, recipes, live)
+    report.matches = _matches(scan, sig_rules, recipes, live, target)
     if not [m for m in report.matches if not m.harmless]:
         report.candidates = closest(scan.candidate_lines, sig_rules, exclude={m.rule for m in report.matches})
     report.summary = _summary(report.matches)
@@ -193,7 +205,7 @@ def explain(
     return report
 
 
-def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Optional[Facts]) -> list[Match]:
+def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Optional[Facts], target) -> list[Match]:
     by_rule: dict[str, list] = {}
     for idx, hits in scan.hits.items():
         sig = hits.signature
@@ -204,6 +216,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             by_rule.setdefault(derived.signature.rule, []).append(derived)
     log_facts = scan.versions.to_facts()
     rules_by_id = {r.id: r for r in recipes.rules}
+    lines_of: dict[str, set[int]] = {}
     out = []
     for rule_id, all_hits in by_rule.items():
         rule = rules_by_id[rule_id]
@@ -211,13 +224,21 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         evidence_lines: list[EvidenceLine] = []
         notes: list[str] = []
         severity = None
+        # A signature's note speaks for the lines it was the most specific signature of: the
+        # library-less "undefined symbol" pattern's "does not say which library" is not said of a
+        # line a pattern that captured the library matched too.
+        best: dict[int, int] = {}
+        for hits in all_hits:
+            for e in hits.evidence:
+                best[e.line] = max(best.get(e.line, hits.signature.priority), hits.signature.priority)
         for hits in sorted(all_hits, key=lambda h: h.evidence[0].line if h.evidence else 0):
             for k, v in hits.groups.items():
-                captures.setdefault(k, v)
+                captures.setdefault(k, " ".join(v.split()) if isinstance(v, str) else v)  # a log's own spacing
             evidence_lines += [EvidenceLine(line=e.line, text=e.text) for e in hits.evidence]
             sev = hits.signature.severity or rule.severity
             severity = sev if severity is None or SEVERITY_RANK[sev] < SEVERITY_RANK[severity] else severity
-            if hits.signature.note and hits.signature.note not in notes:
+            speaks = not hits.evidence or any(best[e.line] == hits.signature.priority for e in hits.evidence)
+            if hits.signature.note and speaks and hits.signature.note not in notes:
                 notes.append(hits.signature.note)
         seen_lines, unique = set(), []
         for e in sorted(evidence_lines, key=lambda e: e.line):
@@ -239,8 +260,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         evidence.update(_derived(captures, evidence, scan.versions, live))
         evidence.update({k.replace("-", "_"): v for k, v in list(evidence.items())})
         message = templates.fill(rule.message, evidence) if templates.complete(rule.message, evidence) else None
-        remedies = fill_remedies(rule, evidence)
-        from ..remedies import command_line
+        remedies = fill_remedies(rule, evidence, target)
 
         match = Match(
             rule=rule.id,
@@ -261,12 +281,16 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             likelihood_reason=reason,
             priority=priority,
             remedies=remedies,
-            commands=[command_line(r, live or Facts()) for r in remedies],
+            commands=[shlex.join(r.command) if r.command else None for r in remedies],
             links=list(rule.links),
         )
         if live is not None:
             match.live = _live(rule, live, recipes)
         out.append(match)
+        lines_of[rule.id] = seen_lines
+    # One cause, one finding: a match another matched rule supersedes on the same lines goes.
+    out = [m for m in out if not any(m.rule in rules_by_id[a.rule].supersedes and lines_of[m.rule] <= lines_of[a.rule]
+                                     for a in out)]
     out.sort(key=lambda m: (m.harmless, m.likelihood == "unlikely", -m.priority, LIKELIHOOD_RANK[m.likelihood],
                             SEVERITY_RANK[m.severity], m.evidence[0].line if m.evidence else 0, m.rule))
     return out

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from ..explain.report import ExplainReport, Match
 from .console import whole_lines
+from .remedy import remedy_lines
 
 MARKS = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan")}
 LIKELIHOOD = {
@@ -99,11 +100,11 @@ def _match(console: Console, m: Match, verbose: bool) -> None:
         _explanation(console, m.explanation)
     else:
         _explanation(console, _lead(m.explanation.split("\n\n")[0]))
-    for remedy, command in zip(m.remedies, m.commands):
+    for remedy in m.remedies:
         safety = "" if remedy.safety == "safe" else f" (unsafe: {remedy.why_unsafe})"
         console.print(Text(f"    → {remedy.summary}{safety}", style="green"))
-        if command:
-            console.print(Text(f"      {command}", style="cyan"))
+        for line in remedy_lines(remedy, "      "):
+            console.print(line, soft_wrap=True)
     if verbose:
         for link in m.links:
             console.print(Text(f"    see {link}", style="dim"))

@@ -9,8 +9,8 @@ from rich.markup import escape
 from rich.text import Text
 
 from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
-from ..remedies import command_line
 from ..report import STATUS_ORDER, Report, Result
+from .remedy import remedy_lines
 
 AREAS = [
     ("system", "System"),
@@ -129,9 +129,8 @@ def _problem(console: Console, result: Result, facts: Facts, verbose: bool) -> N
         if remedy.safety == "unsafe":
             text.append("  (unsafe: " + (remedy.why_unsafe or "needs care") + ")", style="yellow")
         console.print(text)
-        cmd = command_line(remedy, facts)
-        if cmd:
-            console.print(Text(f"        {cmd}", style="cyan"), soft_wrap=True)
+        for line in remedy_lines(remedy, "        "):
+            console.print(line, soft_wrap=True)
     if verbose:
         if result.evidence:
             console.print(Text("      evidence: " + ", ".join(f"{k}={v}" for k, v in result.evidence.items()), style="dim"))

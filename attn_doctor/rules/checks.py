@@ -307,22 +307,30 @@ def _smoke_ran(facts: Facts) -> None:
 def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
     """An attention backend that accepted the inputs computed wrong numbers, raised, or took its
     smoke process down with it (crash, hang)."""
+    from ..probes.gpu_child import LIBRARIES
+
     _smoke_ran(facts)
-    problems = []
+    problems, packages = [], []
     for r in facts.smoke.results:
+        if r.status not in ("wrong", "error"):
+            continue
+        # which distribution each failure is about: what a finding on the same cause names too
+        module = LIBRARIES.get(r.backend)
+        packages += list(MODULE_DISTRIBUTIONS.get(module, (module,))) if module else ["torch"]
         if r.status == "wrong":
             problems.append(
                 f"{r.backend} in {r.dtype}: relative error {r.rel_err:.2g} (gradients {r.rel_err_grad:.2g}) "
                 f"against float64, tolerance {r.tolerance:g}"
             )
-        elif r.status == "error":
+        else:
             problems.append(f"{r.backend} in {r.dtype} raised: {r.error}" + _unloaded_build(facts, r.backend))
     if facts.smoke.status == "failed" and facts.smoke.error:
         problems.append(facts.smoke.error)
+        packages.append("torch")
     if not problems:
         return None
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return {"summary": problems[0] + more, "count": len(problems)}
+    return {"summary": problems[0] + more, "count": len(problems), "packages": ", ".join(dict.fromkeys(packages))}
 
 
 def _unloaded_build(facts: Facts, backend: str) -> str:

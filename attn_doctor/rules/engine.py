@@ -18,9 +18,14 @@ from .model import Remedy, Rule
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-def remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
+def remedies(rule: Rule, evidence: dict[str, Any], target: Optional["Target"] = None) -> list[Remedy]:
     """A rule's remedies filled from a finding's evidence: the exact wheel or version it points to
-    where known; where not, the words for it and the command that finds it, never a placeholder."""
+    where known; where not, the sentence without it and a line saying how to find it, never a
+    placeholder. Each command is resolved for `target` (the environment the finding is about):
+    an argument list that runs as it is, or None."""
+    from ..remedies import Target, pip_command, resolve
+
+    target = target or Target(None)
     out = []
     for remedy in rule.remedies:
         values: dict[str, Any] = {}
@@ -31,20 +36,27 @@ def remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
                 continue
             if isinstance(v, str):
                 if f == "requirement" and not templates.complete(v, evidence):
+                    missing |= templates.render(v, evidence)[1]
                     m = _REQ_NAME.match(v)  # no version known: the bare distribution name
                     v = m.group(1) if m else v
                 else:
                     v, unknown = templates.render(v, evidence)
                     missing |= unknown
             values[f] = v
-        hint = templates.how_to_find(missing)
-        if hint:
-            values["detail"] = f"{values['detail']}\n{hint}" if values.get("detail") else hint
+        filled = Remedy(**{**values, "command": None})
+        command, unknown = resolve(remedy.command or pip_command(filled), evidence, target)
+        missing |= unknown
+        hints = templates.find_lines(missing, target.python)
+        if hints:
+            values["detail"] = "\n".join(([values["detail"]] if values.get("detail") else []) + hints)
+        values["command"] = command
         out.append(Remedy(**values))
     return out
 
 
 def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=None) -> Result:
+    from ..remedies import Target
+
     base = dict(rule=rule.id, name=rule.name, area=rule.area, title=rule.title, links=list(rule.links))
     if rule.when is None:
         return Result(status="skipped", reason="recognised from error messages only (attn-doctor explain)", **base)
@@ -59,7 +71,7 @@ def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=
             status=evaluator.severity or rule.severity,
             message=templates.fill(rule.message, {**evaluator.base, **evidence}),
             evidence=evidence,
-            remedies=remedies(rule, {**evaluator.base, **evidence}),
+            remedies=remedies(rule, {**evaluator.base, **evidence}, Target.of(facts)),
             **base,
         )
     if isinstance(verdict, Unknown):
@@ -67,6 +79,31 @@ def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=
     return Result(status="pass", message=templates.fill(rule.pass_, evaluator.base) if rule.pass_ else None, **base)
 
 
+FIRED = ("error", "warning", "info")
+
+
+def subjects(evidence: dict[str, Any]) -> set[str]:
+    """The packages a finding is about (its `packages` evidence), as names."""
+    return {p for p in re.split(r"[,\s]+", str(evidence.get("packages") or "")) if p}
+
+
+def superseded(results: list[Result], rules: dict[str, Rule]) -> list[Result]:
+    """One cause, one finding: a finding another rule supersedes (`supersedes`) and says more
+    specifically for the same packages becomes a skipped result that names that rule."""
+    fired = [r for r in results if r.status in FIRED]
+    out = []
+    for result in results:
+        by = next((a for a in fired if result.status in FIRED and result.rule in rules[a.rule].supersedes
+                   and subjects(result.evidence) and subjects(result.evidence) <= subjects(a.evidence)), None)
+        if by is None:
+            out.append(result)
+            continue
+        out.append(Result(rule=result.rule, name=result.name, area=result.area, title=result.title, links=result.links,
+                          status="skipped", reason=f"the same cause is reported by {by.rule}, more specifically"))
+    return out
+
+
 def evaluate(recipes: Recipes, facts: Facts) -> list[Result]:
     # Signature-only rules (no `when`) speak about messages, not facts: only explain reports them.
-    return [evaluate_rule(rule, facts, recipes.data) for rule in recipes.rules if rule.when is not None]
+    results = [evaluate_rule(rule, facts, recipes.data) for rule in recipes.rules if rule.when is not None]
+    return superseded(results, {r.id: r for r in recipes.rules})

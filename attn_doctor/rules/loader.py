@@ -53,6 +53,11 @@ def load_recipes(directory: Optional[Path] = None) -> Recipes:
         raise RecipeError(f"no recipe files (*.toml) in {directory}")
     for path in files:
         _load_file(path, recipes)
+    ids = {r.id for r in recipes.rules}
+    for rule in recipes.rules:
+        unknown = [i for i in rule.supersedes if i not in ids or i == rule.id]
+        if unknown:
+            raise RecipeError(f"{recipes.sources[rule.id].name}: rule {rule.id}: supersedes {', '.join(unknown)}, not another rule")
     return recipes
 
 

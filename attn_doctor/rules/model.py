@@ -67,7 +67,14 @@ class Remedy(Strict):
     value: Optional[Union[str, bool, int]] = None
     # env: a variable to set
     variable: Optional[str] = None
-    # manual / any: a longer text or command to show
+    # any kind: a command that does it, as an argument list (never a shell string, never prose).
+    # In a recipe the first word is "python" (the target interpreter), "pip" (the target's
+    # installer: python -m pip, or uv pip --python where it has no pip), "uv", "attn-doctor" or a
+    # system tool, and words may use {fields} and [?optional?] parts (a word left empty is left
+    # out). In a report it is resolved for the target, ready to run; None where it cannot be
+    # (an unknown interpreter or field).
+    command: Optional[list[str]] = None
+    # manual / any: the explanation, in words (code to edit goes here, never in `command`)
     detail: Optional[str] = None
 
 
@@ -140,6 +147,10 @@ class Rule(Strict):
     signatures: list[Union[str, Signature]] = []
     signature_fixtures: SignatureFixtures = msgspec.field(default_factory=SignatureFixtures)
     cause: Optional[CauseClass] = None  # the root-cause class `explain` names
+    # Rules this one says more specifically. One cause, one finding: where this rule and one of
+    # these fire on the same evidence (in explain, the same log lines; in check, the same
+    # packages), only this one is reported.
+    supersedes: list[str] = []
     fixtures: Fixtures = msgspec.field(default_factory=Fixtures)
 
 

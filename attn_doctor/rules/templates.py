@@ -6,42 +6,50 @@ log that never printed the torch version), so:
 - `[?...?]` is an optional part, kept only when every field inside is known:
   "Reinstall flash-attn[? {flash_attn}?] built for torch[? {torch}?]";
 - `[?A|B?]` keeps A when its fields are known, else B: "[?the wheel {wheel}|the wheel that fits?]";
-- a field that is unknown anywhere else is said in words ("the installed torch"), and the remedy
-  gets the command that finds it (`how_to_find`): never a `<torch>` or `?` shown to a user.
+- a field that is unknown anywhere else is left out (never said in words inside a sentence, which
+  reads as if it were the value), and the remedy gets its own line saying how to find it
+  (`find_lines`). Every shipped template keeps the fields a report or a log may lack inside
+  optional parts; tests/test_templates.py renders them all against reports with no facts.
+An empty string is a known value (a list with nothing more to say); None and "?" are unknown.
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import string
-from typing import Any
+from typing import Any, Optional
 
-# field -> (what to say when it is unknown, the command that finds it)
-HOW_TO_FIND: dict[str, tuple[str, str]] = {
-    "torch": ("the installed torch", 'python -c "import torch; print(torch.__version__)"'),
-    "torch_cuda": ("torch's CUDA version", 'python -c "import torch; print(torch.version.cuda)"'),
-    "torch_abi": ("torch's C++ ABI", 'python -c "import torch; print(torch._C._GLIBCXX_USE_CXX11_ABI)"'),
-    "cuda_xy": ("torch's CUDA version, without the dot", 'python -c "import torch; print(torch.version.cuda)"'),
-    "flash_attn": ("the installed flash-attn", "pip show flash-attn"),
-    "xformers": ("the installed xformers", "pip show xformers"),
-    "triton": ("the installed triton", "pip show triton"),
-    "transformers": ("the installed transformers", "pip show transformers"),
-    "llamafactory": ("the installed LLaMA-Factory", "pip show llamafactory"),
+_VERSION = 'import importlib.metadata as m; print(m.version("{}"))'
+_TORCH = "import torch; print(torch.{})"
+_SMI = ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv"]
+
+# field -> (what it is, the command that finds it: an argument list; "{python}" is the target interpreter)
+HOW_TO_FIND: dict[str, tuple[str, list[str]]] = {
+    "torch": ("the installed torch", ["{python}", "-c", _TORCH.format("__version__")]),
+    "torch_cuda": ("torch's CUDA version", ["{python}", "-c", _TORCH.format("version.cuda")]),
+    "torch_abi": ("torch's C++ ABI", ["{python}", "-c", _TORCH.format("_C._GLIBCXX_USE_CXX11_ABI")]),
+    "cuda_xy": ("torch's CUDA version (the wheel index's cuXY is it without the dot)", ["{python}", "-c", _TORCH.format("version.cuda")]),
+    "flash_attn": ("the installed flash-attn", ["{python}", "-c", _VERSION.format("flash-attn")]),
+    "xformers": ("the installed xformers", ["{python}", "-c", _VERSION.format("xformers")]),
+    "triton": ("the installed triton", ["{python}", "-c", _VERSION.format("triton")]),
+    "transformers": ("the installed transformers", ["{python}", "-c", _VERSION.format("transformers")]),
+    "llamafactory": ("the installed LLaMA-Factory", ["{python}", "-c", _VERSION.format("llamafactory")]),
     "wheel": (
         "the release wheel named for your torch, CUDA, C++ ABI and Python",
-        'python -c "import sys, torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI, sys.version_info[:2])"',
+        ["{python}", "-c", "import sys, torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI, sys.version_info[:2])"],
     ),
-    "gpu": ("this GPU", "nvidia-smi --query-gpu=name,compute_cap --format=csv"),
-    "sm": ("this GPU's architecture", "nvidia-smi --query-gpu=name,compute_cap --format=csv"),
-    "capability": ("this GPU's compute capability", "nvidia-smi --query-gpu=name,compute_cap --format=csv"),
-    "driver": ("the driver", "nvidia-smi"),
-    "driver_cuda": ("the CUDA version the driver supports", "nvidia-smi  (top right: CUDA Version)"),
-    "driver_cuda_digits": ("the driver's CUDA version, without the dot (e.g. 124)", "nvidia-smi  (top right: CUDA Version)"),
-    "libc_version": ("this system's glibc", "ldd --version"),
-    "nvcc": ("nvcc's CUDA version", "nvcc --version"),
-    "python": ("the training environment's Python", "which python"),
-    "packages": ("the package whose compiled extension fails", "attn-doctor check  (names every compiled extension built for another torch)"),
+    "gpu": ("this GPU", _SMI),
+    "gpus": ("the GPUs", _SMI),
+    "sm": ("this GPU's architecture", _SMI),
+    "capability": ("this GPU's compute capability", _SMI),
+    "driver": ("the driver", ["nvidia-smi"]),
+    "driver_cuda": ("the CUDA version the driver supports (top right: CUDA Version)", ["nvidia-smi"]),
+    "driver_cuda_digits": ("the CUDA version the driver supports (top right: CUDA Version; cuXY is it without the dot)", ["nvidia-smi"]),
+    "libc_version": ("this system's glibc", ["ldd", "--version"]),
+    "nvcc": ("nvcc's CUDA version", ["nvcc", "--version"]),
+    "packages": ("the packages whose compiled extension was built for another torch", ["attn-doctor", "check"]),
 }
 
 _FORMATTER = string.Formatter()
@@ -53,7 +61,7 @@ def _key(name: str) -> str:
 
 
 def known(value: Any) -> bool:
-    return value not in (None, "", "?")
+    return value is not None and value != "?"
 
 
 def fields(text: str) -> set[str]:
@@ -71,21 +79,24 @@ class _Fields(dict):
 
     def __missing__(self, key: str) -> str:
         self.missing.add(key)
-        return HOW_TO_FIND.get(key, (key.replace("_", " "), ""))[0]
+        return ""
 
 
 def render(text: str, evidence: dict[str, Any]) -> tuple[str, set[str]]:
-    """The filled text, and the fields that were unknown where they had to be said in words."""
+    """The filled text, and the fields it had to leave out (unknown)."""
     values = {_key(k): v for k, v in evidence.items() if known(v)}
 
+    missing: set[str] = set()
+
     def optional(m: re.Match) -> str:
-        for branch in m.group(1).split("|"):
+        branches = m.group(1).split("|")
+        missing.update(fields(branches[0]) - set(values))  # the first branch says the most
+        for branch in branches:
             if fields(branch) <= set(values):
                 return branch
         return ""
 
     text = _OPTIONAL.sub(optional, text)
-    missing: set[str] = set()
     try:
         return _FORMATTER.vformat(text, (), _Fields(evidence, missing)), missing
     except (ValueError, IndexError, KeyError, AttributeError):
@@ -107,7 +118,17 @@ def complete(text: str, evidence: dict[str, Any]) -> bool:
     return required(text) <= values
 
 
-def how_to_find(missing: set[str]) -> str:
-    """One line: how to look up the facts a remedy had to leave in words."""
-    parts = [f"{HOW_TO_FIND[f][0]}: {HOW_TO_FIND[f][1]}" for f in sorted(missing) if f in HOW_TO_FIND and HOW_TO_FIND[f][1]]
-    return ("Find " + "; ".join(parts)) if parts else ""
+def find_lines(missing: set[str], python: Optional[str] = None) -> list[str]:
+    """One line per unknown fact a remedy left out: what it is and the command that finds it, for
+    the target interpreter when it is known."""
+    out = []
+    for f in sorted(missing):
+        if f not in HOW_TO_FIND:
+            continue
+        what, argv = HOW_TO_FIND[f]
+        if "{python}" in argv and not python:
+            continue  # no interpreter to name: a bare `python` could be another environment's
+        line = f"find {what} with: {shlex.join([python if w == '{python}' else w for w in argv])}"
+        if line not in out:
+            out.append(line)
+    return out

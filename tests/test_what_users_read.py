@@ -1,0 +1,183 @@
+"""Every text a rule or remedy shows, and every command it gives, against every report we have.
+
+Rendered against each recorded report in tests/fixtures/facts/ (and each rule's own trigger
+fixtures), against a report with every optional fact missing, and for every explain match over the
+whole corpus (tests/corpus/): no template field left or filled with words, no `None`, no doubled
+space or word; every command an argument list that runs as it is for the target environment.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from packaging.requirements import InvalidRequirement, Requirement
+
+from attn_doctor.facts import Facts
+from attn_doctor.remedies import Target
+from attn_doctor.rules import templates
+from attn_doctor.rules.conditions import base_evidence
+from attn_doctor.rules.engine import evaluate_rule, remedies
+from attn_doctor.rules.fixtures import build_facts
+from attn_doctor.rules.loader import load_recipes
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTS = sorted((ROOT / "tests" / "fixtures" / "facts").glob("*.json"))
+RECIPES = load_recipes()
+
+# Unresolved template syntax, stand-ins for a value, a Python None, two spaces, a word twice
+# ("torch torch"), a label followed by the words that used to stand in for its value.
+BAD = {
+    "a template field": re.compile(r"\{[A-Za-z_]\w*\}|\[\?|\?\]"),
+    "a stand-in": re.compile(r"(?<![\w:])<[A-Za-z_][\w ]*>|cu<|\b(?:PACKAGE|PACKAGES|PKG|NAME|VERSION|PATH_TO\w*)\b"),
+    "None": re.compile(r"\bNone\b"),
+    "a doubled space": re.compile(r"\S  +\S"),
+    "a doubled word": re.compile(r"(?<![\w.-])([A-Za-z][\w-]*) \1\b(?![\w.-])", re.I),
+    "a value said in words": re.compile(r"\b([\w-]+) the installed \1\b|\bthis interpreter\b"),
+}
+# System tools a remedy may name as its first word (besides an interpreter, uv and attn-doctor).
+SYSTEM_TOOLS = {"nvidia-smi", "nvcc", "ldd", "conda", "dmesg"}
+
+
+def problems(text: str) -> list[str]:
+    return [what for what, rx in BAD.items() if rx.search(text or "")]
+
+
+def command_problems(argv: list[str]) -> list[str]:
+    out = []
+    line = shlex.join(argv)
+    if shlex.split(line) != argv:
+        out.append("does not parse back")
+    head = argv[0]
+    if not (Path(head).is_absolute() or head in ("uv", "attn-doctor") or head in SYSTEM_TOOLS or Path(head).name == "uv"):
+        out.append(f"starts with {head!r}")
+    if Path(head).is_absolute() and Path(head).name != "uv" and argv[1:2] == ["-m"] and argv[2:3] == ["pip"] or \
+            Path(head).name == "uv" and argv[1:2] == ["pip"]:
+        verb = argv[3] if argv[1] == "-m" else argv[2]
+        if verb == "install":
+            args, skip = [], False
+            for word in argv[4 if argv[1] == "-m" else 3:]:
+                if skip:
+                    skip = False
+                elif word in ("--python", "--index-url", "--extra-index-url", "-c", "--no-binary", "--only-binary"):
+                    skip = True
+                elif not word.startswith("-"):
+                    args.append(word)
+            if not args:
+                out.append("installs nothing")
+            for req in args:
+                try:
+                    Requirement(req)
+                except InvalidRequirement as exc:
+                    out.append(f"requirement {req!r}: {exc}")
+    return out
+
+
+def check_remedy(where: str, remedy, bad: list[str]) -> None:
+    for field in ("summary", "detail", "requirement"):
+        for what in problems(getattr(remedy, field) or ""):
+            bad.append(f"{where} {field}: {what}: {getattr(remedy, field)!r}")
+    if remedy.command is not None:
+        for what in command_problems(remedy.command):
+            bad.append(f"{where} command: {what}: {shlex.join(remedy.command)}")
+
+
+def check_result(where: str, rule, evidence: dict, target: Target, bad: list[str], message: str | None = None) -> None:
+    if message is not None:
+        unknown = templates.required(rule.message) - {templates._key(k) for k, v in evidence.items() if templates.known(v)}
+        if unknown:
+            bad.append(f"{where} message needs {sorted(unknown)} outside an optional part")
+        for what in problems(message):
+            bad.append(f"{where} message: {what}: {message!r}")
+    for remedy_t in rule.remedies:
+        unknown = templates.required(remedy_t.summary) - {templates._key(k) for k, v in evidence.items() if templates.known(v)}
+        if unknown:
+            bad.append(f"{where} remedy summary needs {sorted(unknown)} outside an optional part: {remedy_t.summary!r}")
+    for remedy in remedies(rule, evidence, target):
+        check_remedy(where, remedy, bad)
+
+
+def reports() -> list[tuple[str, Facts]]:
+    out = [(p.stem, build_facts(p.stem)) for p in FACTS]
+    out.append(("no-optional-facts", Facts()))
+    for rule in RECIPES.rules:
+        for fixture in rule.fixtures.trigger:
+            out.append((f"{rule.id}-trigger", build_facts(fixture)))
+    return out
+
+
+def test_every_rule_and_remedy_reads_true_on_every_report():
+    bad: list[str] = []
+    for name, facts in reports():
+        target = Target.of(facts)
+        for rule in RECIPES.rules:
+            if rule.when is None:
+                check_result(f"{name} {rule.id}", rule, base_evidence(facts), target, bad)
+                continue
+            result = evaluate_rule(rule, facts, RECIPES.data)
+            where = f"{name} {rule.id}"
+            if result.status in ("error", "warning", "info"):
+                check_result(where, rule, {**base_evidence(facts), **result.evidence}, target, bad, result.message or "")
+                for remedy in result.remedies:
+                    check_remedy(where, remedy, bad)
+            else:
+                if rule.signatures:  # explain shows its remedies with whatever a log gives
+                    check_result(where, rule, base_evidence(facts), target, bad)
+                if result.status == "pass" and result.message:
+                    for what in problems(result.message):
+                        bad.append(f"{where} pass line: {what}: {result.message!r}")
+    assert not bad, f"{len(bad)} problems:\n" + "\n".join(sorted(set(bad))[:60])
+
+
+@lru_cache(maxsize=1)
+def corpus_reports():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import score_explain
+    from attn_doctor.explain.core import explain
+
+    cases, _ = score_explain.load_corpus()
+    return [(case.id, explain(io.BytesIO(case.text.encode("utf-8")), RECIPES, kind="text", python=sys.executable))
+            for case in cases]
+
+
+def test_every_explain_match_over_the_corpus_reads_true():
+    bad: list[str] = []
+    for case_id, report in corpus_reports():
+        for m in report.matches:
+            where = f"{case_id} {m.rule}"
+            for what in problems(m.message or ""):
+                bad.append(f"{where} message: {what}: {m.message!r}")
+            for remedy, command in zip(m.remedies, m.commands):
+                check_remedy(where, remedy, bad)
+                assert command == (shlex.join(remedy.command) if remedy.command else None)
+    assert not bad, f"{len(bad)} problems:\n" + "\n".join(sorted(set(bad))[:60])
+
+
+def test_commands_name_the_target_interpreter_never_a_bare_pip():
+    seen = 0
+    for name, facts in reports()[: len(FACTS)]:
+        for rule in RECIPES.rules:
+            for remedy in remedies(rule, base_evidence(facts), Target.of(facts)):
+                if remedy.command and "pip" in remedy.command[:3]:
+                    seen += 1
+                    assert remedy.command[0] in (facts.platform.python_executable, (facts.tools.get("uv") and facts.tools["uv"].path) or "uv")
+    assert seen > 20
+    for _, report in corpus_reports():
+        for m in report.matches:
+            for remedy in m.remedies:
+                if remedy.command and "pip" in remedy.command[:3]:
+                    assert remedy.command[0] == str(Path(sys.executable).absolute()) or Path(remedy.command[0]).name == "uv"
+
+
+def test_a_target_without_pip_gets_uv_pip_with_its_python(tmp_path):
+    rule = next(r for r in RECIPES.rules if r.id == "AD301")
+    (remedy,) = remedies(rule, {"flash_attn": "2.7.4"}, Target("/envs/uv/bin/python", "uv", "/usr/bin/uv"))
+    assert remedy.command == ["/usr/bin/uv", "pip", "install", "--python", "/envs/uv/bin/python", "--force-reinstall",
+                              "--no-deps", "--no-build-isolation", "flash-attn==2.7.4"]
+    (remedy,) = remedies(rule, {}, Target(None))
+    assert remedy.command is None  # no interpreter known: no command, rather than a bare `python`
