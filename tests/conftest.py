@@ -72,3 +72,8 @@ def _isolated_cache(tmp_path_factory):
         os.environ.pop("ATTN_DOCTOR_CACHE_DIR", None)
     else:
         os.environ["ATTN_DOCTOR_CACHE_DIR"] = previous
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite tests/golden/ from the current output (or ATTN_DOCTOR_UPDATE_GOLDENS=1)")

@@ -1,5 +1,5 @@
-"""Rule messages and remedies never show a placeholder: an unknown fact is said in words, with the
-command that finds it (attn_doctor/rules/templates.py)."""
+"""Rule messages and remedies never show a placeholder: an unknown fact is left out of the sentence,
+and a line of its own says how to find it (attn_doctor/rules/templates.py)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,18 @@ def test_optional_parts_and_alternatives():
     assert templates.fill(text, {"flash_attn": "?", "torch": None}) == "Reinstall flash-attn built for the installed torch"
 
 
-def test_an_unknown_field_is_said_in_words_with_the_command_that_finds_it():
-    text, missing = templates.render("pip install torch --index-url https://download.pytorch.org/whl/cu{cuda_xy}", {})
-    assert "{" not in text and missing == {"cuda_xy"}
-    assert "torch.version.cuda" in templates.how_to_find(missing)
+def test_an_unknown_field_is_left_out_and_a_line_says_how_to_find_it():
+    text, missing = templates.render("Reinstall flash-attn {flash_attn} built for torch[? {torch}?]", {"torch": "?"})
+    assert text == "Reinstall flash-attn  built for torch" and missing == {"flash_attn", "torch"}
+    assert "installed" not in text  # never words standing in for the value
+    lines = templates.find_lines(missing, "/envs/a/bin/python")
+    assert lines == ["find the installed flash-attn with: /envs/a/bin/python -c 'import importlib.metadata as m; print(m.version(\"flash-attn\"))'",
+                     "find the installed torch with: /envs/a/bin/python -c 'import torch; print(torch.__version__)'"]
+    assert templates.find_lines(missing, None) == []  # no interpreter known: no bare `python`
+
+
+def test_an_empty_value_is_known():
+    assert templates.fill("{config}{more_configs}: x", {"config": "/tmp/cfg.yaml", "more_configs": ""}) == "/tmp/cfg.yaml: x"
 
 
 def test_required_fields_ignore_optional_parts():
