@@ -181,3 +181,104 @@ def test_a_target_without_pip_gets_uv_pip_with_its_python(tmp_path):
                               "--no-deps", "--no-build-isolation", "flash-attn==2.7.4"]
     (remedy,) = remedies(rule, {}, Target(None))
     assert remedy.command is None  # no interpreter known: no command, rather than a bare `python`
+
+
+# -- one cause, one finding ------------------------------------------------------------------
+
+FA_LINE = "ImportError: /x/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
+
+
+def _explain(text: str):
+    from attn_doctor.explain.core import explain
+
+    return explain(io.BytesIO(text.encode()), RECIPES, kind="text", python=sys.executable)
+
+
+def test_explain_reports_one_finding_for_one_flash_attn_library_line():
+    report = _explain(FA_LINE)
+    assert [m.rule for m in report.matches] == ["AD301"]
+    (remedy,) = report.matches[0].remedies
+    assert remedy.summary == "Reinstall flash-attn built for the installed torch"
+    assert remedy.command[1:] == ["-m", "pip", "install", "--force-reinstall", "--no-deps", "--no-build-isolation", "flash-attn"]
+
+
+def test_the_general_rule_stays_for_lines_the_specific_one_does_not_explain():
+    xformers = ('Traceback (most recent call last):\n  File "/app/run.py", line 3, in <module>\n    import xformers.ops\n'
+                "ImportError: /venv/lib/python3.10/site-packages/xformers/_C.so: undefined symbol: _ZN2at4_ops5zeros4callEv")
+    report = _explain(FA_LINE + "\n\n" + xformers)
+    assert [m.rule for m in report.matches] == ["AD301", "AD312"]
+    ad312 = report.matches[1]
+    assert [e.line for e in ad312.evidence] == [6]  # the flash-attn line is AD301's alone
+    assert ad312.remedies[0].command[-1] == "xformers"  # read again from the line it kept
+
+
+def test_which_library_note_only_when_the_message_does_not_say():
+    named = _explain("ImportError: /venv/lib/python3.10/site-packages/apex/amp_C.so: undefined symbol: _ZN3c104cuda9SetDeviceEi")
+    (m,) = named.matches
+    assert not any("does not say which library" in n for n in m.notes)
+    bare = _explain("ImportError: undefined symbol: _ZN3c104cuda9SetDeviceEi")
+    (m,) = bare.matches
+    assert any("does not say which library" in n for n in m.notes)
+
+
+def test_check_reports_the_smoke_failure_of_an_extension_that_does_not_load_once():
+    from attn_doctor.core import diagnose
+
+    results = {r.rule: r for r in diagnose(build_facts("h100-xformers"), RECIPES).results}
+    assert results["AD312"].status == "error"
+    assert results["AD701"].status == "skipped" and "AD312" in results["AD701"].reason
+
+
+def test_a_smoke_failure_of_another_backend_is_still_its_own_finding():
+    from attn_doctor.rules.engine import evaluate
+
+    facts = build_facts("h100-xformers")
+    broken = next(r for r in facts.smoke.results if r.backend.startswith("sdpa"))
+    broken.status, broken.error = "error", "RuntimeError: CUDA error: an illegal memory access was encountered"
+    results = {r.rule: r for r in evaluate(RECIPES, facts)}
+    assert results["AD312"].status == "error" and results["AD701"].status == "error"
+
+
+def test_a_supersedes_naming_no_rule_is_a_recipe_error(tmp_path):
+    from attn_doctor.rules.loader import RecipeError
+
+    for path in (ROOT / "recipes").glob("*.toml"):
+        (tmp_path / path.name).write_text(path.read_text().replace('supersedes = ["AD312"]', 'supersedes = ["AD999"]'))
+    with pytest.raises(RecipeError, match="AD999"):
+        load_recipes(tmp_path)
+
+
+# -- JSON carries the argument list ----------------------------------------------------------
+
+def test_json_reports_carry_each_command_as_an_argument_list(monkeypatch, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from attn_doctor.cli import app
+
+    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path))
+    out = CliRunner().invoke(app, ["check", "--from-report", str(ROOT / "tests/fixtures/facts/h100-xformers.json"), "--json"]).stdout
+    (ad312,) = [r for r in json.loads(out)["results"] if r["rule"] == "AD312"]
+    assert ad312["remedies"][0]["command"] == ["/tmp/xv/bin/python", "-m", "pip", "install", "--force-reinstall", "--no-deps",
+                                               "--no-build-isolation", "xformers"]
+    out = CliRunner().invoke(app, ["explain", FA_LINE, "--json"]).stdout
+    (match,) = json.loads(out)["matches"]
+    assert match["remedies"][0]["command"][0] == str(Path(sys.executable).absolute())
+    assert match["commands"] == [shlex.join(match["remedies"][0]["command"])]
+
+
+def test_a_config_finding_names_its_file_and_nothing_more(monkeypatch, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from attn_doctor.cli import app
+
+    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path))
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("flash_attn: fa2  # FA2\nbf16: true\n")
+    out = CliRunner().invoke(app, ["check", "--from-report", str(ROOT / "tests/fixtures/facts/t4.json"), "--config", str(cfg), "--json"]).stdout
+    messages = {r["rule"]: r["message"] for r in json.loads(out)["results"] if r["status"] in ("error", "warning")}
+    assert messages["AD502"].startswith(f"{cfg}: `flash_attn: fa2` on Tesla T4")
+    assert messages["AD501"].startswith(f"{cfg}: `bf16: true` on Tesla T4")

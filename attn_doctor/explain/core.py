@@ -216,7 +216,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             by_rule.setdefault(derived.signature.rule, []).append(derived)
     log_facts = scan.versions.to_facts()
     rules_by_id = {r.id: r for r in recipes.rules}
-    lines_of: dict[str, set[int]] = {}
+    _supersede(by_rule, rules_by_id)
     out = []
     for rule_id, all_hits in by_rule.items():
         rule = rules_by_id[rule_id]
@@ -287,13 +287,34 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         if live is not None:
             match.live = _live(rule, live, recipes)
         out.append(match)
-        lines_of[rule.id] = seen_lines
-    # One cause, one finding: a match another matched rule supersedes on the same lines goes.
-    out = [m for m in out if not any(m.rule in rules_by_id[a.rule].supersedes and lines_of[m.rule] <= lines_of[a.rule]
-                                     for a in out)]
     out.sort(key=lambda m: (m.harmless, m.likelihood == "unlikely", -m.priority, LIKELIHOOD_RANK[m.likelihood],
                             SEVERITY_RANK[m.severity], m.evidence[0].line if m.evidence else 0, m.rule))
     return out
+
+
+def _supersede(by_rule: dict[str, list[SignatureHits]], rules_by_id: dict[str, Rule]) -> None:
+    """One cause, one finding: the lines a matched rule explains more specifically (its
+    `supersedes`) are taken from the rules it supersedes; a rule left with no line is not reported,
+    one left with others is read again from those (its captures: the library they name)."""
+    for rule_id in list(by_rule):
+        for other in rules_by_id[rule_id].supersedes:
+            if other not in by_rule or other == rule_id:
+                continue
+            taken = {e.line for h in by_rule[rule_id] for e in h.evidence}
+            kept = []
+            for hits in by_rule[other]:
+                left = [e for e in hits.evidence if e.line not in taken]
+                if len(left) == len(hits.evidence):
+                    kept.append(hits)
+                elif left:
+                    m = hits.signature.regex.search(left[0].text)
+                    groups = {k: v for k, v in m.groupdict().items() if v} if m else {}
+                    kept.append(SignatureHits(hits.signature, count=max(len(left), hits.count - len(hits.evidence) + len(left)),
+                                              evidence=left, groups=groups))
+            if kept:
+                by_rule[other] = kept
+            else:
+                del by_rule[other]
 
 
 ANALYSED_PRIORITY = 3  # a cause read from a report's structure outranks every single-line signature

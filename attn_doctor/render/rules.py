@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -57,8 +59,11 @@ def render_rule(rule: Rule, console: Console) -> None:
                 console.print(Text(f"      requirement: {remedy.requirement}", style="cyan"))
             if remedy.key is not None:
                 console.print(Text(f"      {remedy.config}: {remedy.key} = {remedy.value}", style="cyan"))
+            if remedy.command:
+                # the recipe's form: `python`/`pip` become the target's interpreter when shown in a report
+                console.print(Text(f"      command: {shlex.join(remedy.command)}", style="cyan"))
             if remedy.detail:
-                console.print(Text(f"      {remedy.detail}", style="cyan"))
+                console.print(Text(f"      {remedy.detail}", style="dim"))
     if rule.signatures:
         console.print()
         console.print(Text("Error signatures:", style="bold"))
@@ -72,6 +77,8 @@ def render_rule(rule: Rule, console: Console) -> None:
             console.print(Text(f"Root cause class: {rule.cause}", style="dim"))
         if rule.when is None:
             console.print(Text("Recognised from messages only: `attn-doctor explain` reports it, `check` cannot.", style="dim"))
+    if rule.supersedes:
+        console.print(Text(f"Supersedes {', '.join(rule.supersedes)}: where both fire on the same evidence, only {rule.id} is reported.", style="dim"))
     if rule.links:
         console.print()
         for link in rule.links:
