@@ -89,7 +89,7 @@ def _last_line(text: str) -> str:
 def base_evidence(facts: Facts) -> dict[str, Any]:
     """Fields every message and remedy may use: the environment it speaks of."""
     base = {
-        "python": facts.platform.python_executable or "this interpreter",
+        "python": facts.platform.python_executable or "?",
         "torch": facts.torch.version or facts.version_of("torch") or "?",
         "torch_cuda": facts.torch.cuda or "?",
         "libc_version": facts.platform.libc_version or "?",

@@ -49,7 +49,6 @@ HOW_TO_FIND: dict[str, tuple[str, list[str]]] = {
     "driver_cuda_digits": ("the CUDA version the driver supports (top right: CUDA Version; cuXY is it without the dot)", ["nvidia-smi"]),
     "libc_version": ("this system's glibc", ["ldd", "--version"]),
     "nvcc": ("nvcc's CUDA version", ["nvcc", "--version"]),
-    "packages": ("the packages whose compiled extension was built for another torch", ["attn-doctor", "check"]),
 }
 
 _FORMATTER = string.Formatter()
