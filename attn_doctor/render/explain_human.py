@@ -103,8 +103,8 @@ def _match(console: Console, m: Match, verbose: bool) -> None:
     for remedy in m.remedies:
         safety = "" if remedy.safety == "safe" else f" (unsafe: {remedy.why_unsafe})"
         console.print(Text(f"    → {remedy.summary}{safety}", style="green"))
-        for line in remedy_lines(remedy, "      "):
-            console.print(line, soft_wrap=True)
+        for line, _command in remedy_lines(remedy, "      "):
+            console.print(line)
     if verbose:
         for link in m.links:
             console.print(Text(f"    see {link}", style="dim"))

@@ -129,8 +129,8 @@ def _problem(console: Console, result: Result, facts: Facts, verbose: bool) -> N
         if remedy.safety == "unsafe":
             text.append("  (unsafe: " + (remedy.why_unsafe or "needs care") + ")", style="yellow")
         console.print(text)
-        for line in remedy_lines(remedy, "        "):
-            console.print(line, soft_wrap=True)
+        for line, command in remedy_lines(remedy, "        "):
+            console.print(line, soft_wrap=command)  # a command stays one line, to copy whole
     if verbose:
         if result.evidence:
             console.print(Text("      evidence: " + ", ".join(f"{k}={v}" for k, v in result.evidence.items()), style="dim"))

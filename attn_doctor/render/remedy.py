@@ -12,15 +12,16 @@ from ..remedies import edit_line
 from ..rules.model import Remedy
 
 
-def remedy_lines(remedy: Remedy, indent: str) -> list[Text]:
+def remedy_lines(remedy: Remedy, indent: str) -> list[tuple[Text, bool]]:
+    """(line, is_command): the caller decides whether a command may fold on a terminal; prose does."""
     lines = []
     if remedy.command:
-        lines.append(Text(f"{indent}{shlex.join(remedy.command)}", style="cyan"))
+        lines.append((Text(f"{indent}{shlex.join(remedy.command)}", style="cyan"), True))
     else:
         edit = edit_line(remedy)
         if edit:
-            lines.append(Text(f"{indent}{edit}", style="cyan"))
+            lines.append((Text(f"{indent}{edit}", style="cyan"), True))
     for line in (remedy.detail or "").splitlines():
         if line.strip():
-            lines.append(Text(f"{indent}{line}", style="dim"))
+            lines.append((Text(f"{indent}{line}", style="dim"), False))
     return lines
