@@ -56,6 +56,7 @@ def normalise(text: str, tmp: Path | None = None) -> str:
     text = text.replace(tempfile.gettempdir().rstrip("/") + "/", "<tmp>/")
     text = re.sub(r"\battn-doctor \d+\.\d+\S*", "attn-doctor <version>", text)
     text = re.sub(r"\b\d+\.\d+ ?s\b", "<s>", text)  # durations measured here
+    text = re.sub(r"\b\d+ ops traced", "<n> ops traced", text)  # how many ops a torch release dispatches
     return text
 
 
@@ -72,6 +73,11 @@ def cli(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ATTN_DOCTOR_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    # explain writes commands for this interpreter with its pip, whether or not the venv running
+    # the tests has one (a uv venv would give `uv pip install --python`): the same text everywhere
+    from attn_doctor import remedies
+
+    monkeypatch.setattr(remedies.Target, "interpreter", classmethod(lambda cls, python: cls(os.path.abspath(python), "pip")))
 
     def run(*args: str) -> str:
         result = CliRunner().invoke(app, list(args))
