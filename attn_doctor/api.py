@@ -150,7 +150,9 @@ def explain(
     Returns the ExplainReport that ``explain --json`` serialises: ``matches`` (each with ``rule``,
     ``title``, ``severity``, ``likelihood`` "confirmed" / "possible" / "unlikely", ``message``,
     ``evidence`` lines, ``remedies`` and ``commands``), ``candidates`` (the closest known messages
-    when nothing matched), ``exit_code`` (1 when a known problem was found).
+    when nothing matched), ``exit_code`` (1 when a known problem was found). Each remedy's
+    ``command`` is an argument list for ``python`` (else the active venv or conda env, else this
+    interpreter): its pip, or ``uv pip --python`` where it has none; ``commands`` shows them quoted.
 
     Raises UsageError for no input, both inputs, an unreadable file, or ``python`` without check.
     """
