@@ -64,6 +64,7 @@ class ManualItem:
     status: str
     summary: str
     detail: Optional[str] = None
+    command: Optional[list[str]] = None  # what to run by hand, for the target (an argument list)
 
 
 @dataclass
@@ -121,7 +122,8 @@ def build_plan(report: Report, options: Options, data: Optional[dict] = None) ->
         if action is None:
             first = result.remedies[0] if result.remedies else None
             plan.manual.append(
-                ManualItem(result.rule, result.status, first.summary if first else result.title, first.detail if first else None)
+                ManualItem(result.rule, result.status, first.summary if first else result.title, first.detail if first else None,
+                           first.command if first else None)
             )
             continue
         plan.actions.append(action)

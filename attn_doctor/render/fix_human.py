@@ -55,6 +55,8 @@ def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) ->
         console.print("[bold]By hand[/] (no automatic remedy)")
         for item in plan.manual:
             console.print(f"  [dim]·[/] {item.rule}: {escape(item.summary)}")
+            if item.command:
+                console.print(f"      $ {escape(shlex.join(item.command))}", soft_wrap=True)
             if item.detail and verbose:
                 console.print(f"      {escape(item.detail)}")
 
