@@ -506,6 +506,78 @@ def config_llamafactory_flash_attn_invalid(facts: Facts, data: dict) -> Optional
     return evidence
 
 
+def _llamafactory_fa2_log(version: Optional[str]) -> str:
+    """The line LLaMA-Factory logs when `flash_attn` asks for FlashAttention-2 and transformers'
+    is_flash_attn_2_available() says no (model/model_utils/attention.py; llmtuner's patcher.py
+    before 0.7, which spelled it FlashAttention2 in 0.5-0.6)."""
+    try:
+        v = Version(version) if version else None
+    except InvalidVersion:
+        v = None
+    if v is not None and Version("0.5.0") <= v < Version("0.7.0"):
+        return "FlashAttention2 is not installed."
+    return "FlashAttention-2 is not installed."
+
+
+def _import_failure(facts: Facts, module: str) -> Optional[str]:
+    """The first line of why an installed module does not import; None when it imports, is not
+    installed or was not probed."""
+    result = facts.imports.get(module)
+    if result is None or result.status not in ("error", "crashed", "timeout"):
+        return None
+    if result.status == "crashed":
+        return f"the import crashed the process (signal {result.signal})" if result.signal else "the import crashed the process"
+    if result.status == "timeout":
+        return "the import hung"
+    err = result.error
+    text = (err.message.strip().splitlines() or [""])[-1] if err else ""
+    return f"{err.type}: {text}"[:300] if err and text else (err.type if err and err.type else "it raised")
+
+
+@check
+def config_llamafactory_fa2_unavailable(facts: Facts, data: dict) -> Optional[dict]:
+    """A LLaMA-Factory config asks for FlashAttention-2 while flash-attn is not installed or does
+    not import. Every LLaMA-Factory release then logs a warning and trains without it (attention
+    left to transformers' default), or, where the package is installed but broken, asks for it
+    anyway (is_flash_attn_2_available() reads package metadata, it does not import) and loading
+    the model raises. A GPU too old for it is AD502's."""
+    configs = _configs_of(facts, "llamafactory")
+    matching = [
+        c for c in configs if "flash_attn" in c.settings and llamafactory_flash_attn_intent(c.settings["flash_attn"]) == "fa2"
+    ]
+    if not matching or _old_gpu(facts):
+        return None
+    installed = facts.module_installed("flash_attn")
+    if installed is None:
+        raise SkipRule("the installed packages were not read")
+    version = facts.version_of("llamafactory")
+    gpu = bool(facts.gpu_capabilities())
+    evidence = _config_evidence(matching, f"flash_attn: {_yaml_value(matching[0].settings['flash_attn'])}")
+    # The torch to build for: this one where it is a CUDA build (a CPU node's is not the one that trains).
+    evidence.update(llamafactory=version, cuda_torch=facts.torch.version if facts.torch.cuda else None,
+                    suggested=_yaml_value(llamafactory_flash_attn_value(version, "sdpa")))
+    if not installed:
+        evidence.update(
+            state="flash-attn is not installed in the target environment",
+            consequence=f"LLaMA-Factory logs '{_llamafactory_fa2_log(version)}' and trains without it: it leaves "
+            "attn_implementation unset, so transformers picks its default (SDPA; eager for models without SDPA, and for Gemma 2)",
+        )
+        return evidence
+    broken = _import_failure(facts, "flash_attn")
+    if broken is None:
+        return None
+    evidence["state"] = f"flash-attn {facts.version_of('flash-attn')} is installed but does not import ({broken})"
+    if gpu:
+        evidence["consequence"] = ("LLaMA-Factory checks only that the package is installed, asks transformers for "
+                                   "flash_attention_2, and loading the model raises that import error")
+        evidence["severity"] = "error"
+    else:
+        evidence["consequence"] = ("here, without a GPU, LLaMA-Factory logs "
+                                   f"'{_llamafactory_fa2_log(version)}' and trains without it; on a GPU node it asks "
+                                   "transformers for flash_attention_2 and loading the model raises that import error")
+    return evidence
+
+
 def _valid_value(value, valid: tuple) -> bool:
     if isinstance(value, bool) or isinstance(valid[0], bool):
         return any(value is v for v in valid)
@@ -542,6 +614,8 @@ def config_transformers_fa2_unusable(facts: Facts, data: dict) -> Optional[dict]
         reason = f"{gpu['gpu']} is {gpu['sm']}: FlashAttention-2 needs Ampere (sm80) or newer"
     elif facts.packages and facts.version_of("flash-attn") is None:
         reason = "flash-attn is not installed in the target environment"
+    elif _import_failure(facts, "flash_attn"):
+        reason = f"flash-attn {facts.version_of('flash-attn')} does not import ({_import_failure(facts, 'flash_attn')})"
     else:
         return None
     evidence = _config_evidence(matching, '"attn_implementation": "flash_attention_2"', gpu)
