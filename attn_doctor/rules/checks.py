@@ -578,6 +578,13 @@ def config_llamafactory_fa2_unavailable(facts: Facts, data: dict) -> Optional[di
     return evidence
 
 
+def _at_least(version: Optional[str], floor: str) -> bool:
+    try:
+        return version is not None and Version(version).release >= Version(floor).release
+    except InvalidVersion:
+        return False
+
+
 def _valid_value(value, valid: tuple) -> bool:
     if isinstance(value, bool) or isinstance(valid[0], bool):
         return any(value is v for v in valid)
@@ -609,17 +616,24 @@ def config_transformers_fa2_unusable(facts: Facts, data: dict) -> Optional[dict]
     matching = [c for c in configs if c.settings.get("attn_implementation") == "flash_attention_2"]
     if not matching:
         return None
+    severity = None
     gpu = _old_gpu(facts)
     if gpu:
         reason = f"{gpu['gpu']} is {gpu['sm']}: FlashAttention-2 needs Ampere (sm80) or newer"
     elif facts.packages and facts.version_of("flash-attn") is None:
         reason = "flash-attn is not installed in the target environment"
+        if facts.version_of("kernels") and _at_least(facts.version_of("transformers"), "4.56"):
+            reason += (f": transformers {facts.version_of('transformers')} downloads kernels-community/flash-attn "
+                       "from the Hugging Face Hub instead (the kernels package is installed)")
+            severity = "warning"
     elif _import_failure(facts, "flash_attn"):
         reason = f"flash-attn {facts.version_of('flash-attn')} does not import ({_import_failure(facts, 'flash_attn')})"
     else:
         return None
     evidence = _config_evidence(matching, '"attn_implementation": "flash_attention_2"', gpu)
     evidence["reason"] = reason
+    if severity:
+        evidence["severity"] = severity
     return evidence
 
 

@@ -163,3 +163,19 @@ def test_fa2_with_a_flash_attn_that_does_not_import_is_an_error_on_a_gpu(tmp_pat
     assert result["status"] == "error", result
     assert "is installed but does not import (ImportError: " in result["message"]
     assert "loading the model raises that import error" in result["message"]
+
+
+@pytest.mark.parametrize(("kernels", "status"), [(None, "error"), ("0.10.4", "warning")])
+def test_transformers_config_fa2_with_and_without_the_kernels_fallback(tmp_path, kernels, status):
+    # transformers >= 4.56 downloads kernels-community/flash-attn where the kernels package is there.
+    from attn_doctor.core import diagnose, load_facts_file
+    from attn_doctor.facts import ConfigFile, Package
+    from attn_doctor.rules.loader import load_recipes
+
+    facts = load_facts_file(str(FACTS / "h100.json"))
+    if kernels:
+        facts.packages["kernels"] = Package(version=kernels)
+    facts.configs = [ConfigFile(path="/m/config.json", kind="transformers", settings={"attn_implementation": "flash_attention_2"})]
+    result = next(r for r in diagnose(facts, load_recipes(None)).results if r.rule == "AD505")
+    assert result.status == status, result
+    assert ("kernels-community/flash-attn" in result.message) == bool(kernels)
