@@ -260,7 +260,7 @@ def _torch(facts: Facts) -> str:
     return escape(", ".join(parts))
 
 
-_KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("flash_attn_4", "FA4"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla")]
+_KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("flash_attn_4", "FA4"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla"), ("liger_kernel", "liger-kernel")]
 
 
 _SHORT = {"flash_attention": "flash", "efficient_attention": "mem-efficient", "cudnn_attention": "cuDNN", "math": "math"}

@@ -6,6 +6,7 @@ SkipRule when the facts it needs were not gathered. Recipes refer to them by nam
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional
 
 from packaging.markers import UndefinedEnvironmentName
@@ -13,8 +14,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
-from ..failures import undefined_symbol_evidence, wheel_build, wheel_tag
+from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native, distribution_of
+from ..failures import import_cause, undefined_symbol_evidence, wheel_build, wheel_tag
 from .conditions import SkipRule, marker_environment
 
 CHECKS: dict[str, Callable[[Facts, dict], Optional[dict]]] = {}
@@ -290,6 +291,69 @@ def fla_torch_requirement(facts: Facts, data: dict) -> Optional[dict]:
     if needed is None or torch_v.release >= Version(needed[2:]).release:
         return None
     return {"fla": f"{found[0]} {found[1]}", "needed_torch": needed, "torch": torch_version}
+
+
+# Import probes with rules of their own (flash_attn: AD301-AD305, xformers: AD307, flash_attn_4:
+# AD309); every other installed library that does not import is AD318's.
+OWN_IMPORT_RULES = ("flash_attn", "xformers", "flash_attn_4")
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+_FAILED_IMPORT = ("error", "crashed", "timeout")
+
+
+@check
+def library_import_failures(facts: Facts, data: dict) -> Optional[dict]:
+    """Installed attention libraries (triton, fla, liger-kernel, FlashAttention 3, ...) that do not
+    import, each with its error and the class of its cause. triton first: the Triton kernel
+    libraries fail with it."""
+    _torch_ok(facts)
+    probed = {m: r for m, r in facts.imports.items() if m not in OWN_IMPORT_RULES}
+    if probed and all(r.status == "skipped" for r in probed.values()):
+        raise SkipRule("the imports were not probed" + (" (--quick)" if facts.quick else ""))
+    failing = sorted((m for m, r in probed.items() if r.status in _FAILED_IMPORT), key=lambda m: (m != "triton", m))
+    if not failing:
+        return None
+    python = facts.platform.python_version or ""
+    triton = facts.imports.get("triton")
+    parts, causes, names = [], [], []
+    for module in failing:
+        result = probed[module]
+        dist = next((d for d in MODULE_DISTRIBUTIONS.get(module, (module,)) if facts.version_of(d)), module)
+        version = facts.version_of(dist) or result.version or ""
+        err = result.error
+        first = (err.message.strip().splitlines() or [""])[-1][:300] if err and err.message else ""
+        if module != "triton" and triton is not None and triton.status in _FAILED_IMPORT and (
+            "triton" in (err.message if err else "")
+        ):
+            cause, words = "dependency_broken", "its dependency triton does not import"
+        else:
+            cause, words = import_cause(module, result.status, err, python, result.signal)
+        said = f"{err.type}: {first}" if err and first else (err.type if err else "")
+        parts.append(f"{dist} {version}".strip() + " does not import" + (f" ({said})" if said else "") + f": {words}")
+        causes.append(cause)
+        names.append(dist)
+    root = failing[0]
+    dist = names[0]
+    pin = triton_pin(facts, data) if root == "triton" else None
+    version = facts.version_of(dist)
+    requirement = f"{dist}{pin}" if pin else (f"{dist}=={version}" if version else dist)
+    missing = _MISSING_MODULE.search(probed[root].error.message) if causes[0] == "missing_dependency" else None
+    if missing:  # the dependency itself, not the package that needs it
+        requirement = distribution_of(missing.group(1))
+    evidence = {
+        "summary": "; ".join(parts),
+        "packages": " ".join(names),
+        "cause": causes[0],
+        "causes": causes,
+        "module": root,
+        "requirement": requirement,
+        "install": "Install" if missing else "Reinstall",
+        "consequence": "torch.compile, FlexAttention and every Triton kernel library (fla, liger-kernel) fail with it"
+        if root == "triton" else "code that imports it fails",
+    }
+    if not facts.torch.cuda:  # a CPU torch runs no Triton or CUDA kernel here anyway
+        evidence["severity"] = "warning"
+        evidence["consequence"] += "; with this CPU-only torch nothing here runs its kernels, but a GPU node with this environment would fail"
+    return evidence
 
 
 def _smoke_ran(facts: Facts) -> None:
