@@ -32,7 +32,7 @@ def remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
             if isinstance(v, str):
                 if f == "requirement" and not templates.complete(v, evidence):
                     m = _REQ_NAME.match(v)  # no version known: the bare distribution name
-                    v = m.group(1) if m else v
+                    v = m.group(1) if m else None  # no name known either: no requirement to install
                 else:
                     v, unknown = templates.render(v, evidence)
                     missing |= unknown
