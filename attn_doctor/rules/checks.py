@@ -320,14 +320,13 @@ def library_import_failures(facts: Facts, data: dict) -> Optional[dict]:
         dist = next((d for d in MODULE_DISTRIBUTIONS.get(module, (module,)) if facts.version_of(d)), module)
         version = facts.version_of(dist) or result.version or ""
         err = result.error
-        first = (err.message.strip().splitlines() or [""])[-1][:300] if err and err.message else ""
         if module != "triton" and triton is not None and triton.status in _FAILED_IMPORT and (
             "triton" in (err.message if err else "")
         ):
             cause, words = "dependency_broken", "its dependency triton does not import"
         else:
             cause, words = import_cause(module, result.status, err, python, result.signal)
-        said = f"{err.type}: {first}" if err and first else (err.type if err else "")
+        said = _error_line(err)
         parts.append(f"{dist} {version}".strip() + " does not import" + (f" ({said})" if said else "") + f": {words}")
         causes.append(cause)
         names.append(dist)
@@ -593,9 +592,15 @@ def _import_failure(facts: Facts, module: str) -> Optional[str]:
         return f"the import crashed the process (signal {result.signal})" if result.signal else "the import crashed the process"
     if result.status == "timeout":
         return "the import hung"
-    err = result.error
-    text = (err.message.strip().splitlines() or [""])[-1] if err else ""
-    return f"{err.type}: {text}"[:300] if err and text else (err.type if err and err.type else "it raised")
+    return _error_line(result.error) or "it raised"
+
+
+def _error_line(err) -> str:
+    """`Type: the message's last line` of an import error (where Python puts the cause), bounded."""
+    if err is None:
+        return ""
+    text = (err.message.strip().splitlines() or [""])[-1]
+    return f"{err.type}: {text}"[:300] if text else err.type
 
 
 @check
