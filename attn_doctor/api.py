@@ -485,7 +485,9 @@ def preflight(
     fail_on: "error" (default) fails on errors; "warning" on warnings too, and on checks that could
         not run. on_failure: "raise" (default) raises PreflightError carrying the findings; "warn"
         logs each finding on the "attn_doctor" logger (logging.WARNING) and returns.
-    example_inputs, dtype, autocast: for the model's trace, as in trace().
+    example_inputs, dtype, autocast: for the model's trace, as in trace(). A forward pass that raises
+        (before attention or after it) is an error finding ("trace:forward", with the exception and
+        its file:line): training would raise the same at its first step.
     quick / sample / smoke / timeout: as in check(); quick=True judges package metadata, the OS and
         the GPUs only (under a second; the model, if given, is still traced). Findings below
         fail_on are logged as warnings.
@@ -555,6 +557,9 @@ def _preflight_trace(model: Any, example_inputs: Any, dtype: DtypeArg, autocast:
     try:
         traced = trace(model, example_inputs, dtype=dtype, autocast=autocast)
     except ProbeError as exc:
+        crash = _forward_crash(exc.report)
+        if crash is not None:
+            return exc.report, [crash]
         # The meta forward can fail where the real one does not: say it, do not stop training for it.
         return exc.report, [Finding(source="trace", rule="trace", severity="warning", title="the model could not be traced",
                                     message=str(exc))]
@@ -568,7 +573,45 @@ def _preflight_trace(model: Any, example_inputs: Any, dtype: DtypeArg, autocast:
     if traced.status == "no_attention":
         findings.append(Finding(source="trace", rule="trace", severity="warning", title="no attention call reached",
                                 message=_message(traced, "the model's forward reached no attention call")))
+    if traced.status == "partial" and not any(f.severity == "error" for f in findings):
+        crash = _forward_crash(traced)  # raised after attention, for a cause no attention finding names
+        if crash is not None:
+            findings.append(crash)
     return traced, findings
+
+
+def _forward_crash(report: Optional[TraceReport]) -> Optional[Finding]:
+    """The model's own forward pass raised (before attention, or after it): training raises the
+    same at its first step, so it is an error, named with the line it raised at. A failure of the
+    trace itself (a meta-device limitation, a factory that did not build) is not."""
+    error = (report.error or {}) if report is not None else {}
+    message = " ".join(str(error.get("message") or "").split())
+    if error.get("kind") != "forward" or not message or "meta" in message.lower():
+        return None
+    tb = str(error.get("traceback") or "")
+    where = _raising_line(tb)
+    last = (tb.strip().splitlines() or [""])[-1].strip()
+    raised = " ".join(last.split())[:300] if last and not last.startswith("File ") else message
+    when = "after reaching attention" if report.status == "partial" else "before reaching attention"
+    return Finding(source="trace", rule="trace:forward", severity="error", title="the forward pass raises",
+                   message=f"the model's forward pass raised {raised}" + (f" at {where}" if where else "")
+                   + f" ({when}): training stops there at its first step", where=where)
+
+
+def _raising_line(traceback_text: str) -> Optional[str]:
+    """file:line of the innermost frame outside torch and attn-doctor: where the model raised."""
+    import re
+
+    skip = [os.path.dirname(os.path.abspath(__file__))]
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "__file__", None):
+        skip.append(os.path.dirname(os.path.abspath(torch.__file__)))
+    where = None
+    for path, line in re.findall(r'File "([^"]+)", line (\d+)', traceback_text):
+        if path.startswith("<") or any(path == d or path.startswith(d + os.sep) for d in skip):
+            continue
+        where = f"{path}:{line}"
+    return where
 
 
 def _check_findings(report: "Report") -> list[Finding]:

@@ -316,6 +316,7 @@ MODULE_DISTRIBUTIONS = {
     "xformers": ("xformers",),
     "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
     "fla": ("flash-linear-attention", "fla-core"),
+    "liger_kernel": ("liger-kernel", "liger-kernel-nightly"),
 }
 
 

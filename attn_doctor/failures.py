@@ -70,6 +70,51 @@ def classify(type_name: str, message: str) -> ImportError_:
     return err
 
 
+_TORCH_SYMBOL = re.compile(r"^_ZN?K?(?:3c10|2at|5torch|6caffe2)")
+_CPYTHON_TAG = re.compile(r"cpython-(?P<major>3)(?P<minor>\d+)")
+_ANY_LIB = re.compile(r"(?P<lib>[^\s:'\"]+\.so[\w.]*): cannot open shared object file")
+
+
+def import_cause(module: str, status: str, err: Optional[ImportError_], python_version: str = "",
+                 signal: Optional[int] = None) -> tuple[str, str]:
+    """Why an installed library does not import, as a cause class and its words: ("other_torch",
+    "built for another torch (undefined symbol c10::...)"). The classes: other_torch, other_python,
+    missing_library, glibc, missing_part, missing_dependency, crashed, hung, other."""
+    if status == "crashed":
+        return "crashed", f"the import crashed the process (signal {signal})" if signal else "the import crashed the process"
+    if status == "timeout":
+        return "hung", "the import hung and was stopped"
+    if err is None:
+        return "other", "it raised"
+    message = err.message or ""
+    top = module.split(".")[0]
+    tag = _CPYTHON_TAG.search(message)
+    running = "".join(python_version.split(".")[:2])
+    if tag and running and tag.group("major") + tag.group("minor") != running:
+        return "other_python", f"built for another Python (a cpython-{tag.group('major')}{tag.group('minor')} library; this is Python {python_version})"
+    if err.kind == "undefined_symbol":
+        symbol = err.symbol or ""
+        if symbol.startswith(("Py", "_Py")):
+            return "other_python", f"built for another Python (undefined symbol {symbol})"
+        if _TORCH_SYMBOL.match(symbol):
+            return "other_torch", f"built for another torch (undefined symbol {err.demangled or symbol})"
+        return "other_torch", f"built against other library versions (undefined symbol {err.demangled or symbol})"
+    if err.kind == "glibc":
+        return "glibc", f"built for a newer C library than this OS has ({err.symbol} not found)"
+    lib = _ANY_LIB.search(message)
+    if err.kind == "missing_library" or lib:
+        return "missing_library", f"a shared library it loads is missing ({err.library or lib.group('lib')})"
+    if err.type == "SyntaxError":
+        return "other_python", "written for a newer Python (SyntaxError)"
+    missing = _NO_MODULE.search(message)
+    if missing:
+        name = missing.group("mod")
+        if name.split(".")[0] == top:
+            return "missing_part", f"part of the package is missing ({name}: an incomplete install, or a build for another Python)"
+        return "missing_dependency", f"a dependency is missing ({name.split('.')[0]})"
+    return "other", err.type or "it raised"
+
+
 @functools.lru_cache(maxsize=256)
 def demangle(symbol: str) -> Optional[str]:
     """Itanium C++ demangling via libstdc++'s __cxa_demangle, else c++filt, else None."""

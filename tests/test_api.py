@@ -394,6 +394,26 @@ def test_preflight_traces_the_model(toy, capsys):
     assert capsys.readouterr() == ("", "")
 
 
+def test_preflight_stops_a_forward_pass_that_raises(toy, caplog):
+    # The sample forward raised: training raises the same at step 1, so it is an error naming the line,
+    # never a "could not be traced" warning that lets training start.
+    import torch
+
+    with pytest.raises(PreflightError) as info:
+        attn_doctor.preflight(toy.Block(broken=True), example_inputs=torch.randn(2, 8, 32), quick=True)
+    (crash,) = [f for f in info.value.findings if f.source == "trace"]
+    line = MODEL_SOURCE.splitlines().index('            raise ValueError("the user\'s forward is broken")') + 1
+    assert (crash.rule, crash.severity) == ("trace:forward", "error")
+    assert crash.where.endswith("toy_model.py:%d" % line), crash
+    assert "raised ValueError: the user's forward is broken at " in crash.message
+    assert "(before reaching attention): training stops there at its first step" in crash.message
+    assert crash in info.value.result.failed
+    caplog.set_level(logging.WARNING, logger="attn_doctor")
+    warned = attn_doctor.preflight(toy.Block(broken=True), example_inputs=torch.randn(2, 8, 32), quick=True,
+                                   on_failure="warn")
+    assert not warned.ok and any("trace:forward" in r.getMessage() for r in caplog.records)
+
+
 def test_preflight_usage_errors(toy):
     with pytest.raises(UsageError, match="on_failure"):
         attn_doctor.preflight(quick=True, on_failure="ignore")

@@ -326,3 +326,23 @@ def test_main_returns_to_its_caller_and_only_the_command_skips_torchs_teardown()
     assert caller.returncode == 0 and "CAUGHT-SYSTEMEXIT 0" in caller.stdout and "atexit ran" in caller.stdout, caller.stderr[-2000:]
     command = subprocess.run([sys.executable, "-c", code % "entry"], capture_output=True, text=True, timeout=120)
     assert command.returncode == 0 and "CAUGHT-SYSTEMEXIT" not in command.stdout and "atexit ran" in command.stdout, command.stderr[-2000:]
+
+
+@pytest.mark.parametrize("flash_attn", ["missing", "error", "ok"])
+def test_a_sample_judged_with_the_stand_in_says_so(tmp_path, flash_attn):
+    # ✓ means it ran on the real thing: flash_attn_block ran on the stand-in where flash_attn does not import.
+    doc = json.loads((FIXTURES / "h100.json").read_text())
+    doc["imports"]["flash_attn"] = {"status": flash_attn, "version": "2.8.3" if flash_attn == "ok" else None,
+                                    "error": {"type": "ImportError", "message": "libcudart.so.12: cannot open shared "
+                                              "object file: No such file or directory"} if flash_attn == "error" else None}
+    if flash_attn != "missing":
+        doc["packages"]["flash-attn"] = {"version": "2.8.3"}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(doc))
+    proc = run("check", "--from-report", str(path))
+    line = next(l for l in proc.stdout.splitlines() if "] Dtype path:" in l)
+    words = {"missing": "flash-attn not installed", "error": "flash-attn does not import"}.get(flash_attn)
+    if words:
+        assert f"flash_attn_block ✓ ({words}: judged with a stand-in)," in line, line
+    else:
+        assert "flash_attn_block ✓," in line and "stand-in" not in line, line

@@ -289,3 +289,23 @@ def test_wheel_tag_and_wheel_build_agree():
 )
 def test_wheel_build_of_other_sources(url):
     assert wheel_build(url) is None
+
+
+@pytest.mark.parametrize(("status", "type_name", "message", "signal", "cause"), [
+    ("error", "ImportError", "/v/lib/python3.11/site-packages/xx/_C.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", None, "other_torch"),
+    ("error", "ImportError", "/v/site-packages/xx/_C.so: undefined symbol: PyCode_NewWithPosOnlyArgs", None, "other_python"),
+    ("error", "ModuleNotFoundError", "No module named 'triton._C.libtriton' (/v/triton/_C/libtriton.cpython-310-x86_64-linux-gnu.so)", None, "other_python"),
+    ("error", "ImportError", "/lib64/libc.so.6: version `GLIBC_2.32' not found (required by /v/triton/_C/libtriton.so)", None, "glibc"),
+    ("error", "ImportError", "libtriton.so: cannot open shared object file: No such file or directory", None, "missing_library"),
+    ("error", "ModuleNotFoundError", "No module named 'triton._C.libtriton'", None, "missing_part"),
+    ("error", "ModuleNotFoundError", "No module named 'einops'", None, "missing_dependency"),
+    ("crashed", None, None, 11, "crashed"),
+    ("timeout", None, None, None, "hung"),
+])
+def test_import_cause_classes(status, type_name, message, signal, cause):
+    from attn_doctor.failures import classify, import_cause
+
+    err = classify(type_name, message) if type_name else None
+    got, words = import_cause("triton", status, err, "3.12.3", signal)
+    assert got == cause, words
+    assert words and "None" not in words

@@ -137,7 +137,7 @@ def test_sample_forward_survives_a_hanging_library(broken_site):
 @needs_fork
 def test_import_results_cover_every_target(broken_site):
     facts = broken_site["facts"]
-    assert set(facts.imports) == {"flash_attn", "flash_attn_interface", "flash_attn_4", "xformers", "triton", "fla"}
+    assert set(facts.imports) == {"flash_attn", "flash_attn_interface", "flash_attn_4", "xformers", "triton", "fla", "liger_kernel"}
     # Not installed is "missing", not an error: no flash_attn/cute/ on this site.
     assert facts.imports["flash_attn_4"].status == "missing"
     assert facts.imports["flash_attn_4"].error is None
@@ -537,3 +537,35 @@ def test_a_check_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
     assert samples["flash_attn_block"] == "ran"  # through the stand-in where flash_attn is not installed
     # torch keeps its own compile cache folder there (torchinductor_USER), as in any torch process
     assert sorted(p.name for p in system_tmp.iterdir() if not p.name.startswith("torchinductor_")) == []
+
+
+def test_installed_libraries_that_do_not_import_are_one_finding_with_their_causes(tmp_path, monkeypatch):
+    # Before, `[-] Attention kernels: triton import error` fired no rule and the check passed.
+    from rich.console import Console
+
+    from attn_doctor.core import diagnose
+    from attn_doctor.render.human import render
+    from attn_doctor.rules.loader import load_recipes
+
+    broken_env.install_broken_triton_family(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the import probes' interpreter
+    monkeypatch.syspath_prepend(str(tmp_path))  # the package scan, which runs in this process for its own interpreter
+    facts = collect_facts(timeout=60, sample=False)
+    assert {m: facts.imports[m].status for m in ("triton", "liger_kernel", "fla")} == dict.fromkeys(
+        ("triton", "liger_kernel", "fla"), "error")
+    report = diagnose(facts, load_recipes(None))
+    result = next(r for r in report.results if r.rule == "AD318")
+    assert result.status == ("error" if facts.torch.cuda else "warning"), result
+    assert result.evidence["causes"] == ["missing_part", "missing_dependency", "dependency_broken"]
+    summary = result.evidence["summary"]
+    assert summary.startswith("triton 3.6.0 does not import (ModuleNotFoundError: No module named 'triton._C.libtriton')"
+                              ": part of the package is missing"), summary
+    assert "fla-core 0.3.2 does not import (ModuleNotFoundError: No module named 'a_dependency_not_installed'): " \
+           "a dependency is missing (a_dependency_not_installed)" in summary
+    assert "liger-kernel 0.6.2 does not import (ModuleNotFoundError: No module named 'triton._C.libtriton'): " \
+           "its dependency triton does not import" in summary
+    assert result.remedies[0].kind == "pip" and result.remedies[0].requirement.startswith("triton")
+    console = Console(record=True, width=400, color_system=None)
+    render(report, console)
+    kernels = next(line for line in console.export_text().splitlines() if "Attention kernels" in line)
+    assert kernels.startswith("[✗]" if facts.torch.cuda else "[!]"), kernels  # never [-] over a failure

@@ -59,6 +59,7 @@ IMPORT_STATEMENTS = {
     "xformers": ("xformers", "xformers.ops"),
     "triton": ("triton", "triton.language"),
     "fla": ("fla",),
+    "liger_kernel": ("liger_kernel", "liger_kernel.ops"),
 }
 
 

@@ -259,7 +259,7 @@ def _torch(facts: Facts) -> str:
     return escape(", ".join(parts))
 
 
-_KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("flash_attn_4", "FA4"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla")]
+_KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("flash_attn_4", "FA4"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla"), ("liger_kernel", "liger-kernel")]
 
 
 _SHORT = {"flash_attention": "flash", "efficient_attention": "mem-efficient", "cudnn_attention": "cuDNN", "math": "math"}
@@ -334,6 +334,19 @@ def _kernel_imports(facts: Facts) -> str:
     return ", ".join(parts)
 
 
+# The sample forward passes that call flash_attn: where it does not import, the tracer's stand-in
+# (attn_doctor/trace/standins.py, flash-attn's own checks and messages) takes its place.
+_FLASH_ATTN_SAMPLES = ("flash_attn_block", "transformers_flash_attention_2")
+
+
+def _standin_words(facts: Facts) -> Optional[str]:
+    result = facts.imports.get("flash_attn")
+    if result is None or result.status in ("ok", "skipped"):
+        return None
+    state = "not installed" if result.status == "missing" else "does not import"
+    return f"flash-attn {state}: judged with a stand-in"
+
+
 def _dtype_path(facts: Facts, source: str) -> Optional[str]:
     dp = facts.dtype_path
     if dp.status == "skipped":
@@ -347,12 +360,16 @@ def _dtype_path(facts: Facts, source: str) -> Optional[str]:
     if dp.status == "failed":
         return escape(f"sample forward pass could not run: {dp.error}")
     marks = {"ran": "✓", "failed": "✗"}
+    standin = _standin_words(facts)
     ran = []
     for sample in dp.samples:
         if sample.status == "skipped":
             continue
         bad = sample.summary.get("errors", 0) + sample.summary.get("warnings", 0) if sample.summary else 0
-        ran.append(f"{sample.name} {'✗' if bad or sample.status == 'failed' else marks.get(sample.status, '?')}")
+        text = f"{sample.name} {'✗' if bad or sample.status == 'failed' else marks.get(sample.status, '?')}"
+        if standin and sample.name in _FLASH_ATTN_SAMPLES and sample.status == "ran":
+            text += f" ({standin})"  # a ✓ is a claim about what ran: here, not flash-attn itself
+        ran.append(text)
     skipped = [s.name for s in dp.samples if s.status == "skipped"]
     where = f"{dp.device}, {dp.dtype}" + (f", autocast {dp.autocast}" if dp.autocast else "")
     if dp.capability:

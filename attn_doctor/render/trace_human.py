@@ -82,6 +82,9 @@ def finding_renderable(f, verbose=False, plain=False):
     return Group(*parts)
 
 
+_NOT_JUDGED = ("could not run", "reached no attention call", "stopped")
+
+
 def _route_line(route):
     verdict = route.get("verdict") or "?"
     kind = {"clean": "ok", "runs, with warnings": "warning", "fails": "error"}.get(verdict, "failed")
@@ -177,14 +180,20 @@ def render_trace(report, console=None, verbose=False):
         console.print(Text.assemble(_mark("warning"), err.get("message", "")))
         if verbose and err.get("traceback"):
             console.print(Text(err["traceback"], style="dim"))
+    # A path that could not run judged nothing: the last line says so and counts it, never a bare ✓.
+    unjudged = [r for r in routes if r.get("verdict") in _NOT_JUDGED]
+    judged = "" if not unjudged else " on %d of %d paths" % (len(routes) - len(unjudged), len(routes))
+    not_judged = "; not judged: " + ", ".join("%s (%s)" % (r.get("label") or r.get("name"), r.get("verdict"))
+                                               for r in unjudged) if unjudged else ""
     if not findings and not err:
-        console.print(Text.assemble(_mark("ok"), "no dtype problems at %d attention call%s (%d ops traced)" % (
-            summary.get("sinks", 0), "" if summary.get("sinks") == 1 else "s", summary.get("ops", 0))))
+        console.print(Text.assemble(_mark("warning" if unjudged else "ok"), "no dtype problems at %d attention call%s%s "
+                                    "(%d ops traced)%s" % (summary.get("sinks", 0), "" if summary.get("sinks") == 1 else "s",
+                                                           judged, summary.get("ops", 0), not_judged)))
     elif findings or err:
-        console.print(Text("%d error(s), %d warning(s) at %d of %d attention calls%s; %d ops traced in %.2fs" % (
+        console.print(Text("%d error(s), %d warning(s) at %d of %d attention calls%s; %d ops traced in %.2fs%s" % (
             summary.get("errors", 0), summary.get("warnings", 0), summary.get("bad_sinks", 0), summary.get("sinks", 0),
-            " (%d paths)" % len(routes) if several else "", summary.get("ops", 0), report.get("duration_s") or 0),
-            style="bold"))
+            judged or (" (%d paths)" % len(routes) if several else ""), summary.get("ops", 0),
+            report.get("duration_s") or 0, not_judged), style="bold"))
 
 
 def render_samples(result, console=None, verbose=False):

@@ -6,6 +6,7 @@ SkipRule when the facts it needs were not gathered. Recipes refer to them by nam
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional
 
 from packaging.markers import UndefinedEnvironmentName
@@ -13,8 +14,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
-from ..failures import undefined_symbol_evidence, wheel_build, wheel_tag
+from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native, distribution_of
+from ..failures import import_cause, undefined_symbol_evidence, wheel_build, wheel_tag
 from .conditions import SkipRule, marker_environment
 
 CHECKS: dict[str, Callable[[Facts, dict], Optional[dict]]] = {}
@@ -292,6 +293,68 @@ def fla_torch_requirement(facts: Facts, data: dict) -> Optional[dict]:
     return {"fla": f"{found[0]} {found[1]}", "needed_torch": needed, "torch": torch_version}
 
 
+# Import probes with rules of their own (flash_attn: AD301-AD305, xformers: AD307, flash_attn_4:
+# AD309); every other installed library that does not import is AD318's.
+OWN_IMPORT_RULES = ("flash_attn", "xformers", "flash_attn_4")
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+_FAILED_IMPORT = ("error", "crashed", "timeout")
+
+
+@check
+def library_import_failures(facts: Facts, data: dict) -> Optional[dict]:
+    """Installed attention libraries (triton, fla, liger-kernel, FlashAttention 3, ...) that do not
+    import, each with its error and the class of its cause. triton first: the Triton kernel
+    libraries fail with it."""
+    _torch_ok(facts)
+    probed = {m: r for m, r in facts.imports.items() if m not in OWN_IMPORT_RULES}
+    if probed and all(r.status == "skipped" for r in probed.values()):
+        raise SkipRule("the imports were not probed" + (" (--quick)" if facts.quick else ""))
+    failing = sorted((m for m, r in probed.items() if r.status in _FAILED_IMPORT), key=lambda m: (m != "triton", m))
+    if not failing:
+        return None
+    python = facts.platform.python_version or ""
+    triton = facts.imports.get("triton")
+    parts, causes, names = [], [], []
+    for module in failing:
+        result = probed[module]
+        dist = next((d for d in MODULE_DISTRIBUTIONS.get(module, (module,)) if facts.version_of(d)), module)
+        version = facts.version_of(dist) or result.version or ""
+        err = result.error
+        if module != "triton" and triton is not None and triton.status in _FAILED_IMPORT and (
+            "triton" in (err.message if err else "")
+        ):
+            cause, words = "dependency_broken", "its dependency triton does not import"
+        else:
+            cause, words = import_cause(module, result.status, err, python, result.signal)
+        said = _error_line(err)
+        parts.append(f"{dist} {version}".strip() + " does not import" + (f" ({said})" if said else "") + f": {words}")
+        causes.append(cause)
+        names.append(dist)
+    root = failing[0]
+    dist = names[0]
+    pin = triton_pin(facts, data) if root == "triton" else None
+    version = facts.version_of(dist)
+    requirement = f"{dist}{pin}" if pin else (f"{dist}=={version}" if version else dist)
+    missing = _MISSING_MODULE.search(probed[root].error.message) if causes[0] == "missing_dependency" else None
+    if missing:  # the dependency itself, not the package that needs it
+        requirement = distribution_of(missing.group(1))
+    evidence = {
+        "summary": "; ".join(parts),
+        "packages": " ".join(names),
+        "cause": causes[0],
+        "causes": causes,
+        "module": root,
+        "requirement": requirement,
+        "install": "Install" if missing else "Reinstall",
+        "consequence": "torch.compile, FlexAttention and every Triton kernel library (fla, liger-kernel) fail with it"
+        if root == "triton" else "code that imports it fails",
+    }
+    if not facts.torch.cuda:  # a CPU torch runs no Triton or CUDA kernel here anyway
+        evidence["severity"] = "warning"
+        evidence["consequence"] += "; with this CPU-only torch nothing here runs its kernels, but a GPU node with this environment would fail"
+    return evidence
+
+
 def _smoke_ran(facts: Facts) -> None:
     if facts.smoke.status == "skipped":
         if facts.quick:
@@ -514,6 +577,91 @@ def config_llamafactory_flash_attn_invalid(facts: Facts, data: dict) -> Optional
     return evidence
 
 
+def _llamafactory_fa2_log(version: Optional[str]) -> str:
+    """The line LLaMA-Factory logs when `flash_attn` asks for FlashAttention-2 and transformers'
+    is_flash_attn_2_available() says no (model/model_utils/attention.py; llmtuner's patcher.py
+    before 0.7, which spelled it FlashAttention2 in 0.5-0.6)."""
+    try:
+        v = Version(version) if version else None
+    except InvalidVersion:
+        v = None
+    if v is not None and Version("0.5.0") <= v < Version("0.7.0"):
+        return "FlashAttention2 is not installed."
+    return "FlashAttention-2 is not installed."
+
+
+def _import_failure(facts: Facts, module: str) -> Optional[str]:
+    """The first line of why an installed module does not import; None when it imports, is not
+    installed or was not probed."""
+    result = facts.imports.get(module)
+    if result is None or result.status not in ("error", "crashed", "timeout"):
+        return None
+    if result.status == "crashed":
+        return f"the import crashed the process (signal {result.signal})" if result.signal else "the import crashed the process"
+    if result.status == "timeout":
+        return "the import hung"
+    return _error_line(result.error) or "it raised"
+
+
+def _error_line(err) -> str:
+    """`Type: the message's last line` of an import error (where Python puts the cause), bounded."""
+    if err is None:
+        return ""
+    text = (err.message.strip().splitlines() or [""])[-1]
+    return f"{err.type}: {text}"[:300] if text else err.type
+
+
+@check
+def config_llamafactory_fa2_unavailable(facts: Facts, data: dict) -> Optional[dict]:
+    """A LLaMA-Factory config asks for FlashAttention-2 while flash-attn is not installed or does
+    not import. Every LLaMA-Factory release then logs a warning and trains without it (attention
+    left to transformers' default), or, where the package is installed but broken, asks for it
+    anyway (is_flash_attn_2_available() reads package metadata, it does not import) and loading
+    the model raises. A GPU too old for it is AD502's."""
+    configs = _configs_of(facts, "llamafactory")
+    matching = [
+        c for c in configs if "flash_attn" in c.settings and llamafactory_flash_attn_intent(c.settings["flash_attn"]) == "fa2"
+    ]
+    if not matching or _old_gpu(facts):
+        return None
+    installed = facts.module_installed("flash_attn")
+    if installed is None:
+        raise SkipRule("the installed packages were not read")
+    version = facts.version_of("llamafactory")
+    gpu = bool(facts.gpu_capabilities())
+    evidence = _config_evidence(matching, f"flash_attn: {_yaml_value(matching[0].settings['flash_attn'])}")
+    # The torch to build for: this one where it is a CUDA build (a CPU node's is not the one that trains).
+    evidence.update(llamafactory=version, cuda_torch=facts.torch.version if facts.torch.cuda else None,
+                    suggested=_yaml_value(llamafactory_flash_attn_value(version, "sdpa")))
+    if not installed:
+        evidence.update(
+            state="flash-attn is not installed in the target environment",
+            consequence=f"LLaMA-Factory logs '{_llamafactory_fa2_log(version)}' and trains without it: it leaves "
+            "attn_implementation unset, so transformers picks its default (SDPA; eager for models without SDPA, and for Gemma 2)",
+        )
+        return evidence
+    broken = _import_failure(facts, "flash_attn")
+    if broken is None:
+        return None
+    evidence["state"] = f"flash-attn {facts.version_of('flash-attn')} is installed but does not import ({broken})"
+    if gpu:
+        evidence["consequence"] = ("LLaMA-Factory checks only that the package is installed, asks transformers for "
+                                   "flash_attention_2, and loading the model raises that import error")
+        evidence["severity"] = "error"
+    else:
+        evidence["consequence"] = ("here, without a GPU, LLaMA-Factory logs "
+                                   f"'{_llamafactory_fa2_log(version)}' and trains without it; on a GPU node it asks "
+                                   "transformers for flash_attention_2 and loading the model raises that import error")
+    return evidence
+
+
+def _at_least(version: Optional[str], floor: str) -> bool:
+    try:
+        return version is not None and Version(version).release >= Version(floor).release
+    except InvalidVersion:
+        return False
+
+
 def _valid_value(value, valid: tuple) -> bool:
     if isinstance(value, bool) or isinstance(valid[0], bool):
         return any(value is v for v in valid)
@@ -545,15 +693,24 @@ def config_transformers_fa2_unusable(facts: Facts, data: dict) -> Optional[dict]
     matching = [c for c in configs if c.settings.get("attn_implementation") == "flash_attention_2"]
     if not matching:
         return None
+    severity = None
     gpu = _old_gpu(facts)
     if gpu:
         reason = f"{gpu['gpu']} is {gpu['sm']}: FlashAttention-2 needs Ampere (sm80) or newer"
     elif facts.packages and facts.version_of("flash-attn") is None:
         reason = "flash-attn is not installed in the target environment"
+        if facts.version_of("kernels") and _at_least(facts.version_of("transformers"), "4.56"):
+            reason += (f": transformers {facts.version_of('transformers')} downloads kernels-community/flash-attn "
+                       "from the Hugging Face Hub instead (the kernels package is installed)")
+            severity = "warning"
+    elif _import_failure(facts, "flash_attn"):
+        reason = f"flash-attn {facts.version_of('flash-attn')} does not import ({_import_failure(facts, 'flash_attn')})"
     else:
         return None
     evidence = _config_evidence(matching, '"attn_implementation": "flash_attention_2"', gpu)
     evidence["reason"] = reason
+    if severity:
+        evidence["severity"] = severity
     return evidence
 
 

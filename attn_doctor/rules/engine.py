@@ -38,7 +38,7 @@ def remedies(rule: Rule, evidence: dict[str, Any], target: Optional["Target"] = 
                 if f == "requirement" and not templates.complete(v, evidence):
                     missing |= templates.render(v, evidence)[1]
                     m = _REQ_NAME.match(v)  # no version known: the bare distribution name
-                    v = m.group(1) if m else v
+                    v = m.group(1) if m else None  # no name known either: no requirement to install
                 else:
                     v, unknown = templates.render(v, evidence)
                     missing |= unknown

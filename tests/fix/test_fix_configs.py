@@ -130,3 +130,52 @@ def test_usage_errors_are_one_line(tmp_path, state):
     assert nothing.returncode == 1 and "nothing to undo" in nothing.stderr
     bad = cli("check", "--config", str(tmp_path / "missing.yaml"), "--quick", state=state)
     assert bad.returncode == 2 and bad.stderr.startswith("attn-doctor: error: --config")
+
+
+@pytest.mark.parametrize("fixture", ["h100", "cpu-only"])
+def test_fa2_without_flash_attn_is_a_warning_tied_to_the_file_and_key_then_fixed(tmp_path, state, fixture):
+    # LLaMA-Factory logs "FlashAttention-2 is not installed." and trains on transformers' default:
+    # a silent fallback, reported on a GPU node and on a CPU login node alike (the config is the intent).
+    cfg = copy("llamafactory_lora_bf16.yaml", tmp_path)
+    report = str(FACTS / f"{fixture}.json")
+    check = cli("check", "--from-report", report, "--config", str(cfg), "--json", state=state)
+    result = next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD508")
+    assert result["status"] == "warning", result
+    assert result["message"].startswith(f"{cfg}: `flash_attn: fa2`, but flash-attn is not installed"), result["message"]
+    assert "'FlashAttention-2 is not installed.'" in result["message"] and "SDPA" in result["message"]
+    assert [r["kind"] for r in result["remedies"]] == ["config", "pip"]
+    assert result["remedies"][1]["requirement"] == "flash-attn"
+    human = cli("check", "--from-report", report, "--config", str(cfg), state=state).stdout
+    assert "[!] Configs" in human and "AD508" in human
+    fixed = cli("fix", "--from-report", report, "--config", str(cfg), "--yes", "--json", state=state)
+    assert fixed.returncode == 0, fixed.stderr
+    assert {a["rule"]: a["status"] for a in json.loads(fixed.stdout)["actions"]}.get("AD508") == "verified"
+    assert "flash_attn: sdpa    # FlashAttention-2: fastest on A100" in cfg.read_text()
+
+
+def test_fa2_with_a_flash_attn_that_does_not_import_is_an_error_on_a_gpu(tmp_path, state):
+    # Installed but broken: is_flash_attn_2_available() reads metadata only, so LLaMA-Factory asks for
+    # flash_attention_2 and the model load raises the import error.
+    cfg = copy("llamafactory_lora_bf16.yaml", tmp_path)
+    check = cli("check", "--from-report", str(FACTS / "flash-attn-undefined-symbol.json"), "--config", str(cfg),
+                "--json", state=state)
+    result = next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD508")
+    assert result["status"] == "error", result
+    assert "is installed but does not import (ImportError: " in result["message"]
+    assert "loading the model raises that import error" in result["message"]
+
+
+@pytest.mark.parametrize(("kernels", "status"), [(None, "error"), ("0.10.4", "warning")])
+def test_transformers_config_fa2_with_and_without_the_kernels_fallback(tmp_path, kernels, status):
+    # transformers >= 4.56 downloads kernels-community/flash-attn where the kernels package is there.
+    from attn_doctor.core import diagnose, load_facts_file
+    from attn_doctor.facts import ConfigFile, Package
+    from attn_doctor.rules.loader import load_recipes
+
+    facts = load_facts_file(str(FACTS / "h100.json"))
+    if kernels:
+        facts.packages["kernels"] = Package(version=kernels)
+    facts.configs = [ConfigFile(path="/m/config.json", kind="transformers", settings={"attn_implementation": "flash_attention_2"})]
+    result = next(r for r in diagnose(facts, load_recipes(None)).results if r.rule == "AD505")
+    assert result.status == status, result
+    assert ("kernels-community/flash-attn" in result.message) == bool(kernels)

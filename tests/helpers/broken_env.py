@@ -169,3 +169,18 @@ def install_flash_attn_4_only(root: Path, broken: bool = False) -> None:
         encoding="utf-8",
     )
     write_dist_info(root, "flash-attn-4", "4.0.0b36")
+
+
+def install_broken_triton_family(root: Path) -> None:
+    """A triton whose compiled part is missing (its import fails as an interrupted install leaves
+    it: `No module named 'triton._C.libtriton'`), a liger-kernel that imports it, and an fla whose
+    dependency is not installed; each with its dist-info."""
+    write_module(root, "triton", "from triton._C.libtriton import ir  # the compiled core\n__version__ = '3.6.0'\n")
+    write_module(root / "triton", "_C", "")
+    write_module(root / "triton", "language", "")
+    write_dist_info(root, "triton", "3.6.0")
+    write_module(root, "liger_kernel", "import triton\n")
+    write_module(root / "liger_kernel", "ops", "")
+    write_dist_info(root, "liger-kernel", "0.6.2")
+    write_module(root, "fla", "import a_dependency_not_installed\n")
+    write_dist_info(root, "fla-core", "0.3.2")

@@ -8,7 +8,7 @@ checks, its YAML loader), then hands `flash_attn` to the release's own
 `configure_attn_implementation`, which raises on a value it does not know. Only the package's
 top-level `__init__` is skipped: it imports the CLI, the web UI and gradio, none of which the
 parser needs. No GPU, no model download (a default LlamaConfig stands in for the model's config).
-Writes {"ok": ..., "stage": ..., "error": ..., the parsed values} to OUT.json.
+Writes {"ok": ..., "stage": ..., "error": ..., "warnings": [what it logged], the parsed values} to OUT.json.
 """
 
 import importlib.util
@@ -41,8 +41,16 @@ def bare_package(name):
 
 def main(config, out_path):
     import importlib.metadata
+    import logging
 
-    out = {"llamafactory": importlib.metadata.version("llamafactory"), "ok": False, "stage": "import"}
+    out = {"llamafactory": importlib.metadata.version("llamafactory"), "ok": False, "stage": "import", "warnings": []}
+    warning = logging.Logger.warning
+
+    def keep(self, msg, *args, **kwargs):  # what the release logs as a warning (warning_rank0 included)
+        out["warnings"].append(str(msg) % args if args else str(msg))
+        return warning(self, msg, *args, **kwargs)
+
+    logging.Logger.warning = keep
     try:
         bare_package("llamafactory")
         from llamafactory.hparams import parser

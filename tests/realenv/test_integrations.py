@@ -52,6 +52,8 @@ try:
         model = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                              num_attention_heads=4, num_key_value_heads=2, vocab_size=64,
                                              max_position_embeddings=32, attn_implementation="sdpa"))
+        if case == "raises":  # embeddings wider than the layers: the first step would raise in q_proj
+            model.model.embed_tokens = nn.Embedding(64, 48)
         data = [{"input_ids": torch.randint(0, 64, (8,)), "labels": torch.randint(0, 64, (8,))} for _ in range(4)]
         args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=2, per_device_train_batch_size=2,
                                  report_to=[], use_cpu=True, bf16=True, save_strategy="no", logging_strategy="no")
@@ -69,6 +71,8 @@ try:
             def __init__(self):
                 super().__init__()
                 self.block = Block(upcast=case.startswith("upcast"))
+                if case == "raises":  # a projection that does not fit the input: step 1 would raise
+                    self.block.qkv = nn.Linear(48, 96)
                 self.example_input_array = torch.randn(2, 8, 32)
 
             def forward(self, x):
@@ -91,6 +95,7 @@ try:
 except attn_doctor.PreflightError as exc:
     out["raised"] = "PreflightError"
     out["rules"] = sorted({f.rule for f in exc.findings})
+    out["messages"] = [f.message for f in exc.findings]
 print(json.dumps(out))
 '''
 
@@ -115,6 +120,11 @@ def test_transformers_trainer_callback(realenv, tmp_path):
     refused = train(env, "transformers", "fa2-config", config)
     assert refused["raised"] == "PreflightError" and refused["steps"] == 0, refused
     assert "AD505" in refused["rules"], refused
+    # a forward pass that raises stops training before step 1, naming the error and the line
+    raises = train(env, "transformers", "raises")
+    assert raises["raised"] == "PreflightError" and raises["steps"] == 0 and "trace:forward" in raises["rules"], raises
+    (crash,) = [m for m in raises["messages"] if "training stops there" in m]
+    assert "RuntimeError: " in crash and "modeling_llama.py:" in crash, crash
 
 
 def test_lightning_callback(realenv):
@@ -128,3 +138,7 @@ def test_lightning_callback(realenv):
     true = train(env, "lightning", "upcast-true")
     assert true["raised"] == "PreflightError" and true["steps"] == 0, true
     assert [r for r in true["rules"] if r.startswith("AD6")], true  # found by the trace
+    raises = train(env, "lightning", "raises")
+    assert raises["raised"] == "PreflightError" and raises["steps"] == 0 and "trace:forward" in raises["rules"], raises
+    (crash,) = [m for m in raises["messages"] if "training stops there" in m]
+    assert "RuntimeError: " in crash and "(before reaching attention)" in crash, crash

@@ -155,3 +155,31 @@ def test_child_in_another_interpreter_runs_the_sample_forward():
     bad = run_child("sample", {"dtype": "fp32"}, python=sys.executable, timeout=300)
     assert bad["verdict"] == "error" and bad["exit_code"] == 1
     assert {f["sample"] for f in bad["findings"]} == {"sdpa_block", "flash_attn_block"}
+
+
+def test_a_path_that_could_not_run_is_never_under_a_bare_check_mark(tmp_path):
+    # Where flash_attn does not import, the stand-in path is traced and the installed one cannot even
+    # import the model: the last line says what was not judged and counts the paths.
+    if _flash_attn_imports():
+        pytest.skip("flash_attn imports here: the installed path runs")
+    model = _write(tmp_path, "fa_model.py", """
+        import torch
+        from flash_attn import flash_attn_func
+        class M(torch.nn.Module):
+            def forward(self, q):
+                return flash_attn_func(q, q, q)
+        def build():
+            return M(), torch.randn(1, 8, 4, 16, dtype=torch.bfloat16)
+        """)
+    code, out = run_cli(model + ":build")
+    lines = out.splitlines()
+    assert any(line.strip().startswith("✗ as installed: could not run") for line in lines), out
+    last = lines[-1]
+    assert last.startswith("! no dtype problems at 1 attention call on 1 of 2 paths"), out
+    assert last.endswith("not judged: as installed (could not run)"), out
+    assert code == 0  # off the GPU the stand-in path stands for a machine with flash-attn: said, not failed
+
+
+def _flash_attn_imports() -> bool:
+    proc = subprocess.run([sys.executable, "-c", "import flash_attn"], capture_output=True)
+    return proc.returncode == 0
