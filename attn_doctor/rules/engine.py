@@ -89,12 +89,13 @@ def subjects(evidence: dict[str, Any]) -> set[str]:
 
 def superseded(results: list[Result], rules: dict[str, Rule]) -> list[Result]:
     """One cause, one finding: a finding another rule supersedes (`supersedes`) and says more
-    specifically for the same packages becomes a skipped result that names that rule."""
+    specifically for the same packages becomes a skipped result that names that rule. A finding
+    that names no packages is about the environment as a whole: any firing superseder covers it."""
     fired = [r for r in results if r.status in FIRED]
     out = []
     for result in results:
         by = next((a for a in fired if result.status in FIRED and result.rule in rules[a.rule].supersedes
-                   and subjects(result.evidence) and subjects(result.evidence) <= subjects(a.evidence)), None)
+                   and subjects(result.evidence) <= subjects(a.evidence)), None)
         if by is None:
             out.append(result)
             continue
