@@ -10,6 +10,9 @@ from typing import List, Optional
 
 import typer
 
+from ._common import (capability_option, json_option, no_color_option, python_option, quiet_option, schema_option,
+                      verbose_option)
+
 TARGET_HELP = (
     "What to trace, as MODULE:FACTORY. FACTORY is a callable returning a model, or (model, example_inputs) where "
     "example_inputs is a tensor, a tuple of args or a dict of kwargs; it gets device=meta (the trace device) if it "
@@ -47,8 +50,7 @@ def trace(
         help="meta (default): no memory, no compute, any model size; cpu: real numbers; cuda: the real GPU, real "
              "autocast and the real kernels."),
     train: bool = typer.Option(False, "--train", help="Trace in training mode, forward and backward."),
-    capability: Optional[str] = typer.Option(
-        None, "--capability", metavar="MAJOR.MINOR",
+    capability: Optional[str] = capability_option(
         help="Judge the kernels for a GPU of this compute capability (e.g. 7.5 for a T4). Default: the local GPU "
              "with --device cuda, else not checked."),
     attn_implementation: Optional[str] = typer.Option(
@@ -61,15 +63,17 @@ def trace(
         help="A keyword argument for FACTORY (repeatable). VALUE is a Python literal (2, 0.1, True, None, 'x', "
              "[1, 2]) or else a string. Example: -a depth=4 -a dtype=bfloat16"),
     seq_len: int = typer.Option(16, "--seq-len", min=1, help="Sequence length of generated token ids."),
-    python: Optional[str] = typer.Option(
-        None, "--python", metavar="PATH",
+    python: Optional[str] = python_option(
         help="Trace inside another interpreter (the venv your training runs in); it needs torch, not attn-doctor. "
              "Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), where either is "
              "not the environment attn-doctor runs in; else in-process."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (the exit code is the same)."),
+    json_out: bool = json_option("attn-doctor/trace"),
+    schema: bool = schema_option("trace"),
     patch_only: bool = typer.Option(False, "--patch", help="Print only the suggested patches, as one unified diff "
                                                             "for `git apply` / `patch -p1`."),
-    verbose: bool = typer.Option(False, "-v", "--verbose", help="Show every attention call and tracebacks."),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option("Show every attention call and tracebacks."),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Find where a half-precision tensor turns float32 (or float64) on its way to an attention kernel.
 
@@ -96,8 +100,17 @@ def trace(
 
       attn-doctor trace --hf ./my-checkpoint --attn-implementation flash_attention_2 --json
     """
+    from ._common import check_verbosity, print_schema
+
+    if schema:
+        raise print_schema("trace")
+    check_verbosity(verbose)
     from ..trace.api import TraceError, parse_factory_args
 
+    if target is None and hf is None:
+        from ._common import fail
+
+        raise fail("give what to trace: MODULE:FACTORY, or --hf PATH (see 'attn-doctor trace -h')")
     if json_out and patch_only:
         from ._common import fail
 
@@ -125,7 +138,10 @@ def trace(
     if where.source == "option" or not where.own:
         from ..trace.launch import run_child
 
-        report = run_child("trace", kwargs, python=where.python, timeout=1800)  # may trace two paths
+        from ..schemas import envelope
+
+        # the child's report, or the failure run_child describes, in the envelope
+        report = envelope("trace", run_child("trace", kwargs, python=where.python, timeout=1800))  # may trace two paths
         report["interpreter"] = {"python": where.python, "source": where.source, "why": where.why}
     else:
         import warnings
@@ -153,7 +169,8 @@ def trace(
             sys.stderr.write("no patch to suggest\n")
     else:
         from ..render.json import plain_json
-        from ..render.trace_human import render_trace
+        from ..render.trace_human import render_summary, render_trace
 
-        emit(json_out, lambda: plain_json(report), lambda console: render_trace(report, console, verbose=verbose))
+        emit(json_out, lambda: plain_json(report), lambda console: render_trace(report, console, verbose=verbose),
+             lambda console: render_summary(report, console))
     raise typer.Exit(code)

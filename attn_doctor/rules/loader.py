@@ -34,6 +34,26 @@ class Recipes:
         key_l = key.lower()
         return next((r for r in self.rules if r.id.lower() == key_l or r.name == key_l), None)
 
+    def unknown(self, keys, option: str) -> Optional[str]:
+        """The one-line usage error for the first of keys (rule ids or names) that names no rule,
+        with the closest ids and names; None when every key names a rule."""
+        import difflib
+
+        for key in keys:
+            if self.get(key) is None:
+                names = [r.id for r in self.rules] + [r.name for r in self.rules]
+                close = difflib.get_close_matches(key.upper() if key[:2].lower() == "ad" else key.lower(), names, n=3, cutoff=0.6)
+                hint = f"; did you mean {' or '.join(close)}?" if close else ""
+                return f"{option} {key}: no such rule{hint} (`attn-doctor rules` lists them)"
+        return None
+
+    def select(self, only=(), skip=()) -> "Recipes":
+        """These recipes with only the rules named in `only` (all when empty), less those in `skip`."""
+        wanted = {self.get(k).id for k in only} if only else {r.id for r in self.rules}
+        wanted -= {self.get(k).id for k in skip}
+        return Recipes(rules=[r for r in self.rules if r.id in wanted], data=self.data,
+                       sources={k: v for k, v in self.sources.items() if k in wanted})
+
 
 def default_recipes_dir() -> Path:
     package_dir = Path(__file__).resolve().parent.parent
