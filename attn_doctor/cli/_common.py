@@ -39,8 +39,11 @@ def _set_quiet(value: bool) -> bool:
 
 
 def _set_no_color(value: bool) -> bool:
+    from ..render import console
+
+    console.plain = bool(value)
     if value:
-        os.environ["NO_COLOR"] = "1"  # rich reads it, and so do the tools the doctor runs
+        os.environ["NO_COLOR"] = "1"  # for the tools the doctor runs
     return value
 
 
@@ -55,7 +58,7 @@ def verbose_option(help: str):
 
 def no_color_option():
     return typer.Option(False, "--no-color", callback=_set_no_color, is_eager=True,
-                        help="No colours (as NO_COLOR=1 does; FORCE_COLOR=1 forces them on a pipe).")
+                        help="No colours or styles, even where FORCE_COLOR=1 asks for them (NO_COLOR=1 turns colours off, FORCE_COLOR=1 forces them on a pipe).")
 
 
 def python_option(help: str):

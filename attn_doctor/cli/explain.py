@@ -47,7 +47,7 @@ def explain(
 
       attn-doctor explain --file slurm-4242.out
 
-      journalctl -u train | attn-doctor explain
+      journalctl -u train | attn-doctor explain -
 
       attn-doctor explain --file train.log.gz --check --json
 

@@ -107,10 +107,6 @@ def trace(
     check_verbosity(verbose)
     from ..trace.api import TraceError, parse_factory_args
 
-    if target is None and hf is None:
-        from ._common import fail
-
-        raise fail("give what to trace: MODULE:FACTORY, or --hf PATH (see 'attn-doctor trace -h')")
     if json_out and patch_only:
         from ._common import fail
 
