@@ -31,6 +31,31 @@ def _capability(value):
         raise typer.BadParameter("--capability takes MAJOR.MINOR, for example 8.0 (A100) or 7.5 (T4)")
 
 
+def _trace_here(kwargs, bytecode, progress):
+    """The trace in this process: torch and transformers imported with their bytecode where check
+    keeps it (and so do the route children this trace may start)."""
+    import os
+    import warnings
+
+    prefix = bytecode.get("PYTHONPYCACHEPREFIX")
+    if prefix:
+        sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
+        os.environ["PYTHONPYCACHEPREFIX"] = prefix
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # torch's own import-time notice on machines without numpy says nothing about the model
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    from ..trace import state
+    from ..trace.api import trace as run_trace
+    from ..trace.child import stdout_to_stderr
+
+    state.PROGRESS[0] = progress.update if progress else None
+    try:
+        with stdout_to_stderr():
+            return run_trace(**kwargs)
+    finally:
+        state.PROGRESS[0] = None
+
+
 def trace(
     target: Optional[str] = typer.Argument(None, help=TARGET_HELP, show_default=False),
     hf: Optional[str] = typer.Option(
@@ -121,7 +146,7 @@ def trace(
     kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
                   capability=_capability(capability), attn_implementation=attn_implementation, seq_len=seq_len,
                   factory_kwargs=factory_kwargs or None)
-    from ._common import UsageError, emit, fail, warn, write_text
+    from ._common import UsageError, emit, fail, progress_on_terminal, warn, write_text
     from ..options import CLI, resolve_target
 
     try:
@@ -131,24 +156,24 @@ def trace(
         raise fail(str(exc)) from None
     if where.ignored:
         warn(f"{where.ignored}: tracing in the interpreter attn-doctor runs in ({where.python})")
-    if where.source == "option" or not where.own:
-        from ..trace.launch import run_child
+    progress = progress_on_terminal(json_out or patch_only, "looking for torch's bytecode")
+    try:
+        from ..probes import trace_bytecode_env
 
-        from ..schemas import envelope
+        bytecode = trace_bytecode_env(where.python)
+        if where.source == "option" or not where.own:
+            from ..schemas import envelope
+            from ..trace.launch import run_child
 
-        # the child's report, or the failure run_child describes, in the envelope
-        report = envelope("trace", run_child("trace", kwargs, python=where.python, timeout=1800))  # may trace two paths
-        report["interpreter"] = {"python": where.python, "source": where.source, "why": where.why}
-    else:
-        import warnings
-
-        # torch's own import-time notice on machines without numpy says nothing about the model
-        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-        from ..trace.api import trace as run_trace
-        from ..trace.child import stdout_to_stderr
-
-        with stdout_to_stderr():
-            report = run_trace(**kwargs)
+            # the child's report, or the failure run_child describes, in the envelope
+            report = envelope("trace", run_child("trace", kwargs, python=where.python, timeout=1800, env=bytecode,
+                                                 progress=progress.update if progress else None))  # may trace two paths
+            report["interpreter"] = {"python": where.python, "source": where.source, "why": where.why}
+        else:
+            report = _trace_here(kwargs, bytecode, progress)
+    finally:
+        if progress:
+            progress.stop()
     code = int(report.get("exit_code", 3))
     if report.get("status") == "usage_error":
         # Bad input is one line on stderr, as for every command; the traceback with -v.

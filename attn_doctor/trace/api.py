@@ -30,6 +30,7 @@ import time
 import traceback
 
 from . import report as report_mod
+from .state import say
 
 DTYPE_CHOICES = ("bf16", "fp16", "fp32")
 AUTOCAST_CHOICES = ("bf16", "fp16")
@@ -788,6 +789,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         info["factory_kwargs"] = dict(factory_kwargs)
     try:
         _validate(target, model, hf, dtype, autocast, device, factory_kwargs, attn_implementation)
+        say("importing torch")
         import torch  # noqa: F401
     except TraceError as exc:
         return _failure(exc, info, notes, start)
@@ -817,8 +819,10 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
             notes.extend(standins_mod.install_standins())
         elif standins_mod.standin_installed():
             standins_mod.remove_standins()  # an earlier trace in this process put it there
+        say("importing %s" % ("transformers" if hf else target.rpartition(":")[0]) if target or hf else "building the model")
         builder = _builder(target, model, inputs, hf, dtype, device, seq_len, attn_implementation, info,
                            factory_kwargs)
+        say("building the model")
         built = builder(device, False)
     except TraceError as exc:
         return _failure(exc, info, notes, start)
@@ -826,6 +830,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         return _failure(TraceError("internal", "attn-doctor internal error while building the model: %s (a bug; "
                                                "-v shows the traceback)" % _one_line(exc), exc), info, notes, start)
     notes.extend(built["notes"])
+    say("tracing the forward pass")
     try:
         outcome = _run(built, info, device, dtype, autocast, train, capability, emulate_autocast,
                        continue_after_bad_sink, cwd)
