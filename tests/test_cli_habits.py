@@ -240,3 +240,92 @@ def test_json_errors_name_line_column_and_the_line(tmp_path):
     proc = run("check", "--from-report", str(report))
     assert proc.returncode == 2 and "not valid JSON at line 2, column 12: " in proc.stderr
     assert "\x1b" not in proc.stderr  # the offending line is shown inert
+
+
+# ---------------------------------------------------------------- 8. trace: check's bytecode cache, progress
+
+
+def test_trace_imports_torch_with_the_bytecode_cache_check_uses(tmp_path):
+    # A stand-in torch without bytecode (as a uv install has none) that records how it is imported.
+    lib = tmp_path / "lib" / "torch"
+    lib.mkdir(parents=True)
+    record = tmp_path / "imports.txt"
+    (lib / "__init__.py").write_text(
+        "import os, sys\n"
+        "with open(os.environ['RECORD'], 'a') as fh:\n"
+        "    fh.write(repr((sys.pycache_prefix, sys.dont_write_bytecode, os.environ.get('PYTHONPYCACHEPREFIX'))) + '\\n')\n"
+        "raise ImportError('a stand-in torch')\n")
+    (tmp_path / "m.py").write_text("def build(device='meta'):\n    pass\n")
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPYCACHEPREFIX")}
+    env.update(PYTHONPATH=str(tmp_path / "lib"), RECORD=str(record), ATTN_DOCTOR_CACHE_DIR=str(cache),
+               PYTHONDONTWRITEBYTECODE="1")
+    here = run("trace", "./m.py:build", cwd=tmp_path, env=env)
+    child = run("trace", "./m.py:build", "-p", sys.executable, cwd=tmp_path, env=env)
+    assert here.returncode == child.returncode == 3 and "torch does not import" in here.stdout + child.stdout
+    from attn_doctor.probes import _bytecode_env
+
+    prefix = _bytecode_env({"modules": {"torch": {"origin": str(lib)}}, "bytecode": {"torch": "missing"}}, str(cache))["PYTHONPYCACHEPREFIX"]
+    assert record.read_text().splitlines() == [repr((prefix, False, prefix))] * 2  # in this process, and in the child
+
+
+def _on_a_terminal(*args, cwd):
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    proc = subprocess.Popen([sys.executable, "-m", "attn_doctor", *args], stdout=subprocess.PIPE, stderr=slave,
+                            stdin=subprocess.DEVNULL, cwd=cwd, env=env)
+    os.close(slave)
+    seen = []
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    out, _ = proc.communicate(timeout=240)
+    reader.join(timeout=10)
+    os.close(master)
+    return proc.returncode, out.decode(), b"".join(seen).decode(errors="replace")
+
+
+def test_trace_shows_progress_on_a_terminal_only(tmp_path):
+    (tmp_path / "block.py").write_text(textwrap.dedent("""
+        import torch
+        import torch.nn.functional as F
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                return F.scaled_dot_product_attention(x, x, x)
+
+        def build(device="meta"):
+            return Block(), torch.zeros(1, 2, 8, 16, device=device)
+    """))
+    code, out, err = _on_a_terminal("trace", "./block.py:build", cwd=tmp_path)
+    assert code == 0 and "attention call" in out
+    assert "importing torch" in err  # the spinner on stderr, a terminal
+    code, out, err = _on_a_terminal("trace", "./block.py:build", "--json", cwd=tmp_path)
+    assert code == 0 and json.loads(out)["status"] == "ok"
+    assert "importing" not in err and "tracing" not in err
+
+
+# ---------------------------------------------------------------- 9. check --quick imports only what it prints
+
+
+def test_quick_json_imports_no_renderer_and_compiles_no_signature():
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "attn_doctor", "check", "--quick", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "attn_doctor.core" in imported and json.loads(proc.stdout)["facts"]["quick"] is True
+    # rich is for the human report; explain's signatures (~0.3 s of regular expressions) for explain
+    assert not {name for name in imported if name == "rich" or name.startswith("rich.")}
+    assert "attn_doctor.explain.signatures" not in imported

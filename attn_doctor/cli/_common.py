@@ -39,10 +39,10 @@ def _set_quiet(value: bool) -> bool:
 
 
 def _set_no_color(value: bool) -> bool:
-    from ..render import console
+    if value:  # rich only where it is asked for: check --quick --json imports none of it
+        from ..render import console
 
-    console.plain = bool(value)
-    if value:
+        console.plain = True
         os.environ["NO_COLOR"] = "1"  # for the tools the doctor runs
     return value
 

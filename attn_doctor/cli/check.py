@@ -138,11 +138,14 @@ def check(
             traceback.print_exc()
         raise fail(str(exc)) from None
 
-    from ..render.human import render, render_summary
     from ..render.json import to_json
 
-    emit(json_out, lambda: to_json(report), lambda console: render(report, console, verbose=verbose),
-         lambda console: render_summary(report, console))
+    def human(console, summary=False):  # rich is imported only for human output
+        from ..render import human
+
+        human.render_summary(report, console) if summary else human.render(report, console, verbose=verbose)
+
+    emit(json_out, lambda: to_json(report), human, lambda console: human(console, summary=True))
     raise typer.Exit(report.exit_code)
 
 
