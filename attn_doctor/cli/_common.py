@@ -65,7 +65,7 @@ def python_option(help: str):
     return typer.Option(None, "--python", "-p", metavar="PATH", help=help)
 
 
-def capability_option(help: str, repeatable: bool = False):
+def capability_option(help: str):
     return typer.Option(None, "--capability", metavar="MAJOR.MINOR", help=help)
 
 
