@@ -78,6 +78,11 @@ def run_check(options: CheckOptions, progress=None, previous: Optional[Report] =
 
     options = validate(options)
     recipes = load_recipes(options.recipes_dir)  # first: an invalid recipe is a usage error, before any probing
+    if options.only or options.skip:
+        unknown = recipes.unknown(options.only, "--only") or recipes.unknown(options.skip, "--skip")
+        if unknown:
+            raise UsageError(unknown)
+        recipes = recipes.select(options.only, options.skip)
     configs = list(options.configs)
     if options.facts_file is not None:
         facts = load_facts_file(options.facts_file)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from typing import Any, BinaryIO, Union
+from typing import Any, BinaryIO, Optional, Union
 
 MiB = 1 << 20
 REPORT_MAX_BYTES = 32 * MiB
@@ -195,6 +195,29 @@ def check_structure(doc: Any, max_depth: int = MAX_DEPTH, max_values: int = MAX_
         stack.extend((child, depth + 1, False) for child in children)
 
 
+def located(text: "str | bytes", line: int, column: int) -> str:
+    """`line L, column C: <that line>` (1-based) for a parse error: where to look, and what is
+    there, shown inert (control characters as '?', at most 120 characters)."""
+    lines = (text.decode("utf-8", "replace") if isinstance(text, bytes) else text).splitlines()
+    shown_line = lines[line - 1] if 0 < line <= len(lines) else ""
+    shown_line = "".join(c if c.isprintable() else "?" for c in shown_line.strip())
+    if len(shown_line) > 120:
+        shown_line = shown_line[:117] + "..."
+    return f"line {line}, column {column}" + (f": {shown_line}" if shown_line else "")
+
+
+def _json_position(raw: bytes, message: str) -> Optional[tuple[int, int]]:
+    """msgspec says `(byte N)`: the 1-based line and column of that byte."""
+    import re
+
+    found = re.search(r"\(byte (\d+)\)", message)
+    if not found:
+        return None
+    before = raw[: int(found.group(1))]
+    line = before.count(b"\n") + 1
+    return line, len(before) - (before.rfind(b"\n") + 1) + 1
+
+
 def decode_json(raw: bytes) -> Any:
     """JSON text as builtins (msgspec: strict JSON, fast), within the structure bounds."""
     import msgspec
@@ -202,7 +225,11 @@ def decode_json(raw: bytes) -> Any:
     try:
         doc = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise InputError(f"not valid JSON ({exc})") from None
+        import re
+
+        where = _json_position(raw, str(exc))
+        problem = re.sub(r"\s*\(byte \d+\)", "", str(exc)).removeprefix("JSON is malformed: ")
+        raise InputError(f"not valid JSON at {located(raw, *where)} ({problem})" if where else f"not valid JSON ({exc})") from None
     except RecursionError:
         raise InputError(f"nested deeper than {MAX_DEPTH} levels") from None
     check_structure(doc)
@@ -228,6 +255,7 @@ __all__ = [
     "check_structure",
     "decode_json",
     "is_stdin",
+    "located",
     "open_input",
     "read_bounded",
     "shown",

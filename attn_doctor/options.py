@@ -136,6 +136,8 @@ class CheckOptions:
     cache_dir: Optional[Path] = None  # None: ATTN_DOCTOR_CACHE_DIR, else the user's cache folder
     gpu_index: int = 0  # the GPU the smoke tests run on (a rank of a distributed check: its own)
     output: Optional[str] = None  # also write the JSON report here ({host} is the host name)
+    only: tuple[str, ...] = ()  # judge only these rules (ids or names); empty: all
+    skip: tuple[str, ...] = ()  # leave these rules out
     target: Optional[Target] = None  # set by validate(): what is diagnosed and why (None with --from-report)
     naming: Naming = CLI  # how messages name these options: the entry point that took them says (CLI, API)
 

@@ -6,12 +6,12 @@ these structs and shipped as attn_doctor/schemas/report.schema.json (a test keep
 
 from __future__ import annotations
 
-import datetime as _dt
 from typing import Any, Literal, Optional
 
 import msgspec
 
 from . import __version__
+from .schemas import now  # noqa: F401 - `created`, as every envelope has it
 from .facts import Facts
 from .rules.model import Remedy
 
@@ -73,10 +73,6 @@ def summarise(results: list[Result], facts: Facts) -> Summary:
             setattr(summary, result.status, getattr(summary, result.status) + 1)
     summary.probes_failed = sum(1 for p in facts.probes if p.status in ("failed", "timeout"))
     return summary
-
-
-def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
 # Exit codes (documented in the README and `attn-doctor --help`).

@@ -6,7 +6,9 @@ against importing torch and initialising CUDA (on a CPU machine the reference is
 import): a node's first check, with an empty cache, <= 2.0x; a repeated check, whose sample
 verdict is cached, <= 1.3x.
 
-    python benchmarks/bench_check.py [--repeat 5] [--python PATH]
+    python benchmarks/bench_check.py [--repeat 5] [--python PATH] [--quick-only]
+
+--quick-only measures only the reference and `check --quick` (a minute instead of ten).
 
 Rows in parentheses are shown for comparison, not targets: what the cold check's sample pass
 cannot avoid (transformers' import after torch's), and the cold check with its bytecode cache
@@ -69,6 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--python", default=sys.executable, help="interpreter that has torch (reference and target)")
+    parser.add_argument("--quick-only", action="store_true", help="only collect_env and check --quick")
     args = parser.parse_args()
 
     init = "import torch; torch.cuda.init() if torch.cuda.is_available() else None"
@@ -83,6 +86,8 @@ def main() -> None:
         "check (whole, cold cache)": [sys.executable, "-m", "attn_doctor", "check", "--json", "--python", args.python, "--cold"],
         "(cold verdict, bytecode kept)": [sys.executable, "-m", "attn_doctor", "check", "--json", "--python", args.python, "--cold-verdict"],
     }
+    if args.quick_only:
+        commands = {name: commands[name] for name in ("collect_env (reference)", "check --quick")}
     global WARM_BYTECODE
     import tempfile
 
@@ -90,7 +95,7 @@ def main() -> None:
     os.environ["ATTN_DOCTOR_CACHE_DIR"] = ENV["ATTN_DOCTOR_CACHE_DIR"] = WARM_BYTECODE  # "whole": this run's own cache
     probe = subprocess.run([args.python, "-c", "import importlib.util as u; print(u.find_spec('transformers') is not None)"],
                            capture_output=True, text=True, check=False)
-    if probe.stdout.strip() == "True":
+    if probe.stdout.strip() == "True" and not args.quick_only:
         # What the cold check's transformers sample cannot avoid: transformers' own import (after
         # torch's, which the sample's process inherits). Shown for comparison, not a target.
         commands["(transformers Llama import)"] = [
@@ -105,7 +110,7 @@ def main() -> None:
             samples[name].append(wall(argv))
 
     collect = statistics.median(samples["collect_env (reference)"])
-    torch_init = statistics.median(samples["torch import + CUDA init"])
+    torch_init = statistics.median(samples.get("torch import + CUDA init") or [float("nan")])
     # name -> (reference name, reference seconds, target ratio)
     targets = {
         "check --quick": ("collect_env", collect, 0.12),

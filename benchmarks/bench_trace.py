@@ -7,9 +7,15 @@ measured in the same run; it is not a timed test.
    process.
 2. Tracer overhead: traced / untraced forward of the same model on the same device, CPU (real
    compute, a small Llama) and meta (the 7B; pure Python dispatch, so the worst case).
+3. `attn-doctor trace --hf` of a 2-layer, 64-wide transformers Llama in an environment with
+   transformers (--python; a uv install has no bytecode of its own, so this is where the doctor's
+   bytecode cache counts), the whole command, against importing torch and transformers' Llama in
+   that interpreter with its bytecode (beside the sources, or where the doctor keeps it); target
+   <= 1.5x. Interleaved runs, median; the first trace, which compiles into the cache, is untimed.
 
-    python benchmarks/bench_trace.py            # full
-    python benchmarks/bench_trace.py --quick    # smaller shapes, for a smoke run
+    python benchmarks/bench_trace.py                               # [1] and [2], full
+    python benchmarks/bench_trace.py --quick                       # smaller shapes, for a smoke run
+    python benchmarks/bench_trace.py --hf-python PATH [--repeat 5] # [3] only: PATH has torch and transformers
 """
 
 from __future__ import annotations
@@ -176,9 +182,61 @@ def overhead(shape, device, repeats):
     return statistics.median(a), statistics.median(b)
 
 
+HF_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+            "max_position_embeddings": 128}
+
+
+def hf_trace(python, repeat):
+    import tempfile
+
+    sys.path.insert(0, REPO)
+    from attn_doctor.probes import trace_bytecode_env
+
+    folder = tempfile.mkdtemp(prefix="bench-trace-")
+    with open(os.path.join(folder, "config.json"), "w") as fh:
+        json.dump(HF_LLAMA, fh)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    # the reference imports with the bytecode the trace's imports get: the target's own, else the cache's
+    ref_env = dict(env, **trace_bytecode_env(python))
+    if "PYTHONPYCACHEPREFIX" in ref_env:
+        ref_env.pop("PYTHONDONTWRITEBYTECODE", None)
+    commands = {
+        "import torch + transformers Llama": ([python, "-c", "import torch, transformers.models.llama.modeling_llama"],
+                                              ref_env),
+        "attn-doctor trace --hf (2 layers)": ([sys.executable, "-m", "attn_doctor", "trace", "--hf", folder, "--python",
+                                               python, "--json"], env),
+    }
+
+    def wall(argv, run_env):
+        t = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=run_env, cwd=REPO)
+        if proc.returncode not in (0, 1):
+            raise SystemExit("%s exited %d: %s" % (" ".join(argv), proc.returncode, (proc.stderr + proc.stdout)[-2000:]))
+        return time.perf_counter() - t
+
+    print("\n[3] trace --hf of a 2-layer transformers Llama in %s, median of %d (interleaved)" % (python, repeat))
+    print("  bytecode for the trace's imports: %s" % (ref_env.get("PYTHONPYCACHEPREFIX") or "beside the sources"))
+    for argv, run_env in commands.values():  # untimed: fills the cache and the page cache
+        wall(argv, run_env)
+    samples = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, (argv, run_env) in commands.items():
+            samples[name].append(wall(argv, run_env))
+    ref = statistics.median(samples["import torch + transformers Llama"])
+    for name, values in samples.items():
+        med = statistics.median(values)
+        print("  %-36s median %6.2fs  min %6.2fs  %5.2fx" % (name, med, min(values), med / ref))
+    ratio = statistics.median(samples["attn-doctor trace --hf (2 layers)"]) / ref
+    print("  trace / import: %.2fx (target <= 1.5x) %s" % (ratio, "ok" if ratio <= 1.5 else "MISSED"))
+
+
 def main(argv):
     if argv and argv[0] == "--child":
         return child(argv[1], json.loads(argv[2]))
+    if "--hf-python" in argv:
+        repeat = int(argv[argv.index("--repeat") + 1]) if "--repeat" in argv else 5
+        return hf_trace(argv[argv.index("--hf-python") + 1], repeat)
     quick = "--quick" in argv
     big = dict(BIG, layers=4) if quick else BIG
     print("cpu cores: %d, python %s" % (os.cpu_count() or 0, sys.version.split()[0]))

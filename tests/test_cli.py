@@ -247,8 +247,8 @@ def test_rules_list_and_show():
     _one_line_error(missing, "AD000")
 
 
-def test_rules_schema_is_the_shipped_schema():
-    proc = run("rules", "--schema")
+def test_check_schema_is_the_shipped_schema():
+    proc = run("check", "--schema")
     assert json.loads(proc.stdout) == SCHEMA
 
 

@@ -136,7 +136,7 @@ def test_rules_schema_refuses_what_it_would_ignore(extra):
     line = one_line_usage_error(cli("rules", "--schema", *extra))
     assert "--schema" in line
     ok = cli("rules", "--schema")
-    assert ok.returncode == 0 and json.loads(ok.stdout)["title"].startswith("attn-doctor report")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["title"].startswith("attn-doctor rules")
 
 
 # ---------------------------------------------------------------- 2. every file input has a bound

@@ -9,7 +9,7 @@ import pytest
 from attn_doctor.rules.fixtures import build_facts, check_rule_fixtures
 from attn_doctor.rules.loader import RecipeError, load_recipes
 
-RECIPES = load_recipes()
+RECIPES = load_recipes(signatures=True)  # the shipped recipes, every signature compiled and validated
 FIXTURES = Path(__file__).parent / "fixtures" / "facts"
 
 
@@ -162,3 +162,18 @@ def test_signatures_search_long_lines_in_linear_time(rule):
             regex.search(line)
             took = time.perf_counter() - start
             assert took < 0.25, f"{rule.id} {pattern!r} took {took:.2f} s on {line[:9]!r}... ({len(line)} chars)"
+
+
+def test_shipped_signatures_are_validated_here_and_skipped_on_the_check_path(monkeypatch):
+    # check does not compile explain's signatures (~0.3 s); this suite validates the shipped ones
+    # (RECIPES above), and a folder someone names (--recipes DIR) is validated whole.
+    from attn_doctor.explain import signatures
+    from attn_doctor.rules.loader import default_recipes_dir
+
+    compiled = []
+    real = signatures.compile_signature
+    monkeypatch.setattr(signatures, "compile_signature", lambda *a: compiled.append(a) or real(*a))
+    load_recipes()
+    assert compiled == []
+    load_recipes(default_recipes_dir())
+    assert len(compiled) >= len([r for r in RECIPES.rules if r.signatures])

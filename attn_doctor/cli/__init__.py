@@ -5,6 +5,7 @@ Nothing below the CLI imports it. Command modules import only typer at load time
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -12,7 +13,7 @@ import sys
 import typer
 
 from .. import __version__
-from ._common import EXIT_CODES_HELP, stderr_console
+from ._common import EXIT_CODES_HELP, interrupted, stderr_console
 
 app = typer.Typer(
     name="attn-doctor",
@@ -40,17 +41,34 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def _main(
     version: bool = typer.Option(
-        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+        False, "--version", "-V", callback=_version_callback, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """attn-doctor."""
+
+
+# Commands that change nothing: Ctrl-C says so in one line (typer would turn it into a silent exit
+# 130). fix says itself what state an interrupt left.
+READ_ONLY = ("check", "rules", "trace", "explain", "fleet")
+
+
+def _interruptible(name: str, fn):
+    @functools.wraps(fn)  # typer reads the options from the wrapped function's signature
+    def command(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise interrupted(name) from None
+
+    return command
 
 
 def _register_commands() -> None:
     for name in COMMANDS:
         module = importlib.import_module(f".{name}", __name__)
         fn = getattr(module, name)
-        app.command(name, help=getattr(module, "HELP", None) or fn.__doc__)(fn)
+        help = getattr(module, "HELP", None) or fn.__doc__
+        app.command(name, help=help)(_interruptible(name, fn) if name in READ_ONLY else fn)
 
 
 _register_commands()

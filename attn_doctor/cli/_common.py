@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -20,7 +21,77 @@ interpreter); 3 a probe could not run (timed out or crashed) or a check crashed.
 """
 
 __all__ = ["CLI", "EXIT_CODES_HELP", "FailOn", "Progress", "UsageError", "emit", "fail", "note", "progress", "progress_on_terminal", "resolved", "show",
-           "stderr_console", "validate_python", "warn", "write_json", "write_text"]
+           "stderr_console", "validate_python", "warn", "write_json", "write_text", "quiet_option", "verbose_option",
+           "no_color_option", "python_option", "capability_option", "json_option", "schema_option", "print_schema",
+           "interrupted"]
+
+
+# ---------------------------------------------------------------- the options every command spells alike
+# One process runs one command, so -q is a module flag set while the options are parsed (click calls
+# every option's callback, given or not, so a second command in the same process starts afresh).
+_quiet = False
+
+
+def _set_quiet(value: bool) -> bool:
+    global _quiet
+    _quiet = bool(value)
+    return value
+
+
+def _set_no_color(value: bool) -> bool:
+    if value:  # rich only where it is asked for: check --quick --json imports none of it
+        from ..render import console
+
+        console.plain = True
+        os.environ["NO_COLOR"] = "1"  # for the tools the doctor runs
+    return value
+
+
+def quiet_option():
+    return typer.Option(False, "--quiet", "-q", callback=_set_quiet, is_eager=True,
+                        help="Print only the summary line (and errors): no sections, no progress, no warnings.")
+
+
+def verbose_option(help: str):
+    return typer.Option(False, "--verbose", "-v", help=help)
+
+
+def no_color_option():
+    return typer.Option(False, "--no-color", callback=_set_no_color, is_eager=True,
+                        help="No colours or styles, even where FORCE_COLOR=1 asks for them (NO_COLOR=1 turns colours off, FORCE_COLOR=1 forces them on a pipe).")
+
+
+def python_option(help: str):
+    return typer.Option(None, "--python", "-p", metavar="PATH", help=help)
+
+
+def capability_option(help: str):
+    return typer.Option(None, "--capability", metavar="MAJOR.MINOR", help=help)
+
+
+def json_option(schema: str):
+    return typer.Option(False, "--json", help=f"Print the result as JSON (schema {schema} v1; `--schema` prints its JSON Schema). Never changes the exit code.")
+
+
+def schema_option(what: str):
+    return typer.Option(False, "--schema", help=f"Print the JSON Schema of `{what} --json` and exit.")
+
+
+def print_schema(name: str) -> "typer.Exit":
+    """--schema: the shipped file attn_doctor/schemas/NAME.schema.json, as it is; return the Exit."""
+    from ..schemas import schema_bytes
+
+    write_json(schema_bytes(name))
+    return typer.Exit(0)
+
+
+def quiet() -> bool:
+    return _quiet
+
+
+def check_verbosity(verbose: bool) -> None:
+    if _quiet and verbose:
+        raise fail("give one of -q/--quiet or -v/--verbose")
 
 
 class FailOn(str, Enum):
@@ -41,21 +112,29 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
 
 
 def warn(message: str) -> None:
-    """Print `attn-doctor: warning: MESSAGE` on stderr (one line); the command goes on."""
+    """Print `attn-doctor: warning: MESSAGE` on stderr (one line); the command goes on. Not with -q."""
+    if _quiet:
+        return
     stderr_console().print(f"[bold yellow]attn-doctor: warning:[/] {message}", markup=True, highlight=False, soft_wrap=True)
 
 
 def note(message: str) -> None:
-    """Print `attn-doctor: MESSAGE` on stderr (one line): what happened on the way, not an error."""
+    """Print `attn-doctor: MESSAGE` on stderr (one line): what happened on the way, not an error.
+    Not with -q."""
+    if _quiet:
+        return
     stderr_console().print(f"attn-doctor: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
-def emit(json_out: bool, as_json: Callable[[], bytes], render: Callable[[Any], None]) -> None:
+def emit(json_out: bool, as_json: Callable[[], bytes], render: Callable[[Any], None],
+         summary: Optional[Callable[[Any], None]] = None) -> None:
     """Every command's one output seam: its JSON document on stdout, or its human rendering on a
-    console that keeps whole lines when piped (a log must not lose evidence to 80 columns).
-    Both are built only when asked for: the other format costs nothing."""
+    console that keeps whole lines when piped (a log must not lose evidence to 80 columns); with
+    -q, only its summary line. Each is built only when asked for: the others cost nothing."""
     if json_out:
         write_json(as_json())
+    elif _quiet and summary is not None:
+        show(summary)
     else:
         show(render)
 
@@ -114,4 +193,12 @@ def progress(message: str = "probing") -> Progress:
 def progress_on_terminal(json_out: bool, message: str = "probing") -> "Progress | None":
     """A Progress where someone watches (stderr a terminal, human output); None elsewhere: a
     spinner's redraws would fill a log, and --json output is read by a program."""
-    return Progress(message) if not json_out and sys.stderr.isatty() else None
+    return Progress(message) if not json_out and not _quiet and sys.stderr.isatty() else None
+
+
+def interrupted(what: str) -> "typer.Exit":
+    """Ctrl-C during a command that changes nothing: one line on stderr saying so; the Exit (130)
+    to raise. A command that changes things (fix) says what state it left instead."""
+    sys.stderr.write(f"attn-doctor: {what} interrupted; nothing was changed\n")
+    sys.stderr.flush()
+    return typer.Exit(130)

@@ -8,7 +8,10 @@ from typing import Optional
 
 import typer
 
-from ._common import EXIT_CODES_HELP, FailOn, UsageError, emit, fail, progress as _progress, resolved
+from ._common import (EXIT_CODES_HELP, FailOn, UsageError, capability_option, check_verbosity, emit, fail, json_option,
+                      no_color_option, print_schema, python_option, quiet_option, resolved,
+                      schema_option, verbose_option)
+from ._common import progress as _progress
 
 HELP = (
         "Probe this machine and a Python environment, and print a diagnosis with remedies.\n\n"
@@ -26,12 +29,14 @@ HELP = (
 
 
 def check(
-    quick: bool = typer.Option(False, "--quick", "-q", help="Do not import torch: metadata, OS and GPUs only (well under a second)."),
-    python: Optional[str] = typer.Option(
-        None, "--python", "-p", metavar="PATH",
+    quick: bool = typer.Option(False, "--quick", help="Do not import torch: metadata, OS and GPUs only (well under a second)."),
+    python: Optional[str] = python_option(
         help="Diagnose this interpreter (a path, a venv folder, or a name on PATH such as python3.11). Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), else the interpreter attn-doctor runs in; the report says which and why."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (schema attn-doctor/report v1). Never changes the exit code."),
+    json_out: bool = json_option("attn-doctor/report"),
+    schema: bool = schema_option("check"),
+    only: Optional[list[str]] = typer.Option(None, "--only", metavar="RULE", help="Report only this rule (an id such as AD301, or its name; repeatable)."),
+    skip: Optional[list[str]] = typer.Option(None, "--skip", metavar="RULE", help="Leave this rule out of the report (repeatable)."),
     output: Optional[str] = typer.Option(
         None, "--output", "-o", metavar="FILE", help="Also write the JSON report to FILE ({host} is replaced by the host name)."
     ),
@@ -78,10 +83,7 @@ def check(
         "--prepare",
         help="Compute and cache every verdict that needs no GPU (the sample forward pass, per GPU capability), print what was stored, and exit: for a container image's build step. See examples/Dockerfile.",
     ),
-    capability: Optional[list[str]] = typer.Option(
-        None,
-        "--capability",
-        metavar="X.Y",
+    capability: Optional[list[str]] = capability_option(
         help="With --prepare: a GPU compute capability to judge the sample for (repeatable; default: this node's GPUs, else 8.0, 9.0 and 10.0, and no GPU).",
     ),
     distributed: bool = typer.Option(
@@ -94,18 +96,23 @@ def check(
             "--fail-on warning. See examples/onboard-*.sh."
         ),
     ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show passing and skipped checks, evidence, timings and tracebacks."),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option("Show passing and skipped checks, evidence, timings and tracebacks."),
+    no_color: bool = no_color_option(),
 ) -> None:
     from ..core import FactsFileError
     from ..options import CLI, CheckOptions
     from ..rules.loader import RecipeError
 
+    if schema:
+        raise print_schema("report")
+    check_verbosity(verbose)
     options = CheckOptions(
         python=python, quick=quick, facts_file=facts, configs=tuple(config or ()), recipes_dir=recipes,
         fail_on=fail_on.value, timeout=timeout, sample=not no_sample, smoke=not no_smoke, use_cache=not no_cache,
-        cache_dir=cache_dir, output=output, naming=CLI,
+        cache_dir=cache_dir, output=output, naming=CLI, only=tuple(only or ()), skip=tuple(skip or ()),
     )
-    interactive = not json_out and sys.stderr.isatty()
+    interactive = not json_out and not quiet and sys.stderr.isatty()
     try:
         if capability and not prepare:
             raise UsageError("--capability goes with --prepare")
@@ -131,10 +138,14 @@ def check(
             traceback.print_exc()
         raise fail(str(exc)) from None
 
-    from ..render.human import render
     from ..render.json import to_json
 
-    emit(json_out, lambda: to_json(report), lambda console: render(report, console, verbose=verbose))
+    def human(console, summary=False):  # rich is imported only for human output
+        from ..render import human
+
+        human.render_summary(report, console) if summary else human.render(report, console, verbose=verbose)
+
+    emit(json_out, lambda: to_json(report), human, lambda console: human(console, summary=True))
     raise typer.Exit(report.exit_code)
 
 
@@ -156,7 +167,10 @@ def _distributed(options, json_out: bool, verbose: bool, interactive: bool) -> i
     from ..fleet.aggregate import to_json as fleet_json
     from ..render.fleet_human import render_fleet
 
-    emit(json_out, lambda: fleet_json(fleet), lambda console: render_fleet(fleet, console, verbose=verbose))
+    from ..render.fleet_human import render_summary
+
+    emit(json_out, lambda: fleet_json(fleet), lambda console: render_fleet(fleet, console, verbose=verbose),
+         lambda console: render_summary(fleet, console))
     return fleet.exit_code
 
 

@@ -11,23 +11,27 @@ from typing import Optional
 
 import typer
 
+from ._common import json_option, no_color_option, python_option, quiet_option, schema_option, verbose_option
+
 
 def explain(
     text: Optional[list[str]] = typer.Argument(
         None, metavar="[TEXT]...", show_default=False,
-        help="An error message or traceback (quote it). '-' reads the input from stdin."),
+        help="An error message or traceback (quote it). '-' reads the input from stdin; with no TEXT and no --file, "
+             "a piped stdin is read too."),
     file: Optional[Path] = typer.Option(
         None, "--file", "-f", metavar="LOG",
         help="Read a log file (any size, streamed; gzip and UTF-16 are decoded)."),
     check: bool = typer.Option(
         False, "--check",
         help="Also probe this environment (as `attn-doctor check` does) and say, for each cause, whether it is present now."),
-    python: Optional[str] = typer.Option(
-        None, "--python", "-p", metavar="PATH", help="With --check: probe this interpreter (or venv folder)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (schema attn-doctor/explain v1). Never changes the exit code."),
-    schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of `explain --json` and exit."),
+    python: Optional[str] = python_option("With --check: probe this interpreter (or venv folder)."),
+    json_out: bool = json_option("attn-doctor/explain"),
+    schema: bool = schema_option("explain"),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show the full explanations, every evidence line, links and tracebacks."),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option("Show the full explanations, every evidence line, links and tracebacks."),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Explain an error message, a traceback or a whole training log: the cause and the fix.
 
@@ -50,14 +54,11 @@ def explain(
     Exit codes: 0 nothing to fix (nothing matched, or only harmless messages); 1 a known problem
     was found; 2 usage error (no input, unreadable file, stdin is a terminal).
     """
-    from ._common import CLI, UsageError, emit, fail, progress_on_terminal, validate_python as _validate_python, write_json
+    from ._common import CLI, UsageError, check_verbosity, emit, fail, print_schema, progress_on_terminal, validate_python as _validate_python
 
     if schema:
-        from ..explain.report import explain_schema
-        from ..render.json import to_json
-
-        write_json(to_json(explain_schema()))
-        raise typer.Exit(0)
+        raise print_schema("explain")
+    check_verbosity(verbose)
     from ..rules.loader import RecipeError, load_recipes
 
     try:
@@ -100,10 +101,11 @@ def explain(
     finally:
         if status:
             status.stop()
-    from ..render.explain_human import render
+    from ..render.explain_human import render, render_summary
     from ..render.json import to_json
 
-    emit(json_out, lambda: to_json(report), lambda console: render(report, console, verbose=verbose))
+    emit(json_out, lambda: to_json(report), lambda console: render(report, console, verbose=verbose),
+         lambda console: render_summary(report, console))
     raise typer.Exit(report.exit_code)
 
 
@@ -128,13 +130,22 @@ def _input(text, file):
                 text = ["-"]
             else:
                 return handle, "file", str(file)
+    if not text and sys.stdin is not None and not _isatty(sys.stdin):
+        text = ["-"]  # `... | attn-doctor explain`, as `-` reads it
     if not text:
-        raise UsageError("nothing to explain: give an error message, --file LOG, or '-' to read stdin (see 'attn-doctor explain -h')")
+        raise UsageError("nothing to explain: give an error message, --file LOG, or pipe a log in (see 'attn-doctor explain -h')")
     if text == ["-"]:
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("'-' reads stdin, but stdin is a terminal: pipe a log in (e.g. `cat train.log | attn-doctor explain -`)")
         return sys.stdin.buffer, "stdin", None
     return io.BytesIO(" ".join(text).encode("utf-8", "surrogateescape")), "text", None
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):  # closed or replaced
+        return True  # nothing to read from it either
 
 
 def _size(source) -> int:

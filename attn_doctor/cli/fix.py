@@ -8,14 +8,15 @@ from typing import Optional
 
 import typer
 
+from ._common import json_option, no_color_option, python_option, quiet_option, schema_option, verbose_option
+
 
 def fix(
     run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="With --undo: the run to undo (default: the latest)."),
     config: Optional[list[str]] = typer.Option(
         None, "--config", "-c", metavar="FILE", help="A training config to judge and fix (repeatable): LLaMA-Factory YAML, config.json, accelerate, DeepSpeed."
     ),
-    python: Optional[str] = typer.Option(
-        None, "--python", "-p", metavar="PATH",
+    python: Optional[str] = python_option(
         help="Fix this interpreter (or venv folder). Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), else the interpreter attn-doctor runs in.",
     ),
     facts: Optional[Path] = typer.Option(
@@ -23,7 +24,8 @@ def fix(
     ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking (onboarding scripts)."),
     dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Print the plan, the exact commands and the file diffs; change nothing."),
-    json_out: bool = typer.Option(False, "--json", help="Print the plan and the results as JSON (schema attn-doctor/fix v1)."),
+    json_out: bool = json_option("attn-doctor/fix"),
+    schema: bool = schema_option("fix"),
     only: Optional[list[str]] = typer.Option(None, "--only", metavar="RULE_ID", help="Act only on this rule (repeatable)."),
     skip: Optional[list[str]] = typer.Option(None, "--skip", metavar="RULE_ID", help="Leave this rule alone (repeatable)."),
     unsafe: bool = typer.Option(False, "--unsafe", help="Allow unsafe remedies (torch upgrades, edits inside installed packages); each says why it is unsafe."),
@@ -31,7 +33,7 @@ def fix(
     patch_dir: Path = typer.Option(Path("."), "--patch-dir", metavar="DIR", help="Where .patch files are written."),
     undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID)."),
     history: bool = typer.Option(False, "--history", help="List past fix runs."),
-    quick: bool = typer.Option(False, "--quick", "-q", help="Judge without importing torch (packages, OS, GPUs, configs): faster, fewer findings."),
+    quick: bool = typer.Option(False, "--quick", help="Judge without importing torch (packages, OS, GPUs, configs): faster, fewer findings."),
     no_sample: bool = typer.Option(False, "--no-sample", help="Skip the sample forward pass of the check."),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the GPU smoke tests of the check (as `check --no-smoke`)."),
     no_cache: bool = typer.Option(
@@ -39,7 +41,9 @@ def fix(
     ),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", min=1.0, help="How long to wait for the torch probe."),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show diffs of package actions, manual details, tracebacks."),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option("Show diffs of package actions, manual details, tracebacks."),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Apply the remedies `check` finds: planned, journaled, verified, reversible.
 
@@ -71,9 +75,12 @@ def fix(
     1 an action failed, was rolled back or blocked (unsafe, PEP 668), or the plan was declined;
     2 usage error (bad option, unreadable file, no --yes without a terminal).
     """
-    from ._common import UsageError, fail
+    from ._common import UsageError, check_verbosity, fail, print_schema
     from ..fix.journal import JournalError
 
+    if schema:
+        raise print_schema("fix")
+    check_verbosity(verbose)
     try:
         if run_id and not undo:
             raise UsageError(f"unexpected argument {run_id!r}: a run id goes with --undo")
@@ -130,7 +137,8 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
     from ..fix.apply import apply_plan, recover_interrupted
     from ..fix.journal import Lock, interrupted_runs, state_dir
     from ..fix.plan import Options, build_plan
-    from ..render.fix_human import render_outcome, render_plan, render_unapplied
+    from ..render.fix_human import render_outcome, render_plan, render_summary, render_unapplied
+    from ._common import quiet
     from ..render.fix_json import plan_json
     from ..rules.loader import load_recipes
     from ._common import emit, note as say, progress_on_terminal, show
@@ -154,9 +162,9 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
         from ._common import UsageError
 
         known = load_recipes(check_options.recipes_dir)
-        for rule_id in list(only or []) + list(skip or []):
-            if known.get(rule_id) is None:
-                raise UsageError(f"no rule {rule_id!r} (--only/--skip take ids such as AD401; `attn-doctor rules` lists them)")
+        unknown = known.unknown(only or [], "--only") or known.unknown(skip or [], "--skip")
+        if unknown:
+            raise UsageError(unknown)
         report = check()
         options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir)
         plan = build_plan(report, options, known.data)
@@ -168,10 +176,11 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
         code = 0 if dry_run or not any(a.status == "blocked" for a in plan.actions) else 1
 
         emit(json_out, lambda: plan_json(plan, None, dry_run=dry_run, exit_code=code),
-             lambda console: render_unapplied(plan, console, dry_run=dry_run, verbose=verbose))
+             lambda console: render_unapplied(plan, console, dry_run=dry_run, verbose=verbose),
+             lambda console: render_summary(plan, None, console))
         raise typer.Exit(code)
 
-    if not json_out:  # the plan to confirm; with --json, the document after the run holds it
+    if not json_out and not (quiet() and yes):  # the plan to confirm; with --json, the document after the run holds it
         show(lambda console: render_plan(plan, console, dry_run=False, verbose=verbose))
     if not yes:
         if not sys.stdin.isatty():
@@ -200,7 +209,7 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
     bad = any(a.status in ("failed", "rolled-back", "blocked") for a in plan.actions)
     code = 1 if bad else 0
     emit(json_out, lambda: plan_json(plan, journal, dry_run=False, exit_code=code),
-         lambda console: render_outcome(plan, journal, console))
+         lambda console: render_outcome(plan, journal, console), lambda console: render_summary(plan, journal, console))
     raise typer.Exit(code)
 
 

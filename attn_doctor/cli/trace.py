@@ -10,6 +10,9 @@ from typing import List, Optional
 
 import typer
 
+from ._common import (capability_option, json_option, no_color_option, python_option, quiet_option, schema_option,
+                      verbose_option)
+
 TARGET_HELP = (
     "What to trace, as MODULE:FACTORY. FACTORY is a callable returning a model, or (model, example_inputs) where "
     "example_inputs is a tensor, a tuple of args or a dict of kwargs; it gets device=meta (the trace device) if it "
@@ -26,6 +29,31 @@ def _capability(value):
         return int(major), int(minor or 0)
     except ValueError:
         raise typer.BadParameter("--capability takes MAJOR.MINOR, for example 8.0 (A100) or 7.5 (T4)")
+
+
+def _trace_here(kwargs, bytecode, progress):
+    """The trace in this process: torch and transformers imported with their bytecode where check
+    keeps it (and so do the route children this trace may start)."""
+    import os
+    import warnings
+
+    prefix = bytecode.get("PYTHONPYCACHEPREFIX")
+    if prefix:
+        sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
+        os.environ["PYTHONPYCACHEPREFIX"] = prefix
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # torch's own import-time notice on machines without numpy says nothing about the model
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    from ..trace import state
+    from ..trace.api import trace as run_trace
+    from ..trace.child import stdout_to_stderr
+
+    state.PROGRESS[0] = progress.update if progress else None
+    try:
+        with stdout_to_stderr():
+            return run_trace(**kwargs)
+    finally:
+        state.PROGRESS[0] = None
 
 
 def trace(
@@ -47,8 +75,7 @@ def trace(
         help="meta (default): no memory, no compute, any model size; cpu: real numbers; cuda: the real GPU, real "
              "autocast and the real kernels."),
     train: bool = typer.Option(False, "--train", help="Trace in training mode, forward and backward."),
-    capability: Optional[str] = typer.Option(
-        None, "--capability", metavar="MAJOR.MINOR",
+    capability: Optional[str] = capability_option(
         help="Judge the kernels for a GPU of this compute capability (e.g. 7.5 for a T4). Default: the local GPU "
              "with --device cuda, else not checked."),
     attn_implementation: Optional[str] = typer.Option(
@@ -61,15 +88,17 @@ def trace(
         help="A keyword argument for FACTORY (repeatable). VALUE is a Python literal (2, 0.1, True, None, 'x', "
              "[1, 2]) or else a string. Example: -a depth=4 -a dtype=bfloat16"),
     seq_len: int = typer.Option(16, "--seq-len", min=1, help="Sequence length of generated token ids."),
-    python: Optional[str] = typer.Option(
-        None, "--python", metavar="PATH",
+    python: Optional[str] = python_option(
         help="Trace inside another interpreter (the venv your training runs in); it needs torch, not attn-doctor. "
              "Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), where either is "
              "not the environment attn-doctor runs in; else in-process."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (the exit code is the same)."),
+    json_out: bool = json_option("attn-doctor/trace"),
+    schema: bool = schema_option("trace"),
     patch_only: bool = typer.Option(False, "--patch", help="Print only the suggested patches, as one unified diff "
                                                             "for `git apply` / `patch -p1`."),
-    verbose: bool = typer.Option(False, "-v", "--verbose", help="Show every attention call and tracebacks."),
+    quiet: bool = quiet_option(),
+    verbose: bool = verbose_option("Show every attention call and tracebacks."),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Find where a half-precision tensor turns float32 (or float64) on its way to an attention kernel.
 
@@ -96,6 +125,11 @@ def trace(
 
       attn-doctor trace --hf ./my-checkpoint --attn-implementation flash_attention_2 --json
     """
+    from ._common import check_verbosity, print_schema
+
+    if schema:
+        raise print_schema("trace")
+    check_verbosity(verbose)
     from ..trace.api import TraceError, parse_factory_args
 
     if json_out and patch_only:
@@ -112,7 +146,7 @@ def trace(
     kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
                   capability=_capability(capability), attn_implementation=attn_implementation, seq_len=seq_len,
                   factory_kwargs=factory_kwargs or None)
-    from ._common import UsageError, emit, fail, warn, write_text
+    from ._common import UsageError, emit, fail, progress_on_terminal, warn, write_text
     from ..options import CLI, resolve_target
 
     try:
@@ -122,21 +156,24 @@ def trace(
         raise fail(str(exc)) from None
     if where.ignored:
         warn(f"{where.ignored}: tracing in the interpreter attn-doctor runs in ({where.python})")
-    if where.source == "option" or not where.own:
-        from ..trace.launch import run_child
+    progress = progress_on_terminal(json_out or patch_only, "looking for torch's bytecode")
+    try:
+        from ..probes import trace_bytecode_env
 
-        report = run_child("trace", kwargs, python=where.python, timeout=1800)  # may trace two paths
-        report["interpreter"] = {"python": where.python, "source": where.source, "why": where.why}
-    else:
-        import warnings
+        bytecode = trace_bytecode_env(where.python)
+        if where.source == "option" or not where.own:
+            from ..schemas import envelope
+            from ..trace.launch import run_child
 
-        # torch's own import-time notice on machines without numpy says nothing about the model
-        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-        from ..trace.api import trace as run_trace
-        from ..trace.child import stdout_to_stderr
-
-        with stdout_to_stderr():
-            report = run_trace(**kwargs)
+            # the child's report, or the failure run_child describes, in the envelope
+            report = envelope("trace", run_child("trace", kwargs, python=where.python, timeout=1800, env=bytecode,
+                                                 progress=progress.update if progress else None))  # may trace two paths
+            report["interpreter"] = {"python": where.python, "source": where.source, "why": where.why}
+        else:
+            report = _trace_here(kwargs, bytecode, progress)
+    finally:
+        if progress:
+            progress.stop()
     code = int(report.get("exit_code", 3))
     if report.get("status") == "usage_error":
         # Bad input is one line on stderr, as for every command; the traceback with -v.
@@ -153,7 +190,8 @@ def trace(
             sys.stderr.write("no patch to suggest\n")
     else:
         from ..render.json import plain_json
-        from ..render.trace_human import render_trace
+        from ..render.trace_human import render_summary, render_trace
 
-        emit(json_out, lambda: plain_json(report), lambda console: render_trace(report, console, verbose=verbose))
+        emit(json_out, lambda: plain_json(report), lambda console: render_trace(report, console, verbose=verbose),
+             lambda console: render_summary(report, console))
     raise typer.Exit(code)

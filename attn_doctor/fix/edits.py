@@ -231,8 +231,9 @@ def _yaml_set(text: str, settings: dict[str, Any]) -> str:
     try:
         doc = YAML(typ="rt", pure=True).load(text)
     except YAMLError as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise EditError(f"the round-trip YAML loader cannot read it ({first}); edit it by hand") from None
+        from ..probes.configs import yaml_error_place
+
+        raise EditError(f"the round-trip YAML loader cannot read it{yaml_error_place(exc, text)}; edit it by hand") from None
     if not isinstance(doc, CommentedMap):
         raise EditError("not a mapping of settings")
     if doc.fa.flow_style():

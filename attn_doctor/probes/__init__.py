@@ -247,6 +247,17 @@ def _bytecode_env(env_data: Optional[dict], cache_root: Optional[str]) -> dict:
     return {"PYTHONPYCACHEPREFIX": str(cache.cache_dir(cache_root) / "pycache")}
 
 
+def trace_bytecode_env(python: str, cache_root: Optional[str] = None) -> dict:
+    """`trace`'s imports of torch and transformers keep their bytecode where check's probe children
+    keep it (_bytecode_env): {"PYTHONPYCACHEPREFIX": folder} where the target has none beside
+    them, else {}. Never fails: without the answer, the trace runs as before."""
+    try:
+        env_data = _environment(python, ["torch/", "transformers/"])
+    except (ProbeFailed, OSError):
+        return {}
+    return _bytecode_env(env_data, cache_root)
+
+
 def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = None) -> Optional[str]:
     """The key a check of `python` here, judged for `capability` (None: no GPU), looks its sample
     verdict up under; None when the target's environment cannot be read."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..facts import ConfigFile
-from ..inputs import CONFIG_MAX_BYTES, MAX_DEPTH, YAML_MAX_BYTES, InputError, check_structure, read_bounded, text_of
+from ..inputs import CONFIG_MAX_BYTES, MAX_DEPTH, YAML_MAX_BYTES, InputError, check_structure, located, read_bounded, text_of
 
 KINDS = ("llamafactory", "transformers", "accelerate", "deepspeed")
 
@@ -86,15 +86,24 @@ def _parse_yaml(text: str) -> Any:
             warnings.simplefilter("ignore")  # a reused anchor is loaded as PyYAML loads it; no stderr noise
             return yaml.load(text)
     except YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigReadError(f"not valid YAML: {first}") from None
+        raise ConfigReadError(f"not valid YAML{yaml_error_place(exc, text)}") from None
+
+
+def yaml_error_place(exc: Exception, text: str) -> str:
+    """` at line L, column C: <that line> (the problem)` for a ruamel.yaml error, or `: the problem`
+    where it knows no place."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if mark is None:
+        return f": {problem}"
+    return f" at {located(text, mark.line + 1, mark.column + 1)} ({problem})"
 
 
 def _parse_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigReadError(f"not valid JSON: {exc}") from None
+        raise ConfigReadError(f"not valid JSON at {located(text, exc.lineno, exc.colno)} ({exc.msg})") from None
     except ValueError as exc:  # an integer of more digits than Python converts (4300 by default)
         raise ConfigReadError(f"not a usable JSON config: {exc}") from None
 

@@ -36,13 +36,18 @@ def _columns() -> Optional[int]:
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
+# --no-color: no escape sequences at all (NO_COLOR alone leaves bold and dim, as its convention says)
+plain = False
+
+
 def make_console(stderr: bool = False, *, terminal: Optional[bool] = None) -> Console:
     """The console for stdout (or stderr). ``terminal`` overrides the detection (tests)."""
     stream = sys.stderr if stderr else sys.stdout
+    styles = {"color_system": None} if plain else {}
     if terminal if terminal is not None else _isatty(stream):
-        return Console(stderr=stderr, highlight=False, width=_columns(), force_terminal=True if terminal else None)
+        return Console(stderr=stderr, highlight=False, width=_columns(), force_terminal=True if terminal else None, **styles)
     # soft_wrap: Text is never wrapped or cropped; the width covers trees and tables
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=UNBOUNDED)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=UNBOUNDED, **styles)
 
 
 def whole_lines(console: Console) -> bool:

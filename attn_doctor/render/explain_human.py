@@ -22,6 +22,9 @@ LIVE = {"present": ("present in this environment now", "bold red"), "absent": ("
 
 def render(report: ExplainReport, console: Console, verbose: bool = False) -> None:
     src = report.input
+    if not src.bytes:  # one line: there is nothing else to say
+        console.print(Text(f"Nothing to explain: the input is empty  (exit code {report.exit_code})", style="bold"))
+        return
     where = src.path or {"text": "the message", "stdin": "stdin"}[src.source]
     header = Text("attn-doctor explain ", style="bold")
     header.append(f"{where}: {src.lines} line{'s' if src.lines != 1 else ''}, {_size(src.bytes)}", style="dim")
@@ -57,7 +60,7 @@ def render(report: ExplainReport, console: Console, verbose: bool = False) -> No
                 _explanation(console, m.explanation)
     if not report.matches:
         console.print()
-        console.print(Text("No known failure signature matched." if report.input.bytes else "Nothing to explain: the input is empty.", style="bold"))
+        console.print(Text("No known failure signature matched.", style="bold"))
     if report.candidates:
         console.print(Text("Closest known messages:", style="bold"))
         for c in report.candidates:
@@ -65,9 +68,17 @@ def render(report: ExplainReport, console: Console, verbose: bool = False) -> No
             console.print(Text(f"      yours: {c.line}", style="dim"))
             console.print(Text(f"      known: {c.example.splitlines()[-1] if c.example else ''}", style="dim"))
         console.print(Text("`attn-doctor rules ID` explains one; `attn-doctor check` probes this environment.", style="dim"))
+    console.print()
+    render_summary(report, console)
+
+
+def render_summary(report: ExplainReport, console: Console) -> None:
+    """The last line, and all of it with -q."""
+    if not report.input.bytes:
+        render(report, console)
+        return
     s = report.summary
     parts = [f"{n} {label}{'s' if n != 1 and label not in ('harmless', 'ruled out') else ''}" for n, label in ((s.error, "error"), (s.warning, "warning"), (s.info, "note"), (s.harmless, "harmless"), (s.unlikely, "ruled out")) if n]
-    console.print()
     console.print(Text(f"{', '.join(parts) or 'nothing recognised'}  (exit code {report.exit_code})", style="dim"))
 
 

@@ -89,6 +89,17 @@ def render_outcome(plan, journal, console: Console) -> None:
         console.print(f"Journal {journal.id}: undo with [bold]attn-doctor fix --undo {journal.id}[/]", soft_wrap=True)
 
 
+def render_summary(plan, journal, console: Console) -> None:
+    """fix -q: one line, the actions by status and how to undo."""
+    counts: dict[str, int] = {}
+    for action in plan.actions:
+        counts[action.status] = counts.get(action.status, 0) + 1
+    line = ", ".join(f"{n} {status}" for status, n in counts.items()) or "nothing to do"
+    if journal is not None:
+        line += f"; undo with attn-doctor fix --undo {journal.id}"
+    console.print(line, markup=False, soft_wrap=True)
+
+
 def render_history(runs, console: Console) -> None:
     if not runs:
         console.print("No fix runs recorded.")

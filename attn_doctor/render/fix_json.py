@@ -1,21 +1,25 @@
-"""The JSON output of `attn-doctor fix` (schema attn-doctor/fix v1): the plan and its outcome, the
-history, an undo. One document per command run, built here and written by the CLI's one seam."""
+"""The JSON output of `attn-doctor fix` (schema attn-doctor/fix v1, attn_doctor/schemas/fix.schema.json):
+the plan and its outcome, the history, an undo. One document per command run, in the envelope every
+command's JSON has, built here and written by the CLI's one seam."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from .json import plain_json as _encode
+from ..schemas import envelope
+from .json import plain_json
 
 FIX_SCHEMA = "attn-doctor/fix"
+
+
+def _encode(payload: dict) -> bytes:
+    return plain_json(envelope("fix", payload))
 
 
 def plan_json(plan, journal, dry_run: bool, exit_code: int) -> bytes:
     """The plan, and after a run its outcome: every action with its status, the journal to undo."""
     target = plan.target
     return _encode({
-        "schema": FIX_SCHEMA,
-        "schema_version": 1,
         "run": journal.id if journal else None,
         "dry_run": dry_run,
         "source": plan.source,
@@ -30,8 +34,8 @@ def plan_json(plan, journal, dry_run: bool, exit_code: int) -> bytes:
 
 
 def history_json(runs) -> bytes:
-    return _encode([r.data for r in runs])
+    return _encode({"history": [r.data for r in runs]})
 
 
 def undo_json(run_id: str, changed: Optional[list[str]]) -> bytes:
-    return _encode({"schema": FIX_SCHEMA, "schema_version": 1, "undone": run_id, "changed": changed})
+    return _encode({"undone": run_id, "changed": changed})

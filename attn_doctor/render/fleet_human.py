@@ -111,7 +111,12 @@ def render_fleet(fleet: FleetReport, console: Console, verbose: bool = False) ->
             for m in group.members:
                 where = f"rank {m.rank}" if m.rank is not None else (m.file or "")
                 console.print(Text(f"    {where} on {m.host or '?'}: exit {m.exit_code}", style="dim"))
+    render_summary(fleet, console)
 
+
+def render_summary(fleet: FleetReport, console: Console) -> None:
+    """The last line, and all of it with -q."""
+    s = fleet.summary
     parts = []
     if s.expected is not None and fleet.command != "fleet":
         parts.append(f"{s.received} of {s.expected} ranks reported")

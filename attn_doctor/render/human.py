@@ -156,6 +156,12 @@ def _footer(console: Console, report: Report, verbose: bool) -> None:
         console.print(
             Text("Quick mode: torch was not imported; run `attn-doctor check` without --quick for the full diagnosis.", style="dim")
         )
+    render_summary(report, console)
+
+
+def render_summary(report: Report, console: Console) -> None:
+    """The last line of the report, and all of it with -q: the counts and the exit code."""
+    s = report.summary
     parts = []
     for key, label in (("error", "error"), ("warning", "warning"), ("info", "note"), ("crashed", "crashed")):
         n = getattr(s, key)

@@ -1,5 +1,6 @@
-"""Machine-readable output: versioned envelopes (`attn-doctor/report`, `/explain`, `/fleet`, each
-version 1) and their JSON Schemas, generated from the structs they are encoded from."""
+"""Machine-readable output: versioned envelopes (`attn-doctor/report`, `/explain`, `/fleet`,
+`/rules`, `/trace`, `/fix`, each version 1: `schema`, `schema_version`, `tool`, `created`, then the
+payload) and the JSON Schemas of those encoded from structs (attn_doctor/schemas ships them all)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 
 import msgspec
 
-from ..report import Report
+from ..report import Report, Tool, now
+from ..schemas import envelope  # noqa: F401 - the plain-dict documents' envelope, with the others
+from ..rules.model import Rule
 
 
 def to_json(envelope: Any) -> bytes:
@@ -32,3 +35,22 @@ def json_schema(struct: type, name: str, title: str) -> dict:
 def report_schema() -> dict:
     """The JSON Schema of `check --json`."""
     return json_schema(Report, "report", "attn-doctor report")
+
+
+class RulesReport(msgspec.Struct, kw_only=True):
+    """`rules --json` (every rule) and `rules ID --json` (that one)."""
+    schema_: str = msgspec.field(default="attn-doctor/rules", name="schema")
+    schema_version: int = 1
+    tool: Tool = msgspec.field(default_factory=Tool)
+    created: str = ""
+    rules: list[Rule] = []
+
+
+def rules_json(rules: list) -> bytes:
+    return to_json(RulesReport(created=now(), rules=list(rules)))
+
+
+def rules_schema() -> dict:
+    """The JSON Schema of `rules --json`."""
+    return json_schema(RulesReport, "rules", "attn-doctor rules")
+

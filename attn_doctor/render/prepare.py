@@ -6,8 +6,6 @@ import msgspec
 from rich.console import Console
 from rich.markup import escape
 
-PREPARE_SCHEMA = "attn-doctor/prepare"
-
 
 def prepared_ok(verdicts) -> bool:
     """Whether every verdict was computed and stored (the exit code's question)."""
@@ -16,8 +14,10 @@ def prepared_ok(verdicts) -> bool:
 
 def prepared_json(prepared, exit_code: int) -> bytes:
     folder, verdicts = prepared
-    doc = {"schema": PREPARE_SCHEMA, "schema_version": 1, "cache_dir": str(folder),
-           "verdicts": [msgspec.to_builtins(v) for v in verdicts], "exit_code": exit_code}
+    from ..schemas import envelope
+
+    doc = envelope("prepare", {"cache_dir": str(folder), "verdicts": [msgspec.to_builtins(v) for v in verdicts],
+                               "exit_code": exit_code})
     return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
 
 

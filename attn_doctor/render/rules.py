@@ -39,6 +39,10 @@ def render_rules(rules: list[Rule], console: Console) -> None:
         else:
             table.add_row(rule.id, severity, rule.area, Text.assemble(rule.name, "\n", (rule.title, "dim")))
     console.print(table)
+    render_summary(rules, console)
+
+
+def render_summary(rules: list[Rule], console: Console) -> None:
     console.print(Text(f"{len(rules)} rules. `attn-doctor rules ID` shows one.", style="dim"))
 
 

@@ -150,8 +150,7 @@ def render_trace(report, console=None, verbose=False):
         for route in routes:
             console.print(_route_line(route))
     if status in ("usage_error", "failed"):
-        console.print(Text.assemble(_mark("failed"), ("trace could not run: " if status == "failed" else "usage: ",
-                                                      "bold"), err.get("message", "") if err else ""))
+        console.print(_failed_line(status, err))
         if verbose and err and err.get("traceback"):
             console.print(Text(err["traceback"], style="dim"))
         elif err and err.get("traceback"):
@@ -172,14 +171,31 @@ def render_trace(report, console=None, verbose=False):
             console.print(Text.assemble(_mark("ok" if s["ok"] else "warning"), s["name"], "  ",
                                         _loc(s["file"], s["line"]), ("  %s" % s.get("module_path"), "dim"),
                                         ("  %s head_dim=%s" % (s["effective_dtypes"], s.get("head_dim")), "dim")))
-    summary = report.get("summary") or {}
-    if status == "no_attention":
-        console.print(Text.assemble(_mark("failed"), ("nothing judged: ", "bold"), (err or {}).get("message", "")))
-        return
-    if err:
+    if err and status != "no_attention":
         console.print(Text.assemble(_mark("warning"), err.get("message", "")))
         if verbose and err.get("traceback"):
             console.print(Text(err["traceback"], style="dim"))
+    render_summary(report, console)
+
+
+def _failed_line(status, err):
+    return Text.assemble(_mark("failed"), ("trace could not run: " if status == "failed" else "usage: ", "bold"),
+                         err.get("message", "") if err else "")
+
+
+def render_summary(report, console):
+    """The verdict line(s) that end the report, and all of it with -q."""
+    status, err = report.get("status"), report.get("error")
+    summary = report.get("summary") or {}
+    findings = report.get("findings") or []
+    routes = report.get("routes") or []
+    several = len(routes) > 1
+    if status in ("usage_error", "failed"):
+        console.print(_failed_line(status, err))
+        return
+    if status == "no_attention":
+        console.print(Text.assemble(_mark("failed"), ("nothing judged: ", "bold"), (err or {}).get("message", "")))
+        return
     # A path that could not run judged nothing: the last line says so and counts it, never a bare ✓.
     unjudged = [r for r in routes if r.get("verdict") in _NOT_JUDGED]
     judged = "" if not unjudged else " on %d of %d paths" % (len(routes) - len(unjudged), len(routes))

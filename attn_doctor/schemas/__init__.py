@@ -1,0 +1,64 @@
+"""The JSON Schemas of every command's `--json`, shipped as files beside this module
+(`NAME.schema.json`) and printed as they are by `attn-doctor COMMAND --schema`.
+
+Every document has the same envelope: `schema` ("attn-doctor/NAME"), `schema_version`, `tool`
+({name, version}), `created` (UTC, ISO 8601), then the command's payload. The schemas of the
+documents encoded from msgspec structs (report, explain, fleet, rules) are generated from those
+structs, and a test keeps the shipped files equal to them; trace and fix build plain dicts, and
+their schema files are written by hand and checked against real output by the tests."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+from .. import __version__
+
+HERE = Path(__file__).parent
+
+# command -> its schema file's NAME
+COMMANDS = {"check": "report", "explain": "explain", "fleet": "fleet", "rules": "rules", "trace": "trace", "fix": "fix"}
+
+
+def path(name: str) -> Path:
+    return HERE / f"{name}.schema.json"
+
+
+def schema_bytes(name: str) -> bytes:
+    return path(name).read_bytes()
+
+
+def generated(name: str):
+    """The schema generated from the structs NAME is encoded from; None where it is written by hand."""
+    if name == "report":
+        from ..render.json import report_schema
+
+        return report_schema()
+    if name == "explain":
+        from ..explain.report import explain_schema
+
+        return explain_schema()
+    if name == "fleet":
+        from ..fleet.aggregate import fleet_schema
+
+        return fleet_schema()
+    if name == "rules":
+        from ..render.json import rules_schema
+
+        return rules_schema()
+    return None
+
+
+def now() -> str:
+    """`created`: UTC, to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def envelope(name: str, payload: dict) -> dict:
+    """A plain-dict document (trace, fix) in the envelope every command's JSON has: the four
+    envelope keys first, then the payload (its own keys of those names are replaced). Standard
+    library only: the trace child builds its report with it in an interpreter without attn-doctor's
+    dependencies."""
+    head = {"schema": f"attn-doctor/{name}", "schema_version": 1,
+            "tool": {"name": "attn-doctor", "version": __version__}, "created": now()}
+    return {**head, **{k: v for k, v in payload.items() if k not in head}}

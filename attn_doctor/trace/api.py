@@ -30,6 +30,7 @@ import time
 import traceback
 
 from . import report as report_mod
+from .state import say
 
 DTYPE_CHOICES = ("bf16", "fp16", "fp32")
 AUTOCAST_CHOICES = ("bf16", "fp16")
@@ -95,7 +96,7 @@ def import_target_module(module):
         sys.modules[name] = mod
         try:
             spec.loader.exec_module(mod)
-        except BaseException as exc:  # noqa: BLE001 - the user's module may raise anything
+        except (Exception, SystemExit) as exc:  # the user's module may raise anything; Ctrl-C passes
             sys.modules.pop(name, None)
             raise TraceError("import", "importing %s failed: %s" % (module, _one_line(exc)), exc)
         return mod
@@ -109,15 +110,22 @@ def import_target_module(module):
             raise TraceError("usage", "no module named %r (is it on sys.path? run from the project folder or "
                                       "pass a file path: path/to/model.py:FACTORY)" % exc.name, exc)
         raise TraceError("import", "importing %s failed: %s" % (module, _one_line(exc)), exc)
-    except BaseException as exc:  # noqa: BLE001
+    except (Exception, SystemExit) as exc:
         raise TraceError("import", "importing %s failed: %s" % (module, _one_line(exc)), exc)
 
 
-def resolve_factory(mod, factory):
+def resolve_factory(mod, factory, shown=None):
+    """The callable FACTORY names in mod; a name that is not there gets the closest ones it has.
+    shown: how the user named the module (./mymodel.py), not the name it was imported under."""
+    import difflib
+
     obj = mod
     for part in factory.split("."):
         if not hasattr(obj, part):
-            raise TraceError("usage", "%s has no attribute %r" % (getattr(mod, "__name__", "module"), factory))
+            names = [n for n in dir(obj) if not n.startswith("_") and callable(getattr(obj, n, None))]
+            close = difflib.get_close_matches(part, names, n=3, cutoff=0.6)
+            hint = "; did you mean %s?" % " or ".join(repr(c) for c in close) if close else ""
+            raise TraceError("usage", "%s has no attribute %r%s" % (shown or getattr(mod, "__name__", "module"), factory, hint))
         obj = getattr(obj, part)
     if not callable(obj):
         raise TraceError("usage", "%s is not callable" % factory)
@@ -210,7 +218,7 @@ def call_factory(fn, device, factory_kwargs=None, notes=None):
     try:
         with torch.device(device), mapper:
             result = fn(**kwargs)
-    except BaseException as exc:  # noqa: BLE001
+    except (Exception, SystemExit) as exc:  # Ctrl-C passes
         message = "the factory raised %s" % _one_line(exc)
         if device != "cuda" and any(s in str(exc) for s in _CUDA_ERRORS):
             message += ("; it asks for CUDA (torch.cuda.*), which the %s trace has none of: take a `device` "
@@ -406,8 +414,10 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
     try:
         import transformers
     except ImportError as exc:  # the environment, not the command line: could not run
-        raise TraceError("environment", "--hf needs transformers, which does not import here (%s)" % _one_line(exc), exc)
-    except BaseException as exc:  # noqa: BLE001 - a broken transformers install
+        raise TraceError("environment", "--hf needs transformers, which does not import in %s (%s); trace in the "
+                                        "environment your training runs in: --python /path/to/its/bin/python"
+                         % (sys.executable, _one_line(exc)), exc)
+    except (Exception, SystemExit) as exc:  # a broken transformers install; Ctrl-C passes
         raise TraceError("environment", "transformers does not import here: %s" % _one_line(exc), exc)
     notes = []
     config = _read_hf_config(path, file, data, transformers)
@@ -638,9 +648,9 @@ def _is_meta_limitation(exc):
 
 
 def _result(status, **kw):
-    out = {"schema": report_mod.SCHEMA, "status": status}
-    out.update(kw)
-    return out
+    from ..schemas import envelope
+
+    return envelope("trace", dict(status=status, **kw))
 
 
 def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=None, device="meta", train=False,
@@ -779,10 +789,11 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         info["factory_kwargs"] = dict(factory_kwargs)
     try:
         _validate(target, model, hf, dtype, autocast, device, factory_kwargs, attn_implementation)
+        say("importing torch")
         import torch  # noqa: F401
     except TraceError as exc:
         return _failure(exc, info, notes, start)
-    except BaseException as exc:  # noqa: BLE001 - torch itself may fail to import
+    except (Exception, SystemExit) as exc:  # torch itself may fail to import; Ctrl-C passes
         return _failure(TraceError("environment", "torch does not import: %s" % _one_line(exc), exc), info, notes,
                         start)
     if device == "cuda":
@@ -808,8 +819,10 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
             notes.extend(standins_mod.install_standins())
         elif standins_mod.standin_installed():
             standins_mod.remove_standins()  # an earlier trace in this process put it there
+        say("importing %s" % ("transformers" if hf else target.rpartition(":")[0]) if target or hf else "building the model")
         builder = _builder(target, model, inputs, hf, dtype, device, seq_len, attn_implementation, info,
                            factory_kwargs)
+        say("building the model")
         built = builder(device, False)
     except TraceError as exc:
         return _failure(exc, info, notes, start)
@@ -817,6 +830,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         return _failure(TraceError("internal", "attn-doctor internal error while building the model: %s (a bug; "
                                                "-v shows the traceback)" % _one_line(exc), exc), info, notes, start)
     notes.extend(built["notes"])
+    say("tracing the forward pass")
     try:
         outcome = _run(built, info, device, dtype, autocast, train, capability, emulate_autocast,
                        continue_after_bad_sink, cwd)
@@ -913,7 +927,7 @@ def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info,
         return from_hf
     module, factory = parse_target(target)
     mod = import_target_module(module)
-    fn = resolve_factory(mod, factory)
+    fn = resolve_factory(mod, factory, shown=module)
     _bind_factory_args(fn, factory_kwargs)
 
     def from_factory(dev, shrink):

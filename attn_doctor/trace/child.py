@@ -55,7 +55,21 @@ def run(command, kwargs):
     return {"status": "usage_error", "exit_code": 2, "error": {"kind": "usage", "message": "unknown command %r" % command}}
 
 
+def _progress_to_stderr():
+    """With ATTN_DOCTOR_TRACE_PROGRESS set (the doctor shows a spinner), each step of the trace is
+    one marked line on stderr, which attn_doctor/trace/launch.py reads as it comes."""
+    from . import state
+
+    def say(message):
+        sys.stderr.write(state.PROGRESS_PREFIX + message + "\n")
+        sys.stderr.flush()
+
+    state.PROGRESS[0] = say
+
+
 def main(argv):
+    if os.environ.get("ATTN_DOCTOR_TRACE_PROGRESS"):
+        _progress_to_stderr()
     with stdout_to_stderr() as write_real:
         try:
             command = argv[0] if argv else "sample"

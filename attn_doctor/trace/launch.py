@@ -13,6 +13,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+
+from .state import PROGRESS_PREFIX
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,30 +32,63 @@ def package_dir():
     return tmp
 
 
-def run_child(command, kwargs, python=None, timeout=600, cwd=None):
-    """Run ``child.py COMMAND JSON`` under ``python``; return its JSON object, or a failure dict."""
+def run_child(command, kwargs, python=None, timeout=600, cwd=None, env=None, progress=None):
+    """Run ``child.py COMMAND JSON`` under ``python``; return its JSON object, or a failure dict.
+    env: variables to add (PYTHONPYCACHEPREFIX: the children's bytecode in the doctor's cache);
+    progress: called with each step the child reports (attn_doctor/trace/state.py)."""
     python = python or sys.executable
     tmp = package_dir()
     try:
-        env = dict(os.environ)
+        env = dict(os.environ, **(env or {}))
         env["PYTHONPATH"] = tmp + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        if env.get("PYTHONPYCACHEPREFIX"):
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode goes to that folder, never beside the sources
+        if progress is not None:
+            env["ATTN_DOCTOR_TRACE_PROGRESS"] = "1"
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 [python, "-m", "attn_doctor.trace.child", command, json.dumps(kwargs)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, env=env, cwd=cwd)
-        except subprocess.TimeoutExpired:
-            return _fail("timeout", "the trace did not finish within %ss" % timeout)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
         except OSError as exc:
             return _fail("environment", "could not run %s: %s" % (python, exc))
+        stderr, stdout = [], []
+        readers = [threading.Thread(target=_read_stderr, args=(proc.stderr, stderr, progress), daemon=True),
+                   threading.Thread(target=lambda: stdout.append(proc.stdout.read()), daemon=True)]
+        for reader in readers:
+            reader.start()
         try:
-            return json.loads(proc.stdout.decode() or "null") or _fail(
-                "crashed", "the trace child exited %s without a report" % proc.returncode,
-                proc.stderr.decode(errors="replace"))
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return _fail("timeout", "the trace did not finish within %ss" % timeout)
+        except BaseException:  # Ctrl-C: the child goes too
+            proc.kill()
+            proc.wait()
+            raise
+        for reader in readers:
+            reader.join()
+        text = b"".join(stderr).decode(errors="replace")
+        out = b"".join(stdout)
+        try:
+            return json.loads(out.decode() or "null") or _fail(
+                "crashed", "the trace child exited %s without a report" % proc.returncode, text)
         except ValueError:
-            return _fail("crashed", "the trace child exited %s with unreadable output" % proc.returncode,
-                         proc.stderr.decode(errors="replace"))
+            return _fail("crashed", "the trace child exited %s with unreadable output" % proc.returncode, text)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_stderr(stream, kept, progress):
+    """The child's stderr: its progress lines to `progress`, the rest kept (the failure's evidence)."""
+    marker = PROGRESS_PREFIX.encode()
+    for line in iter(stream.readline, b""):
+        if line.startswith(marker):
+            if progress is not None:
+                progress(line[len(marker):].decode(errors="replace").strip())
+        else:
+            kept.append(line)
+    stream.close()
 
 
 def _fail(kind, message, stderr=None):

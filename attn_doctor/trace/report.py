@@ -6,7 +6,6 @@ import linecache
 
 from . import patch, sinks
 
-SCHEMA = "attn-doctor.trace/1"
 
 _CALL_NAMES = {
     "sdpa": ("scaled_dot_product_attention",),

@@ -6,3 +6,16 @@ ACTIVE = [None]
 
 def active():
     return ACTIVE[0]
+
+
+# Where the trace says how far it got ("importing torch", "building the model", "tracing: N ops"):
+# the CLI's spinner in this process, or a line on the child's stderr that the doctor reads
+# (attn_doctor/trace/launch.py); None: nobody watches, nothing is said.
+PROGRESS = [None]
+PROGRESS_PREFIX = "\x1eattn-doctor-progress: "
+
+
+def say(message):
+    hook = PROGRESS[0]
+    if hook is not None:
+        hook(message)

@@ -314,6 +314,8 @@ class Tracer(object):
 
     def handle_op(self, func, args, kwargs):
         self.ops += 1
+        if not self.ops % 256 and state.PROGRESS[0] is not None:
+            state.say("tracing: %d ops" % self.ops)
         call_args, call_kwargs = args, kwargs
         applied = None
         inline = None

@@ -139,7 +139,6 @@ def test_gigantic_single_line_is_read_in_windows(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        ((), "nothing to explain"),
         (("--file", "/no/such/log"), "no such file"),
         (("--file", "/tmp"), "a folder"),
         (("text", "--file", "/etc/hostname"), "give the input once"),
@@ -161,10 +160,13 @@ def test_stdin_from_a_terminal_is_refused_not_waited_on():
     master, slave = pty.openpty()
     try:
         proc = subprocess.run([sys.executable, "-m", "attn_doctor", "explain", "-"], stdin=slave, capture_output=True, timeout=30)
+        # no input at all (a piped stdin would be read: tests/test_cli_habits.py)
+        bare = subprocess.run([sys.executable, "-m", "attn_doctor", "explain"], stdin=slave, capture_output=True, timeout=30)
     finally:
         os.close(slave)
         os.close(master)
     assert proc.returncode == 2 and b"stdin is a terminal" in proc.stderr
+    assert bare.returncode == 2 and b"nothing to explain" in bare.stderr and bare.stderr.count(b"\n") == 1
 
 
 def test_check_probes_this_environment(schema):

@@ -51,7 +51,7 @@ def test_llamafactory_yaml_on_t4_gets_fp16_and_a_valid_flash_attn_with_every_com
     # The history and the undo, as JSON too (the same seam as every command's --json).
     history = cli("fix", "--history", "--json", state=state)
     assert history.returncode == 0, history.stderr
-    assert [run["id"] for run in json.loads(history.stdout)] == [doc["run"]]
+    assert [run["id"] for run in json.loads(history.stdout)["history"]] == [doc["run"]]
     # Undo brings the exact bytes and mode back.
     undo = cli("fix", "--undo", "--json", state=state)
     assert undo.returncode == 0, undo.stderr
