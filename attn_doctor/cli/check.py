@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ._common import EXIT_CODES_HELP, FailOn, UsageError, emit, fail, progress as _progress, resolved
+from ._common import EXIT_CODES_HELP, FailOn, UsageError, emit, fail, progress as _progress, resolved, write_text
 
 HELP = (
         "Probe this machine and a Python environment, and print a diagnosis with remedies.\n\n"
@@ -95,6 +95,10 @@ def check(
         ),
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show passing and skipped checks, evidence, timings and tracebacks."),
+    one_line: bool = typer.Option(
+        False, "--oneline",
+        help="Print the verdict alone, in one ASCII line of at most 80 bytes (OK / FAIL <worst rule> / UNKNOWN <what could not run>): for monitors that keep a command's first bytes, such as node-problem-detector's custom plugins (examples/k8s/).",
+    ),
 ) -> None:
     from ..core import FactsFileError
     from ..options import CLI, CheckOptions
@@ -107,6 +111,8 @@ def check(
     )
     interactive = not json_out and sys.stderr.isatty()
     try:
+        if one_line and (json_out or distributed or prepare):
+            raise UsageError("--oneline prints one check's verdict: it does not go with --json, --distributed or --prepare")
         if capability and not prepare:
             raise UsageError("--capability goes with --prepare")
         if prepare and (distributed or facts is not None or quick or no_sample):
@@ -129,11 +135,20 @@ def check(
             import traceback
 
             traceback.print_exc()
+        if one_line:  # a monitor keeps stdout alone: the reason goes there too (exit 2 all the same)
+            from ..render.oneline import oneline_unknown
+
+            write_text(oneline_unknown(str(exc)) + "\n")
         raise fail(str(exc)) from None
 
     from ..render.human import render
     from ..render.json import to_json
 
+    if one_line:
+        from ..render.oneline import oneline
+
+        write_text(oneline(report) + "\n")
+        raise typer.Exit(report.exit_code)
     emit(json_out, lambda: to_json(report), lambda console: render(report, console, verbose=verbose))
     raise typer.Exit(report.exit_code)
 

@@ -220,7 +220,7 @@ def aggregate(
 
 
 def _member_order(m: Member) -> tuple:
-    return (m.rank if m.rank is not None else 1 << 62, m.file or "", m.host)
+    return (m.rank if m.rank is not None else 1 << 62, m.file or "", m.node or "", m.local_rank or 0, m.host)
 
 
 def compact_ranks(ranks: list[int]) -> str:

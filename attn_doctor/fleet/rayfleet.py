@@ -62,11 +62,11 @@ def load_runtime_env(value: Optional[str]) -> Optional[dict]:
 
     text = value.strip()
     try:
-        if text.startswith("{") or "\n" in text or (":" in text and not Path(text).exists()):
+        if Path(value).exists() or value.lower().endswith((".json", ".yaml", ".yml")):
+            doc = load_document(Path(value))
+        else:  # the mapping itself (JSON is YAML)
             doc = _parse_yaml(text)
             check_structure(doc)
-        else:
-            doc = load_document(Path(value))
     except (ConfigReadError, InputError) as exc:
         raise RayUsageError(f"--runtime-env {shown(value, 80)}: {exc}") from None
     except OSError as exc:

@@ -52,10 +52,10 @@ class RayCluster:
         self.nodes[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         log.close()
 
-    def start_head(self, num_cpus: int = 1, timeout: float = 60.0) -> None:
+    def start_head(self, num_cpus: int = 1, env: Optional[dict] = None, timeout: float = 60.0) -> None:
         """The head, once its GCS takes connections (worker nodes started before retry for minutes)."""
         self._start("head", ["--head", "--port", str(self.port), "--num-cpus", str(num_cpus), "--include-dashboard", "false",
-                             "--dashboard-port", str(free_port())], None)
+                             "--dashboard-port", str(free_port())], env)
         deadline = time.monotonic() + timeout
         while True:
             self._alive("head")
