@@ -32,7 +32,7 @@ def fleet(
     per_gpu: bool = typer.Option(False, "--per-gpu", rich_help_panel="Ray clusters", help="With --ray: one check per GPU of each node (each sees its GPU alone), not one per node."),
     timeout: Optional[float] = typer.Option(
         None, "--timeout", metavar="SECONDS", min=1.0, rich_help_panel="Ray clusters",
-        help="With --ray: how long to wait for the nodes; a node that has not answered by then is named. Default: $ATTN_DOCTOR_GATHER_TIMEOUT, else 30 s with --quick and 150 s without.",
+        help="With --ray: how long to wait for the nodes; a node that has not answered by then is named. Default: $ATTN_DOCTOR_GATHER_TIMEOUT, else 60 s with --quick and 180 s without.",
     ),
     quick: bool = typer.Option(False, "--quick", rich_help_panel="Ray clusters", help="With --ray: the nodes run `check --quick` (no torch import)."),
     no_smoke: bool = typer.Option(False, "--no-smoke", rich_help_panel="Ray clusters", help="With --ray: the nodes skip the GPU smoke tests."),
@@ -96,12 +96,15 @@ def fleet(
 
 def _ray_fleet(address, runtime_env, per_gpu, timeout, quick, no_smoke, fail_on, json_out, verbose):
     """The fleet report of a Ray cluster; a usage error exits 2, an unreachable cluster 3."""
-    from ..fleet.distributed import LaunchError, default_gather_timeout
+    import os
+
+    from ..fleet.distributed import GATHER_TIMEOUT_ENV, LaunchError, default_gather_timeout
     from ..fleet.rayfleet import RayConnectError, RayUsageError, load_runtime_env, run_fleet
     from ._common import progress_on_terminal
 
     try:
-        wait = timeout if timeout is not None else default_gather_timeout(quick, False, 120.0)
+        # check --distributed's deadline, and 30 s more for Ray to start a worker process on each node
+        wait = timeout if timeout is not None else default_gather_timeout(quick, False, 120.0) + (0.0 if os.environ.get(GATHER_TIMEOUT_ENV) else 30.0)
         env = load_runtime_env(runtime_env)
     except (LaunchError, RayUsageError) as exc:
         raise fail(str(exc)) from None
