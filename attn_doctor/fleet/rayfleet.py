@@ -150,21 +150,26 @@ def judge(target: Target, result: Any) -> tuple[Optional[dict], Optional[str]]:
     """A task's result -> (the report, None) or (None, why there is none), in one line."""
     if not isinstance(result, dict):
         return None, f"{target.label}: its task returned {type(result).__name__}, not a check's output"
-    python = shown(str(result.get("python", "?")), 120)
+    python = shown(_flat(result.get("python", "?")), 120)
     if result.get("error"):
-        return None, f"{target.label}: {str(result['error'])[:300]} ({python})"
+        return None, f"{target.label}: {_flat(result['error'])[:300]} ({python})"
     if _not_installed(result):
         return None, (f"{target.label}: attn-doctor is not installed in the node's Python ({python}): install it there, "
                       "or name a runtime_env that has it (--runtime-env '{\"pip\": [\"attn-doctor\"]}')")
     stdout = result.get("stdout")
     if not isinstance(stdout, bytes) or not stdout.strip():
-        tail = " | ".join(str(result.get("stderr", "")).strip().splitlines()[-2:])[:300]
+        tail = _flat(" | ".join(str(result.get("stderr", "")).strip().splitlines()[-2:]))[:300]
         return None, f"{target.label}: its check printed no report (exit {result.get('returncode')!r}, {python}): {tail or 'nothing on stderr'}"
     try:
         doc = parse_report(stdout if len(stdout) <= REPORT_MAX_BYTES else stdout[: REPORT_MAX_BYTES + 1])
     except ValueError as exc:
         return None, f"{target.label}: its check's output is not a usable report: {exc}"
     return doc, None
+
+
+def _flat(value: Any) -> str:
+    """Text from a node on one line (its newlines and tabs made spaces)."""
+    return " ".join(str(value).split())
 
 
 def run_fleet(

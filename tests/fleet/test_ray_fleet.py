@@ -81,6 +81,7 @@ def test_a_nodes_report_is_validated_as_a_report_file_is(report_bytes):
     ({"python": "/x/python", "returncode": 1, "stdout": b"", "stderr": "/x/python: No module named attn_doctor\n"},
      "attn-doctor is not installed in the node's Python (/x/python)"),
     ({"python": "/x/python", "returncode": -9, "stdout": b"", "stderr": "Killed\n"}, "printed no report (exit -9"),
+    ({"python": "/x/\npython", "error": "two\nlines"}, "two lines (/x/ python)"),
     ({"python": "/x/python", "returncode": 0, "stdout": "text, not bytes"}, "printed no report"),
     ({"python": "/x/python", "returncode": 0, "stdout": b'{"schema": "someone/else"}'}, "not an attn-doctor report"),
     ({"python": "/x/python", "returncode": 0, "stdout": b"[" * 100 + b"]" * 100}, "nested deeper"),
