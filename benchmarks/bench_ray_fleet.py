@@ -9,11 +9,14 @@ in DIR). Every node runs its check with VENV's Python, as a cluster's nodes shar
 
 Rows (median wall time of fresh processes, alternating so that drifting load hits all alike):
   check         one `check` process on this host: the reference
+  plain xN      N `check` processes at once, N = the nodes (what the nodes' checks cost on this one
+                host without Ray: CPU contention)
   fleet --ray   `fleet --ray` over the head and the workers, from the command's start to its exit
                 (connecting to the cluster, one Ray task per node started in a worker process, the
                 checks, the gather)
 On one host the nodes' checks share its CPUs (N + 1 checks at once): fleet/check then also measures
-that contention, which a real cluster with a node per check does not have.
+that contention, which a real cluster with a node per check does not have; fleet/plain is Ray's
+own part (connecting, a worker process per node, the tasks, the gather).
 """
 
 from __future__ import annotations
@@ -38,6 +41,15 @@ def timed(argv: list[str], env: dict, timeout: float = 900) -> tuple[float, subp
     start = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
     return time.monotonic() - start, proc
+
+
+def timed_together(argv: list[str], n: int, env: dict, timeout: float = 900) -> float:
+    start = time.monotonic()
+    procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL) for _ in range(n)]
+    for p in procs:
+        p.wait(timeout)
+        assert p.returncode in (0, 1), p.stderr.read()[-2000:]
+    return time.monotonic() - start
 
 
 def main() -> int:
@@ -65,18 +77,22 @@ def main() -> int:
                 extra = ["--quick"] if mode == "quick" else []
                 check_argv = [python, "-m", "attn_doctor", "check", "--json", *extra]
                 fleet_argv = [python, "-m", "attn_doctor", "fleet", "--ray", "--address", cluster.address, "--json", "--timeout", "600", *extra]
-                singles, fleets = [], []
+                singles, plains, fleets = [], [], []
+                n = args.workers + 1
                 for _ in range(args.repeat):
                     s, proc = timed(check_argv, env)
                     assert proc.returncode in (0, 1), proc.stderr[-2000:]
                     singles.append(s)
+                    plains.append(timed_together(check_argv, n, env))
                     f, proc = timed(fleet_argv, env)
                     doc = json.loads(proc.stdout)
                     assert doc["summary"]["received"] == args.workers + 1, (doc["problems"], proc.stderr[-2000:])
                     fleets.append(f)
-                s, f = statistics.median(singles), statistics.median(fleets)
-                print(f"{mode:6} check        {s:7.2f} s   (runs: {', '.join(f'{x:.2f}' for x in singles)})")
-                print(f"{mode:6} fleet --ray  {f:7.2f} s   (runs: {', '.join(f'{x:.2f}' for x in fleets)})   {args.workers + 1} nodes, fleet/check {f / s:.1f}x")
+                s, p, f = statistics.median(singles), statistics.median(plains), statistics.median(fleets)
+                runs = lambda xs: ", ".join(f"{x:.2f}" for x in xs)  # noqa: E731
+                print(f"{mode:6} check        {s:7.2f} s   (runs: {runs(singles)})")
+                print(f"{mode:6} plain x{n}     {p:7.2f} s   (runs: {runs(plains)})   plain/check {p / s:.1f}x")
+                print(f"{mode:6} fleet --ray  {f:7.2f} s   (runs: {runs(fleets)})   {n} nodes, fleet/check {f / s:.1f}x, fleet/plain {f / p:.1f}x")
         finally:
             cluster.stop()
             left = cluster.processes()
