@@ -13,7 +13,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
+
+from attn_doctor.fleet.aggregate import fleet_schema
 
 from .raycluster import RayCluster
 
@@ -90,6 +93,7 @@ def test_ray_fleet_names_the_odd_node_out(cluster):
     proc = fleet(cluster, "--quick", "--json")
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
+    jsonschema.Draft202012Validator(fleet_schema()).validate(doc)  # fleet's own schema, as `fleet --schema` prints it
     assert doc["schema"] == "attn-doctor/fleet" and doc["launcher"] == "ray"
     assert doc["problems"] == [] and doc["summary"]["received"] == 3 and doc["summary"]["expected"] == 3, doc["problems"]
     odd, majority = doc["groups"]
