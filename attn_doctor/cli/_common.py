@@ -107,7 +107,10 @@ def stderr_console():
 
 def fail(message: str, code: int = 2) -> "typer.Exit":
     """Print `attn-doctor: error: MESSAGE` on stderr (one line); return the Exit to raise."""
-    stderr_console().print(f"[bold red]attn-doctor: error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    # escaped: a message naming `attn-doctor[ray]` or a path with brackets is text, not markup
+    stderr_console().print(f"[bold red]attn-doctor: error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from ._common import (EXIT_CODES_HELP, FailOn, UsageError, capability_option, check_verbosity, emit, fail, json_option,
-                      no_color_option, print_schema, python_option, quiet_option, resolved,
+                      no_color_option, print_schema, python_option, quiet_option, resolved, write_text,
                       schema_option, verbose_option)
 from ._common import progress as _progress
 
@@ -99,6 +99,10 @@ def check(
     quiet: bool = quiet_option(),
     verbose: bool = verbose_option("Show passing and skipped checks, evidence, timings and tracebacks."),
     no_color: bool = no_color_option(),
+    one_line: bool = typer.Option(
+        False, "--oneline",
+        help="Print the verdict alone, in one ASCII line of at most 80 bytes (OK / FAIL <worst rule> / UNKNOWN <what could not run>): for monitors that keep a command's first bytes, such as node-problem-detector's custom plugins (examples/k8s/).",
+    ),
 ) -> None:
     from ..core import FactsFileError
     from ..options import CLI, CheckOptions
@@ -114,6 +118,8 @@ def check(
     )
     interactive = not json_out and not quiet and sys.stderr.isatty()
     try:
+        if one_line and (json_out or distributed or prepare):
+            raise UsageError("--oneline prints one check's verdict: it does not go with --json, --distributed or --prepare")
         if capability and not prepare:
             raise UsageError("--capability goes with --prepare")
         if prepare and (distributed or facts is not None or quick or no_sample):
@@ -136,9 +142,19 @@ def check(
             import traceback
 
             traceback.print_exc()
+        if one_line:  # a monitor keeps stdout alone: the reason goes there too (exit 2 all the same)
+            from ..render.oneline import oneline_unknown
+
+            write_text(oneline_unknown(str(exc)) + "\n")
         raise fail(str(exc)) from None
 
     from ..render.json import to_json
+
+    if one_line:
+        from ..render.oneline import oneline
+
+        write_text(oneline(report) + "\n")
+        raise typer.Exit(report.exit_code)
 
     def human(console, summary=False):  # rich is imported only for human output
         from ..render import human

@@ -25,6 +25,7 @@ class Member(msgspec.Struct, kw_only=True):
     local_rank: Optional[int] = None
     host: str = ""
     file: Optional[str] = None
+    node: Optional[str] = None  # the Ray node's id (fleet --ray): several nodes may share a host
     digest: str
     exit_code: int = 0
     summary: Summary = msgspec.field(default_factory=Summary)
@@ -64,6 +65,7 @@ class Problem(msgspec.Struct, kw_only=True):
     rank: Optional[int] = None
     host: Optional[str] = None
     file: Optional[str] = None
+    node: Optional[str] = None  # the Ray node's id (fleet --ray)
     message: str
 
 
@@ -86,7 +88,7 @@ class FleetReport(msgspec.Struct, kw_only=True):
     tool: Tool = msgspec.field(default_factory=Tool)
     created: str = ""
     command: Literal["fleet", "check --distributed"] = "fleet"
-    launcher: Optional[str] = None  # torchrun | slurm | env (check --distributed)
+    launcher: Optional[str] = None  # torchrun | slurm | env (check --distributed); ray (fleet --ray)
     fail_on: str = "error"
     summary: FleetSummary = msgspec.field(default_factory=FleetSummary)
     problems: list[Problem] = []  # missing ranks, unreadable and skipped files: listed first
@@ -218,7 +220,7 @@ def aggregate(
 
 
 def _member_order(m: Member) -> tuple:
-    return (m.rank if m.rank is not None else 1 << 62, m.file or "", m.host)
+    return (m.rank if m.rank is not None else 1 << 62, m.file or "", m.node or "", m.local_rank or 0, m.host)
 
 
 def compact_ranks(ranks: list[int]) -> str:

@@ -85,7 +85,20 @@ def load_report(path: Path) -> dict:
     """A report as JSON builtins (defaults filled in), or ValueError saying in one line why not.
     Bounded as --from-report is: a regular file, REPORT_MAX_BYTES, MAX_DEPTH (attn_doctor/inputs.py)."""
     try:
-        doc = decode_json(read_bounded(path, REPORT_MAX_BYTES))
+        raw = read_bounded(path, REPORT_MAX_BYTES)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+    return parse_report(raw)
+
+
+def parse_report(raw: bytes) -> dict:
+    """Report bytes from elsewhere (a file, a Ray task's output) as JSON builtins (defaults filled
+    in), or ValueError saying in one line why not: within REPORT_MAX_BYTES and the structure bounds,
+    an attn-doctor report of a schema version this one understands."""
+    if len(raw) > REPORT_MAX_BYTES:
+        raise ValueError(f"more than {REPORT_MAX_BYTES // (1 << 20)} MiB: not a report")
+    try:
+        doc = decode_json(raw)
     except InputError as exc:
         raise ValueError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:

@@ -35,7 +35,12 @@ def _hosts(hosts: list[str]) -> str:
 
 def _who(group: Group) -> str:
     n = group.size
-    if group.ranks:
+    nodes = [_node(m) for m in group.members if m.node]
+    if nodes:
+        per_gpu = any(m.local_rank is not None for m in group.members)  # --per-gpu: a node may hold several
+        noun = ("check" if n == 1 else "checks") if per_gpu else ("node" if n == 1 else "nodes")
+        text = f"{n} {noun}" + (f" ({_hosts(nodes)})" if n <= HOSTS_SHOWN else "")
+    elif group.ranks:
         noun = "rank" if n == 1 else "ranks"
         text = f"{n} {noun} ({compact_ranks(group.ranks)})"
     else:
@@ -45,6 +50,11 @@ def _who(group: Group) -> str:
     if group.hosts:
         text += f" on {_hosts(group.hosts)}"
     return text
+
+
+def _node(m) -> str:
+    """A Ray node by its id's first 12 hex digits (several nodes may share one host)."""
+    return f"node {m.node[:12]}" + (f" GPU {m.local_rank}" if m.local_rank is not None else "")
 
 
 def _key_facts(group: Group) -> str:
@@ -76,7 +86,8 @@ def render_fleet(fleet: FleetReport, console: Console, verbose: bool = False) ->
     s = fleet.summary
     header = Text("attn-doctor fleet ", style="bold")
     header.append(fleet.tool.version, style="dim")
-    scope = f"{s.received} {'rank' if fleet.command != 'fleet' else 'report'}{'s' if s.received != 1 else ''}"
+    unit = "check" if fleet.launcher == "ray" else "rank" if fleet.command != "fleet" else "report"
+    scope = f"{s.received} {unit}{'s' if s.received != 1 else ''}"
     if s.expected is not None:
         scope += f" of {s.expected}"
     scope += f" on {s.hosts} host{'s' if s.hosts != 1 else ''}"
@@ -109,7 +120,7 @@ def render_fleet(fleet: FleetReport, console: Console, verbose: bool = False) ->
                 _line(console, f.status, f"{f.rule} {f.message or f.name}", indent=4)
         if verbose:
             for m in group.members:
-                where = f"rank {m.rank}" if m.rank is not None else (m.file or "")
+                where = f"rank {m.rank}" if m.rank is not None else _node(m) if m.node else (m.file or "")
                 console.print(Text(f"    {where} on {m.host or '?'}: exit {m.exit_code}", style="dim"))
     render_summary(fleet, console)
 
@@ -118,7 +129,9 @@ def render_summary(fleet: FleetReport, console: Console) -> None:
     """The last line, and all of it with -q."""
     s = fleet.summary
     parts = []
-    if s.expected is not None and fleet.command != "fleet":
+    if s.expected is not None and fleet.launcher == "ray":
+        parts.append(f"{s.received} of {s.expected} checks reported")
+    elif s.expected is not None and fleet.command != "fleet":
         parts.append(f"{s.received} of {s.expected} ranks reported")
     else:
         parts.append(f"{s.received} report{'s' if s.received != 1 else ''}")

@@ -94,6 +94,12 @@ SPECS = {s.name: s for s in [
     # with its dependencies) next to the frameworks, as `pip install 'attn-doctor[transformers]'` does.
     Spec("integrations", _cpu(["-e", str(REPO)], ["transformers==4.57.6", "accelerate==1.11.0", "lightning==2.6.6"]),
          about="attn-doctor's transformers and Lightning callbacks in the training process"),
+    # fleet --ray: attn-doctor and Ray in the one environment the cluster's raylets, workers and checks run in.
+    Spec("ray", _cpu(["-e", str(REPO)], ["ray==2.60.0"]), about="a Ray cluster of several raylets on this host (fleet --ray)"),
+    # examples/k8s: the Kubernetes schemas (kubernetes-validate) and the Kubeflow training operator's
+    # API models, generated from its OpenAPI spec (kubeflow-training), to validate the manifests with.
+    Spec("k8s-validators", (("kubernetes-validate==1.37.0", "kubeflow-training==1.9.4"),), seed=False, torch=None,
+         about="validators for the Kubernetes examples"),
     Spec("llamafactory-0.9.5", _cpu(["--no-deps", "llamafactory==0.9.5"],
                                     ["transformers==5.6.0", "datasets==4.0.0", "accelerate==1.11.0", "peft==0.18.1", "trl==0.24.0",
                                      "omegaconf", "pyyaml"]),
