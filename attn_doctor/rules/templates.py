@@ -22,6 +22,7 @@ HOW_TO_FIND: dict[str, tuple[str, str]] = {
     "torch": ("the installed torch", 'python -c "import torch; print(torch.__version__)"'),
     "torch_cuda": ("torch's CUDA version", 'python -c "import torch; print(torch.version.cuda)"'),
     "torch_abi": ("torch's C++ ABI", 'python -c "import torch; print(torch._C._GLIBCXX_USE_CXX11_ABI)"'),
+    "fa4_extra": ("the flash-attn-4 extra for torch's CUDA ([cu13] on CUDA 13, none on CUDA 12)", 'python -c "import torch; print(torch.version.cuda)"'),
     "cuda_xy": ("torch's CUDA version, without the dot", 'python -c "import torch; print(torch.version.cuda)"'),
     "flash_attn": ("the installed flash-attn", "pip show flash-attn"),
     "xformers": ("the installed xformers", "pip show xformers"),
