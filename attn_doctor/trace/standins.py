@@ -430,32 +430,35 @@ def install_standins():
     mod = sys.modules.get("flash_attn")
     if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
         return notes
+    # FlashAttention 4 first: flash-attn-4 alone installs flash_attn/cute/ in a namespace package
+    # flash_attn, which the flash_attn stand-in below replaces; its folders then stay its __path__.
+    fa4_ok, fa4_reason = _importable("flash_attn.cute")
     ok, reason = _importable("flash_attn")
     if not ok:
+        namespace = list(getattr(sys.modules.get("flash_attn"), "__path__", None) or ()) if fa4_ok else []
         for key in list(sys.modules):  # a half-imported broken package must not shadow the stand-in
-            if key == "flash_attn" or key.startswith("flash_attn."):
+            if (key == "flash_attn" or key.startswith("flash_attn.")) and not (
+                    fa4_ok and (key == "flash_attn.cute" or key.startswith("flash_attn.cute."))):
                 del sys.modules[key]
-        sys.modules.update(make_flash_attn_standin())
+        modules = make_flash_attn_standin()
+        if fa4_ok:
+            modules["flash_attn"].__path__ = namespace
+            modules["flash_attn"].cute = sys.modules["flash_attn.cute"]
+        sys.modules.update(modules)
         _install_distribution()
         _INSTALLED["flash_attn"] = "standin"
         notes.append(
             "flash_attn %s here; using a stand-in that enforces flash-attn %s's checks and messages"
             % ("does not import (" + reason + ")" if reason else "is not installed", STANDIN_FLASH_ATTN_VERSION))
-    notes.extend(_install_flash_attn_4_standin())
+    _install_flash_attn_4_standin(fa4_ok, fa4_reason)
     return notes
 
 
-def _install_flash_attn_4_standin():
+def _install_flash_attn_4_standin(ok, reason):
     mod = sys.modules.get("flash_attn.cute")
-    if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
-        return []
+    if ok or (mod is not None and getattr(mod, "__attn_doctor_standin__", False)):
+        return
     parent = sys.modules.get("flash_attn")
-    if getattr(parent, "__attn_doctor_standin__", False):
-        ok, reason = False, None  # the flash_attn stand-in has no real subpackages
-    else:
-        ok, reason = _importable("flash_attn.cute")
-    if ok:
-        return []
     for key in list(sys.modules):
         if key == "flash_attn.cute" or key.startswith("flash_attn.cute."):
             del sys.modules[key]
@@ -468,7 +471,6 @@ def _install_flash_attn_4_standin():
         "flash_attn.cute (FlashAttention 4) %s here; used a stand-in that enforces flash-attn-4 %s's dtype checks "
         "and messages (its head-dim and GPU checks are judged by the tracer)"
         % ("does not import (" + reason + ")" if reason else "is not installed", STANDIN_FLASH_ATTN_4_VERSION))
-    return []
 
 
 def fa4_standin_note(sink_records):
@@ -555,11 +557,21 @@ def _repoint(d, ids):
 
 def rebind_model(model, replacements):
     """The model's own attributes that hold an original (``self.attend = flex_attention`` or its
-    torch.compile'd wrapper, stored before the trace wrapped it)."""
+    torch.compile'd wrapper, stored before the trace wrapped it), and the globals its forward
+    methods read (a model file loaded by path is in no sys.modules entry rebind() walks)."""
     if not replacements or model is None or not hasattr(model, "modules"):
         return 0
     ids = {id(orig): new for orig, new in replacements}
-    return sum(_repoint(getattr(m, "__dict__", None), ids) for m in model.modules())
+    count, seen = 0, set()
+    for m in model.modules():
+        count += _repoint(getattr(m, "__dict__", None), ids)
+        if type(m).__module__.startswith("torch"):
+            continue
+        namespace = getattr(getattr(type(m), "forward", None), "__globals__", None)
+        if isinstance(namespace, dict) and id(namespace) not in seen:
+            seen.add(id(namespace))
+            count += _repoint(namespace, ids)
+    return count
 
 
 def _wrap_module_functions(modname, table):

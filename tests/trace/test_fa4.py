@@ -73,3 +73,49 @@ def test_the_stand_in_raises_flash_attn_4s_assertions_outside_a_trace():
         fa4_flash_attn_func(q.float(), q, q)
     with pytest.raises(AssertionError, match=r"^inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 e5m2$"):
         fa4_flash_attn_func(q.float(), q.float(), q.float())
+
+
+# flash-attn-4 installs flash_attn/cute/ alone, in a namespace package `flash_attn`. It imports only
+# beside a CUDA torch and triton, so this stands in for it at that boundary: its interface, which
+# (like the real one) refuses tensors that are not on CUDA.
+FAKE_FA4 = '''
+__version__ = "4.0.0b36"
+
+
+def flash_attn_func(q, k, v, causal=False, return_lse=False, **kwargs):
+    assert all(t.is_cuda for t in (q, k, v)), "inputs must be on CUDA device"
+    raise RuntimeError("a GPU kernel")
+
+
+def flash_attn_varlen_func(q, k, v, **kwargs):
+    return flash_attn_func(q, k, v, **kwargs)
+'''
+
+RUN = """
+import json, sys
+from attn_doctor.trace.api import trace
+r = trace(sys.argv[1], device=sys.argv[2])
+print(json.dumps({"findings": r["findings"], "routes": [x["name"] for x in r["routes"]], "notes": r["notes"],
+                  "cute": sys.modules["flash_attn.cute"].__file__}))
+"""
+
+
+def test_an_installed_flash_attn_4_stays_importable_and_is_judged_off_the_gpu(tmp_path, device="meta"):
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "flash_attn" / "cute").mkdir(parents=True)
+    (tmp_path / "flash_attn" / "cute" / "__init__.py").write_text(FAKE_FA4)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path)] + sys.path))
+    proc = subprocess.run([sys.executable, "-c", RUN, toy_target(TOY, "build"), device], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the model imported the installed flash_attn.cute (not a stand-in), whose call was judged and
+    # then computed by the stand-in's SDPA: off the GPU it refuses to run
+    assert r["cute"] == str(tmp_path / "flash_attn" / "cute" / "__init__.py")
+    assert r["routes"] == [ROUTE_INSTALLED] and not any("flash_attn.cute" in n for n in r["notes"])
+    (f,) = r["findings"]
+    assert f["id"] == "AD601" and f["kernel_message"] == SAME and f["sink"]["line"] == marker_line(TOY, "SINK-FA4")
+    assert f["sink"]["name"] == "flash_attn.cute.flash_attn_func"
