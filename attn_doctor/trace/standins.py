@@ -430,33 +430,42 @@ def install_standins():
     mod = sys.modules.get("flash_attn")
     if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
         return notes
-    # FlashAttention 4 first: flash-attn-4 alone installs flash_attn/cute/ in a namespace package
-    # flash_attn, which the flash_attn stand-in below replaces; its folders then stay its __path__.
-    fa4_ok, fa4_reason = _importable("flash_attn.cute")
+    # FlashAttention 4 first, found without importing it (its import costs seconds): flash-attn-4
+    # alone installs flash_attn/cute/ in a namespace package flash_attn, which the flash_attn
+    # stand-in below replaces; the folders holding cute/ then stay its __path__.
+    fa4_paths = _fa4_locations()
     ok, reason = _importable("flash_attn")
     if not ok:
-        namespace = list(getattr(sys.modules.get("flash_attn"), "__path__", None) or ()) if fa4_ok else []
         for key in list(sys.modules):  # a half-imported broken package must not shadow the stand-in
-            if (key == "flash_attn" or key.startswith("flash_attn.")) and not (
-                    fa4_ok and (key == "flash_attn.cute" or key.startswith("flash_attn.cute."))):
+            if key == "flash_attn" or key.startswith("flash_attn."):
                 del sys.modules[key]
         modules = make_flash_attn_standin()
-        if fa4_ok:
-            modules["flash_attn"].__path__ = namespace
-            modules["flash_attn"].cute = sys.modules["flash_attn.cute"]
+        modules["flash_attn"].__path__ = fa4_paths
         sys.modules.update(modules)
         _install_distribution()
         _INSTALLED["flash_attn"] = "standin"
         notes.append(
             "flash_attn %s here; using a stand-in that enforces flash-attn %s's checks and messages"
             % ("does not import (" + reason + ")" if reason else "is not installed", STANDIN_FLASH_ATTN_VERSION))
-    _install_flash_attn_4_standin(fa4_ok, fa4_reason)
+    if not fa4_paths:
+        _install_flash_attn_4_standin()
     return notes
 
 
-def _install_flash_attn_4_standin(ok, reason):
+def _fa4_locations():
+    """The folders of the installed flash_attn package that hold flash-attn-4's cute/ subpackage
+    (an installed FlashAttention 4, importable or not: its import says which)."""
+    try:
+        spec = importlib.util.find_spec("flash_attn")
+    except (ImportError, ValueError):
+        return []
+    locations = list(getattr(spec, "submodule_search_locations", None) or ()) if spec is not None else []
+    return [p for p in locations if os.path.isfile(os.path.join(p, "cute", "__init__.py"))]
+
+
+def _install_flash_attn_4_standin():
     mod = sys.modules.get("flash_attn.cute")
-    if ok or (mod is not None and getattr(mod, "__attn_doctor_standin__", False)):
+    if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
         return
     parent = sys.modules.get("flash_attn")
     for key in list(sys.modules):
@@ -468,9 +477,8 @@ def _install_flash_attn_4_standin(ok, reason):
         parent.cute = modules["flash_attn.cute"]
     # said only by a trace that called it (fa4_standin_note): most models never import flash_attn.cute
     _INSTALLED["flash_attn.cute"] = (
-        "flash_attn.cute (FlashAttention 4) %s here; used a stand-in that enforces flash-attn-4 %s's dtype checks "
-        "and messages (its head-dim and GPU checks are judged by the tracer)"
-        % ("does not import (" + reason + ")" if reason else "is not installed", STANDIN_FLASH_ATTN_4_VERSION))
+        "flash_attn.cute (FlashAttention 4) is not installed here; used a stand-in that enforces flash-attn-4 %s's "
+        "dtype checks and messages (its head-dim and GPU checks are judged by the tracer)" % STANDIN_FLASH_ATTN_4_VERSION)
 
 
 def fa4_standin_note(sink_records):
