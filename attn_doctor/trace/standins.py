@@ -437,10 +437,13 @@ def install_standins():
     ok, reason = _importable("flash_attn")
     if not ok:
         for key in list(sys.modules):  # a half-imported broken package must not shadow the stand-in
-            if key == "flash_attn" or key.startswith("flash_attn."):
+            if (key == "flash_attn" or key.startswith("flash_attn.")) and not (
+                    fa4_paths and (key == "flash_attn.cute" or key.startswith("flash_attn.cute."))):
                 del sys.modules[key]
         modules = make_flash_attn_standin()
         modules["flash_attn"].__path__ = fa4_paths
+        if "flash_attn.cute" in sys.modules:  # FlashAttention 4 imported already: the same modules
+            modules["flash_attn"].cute = sys.modules["flash_attn.cute"]
         sys.modules.update(modules)
         _install_distribution()
         _INSTALLED["flash_attn"] = "standin"
