@@ -19,7 +19,7 @@ NO_CUTLASS = "Traceback (most recent call last):\n  File \"train.py\", line 3, i
 ])
 def test_cute_dsl_not_importable_installs_flash_attn_4_for_the_logs_cuda(versions, requirement):
     first = attn_doctor.explain(versions + NO_CUTLASS).matches[0]
-    assert first.rule == "AD319"
+    assert first.rule == "AD322"
     assert [r.requirement for r in first.remedies if r.kind == "pip"] == [requirement]
 
 

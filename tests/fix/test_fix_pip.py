@@ -177,18 +177,18 @@ def _fa4_plan(cuda: str, libs: list, **more):
     facts = build_facts(FixtureRef(base="h100", set={"torch.cuda": cuda, **packages, **more}))
     facts.platform.externally_managed = False
     recipes = load_recipes()
-    report = Report(source="probed", facts=facts, results=[r for r in evaluate(recipes, facts) if r.rule in ("AD309", "AD318")])
+    report = Report(source="probed", facts=facts, results=[r for r in evaluate(recipes, facts) if r.rule in ("AD309", "AD321")])
     return build_plan(report, Options(), recipes.data)
 
 
 def test_fa4_is_installed_with_the_dsl_libraries_of_torchs_cuda():
     # torch for CUDA 13 beside the CUDA 12 DSL libraries a plain `pip install flash-attn-4` brings
     (action,) = _fa4_plan("13.0", ["nvidia-cutlass-dsl-libs-cu12"]).actions
-    assert action.rule == "AD318" and action.status == "planned", action
+    assert action.rule == "AD321" and action.status == "planned", action
     assert action.argv[-1] == "flash-attn-4[cu13]" and "--upgrade" in action.argv
     # torch for CUDA 12 beside only the CUDA 13 libraries: the plain install (4.0.0b36 has no cu12 extra)
     (action,) = _fa4_plan("12.8", ["nvidia-cutlass-dsl-libs-cu13"]).actions
-    assert action.rule == "AD318" and action.argv[-1] == "flash-attn-4", action
+    assert action.rule == "AD321" and action.argv[-1] == "flash-attn-4", action
     # the right libraries: nothing to do
     assert not _fa4_plan("13.0", ["nvidia-cutlass-dsl-libs-cu12", "nvidia-cutlass-dsl-libs-cu13"]).actions
     # the right libraries and still no import (AD309): the install for torch's CUDA too
