@@ -225,3 +225,24 @@ def wheel_build(url: Optional[str]) -> Optional[dict]:
     if not m:
         return None
     return {"cuda": m.group("cuda"), "torch": m.group("torch"), "cxx11_abi": m.group("abi").upper() == "TRUE"}
+
+
+# FlashAttention 4 (flash-attn-4) runs on NVIDIA's CuTe DSL, whose native libraries come per CUDA
+# major: nvidia-cutlass-dsl always brings nvidia-cutlass-dsl-libs-cu12, and its `cu13` extra (also
+# flash-attn-4's `cu13` extra) brings -libs-cu13. flash-attn-4 4.0.0b36 has no `cu12` extra: the
+# plain install is the CUDA 12 one.
+CUTE_DSL_LIBS = {12: "nvidia-cutlass-dsl-libs-cu12", 13: "nvidia-cutlass-dsl-libs-cu13"}
+
+
+def cuda_major(cuda_version: Optional[str]) -> Optional[int]:
+    """'13.0' -> 13; None for a CPU or ROCm build or a version that does not parse."""
+    try:
+        return int(str(cuda_version).split(".")[0])
+    except (TypeError, ValueError):
+        return None
+
+
+def fa4_extra(cuda_version: Optional[str]) -> Optional[str]:
+    """The flash-attn-4 extra that installs the CuTe DSL libraries for torch's CUDA: "[cu13]" for
+    CUDA 13; None for CUDA 12 (the plain install) and where the CUDA version is unknown."""
+    return "[cu13]" if cuda_major(cuda_version) == 13 else None

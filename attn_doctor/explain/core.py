@@ -119,6 +119,9 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
     if glibc:
         out["symbol"] = f"GLIBC_{glibc}"
     cuda = evidence.get("torch_cuda")
+    extra = failures.fa4_extra(cuda if cuda not in (None, "?") else None)
+    if extra:
+        out["fa4_extra"] = extra
     wheel = failures.wheel_tag(
         str(evidence.get("flash-attn") or "") or None if evidence.get("flash-attn") not in (None, "?") else None,
         evidence.get("torch") if evidence.get("torch") not in (None, "?") else None,

@@ -15,7 +15,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native, distribution_of
-from ..failures import import_cause, undefined_symbol_evidence, wheel_build, wheel_tag
+from ..failures import (CUTE_DSL_LIBS, cuda_major, fa4_extra, import_cause, undefined_symbol_evidence, wheel_build,
+                        wheel_tag)
 from .conditions import SkipRule, marker_environment
 
 CHECKS: dict[str, Callable[[Facts, dict], Optional[dict]]] = {}
@@ -195,6 +196,29 @@ def driver_too_old(facts: Facts, data: dict) -> Optional[dict]:
         "driver_cuda_digits": driver_cuda.replace(".", ""),
         "driver": facts.gpu.driver_version,
         "torch": facts.torch.version,
+    }
+
+
+@check
+def fa4_dsl_libs_mismatch(facts: Facts, data: dict) -> Optional[dict]:
+    """flash-attn-4 is installed, torch is a CUDA 12 or 13 build, and the CuTe DSL's native
+    libraries for that CUDA major are not (a plain `pip install flash-attn-4` beside a CUDA 13 torch)."""
+    if not facts.version_of("flash-attn-4"):
+        return None
+    if not facts.torch.cuda:
+        if facts.torch.status == "skipped":
+            raise SkipRule("torch was not probed (--quick)")
+        return None
+    major = cuda_major(facts.torch.cuda)
+    needed = CUTE_DSL_LIBS.get(major)
+    if needed is None or facts.version_of(needed):
+        return None
+    present = [name for name in CUTE_DSL_LIBS.values() if facts.version_of(name)]
+    return {
+        "torch_cuda": facts.torch.cuda,
+        "dsl_libs": needed,
+        "dsl_libs_present": ", ".join(present) or "none",
+        "fa4_extra": fa4_extra(facts.torch.cuda) or "?",
     }
 
 

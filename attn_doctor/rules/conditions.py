@@ -12,6 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..facts import Facts, ImportResult, canonical_name
+from ..failures import fa4_extra
 from .model import Condition
 
 
@@ -96,6 +97,7 @@ def base_evidence(facts: Facts) -> dict[str, Any]:
     }
     cuda = facts.torch.cuda
     base["cuda_xy"] = cuda.replace(".", "") if cuda else "?"  # the PyTorch wheel index's cuXY
+    base["fa4_extra"] = fa4_extra(cuda) or "?"
     devices = facts.torch.devices or facts.gpu.devices
     base["gpus"] = ", ".join(sorted({f"{d.name} (sm{d.capability.replace('.', '')})" if d.capability else d.name for d in devices})) or "?"
     for name in ("flash-attn", "triton", "transformers", "xformers"):

@@ -30,6 +30,7 @@ HOW_TO_FIND: dict[str, tuple[str, list[str]]] = {
     "torch": ("the installed torch", ["{python}", "-c", _TORCH.format("__version__")]),
     "torch_cuda": ("torch's CUDA version", ["{python}", "-c", _TORCH.format("version.cuda")]),
     "torch_abi": ("torch's C++ ABI", ["{python}", "-c", _TORCH.format("_C._GLIBCXX_USE_CXX11_ABI")]),
+    "fa4_extra": ("the flash-attn-4 extra for torch's CUDA ([cu13] on CUDA 13, none on CUDA 12)", ["{python}", "-c", _TORCH.format("version.cuda")]),
     "cuda_xy": ("torch's CUDA version (the wheel index's cuXY is it without the dot)", ["{python}", "-c", _TORCH.format("version.cuda")]),
     "flash_attn": ("the installed flash-attn", ["{python}", "-c", _VERSION.format("flash-attn")]),
     "xformers": ("the installed xformers", ["{python}", "-c", _VERSION.format("xformers")]),

@@ -692,10 +692,15 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
     return combine_routes(report, installed, device)
 
 
-def _standin_label():
-    from .standins import STANDIN_FLASH_ATTN_VERSION
+def _standin_label(report=None):
+    """Which stand-ins the route ran through: flash-attn 2's, FlashAttention 4's, or both."""
+    from .standins import STANDIN_FLASH_ATTN_4_VERSION, STANDIN_FLASH_ATTN_VERSION
 
-    return "with flash-attn %s" % STANDIN_FLASH_ATTN_VERSION
+    families = {s.get("family") for s in (report or {}).get("sinks") or () if s.get("standin")}
+    labels = ["flash-attn %s" % STANDIN_FLASH_ATTN_VERSION] if families - {"flash_attn4"} or not families else []
+    if "flash_attn4" in families:
+        labels.append("flash-attn-4 %s" % STANDIN_FLASH_ATTN_4_VERSION)
+    return "with " + " and ".join(labels)
 
 
 _KERNEL_LABELS = {"sdpa": "SDPA", "mha": "MHA (SDPA inside)", "flash_attn2": "flash-attn 2", "flash_attn3":
@@ -734,7 +739,7 @@ def route_entry(report, name, role):
         verdict = "runs, with warnings"
     else:
         verdict = "clean"
-    return {"name": name, "label": "as installed" if name == ROUTE_INSTALLED else _standin_label(), "role": role,
+    return {"name": name, "label": "as installed" if name == ROUTE_INSTALLED else _standin_label(report), "role": role,
             "status": status, "exit_code": report.get("exit_code"), "attention": _kernels(report.get("sinks")),
             "verdict": verdict, "at": at, "error": err.get("message"), "summary": report.get("summary"),
             "findings": findings}
@@ -1012,6 +1017,13 @@ def _prepare(built, device, dtype, seq_len=16):
     from .tracer import NAME_TO_DTYPE
 
     model, inputs, notes = built["model"], built["inputs"], []
+    compiled = getattr(model, "_orig_mod", None)
+    if compiled is not None and isinstance(model, getattr(torch._dynamo.eval_frame, "OptimizedModule", ())):
+        # A torch.compile'd model: compiling cannot run under the tracer's TorchFunctionMode (nor on
+        # meta). The model it wraps runs the same code eagerly; compiled, Inductor keeps each op's dtypes.
+        notes.append("the model is torch.compile'd (%s); traced the model it wraps (_orig_mod, %s) eagerly"
+                     % (type(model).__name__, type(compiled).__name__))
+        model = built["model"] = compiled
     want = torch.device(device)
     devices = {p.device.type for p in model.parameters()} | {b.device.type for b in model.buffers()}
     if devices and devices != {want.type}:
@@ -1072,7 +1084,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
         tracer.label_input(a, "input[%d]" % i)
     for k, a in kwargs.items():
         tracer.label_input(a, "input %s" % k)
-    standins_mod.wrap_installed()
+    prep_notes.extend(n for n in standins_mod.wrap_installed(model) if n.startswith("flex_attention"))
     model.train(bool(train))
     forward_error = None
     emulated = ac_dtype if (emulate and ac_dtype is not None) else None
@@ -1104,6 +1116,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
         forward_error = exc
     if getattr(mapper, "mapped", 0):
         prep_notes.append("the forward pass put tensors on cuda; they went to %s, the trace device" % device)
+    prep_notes.extend(standins_mod.fa4_standin_note(tracer.sinks))
     sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd)
     return sink_list, findings, tracer, forward_error, prep_notes
 

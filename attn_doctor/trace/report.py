@@ -178,8 +178,12 @@ def _message(rid, record, problem, chain, public=None):
         if problem["severity"] == "warning":
             return "%s at %s gets %s inputs (%s): no flash kernel, SDPA falls back to a slower one" % (
                 record["name"], where, "/".join(wide), dtypes)
-        return "%s at %s gets %s inputs (%s); the kernel takes fp16/bf16 only" % (
-            record["name"], where, "/".join(wide), dtypes)
+        return "%s at %s gets %s inputs (%s); the kernel takes fp16/bf16%s only" % (
+            record["name"], where, "/".join(wide), dtypes, " (or fp8)" if record.get("family") == "flash_attn4" else "")
+    if rid == "AD603" and record.get("family") == "flash_attn4":
+        # FlashAttention 4's head dims depend on the architecture: not one limit (its message says which)
+        return "%s at %s: head dims (%s, %s) are not ones FlashAttention 4 takes on this GPU" % (
+            record["name"], where, record["head_dim"], record["head_dim_v"])
     if rid == "AD603":
         return "%s at %s: head dim %s is over the kernel's limit of %d" % (
             record["name"], where, record["head_dim"], sinks.FA2_MAX_HEAD_DIM)

@@ -6,7 +6,8 @@ the kernel's own message (KNOWLEDGE.md section 4). Rule ids:
 
 - AD601 (error/warning): an implicit promotion in the model's code (half in, fp32 out) makes a
   sink input fp32; the finding carries the chain back to it. Severity is that of the failed check.
-- AD602 (error): q, k and v reach the kernel with different dtypes (no promotion found to blame).
+- AD602 (error): q, k and v reach the kernel with different dtypes (no promotion found to blame);
+  FlexAttention (``flex_attention``) too: compiled, it refuses the mix.
 - AD603 (error for flash-attn, warning for SDPA): head dim over the kernel's limit (256).
 - AD604 (error at a half-only kernel, warning at SDPA): fp32 inputs; flash-attn raises, SDPA
   silently falls back to a slower kernel.
@@ -127,7 +128,7 @@ FLASH_ATTN2_CUSTOM_OPS = {
 }
 
 # FlashAttention-3 (hopper/, module flash_attn_interface) and FlashAttention-4 (flash-attn-4,
-# module flash_attn.cute.interface [unverified path]): same (q, k, v, ...) leading arguments.
+# flash_attn.cute, defined in flash_attn.cute.interface): same (q, k, v, ...) leading arguments.
 FLASH_ATTN3 = {
     "flash_attn_func": SinkSpec("flash_attn_interface.flash_attn_func", "flash_attn3", "B,S,H,D", QKV),
     "flash_attn_varlen_func": SinkSpec("flash_attn_interface.flash_attn_varlen_func", "flash_attn3", "T,H,D", QKV),
@@ -142,6 +143,15 @@ FLASH_ATTN4 = {
     "flash_attn_func": SinkSpec("flash_attn.cute.flash_attn_func", "flash_attn4", "B,S,H,D", QKV),
     "flash_attn_varlen_func": SinkSpec("flash_attn.cute.flash_attn_varlen_func", "flash_attn4", "T,H,D", QKV),
 }
+
+
+
+def flex_spec(autocast):
+    """torch.nn.attention.flex_attention.flex_attention(query, key, value, score_mod, block_mask,
+    ...), layout (batch, heads, seq, head_dim). ``autocast``: this torch's flex_attention casts
+    q/k/v to the autocast dtype itself (its higher-order op has an autocast rule in newer torch)."""
+    return SinkSpec("flex_attention", "flex", "B,H,S,D", QKV_LONG, autocast=autocast)
+
 
 XFORMERS = {
     "memory_efficient_attention": SinkSpec("xformers.ops.memory_efficient_attention", "xformers", "B,S,H,D", QKV_LONG),
@@ -199,7 +209,9 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
     problems = []
     dq, dv = head_dims
     widest = max(d for d in (dq, dv, 0) if d is not None)
-    if family in ("flash_attn2", "flash_attn3", "flash_attn4"):
+    if family == "flash_attn4":
+        problems.extend(judge_fa4(dtypes, head_dims, capability))
+    elif family in ("flash_attn2", "flash_attn3"):
         if capability is not None and tuple(capability) < (8, 0):
             problems.append(_problem("AD605", "error", "arch", "FlashAttention only supports Ampere GPUs or newer."))
         if family == "flash_attn3" and capability is not None and tuple(capability) < (9, 0):
@@ -249,6 +261,18 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
                 "AD606", "error", "mask_dtype",
                 "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: "
                 "%s and  query.dtype: %s instead." % (C10_NAMES.get(mask, mask), C10_NAMES.get(q, q))))
+    elif family == "flex":
+        # flex_attention checks no dtypes itself (it lets k/v be of a lower precision than q):
+        # Inductor's lowerings for CPU and for its flash (CuTe) backend refuse a mix, its backward
+        # refuses one on every device (torch/_higher_order_ops/flex_attention.py and Inductor's
+        # backward lowering), eager flex_attention computes in q's dtype.
+        if not (q == k == v):
+            problems.append(_problem(
+                "AD602", "error", "same_dtype",
+                "Mixed query, key, and value dtype is not supported on this platform, got query.dtype: torch.%s, "
+                "key.dtype: torch.%s, and value.dtype: torch.%s. (compiled flex_attention on CPU; its backward on "
+                "any device raises 'Backward pass with mixed query, key, and value dtype is not supported'; eager "
+                "flex_attention computes in q's dtype)" % (q, k, v)))
     elif family in ("xformers", "fla"):
         # Both accept fp32, but not a mix: old fla asserted q.dtype == k.dtype == v.dtype, newer
         # fla computes silently in fp32 (and can overflow shared memory sized for half inputs).
@@ -256,6 +280,54 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
             problems.append(_problem(
                 "AD602", "error", "same_dtype",
                 "q, k and v have different dtypes (query %s, key %s, value %s)" % (q, k, v)))
+    return problems
+
+
+FA4_DTYPES = HALF + ("float8_e4m3fn", "float8_e5m2")
+
+
+def fa4_head_dim_refusal(dq, dv, major, dtype):
+    """FlashAttention 4's head-dim check (flash_attn/cute/interface.py, _validate_head_dims, as of
+    4.0.0b36): its message, or None where the dims pass. It validates SM90 and SM100/SM110 only."""
+    if dq is None or dv is None:
+        return None
+    align = 16 if str(dtype).startswith("float8") else 8  # 16 bytes / element size
+    aligned = dq % align == 0 and dv % align == 0
+    if major == 9:
+        if 8 <= dq <= 256 and 8 <= dv <= 256 and aligned:
+            return None
+        return ("(head_dim, head_dim_v)=(%d, %d) is not supported on SM90. head_dim and head_dim_v must be between "
+                "8 and 256 and divisible by %d." % (dq, dv, align))
+    if major in (10, 11):
+        ok = ((8 <= dq <= 128 and 8 <= dv <= 128) or (dq, dv) in ((192, 128), (256, 256))
+              or ((dq == 64 or dq == dv) and dv == 512))
+        if ok and aligned:
+            return None
+        return ("(head_dim, head_dim_v)=(%d, %d) is not supported on SM100/SM110. head_dim and head_dim_v must be "
+                "between 8 and 128 and divisible by %d, or (192, 128) for DeepSeek, or (256, 256) for hd256."
+                % (dq, dv, align))
+    return None
+
+
+def judge_fa4(dtypes, head_dims, capability):
+    """FlashAttention 4's forward checks in its order (v's dtype, then q/k against v, then the
+    architecture, then the head dims for it), with its AssertionError messages. An unknown
+    capability (meta, CPU) is judged for SM90, the Hopper GPU FlashAttention 4 targets first."""
+    q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    problems = []
+    if v not in FA4_DTYPES:
+        problems.append(_problem("AD604", "error", "dtype", "inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 e5m2"))
+    elif q != v or k != v:
+        problems.append(_problem("AD602", "error", "same_dtype", "q, k, v, and qv must have the same dtype"))
+    major = int(capability[0]) if capability is not None else None
+    if major is not None and major not in (8, 9, 10, 11, 12):
+        problems.append(_problem("AD605", "error", "arch",
+                                 "Unsupported compute capability. Supported: 8.x, 9.x, 10.x, 11.x, 12.x"))
+        return problems
+    refusal = fa4_head_dim_refusal(head_dims[0], head_dims[1], 9 if major is None else major, v)
+    if refusal:
+        problems.append(_problem("AD603", "error", "head_dim", refusal + (
+            " (the GPU's capability is unknown here: judged for SM90; --capability sets it)" if major is None else "")))
     return problems
 
 

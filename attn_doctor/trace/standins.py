@@ -201,6 +201,93 @@ def _dispatch(name, impl, args, kwargs):
     return tracer.sink_call(sinks.FLASH_ATTN2[name], impl, args, kwargs, standin=True)
 
 
+# ---------------------------------------------------------------- FlashAttention 4 stand-in
+
+# flash-attn-4 (flash_attn.cute) compiles CuTe DSL kernels for NVIDIA GPUs: it runs nowhere else
+# (`inputs must be on CUDA device`). Off the GPU, where it is not importable or the inputs are not
+# on CUDA, these enforce its dtype checks with its messages (AssertionError, flash_attn/cute/
+# interface.py of 4.0.0b36: v's dtype first, then q and k against v) and compute the attention
+# with SDPA. Its head-dim and architecture checks depend on the GPU: the tracer judges those.
+STANDIN_FLASH_ATTN_4_VERSION = "4.0.0b36"
+
+
+def _check_fa4(q, k, v):
+    torch = _torch()
+    allowed = [torch.float16, torch.bfloat16] + [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2")
+                                                 if hasattr(torch, n)]
+    if v.dtype not in allowed:
+        raise AssertionError("inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 e5m2")
+    if q.dtype != v.dtype or k.dtype != v.dtype:
+        raise AssertionError("q, k, v, and qv must have the same dtype")
+    if q.shape[-2] % k.shape[-2]:
+        raise AssertionError("num_head must be divisible by num_head_kv")
+
+
+def _fa4_lse(q, want):
+    # FlashAttnFunc returns (out, lse); lse is only computed when asked for or for a backward
+    if not want:
+        return None
+    torch = _torch()
+    return torch.zeros(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
+
+
+def fa4_flash_attn_func(q, k, v, qv=None, gather_kv_indices=None, softmax_scale=None, causal=False,
+                        window_size=(None, None), learnable_sink=None, softcap=0.0, num_splits=1, pack_gqa=None,
+                        deterministic=False, score_mod=None, score_mod_bwd=None, mask_mod=None, aux_tensors=None,
+                        aux_scalars=None, block_sparse_tensors=None, block_sparse_tensors_bwd=None,
+                        return_lse=False, gather_bwd_recompute_p=False, gather_bwd_token_chunk=None):
+    _check_fa4(q, k, v)
+    out = _attend(q, k, v, softmax_scale, causal)
+    return out, _fa4_lse(q, return_lse or any(t.requires_grad for t in (q, k, v)))
+
+
+def fa4_flash_attn_varlen_func(q, k, v, qv=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                               max_seqlen_k=None, min_seqlen_k=None, seqused_q=None, seqused_k=None,
+                               gather_kv_indices=None, page_table=None, softmax_scale=None, causal=False,
+                               window_size=(None, None), learnable_sink=None, softcap=0.0, num_splits=1,
+                               pack_gqa=None, deterministic=False, score_mod=None, score_mod_bwd=None, mask_mod=None,
+                               block_sparse_tensors=None, aux_tensors=None, aux_scalars=None, return_lse=False,
+                               scheduler_metadata=None, seqlen_k_per_split=None, disable_scheduler_metadata=False,
+                               gather_bwd_recompute_p=False, gather_bwd_token_chunk=None):
+    _check_fa4(q, k, v)
+    if q.dim() == 4:
+        return fa4_flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal, return_lse=return_lse)
+    out = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
+    lse = None
+    if return_lse or any(t.requires_grad for t in (q, k, v)):
+        lse = _torch().zeros(q.shape[1], q.shape[0], dtype=_torch().float32, device=q.device)
+    return out, lse
+
+
+FA4_RUNNERS = {"flash_attn_func": fa4_flash_attn_func, "flash_attn_varlen_func": fa4_flash_attn_varlen_func}
+
+
+def _fa4_standin(name):
+    runner = FA4_RUNNERS[name]
+
+    def fn(*args, **kwargs):
+        tracer = state.ACTIVE[0]
+        if tracer is None:
+            return runner(*args, **kwargs)
+        return tracer.sink_call(sinks.FLASH_ATTN4[name], runner, args, kwargs, standin=True)
+
+    fn.__name__ = name
+    fn.__wrapped__ = runner  # inspect.signature sees flash-attn-4's parameters
+    return fn
+
+
+def make_flash_attn_4_standin():
+    cute = _module("flash_attn.cute", is_package=True)
+    iface = _module("flash_attn.cute.interface")
+    cute.__version__ = STANDIN_FLASH_ATTN_4_VERSION
+    for name in FA4_RUNNERS:
+        fn = _fa4_standin(name)
+        setattr(cute, name, fn)
+        setattr(iface, name, fn)
+    cute.interface = iface
+    return {"flash_attn.cute": cute, "flash_attn.cute.interface": iface}
+
+
 # ---------------------------------------------------------------- flash_attn.bert_padding
 
 # Pure PyTorch in flash-attn itself (flash_attn/bert_padding.py); transformers imports it next to
@@ -343,18 +430,66 @@ def install_standins():
     mod = sys.modules.get("flash_attn")
     if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
         return notes
+    # FlashAttention 4 first, found without importing it (its import costs seconds): flash-attn-4
+    # alone installs flash_attn/cute/ in a namespace package flash_attn, which the flash_attn
+    # stand-in below replaces; the folders holding cute/ then stay its __path__.
+    fa4_paths = _fa4_locations()
     ok, reason = _importable("flash_attn")
     if not ok:
         for key in list(sys.modules):  # a half-imported broken package must not shadow the stand-in
-            if key == "flash_attn" or key.startswith("flash_attn."):
+            if (key == "flash_attn" or key.startswith("flash_attn.")) and not (
+                    fa4_paths and (key == "flash_attn.cute" or key.startswith("flash_attn.cute."))):
                 del sys.modules[key]
-        sys.modules.update(make_flash_attn_standin())
+        modules = make_flash_attn_standin()
+        modules["flash_attn"].__path__ = fa4_paths
+        if "flash_attn.cute" in sys.modules:  # FlashAttention 4 imported already: the same modules
+            modules["flash_attn"].cute = sys.modules["flash_attn.cute"]
+        sys.modules.update(modules)
         _install_distribution()
         _INSTALLED["flash_attn"] = "standin"
         notes.append(
             "flash_attn %s here; using a stand-in that enforces flash-attn %s's checks and messages"
             % ("does not import (" + reason + ")" if reason else "is not installed", STANDIN_FLASH_ATTN_VERSION))
+    if not fa4_paths:
+        _install_flash_attn_4_standin()
     return notes
+
+
+def _fa4_locations():
+    """The folders of the installed flash_attn package that hold flash-attn-4's cute/ subpackage
+    (an installed FlashAttention 4, importable or not: its import says which)."""
+    try:
+        spec = importlib.util.find_spec("flash_attn")
+    except (ImportError, ValueError):
+        return []
+    locations = list(getattr(spec, "submodule_search_locations", None) or ()) if spec is not None else []
+    return [p for p in locations if os.path.isfile(os.path.join(p, "cute", "__init__.py"))]
+
+
+def _install_flash_attn_4_standin():
+    mod = sys.modules.get("flash_attn.cute")
+    if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
+        return
+    parent = sys.modules.get("flash_attn")
+    for key in list(sys.modules):
+        if key == "flash_attn.cute" or key.startswith("flash_attn.cute."):
+            del sys.modules[key]
+    modules = make_flash_attn_4_standin()
+    sys.modules.update(modules)
+    if parent is not None:
+        parent.cute = modules["flash_attn.cute"]
+    # said only by a trace that called it (fa4_standin_note): most models never import flash_attn.cute
+    _INSTALLED["flash_attn.cute"] = (
+        "flash_attn.cute (FlashAttention 4) is not installed here; used a stand-in that enforces flash-attn-4 %s's "
+        "dtype checks and messages (its head-dim and GPU checks are judged by the tracer)" % STANDIN_FLASH_ATTN_4_VERSION)
+
+
+def fa4_standin_note(sink_records):
+    """The note on FlashAttention 4's stand-in, for a trace whose model called it."""
+    note = _INSTALLED.get("flash_attn.cute")
+    if note and any(r.get("standin") and r.get("family") == "flash_attn4" for r in sink_records):
+        return [note]
+    return []
 
 
 def remove_standins():
@@ -362,7 +497,11 @@ def remove_standins():
         mod = sys.modules[key]
         if (key == "flash_attn" or key.startswith("flash_attn.")) and getattr(mod, "__attn_doctor_standin__", False):
             del sys.modules[key]
+    parent = sys.modules.get("flash_attn")
+    if parent is not None and getattr(getattr(parent, "cute", None), "__attn_doctor_standin__", False):
+        del parent.cute
     _INSTALLED.pop("flash_attn", None)
+    _INSTALLED.pop("flash_attn.cute", None)
     _remove_distribution()
 
 
@@ -373,12 +512,14 @@ def standin_installed():
 # ---------------------------------------------------------------- wrappers of real libraries
 
 
-def _make_wrapper(spec, original):
+def _make_wrapper(spec, original, runner=None):
+    """A sink wrapper: inert outside a trace; in one, the call is recorded and judged, then run by
+    ``runner(args, kwargs)``'s answer (default: the original)."""
     def wrapper(*args, **kwargs):
         tracer = state.ACTIVE[0]
         if tracer is None:
             return original(*args, **kwargs)
-        return tracer.sink_call(spec, original, args, kwargs)
+        return tracer.sink_call(spec, original if runner is None else runner(args, kwargs), args, kwargs)
 
     wrapper.__wrapped__ = original
     wrapper.__name__ = getattr(original, "__name__", "wrapper")
@@ -397,14 +538,50 @@ def rebind(replacements):
     for name, mod in list(sys.modules.items()):
         if mod is None or name.startswith("torch") or name.startswith("attn_doctor"):
             continue
-        d = getattr(mod, "__dict__", None)
-        if not isinstance(d, dict):
+        count += _repoint(getattr(mod, "__dict__", None), ids)
+    return count
+
+
+def _compiled_original(value):
+    """The function a ``torch.compile(fn)`` wrapper compiles, else None."""
+    if isinstance(value, types.FunctionType):
+        return value.__dict__.get("_torchdynamo_orig_callable")
+    return None
+
+
+def _repoint(d, ids):
+    """In one namespace, point every original, and every torch.compile'd wrapper of one, at its
+    wrapper: the trace runs eagerly (compiling cannot run under the tracer's TorchFunctionMode)."""
+    if not isinstance(d, dict):
+        return 0
+    count = 0
+    for key, value in list(d.items()):
+        new = ids.get(id(value))
+        if new is None:
+            compiled = _compiled_original(value)
+            new = ids.get(id(compiled)) if compiled is not None else None
+        if new is not None and value is not new:
+            d[key] = new
+            count += 1
+    return count
+
+
+def rebind_model(model, replacements):
+    """The model's own attributes that hold an original (``self.attend = flex_attention`` or its
+    torch.compile'd wrapper, stored before the trace wrapped it), and the globals its forward
+    methods read (a model file loaded by path is in no sys.modules entry rebind() walks)."""
+    if not replacements or model is None or not hasattr(model, "modules"):
+        return 0
+    ids = {id(orig): new for orig, new in replacements}
+    count, seen = 0, set()
+    for m in model.modules():
+        count += _repoint(getattr(m, "__dict__", None), ids)
+        if type(m).__module__.startswith("torch"):
             continue
-        for key, value in list(d.items()):
-            new = ids.get(id(value))
-            if new is not None and value is not new:
-                d[key] = new
-                count += 1
+        namespace = getattr(getattr(type(m), "forward", None), "__globals__", None)
+        if isinstance(namespace, dict) and id(namespace) not in seen:
+            seen.add(id(namespace))
+            count += _repoint(namespace, ids)
     return count
 
 
@@ -418,6 +595,26 @@ def _wrap_module_functions(modname, table):
         if orig is None or getattr(orig, "__attn_doctor_wrapper__", False):
             continue
         pairs.append((orig, _make_wrapper(spec, orig)))
+    return pairs
+
+
+def _wrap_fa4(modname):
+    """The real flash-attn-4: on CUDA tensors it runs; elsewhere (meta, CPU) it cannot (`inputs
+    must be on CUDA device`), so the stand-in's checks and SDPA run in its place."""
+    mod = sys.modules.get(modname)
+    if mod is None or getattr(mod, "__attn_doctor_standin__", False):
+        return []
+    pairs = []
+    for fname, spec in sinks.FLASH_ATTN4.items():
+        orig = getattr(mod, fname, None)
+        if orig is None or getattr(orig, "__attn_doctor_wrapper__", False):
+            continue
+
+        def runner(args, kwargs, _orig=orig, _spec=spec, _standin=FA4_RUNNERS[fname]):
+            q = _spec.tensors(args, kwargs).get("q")
+            return _orig if getattr(getattr(q, "device", None), "type", None) == "cuda" else _standin
+
+        pairs.append((orig, _make_wrapper(spec, orig, runner)))
     return pairs
 
 
@@ -531,29 +728,76 @@ def wrap_transformers_eager():
     return len(pairs)
 
 
-def wrap_installed():
+def _flex_run(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False, return_lse=False,
+              kernel_options=None, *, return_aux=None):
+    """flex_attention for the trace: SDPA with flex's output dtype (q's) and shapes. The real one
+    compiles itself (torch.compile inside its eager path), which cannot run under the tracer's
+    TorchFunctionMode, nor at all on meta. score_mod and block_mask change values, not dtypes, so
+    they are not applied."""
+    torch = _torch()
+    F = torch.nn.functional
+    k, v = key.to(query.dtype), value.to(query.dtype)
+    if enable_gqa and k.shape[-3] != query.shape[-3]:
+        k = k.repeat_interleave(query.shape[-3] // k.shape[-3], dim=-3)
+        v = v.repeat_interleave(query.shape[-3] // v.shape[-3], dim=-3)
+    out = F.scaled_dot_product_attention(query, k, v, scale=scale)
+    if not (return_lse or return_aux is not None):
+        return out
+    lse = torch.zeros(query.shape[:-1], dtype=torch.float32, device=query.device)
+    if return_aux is None:
+        return out, lse
+    from torch.nn.attention.flex_attention import AuxOutput
+
+    return out, AuxOutput(lse=lse if getattr(return_aux, "lse", False) else None,
+                          max_scores=lse.clone() if getattr(return_aux, "max_scores", False) else None)
+
+
+def wrap_flex():
+    """FlexAttention (torch >= 2.5) is a Python function, not a torch function the tracer's mode
+    sees: wrap it where it is defined, and every module that imported it by name."""
+    mod = sys.modules.get("torch.nn.attention.flex_attention")
+    orig = getattr(mod, "flex_attention", None) if mod is not None else None
+    if orig is None:
+        return []
+    if getattr(orig, "__attn_doctor_wrapper__", False):
+        # an earlier trace in this process wrapped it: torch.compile'd wrappers of the wrapper,
+        # made since, still need re-pointing
+        return [(orig.__wrapped__, orig), (orig, orig)]
+    hop = sys.modules.get("torch._higher_order_ops.flex_attention")
+    spec = sinks.flex_spec(autocast=hasattr(hop, "_autocast_cast"))
+    wrapper = _make_wrapper(spec, orig, lambda args, kwargs: _flex_run)
+    mod.flex_attention = wrapper
+    return [(orig, wrapper), (wrapper, wrapper)]
+
+
+def wrap_installed(model=None):
     """At trace start (the model's modules are imported by now): wrap what is loaded."""
     notes = []
     pairs = []
     pairs += _wrap_module_functions("flash_attn", sinks.FLASH_ATTN2)
     pairs += _wrap_module_functions("flash_attn.flash_attn_interface", sinks.FLASH_ATTN2)
     pairs += _wrap_module_functions("flash_attn_interface", sinks.FLASH_ATTN3)
-    pairs += _wrap_module_functions("flash_attn.cute", sinks.FLASH_ATTN4)
-    pairs += _wrap_module_functions("flash_attn.cute.interface", sinks.FLASH_ATTN4)
+    pairs += _wrap_fa4("flash_attn.cute")
+    pairs += _wrap_fa4("flash_attn.cute.interface")
     pairs += _wrap_module_functions("xformers.ops", sinks.XFORMERS)
     pairs += _wrap_module_functions("xformers.ops.fmha", sinks.XFORMERS)
     if "fla" in sys.modules:
         pairs += wrap_fla()
+    flex = wrap_flex()
     # Patch the defining modules first, then every alias.
     for orig, new in pairs:
         modname = getattr(orig, "__module__", None)
         mod = sys.modules.get(modname) if modname else None
         if mod is not None and getattr(mod, getattr(orig, "__name__", ""), None) is orig:
             setattr(mod, orig.__name__, new)
-    rebind(pairs)
+    rebind(pairs + flex)
+    rebind_model(model, pairs + flex)
     n = wrap_transformers() + wrap_transformers_eager()
     if pairs:
         notes.append("wrapped %d attention functions of installed libraries" % len(pairs))
+    if flex:
+        notes.append("flex_attention runs as SDPA in the trace (its dtypes and shapes; score_mod and block_mask "
+                     "are not applied): compiling it cannot run under the tracer")
     if n:
         notes.append("wrapped %d transformers attention implementations" % n)
     return notes

@@ -163,3 +163,35 @@ def test_the_triton_torch_pins_is_installed_as_it_is():
     # a triton that torch does not pin still means moving torch
     plan = build_plan(_report(facts, Remedy(kind="pip", requirement="triton>=3.2", summary="s")), Options(), {"torch_triton": {**PINS, "2.6": "3.2.0"}})
     assert plan.actions[0].requirement == "torch>=2.6" and plan.actions[0].status == "blocked"
+
+
+def _fa4_plan(cuda: str, libs: list, **more):
+    """check's rules and fix's plan on an H100 with flash-attn-4 and these CuTe DSL libraries."""
+    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.rules.fixtures import build_facts
+    from attn_doctor.rules.loader import load_recipes
+    from attn_doctor.rules.model import FixtureRef
+
+    packages = {"packages.flash-attn-4": {"version": "4.0.0b36"}}
+    packages.update({f"packages.{name}": {"version": "4.8.1"} for name in libs})
+    facts = build_facts(FixtureRef(base="h100", set={"torch.cuda": cuda, **packages, **more}))
+    facts.platform.externally_managed = False
+    recipes = load_recipes()
+    report = Report(source="probed", facts=facts, results=[r for r in evaluate(recipes, facts) if r.rule in ("AD309", "AD321")])
+    return build_plan(report, Options(), recipes.data)
+
+
+def test_fa4_is_installed_with_the_dsl_libraries_of_torchs_cuda():
+    # torch for CUDA 13 beside the CUDA 12 DSL libraries a plain `pip install flash-attn-4` brings
+    (action,) = _fa4_plan("13.0", ["nvidia-cutlass-dsl-libs-cu12"]).actions
+    assert action.rule == "AD321" and action.status == "planned", action
+    assert action.argv[-1] == "flash-attn-4[cu13]" and "--upgrade" in action.argv
+    # torch for CUDA 12 beside only the CUDA 13 libraries: the plain install (4.0.0b36 has no cu12 extra)
+    (action,) = _fa4_plan("12.8", ["nvidia-cutlass-dsl-libs-cu13"]).actions
+    assert action.rule == "AD321" and action.argv[-1] == "flash-attn-4", action
+    # the right libraries: nothing to do
+    assert not _fa4_plan("13.0", ["nvidia-cutlass-dsl-libs-cu12", "nvidia-cutlass-dsl-libs-cu13"]).actions
+    # the right libraries and still no import (AD309): the install for torch's CUDA too
+    broken = {"imports.flash_attn_4": {"status": "error", "error": {"type": "ModuleNotFoundError", "message": "No module named 'cutlass'", "kind": "other"}}}
+    (action,) = _fa4_plan("13.0", ["nvidia-cutlass-dsl-libs-cu13"], **broken).actions
+    assert action.rule == "AD309" and action.argv[-1] == "flash-attn-4[cu13]", action
