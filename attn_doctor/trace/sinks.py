@@ -265,14 +265,16 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
         # flex_attention checks no dtypes itself (it lets k/v be of a lower precision than q):
         # Inductor's lowerings for CPU and for its flash (CuTe) backend refuse a mix, its backward
         # refuses one on every device (torch/_higher_order_ops/flex_attention.py and Inductor's
-        # backward lowering), eager flex_attention computes in q's dtype.
+        # backward lowering). Compiled for CUDA, and eager, the forward computes in q's dtype, so a
+        # float32 q gives a float32 output that the next half-precision layer refuses.
         if not (q == k == v):
             problems.append(_problem(
                 "AD602", "error", "same_dtype",
                 "Mixed query, key, and value dtype is not supported on this platform, got query.dtype: torch.%s, "
                 "key.dtype: torch.%s, and value.dtype: torch.%s. (compiled flex_attention on CPU; its backward on "
-                "any device raises 'Backward pass with mixed query, key, and value dtype is not supported'; eager "
-                "flex_attention computes in q's dtype)" % (q, k, v)))
+                "any device raises 'Backward pass with mixed query, key, and value dtype is not supported'; on CUDA "
+                "and eager the forward computes in q's dtype, and the next half-precision layer then raises 'mat1 "
+                "and mat2 must have the same dtype')" % (q, k, v)))
     elif family in ("xformers", "fla"):
         # Both accept fp32, but not a mix: old fla asserted q.dtype == k.dtype == v.dtype, newer
         # fla computes silently in fp32 (and can overflow shared memory sized for half inputs).
