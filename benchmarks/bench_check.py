@@ -43,7 +43,7 @@ for name in ("torch", "transformers"):
         out.append("%s %s bytecode" % (name, "with" if pyc else "WITHOUT"))
 print(", ".join(out))
 """
-WARM_BYTECODE = None  # a cache folder whose bytecode (pycache/) the "verdict only" cold rows reuse
+WARM_BYTECODE = None  # this run's folder, whose bytecode (home/attn-doctor/pycache) the "verdict only" cold rows reuse
 
 
 def wall(argv: list[str]) -> float:
@@ -53,10 +53,14 @@ def wall(argv: list[str]) -> float:
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="attn-doctor-cold-")
-        if argv[-1] == "--cold-verdict" and WARM_BYTECODE and os.path.isdir(os.path.join(WARM_BYTECODE, "pycache")):
-            shutil.copytree(os.path.join(WARM_BYTECODE, "pycache"), os.path.join(folder, "pycache"))
+        # The user's own cache folder (XDG_CACHE_HOME) holds the bytecode, the cache folder the
+        # verdicts: both empty for a cold check; "verdict only" starts with this run's bytecode.
+        home = os.path.join(folder, "home")
+        warm = os.path.join(WARM_BYTECODE or "", "home", "attn-doctor", "pycache")
+        if argv[-1] == "--cold-verdict" and WARM_BYTECODE and os.path.isdir(warm):
+            shutil.copytree(warm, os.path.join(home, "attn-doctor", "pycache"))
         argv = argv[:-1]
-        env = dict(ENV, ATTN_DOCTOR_CACHE_DIR=folder)
+        env = dict(ENV, ATTN_DOCTOR_CACHE_DIR=os.path.join(folder, "cache"), XDG_CACHE_HOME=home)
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
     elapsed = time.perf_counter() - start
@@ -87,7 +91,9 @@ def main() -> None:
     import tempfile
 
     WARM_BYTECODE = tempfile.mkdtemp(prefix="attn-doctor-bench-")
-    os.environ["ATTN_DOCTOR_CACHE_DIR"] = ENV["ATTN_DOCTOR_CACHE_DIR"] = WARM_BYTECODE  # "whole": this run's own cache
+    # "whole": this run's own cache folder, and its own user cache folder for the bytecode
+    os.environ["ATTN_DOCTOR_CACHE_DIR"] = ENV["ATTN_DOCTOR_CACHE_DIR"] = os.path.join(WARM_BYTECODE, "cache")
+    os.environ["XDG_CACHE_HOME"] = ENV["XDG_CACHE_HOME"] = os.path.join(WARM_BYTECODE, "home")
     probe = subprocess.run([args.python, "-c", "import importlib.util as u; print(u.find_spec('transformers') is not None)"],
                            capture_output=True, text=True, check=False)
     if probe.stdout.strip() == "True":

@@ -36,13 +36,20 @@ def stderr_console():
 
 def fail(message: str, code: int = 2) -> "typer.Exit":
     """Print `attn-doctor: error: MESSAGE` on stderr (one line); return the Exit to raise."""
-    stderr_console().print(f"[bold red]attn-doctor: error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+    _say("attn-doctor: error:", "bold red", message)
     return typer.Exit(code)
 
 
 def warn(message: str) -> None:
     """Print `attn-doctor: warning: MESSAGE` on stderr (one line); the command goes on."""
-    stderr_console().print(f"[bold yellow]attn-doctor: warning:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+    _say("attn-doctor: warning:", "bold yellow", message)
+
+
+def _say(label: str, style: str, message: str) -> None:
+    # Text, never markup: a message quotes paths, names and values from outside as they are.
+    from rich.text import Text
+
+    stderr_console().print(Text.assemble((label, style), " " + message), highlight=False, soft_wrap=True)
 
 
 def note(message: str) -> None:

@@ -112,7 +112,9 @@ def collect_facts(
     smoke_key: Optional[str] = None
     smoke_hit: Optional[dict] = None
     if not quick:
-        child_env = _bytecode_env(env_data, cache_root)
+        child_env, bytecode_note = _bytecode_env(env_data)
+        if bytecode_note is not None:
+            probes.append(bytecode_note)
         no_torch = env_data is not None and "torch" in (env_data.get("modules") or {}) and env_data["modules"]["torch"] is None
         if sample and not no_torch:  # without torch there is no forward pass to judge (said below)
             samples = SampleVerdict(python, _sample_config(_weakest_capability(gpu)), timeout, use_cache, cache_root, note, child_env)
@@ -230,21 +232,28 @@ def _boot_id() -> str:
         return ""
 
 
-def _bytecode_env(env_data: Optional[dict], cache_root: Optional[str]) -> dict:
+def _bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
     """Where the target's torch or transformers cannot be imported from the bytecode beside them
     (uv installs without it; PIP_NO_COMPILE; a read-only site-packages; an image whose build touched
     the sources after compiling them), every probe child would compile them from source, every
     check (on a 2-core CPU: 2 s of torch's 4 s import, 5 s of the transformers sample's 8.5 s). The
-    children then keep their bytecode in the cache folder (PYTHONPYCACHEPREFIX), shared like the
-    verdicts; never in the target's site-packages."""
+    children then keep their bytecode in a folder only this user can write (PYTHONPYCACHEPREFIX,
+    attn_doctor/bytecode.py): never in the target's site-packages, never in a shared cache folder,
+    whose bytecode another user could forge. Where there is no such folder: compiled every time,
+    and a note (a skipped "bytecode" probe) says why."""
     if os.environ.get("PYTHONPYCACHEPREFIX"):
-        return {}
+        return {}, None
     modules = (env_data or {}).get("modules") or {}
     bytecode = (env_data or {}).get("bytecode") or {}
     states = [bytecode.get(name, "unknown") for name in ("torch", "transformers") if modules.get(name)]
     if all(state in ("fresh", None) for state in states):  # None: no Python sources to compile
-        return {}
-    return {"PYTHONPYCACHEPREFIX": str(cache.cache_dir(cache_root) / "pycache")}
+        return {}, None
+    from ..bytecode import private_pycache
+
+    folder, why = private_pycache()
+    if folder is None:
+        return {}, ProbeRun(name="bytecode", status="skipped", error=f"{why}: the probes compile torch on every check")
+    return {"PYTHONPYCACHEPREFIX": folder}, None
 
 
 def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = None) -> Optional[str]:
@@ -403,7 +412,9 @@ def prepare_samples(python: Optional[str], capabilities: list[Optional[str]], ti
     facts = Facts()
     _apply_environment(facts, env_data)
     verdicts = []
-    child_env = _bytecode_env(env_data, cache_root)
+    child_env, bytecode_note = _bytecode_env(env_data)
+    if bytecode_note is not None:
+        note(bytecode_note.error)
     for capability in capabilities:
         verdict = SampleVerdict(python, _sample_config(capability), timeout, use_cache, cache_root, note, child_env)
         verdict.start(sample_key(python, facts, env_data, verdict.config))
