@@ -200,7 +200,8 @@ def test_a_holder_killed_mid_computation_does_not_block_the_others(tmp_path):
 HOLDER = textwrap.dedent("""
     import sys, time
     from attn_doctor import cache
-    flight = cache.Flight("samples", sys.argv[1])
+    inputs = cache.inputs_of(name=sys.argv[1])  # a key as a check makes one: from the inputs its entry records
+    flight = cache.Flight("samples", cache.key("samples", **inputs), inputs=inputs)
     assert flight.claim()
     print("claimed", flush=True)
     command = sys.stdin.readline().strip()
@@ -214,7 +215,8 @@ HOLDER = textwrap.dedent("""
 WAITER = textwrap.dedent("""
     import json, sys, time
     from attn_doctor import cache
-    flight = cache.Flight("samples", sys.argv[1])
+    inputs = cache.inputs_of(name=sys.argv[1])  # a key as a check makes one: from the inputs its entry records
+    flight = cache.Flight("samples", cache.key("samples", **inputs), inputs=inputs)
     start = time.monotonic()
     claimed = flight.claim()
     outcome = None if claimed else flight.wait(float(sys.argv[2]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -132,3 +133,234 @@ def test_check_says_in_one_line_when_no_private_bytecode_folder_can_be_had(tmp_p
     assert len(notes) == 1 and "can be written by others" in notes[0], proc.stdout
     assert not list((private / "attn-doctor" / "pycache").rglob("*.pyc"))
     assert not (shared / "pycache").exists()
+
+
+# ---------------------------------------------------------------- whose cache entries are believed
+
+NOBODY = 65534
+
+
+def _shared_folder(mode: int = 0o777) -> Path:
+    """A cache folder other users can reach and write, outside pytest's private tmp folder (0700)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="attn-doctor-shared-"))
+    folder.chmod(mode)
+    return folder
+
+
+def _write_as(uid: int, path: Path, doc: dict) -> None:
+    """Write an entry as another real user, the way any process of theirs would (aside, renamed)."""
+    if os.geteuid() != 0:
+        pytest.skip("writing as another uid needs root")
+    proc = subprocess.run(["sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1.tmp" && mv -f "$1.tmp" "$1"', "sh", str(path)],
+                          input=json.dumps(doc), text=True, capture_output=True, user=uid, group=uid, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert path.stat().st_uid == uid
+
+
+def _verdict(message: str = "the real verdict") -> dict:
+    return {"status": "ok", "verdict": "warning", "dtype": "bfloat16", "findings": [{"id": "AD601", "message": message}]}
+
+
+def _stored(root: Path, **inputs) -> tuple[str, dict]:
+    from attn_doctor import cache
+
+    inputs = cache.inputs_of(**inputs)
+    digest = cache.key("samples", **inputs)
+    flight = cache.Flight("samples", digest, root, inputs=inputs)
+    assert flight.claim()
+    entry = flight.store(_verdict())
+    (Path(root) / "samples").chmod(0o777 | ((Path(root) / "samples").stat().st_mode & 0o2000))  # everyone's, as on a cluster
+    return digest, entry
+
+
+def test_a_verdict_forged_by_another_uid_is_ignored_and_recomputed(tmp_path):
+    from attn_doctor import cache
+    from attn_doctor.facts import DtypePath
+
+    root = _shared_folder()
+    try:
+        digest, entry = _stored(root, python="/x/bin/python", packages=["torch==2.13.0"])
+        assert entry["writer"]["uid"] == os.geteuid() and entry["writer"]["host"]
+        assert cache.Flight("samples", digest, root, schema=DtypePath).cached()["nonce"] == entry["nonce"]
+        # Another user of the shared folder replaces it: a whole, valid entry of that key...
+        forged = dict(entry, nonce="f" * 16, value=_verdict("all is well, nothing to fix"))
+        _write_as(NOBODY, root / "samples" / f"{digest}.json", forged)
+        flight = cache.Flight("samples", digest, root, schema=DtypePath)
+        assert flight.cached() is None  # ...not believed: this process computes the verdict itself
+        assert flight.ignored == [f"ignored samples entry {digest}.json: written by uid {NOBODY}: not you, root or the cache "
+                                  "folder's owner; computed here instead"]
+        # Its failure records are not believed either (they would end a wait with their error).
+        _write_as(NOBODY, root / "samples" / f"{digest}.failed.json", dict(forged, error="go away"))
+        assert cache.Flight("samples", digest, root)._failure() is None
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_group_trust_believes_members_of_a_setgid_cache_folders_group():
+    # A cluster's admins make the shared folder setgid to a group of its users: with
+    # `--cache-trust group` (or ATTN_DOCTOR_CACHE_TRUST=group) their entries are believed.
+    from attn_doctor import cache
+
+    if os.geteuid() != 0:
+        pytest.skip("writing as another uid needs root")
+    root = _shared_folder()
+    try:
+        os.chown(root, -1, NOBODY)  # nobody's own group: nobody is a member
+        root.chmod(0o2777)
+        digest, entry = _stored(root, python="/y/bin/python")
+        _write_as(NOBODY, root / "samples" / f"{digest}.json", dict(entry, nonce="e" * 16))
+        assert cache.Flight("samples", digest, root).cached() is None  # owner trust: not believed
+        assert cache.Flight("samples", digest, root, trust="group").cached()["nonce"] == "e" * 16
+        os.environ[cache.TRUST_ENV] = "group"
+        try:
+            assert cache.Flight("samples", digest, root).cached() is not None
+        finally:
+            del os.environ[cache.TRUST_ENV]
+        root.chmod(0o0777)  # not setgid: the group means nothing, the entry is not believed
+        assert cache.Flight("samples", digest, root, trust="group").cached() is None
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_an_entry_is_believed_only_whole(tmp_path):
+    # Even from a trusted writer (this user): the key must follow from the entry's own inputs (an
+    # entry renamed onto another key is not that key's), the value must be a verdict, the file a
+    # regular file of bounded size.
+    from attn_doctor import cache
+    from attn_doctor.facts import DtypePath
+
+    digest_a, entry_a = _stored(tmp_path, python="/a")
+    digest_b, _ = _stored(tmp_path, python="/b")
+    folder = tmp_path / "samples"
+
+    def believed(digest, doc=None, raw=None):
+        path = folder / f"{digest}.json"
+        path.unlink()
+        if raw is not None:
+            path.write_bytes(raw)
+        elif doc is not None:
+            path.write_text(json.dumps(doc))
+        flight = cache.Flight("samples", digest, tmp_path, schema=DtypePath)
+        return flight.cached() is not None, " ".join(flight.ignored)
+
+    assert believed(digest_b, dict(entry_a)) == (False, f"ignored samples entry {digest_b}.json: its key is not its name; computed here instead")
+    assert "inputs do not give its key" in believed(digest_b, dict(entry_a, key=digest_b))[1]
+    assert "inputs do not give its key" in believed(digest_a, dict(entry_a, inputs=None))[1]
+    assert "not a DtypePath" in believed(digest_a, dict(entry_a, value={"status": 7}))[1]
+    assert "malformed" in believed(digest_a, dict(entry_a, by="x" * 10_000))[1]
+    assert "over the" in believed(digest_a, raw=b" " * (cache.MAX_ENTRY_BYTES + 1))[1]
+    assert "not JSON" in believed(digest_a, raw=b"\x1b]0;title\x07")[1]
+    (folder / f"{digest_a}.json").unlink()
+    (folder / "elsewhere.json").write_text(json.dumps(entry_a))
+    (folder / f"{digest_a}.json").symlink_to(folder / "elsewhere.json")
+    assert cache.Flight("samples", digest_a, tmp_path).cached() is None
+    (folder / f"{digest_a}.json").unlink()
+    (folder / f"{digest_a}.json").write_text(json.dumps(entry_a))
+    assert believed(digest_a, dict(entry_a)) == (True, "")
+
+
+def test_cache_trust_setting_is_validated(tmp_path):
+    env = dict(os.environ, ATTN_DOCTOR_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--quick", "--cache-trust", "everyone"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "--cache-trust everyone: cache trust must be one of owner, group" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--quick"], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(env, ATTN_DOCTOR_CACHE_TRUST="all"), timeout=60)
+    assert proc.returncode == 2 and "$ATTN_DOCTOR_CACHE_TRUST: cache trust must be one of owner, group, not 'all'" in proc.stderr
+
+
+def _python_for(uid: int) -> "list[str] | None":
+    """An interpreter `uid` may run that imports attn-doctor and its dependencies from here (this
+    venv's own may sit in a folder only root can enter), or None."""
+    import sysconfig
+
+    path = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for python in dict.fromkeys([sys.executable, os.path.realpath(sys.executable), f"/usr/bin/python{minor}"]):
+        try:
+            proc = subprocess.run([python, "-c", "import msgspec, attn_doctor.cache"], capture_output=True, cwd="/",
+                                  env=dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1"), user=uid, group=uid, timeout=30)
+        except OSError:
+            continue
+        if proc.returncode == 0:
+            return [python, path]
+    return None
+
+
+READ = """
+import json, sys
+from attn_doctor import cache
+from attn_doctor.facts import DtypePath
+flight = cache.Flight("samples", sys.argv[1], sys.argv[2], schema=DtypePath)
+entry = flight.cached()
+print(json.dumps({"nonce": entry and entry["nonce"], "ignored": flight.ignored}))
+"""
+
+
+def test_a_reader_of_another_uid_believes_the_images_entries_and_no_one_elses(monkeypatch):
+    # `check --prepare` in an image build runs as the image's owner (root): a check at run time,
+    # as whichever user the container runs, believes those entries (root's, the folder owner's),
+    # and not one that a third user slipped in. The reader runs as `nobody` where it can.
+    from attn_doctor import cache
+
+    if os.geteuid() != 0:
+        pytest.skip("writing as another uid needs root")
+    root = _shared_folder(0o755)  # the image's folder: its owner's
+    try:
+        digest, entry = _stored(root, python="/image/bin/python")
+        other_digest, other_entry = _stored(root, python="/image/bin/python", capability="9.0")
+        _write_as(4242, root / "samples" / f"{other_digest}.json", dict(other_entry, nonce="d" * 16))
+        runner = _python_for(NOBODY)
+        if runner is not None:
+            def read(d):
+                proc = subprocess.run([runner[0], "-c", READ, d, str(root)], capture_output=True, text=True, cwd="/", timeout=60,
+                                      env=dict(os.environ, PYTHONPATH=runner[1], PYTHONDONTWRITEBYTECODE="1"), user=NOBODY, group=NOBODY)
+                assert proc.returncode == 0, proc.stderr
+                return json.loads(proc.stdout)
+        else:  # no interpreter `nobody` may run: only the reader's uid is faked, at the owner check
+            monkeypatch.setattr(cache.os, "geteuid", lambda: NOBODY)
+
+            def read(d):
+                flight = cache.Flight("samples", d, root)
+                found = flight.cached()
+                return {"nonce": found and found["nonce"], "ignored": flight.ignored}
+        assert read(digest) == {"nonce": entry["nonce"], "ignored": []}
+        seen = read(other_digest)
+        assert seen["nonce"] is None and "written by uid 4242" in seen["ignored"][0]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- outside text on the terminal
+
+
+def test_check_from_report_and_explain_print_outside_text_inert(tmp_path):
+    # A recorded report carrying a terminal retitle (OSC 0), a clipboard write (OSC 52), a colour
+    # and a right-to-left override: shown escaped, not obeyed; the JSON keeps them as they are.
+    report = json.loads((ROOT / "tests" / "fixtures" / "facts" / "t4.json").read_text())
+    facts = report.get("facts", report)
+    hostile = "Tesla T4 [reverse]\x1b]0;retitled\x07\x1b]52;c;ZXZpbA==\x07\x1b[31m\u202eevil"
+    for device in facts["gpu"]["devices"] + facts.get("torch", {}).get("devices", []):
+        device["name"] = hostile
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    env = dict(os.environ, FORCE_COLOR="1", COLUMNS="300")
+    human = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--from-report", str(path)], capture_output=True, text=True,
+                           cwd=ROOT, env=env, timeout=60)
+    assert human.returncode in (0, 1), human.stderr
+    assert "GPU: Tesla T4 [reverse]\\x1b]0;retitled\\x1b]52;c;ZXZpbA==\\x1b[31m\\u202eevil" in re.sub("\x1b\\[[0-9;]*m", "", human.stdout)
+    assert "\u202e" not in human.stdout and not re.search("\x1b(?!\\[[0-9;]*m)", human.stdout)
+    as_json = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--from-report", str(path), "--json"], capture_output=True,
+                             text=True, cwd=ROOT, env=env, timeout=60)
+    assert json.loads(as_json.stdout)["facts"]["gpu"]["devices"][0]["name"] == hostile
+
+    line = "RuntimeError: FlashAttention only supports Ampere GPUs or newer. \x1b]0;retitled\x07\u2066"
+    explained = subprocess.run([sys.executable, "-m", "attn_doctor", "explain", line], capture_output=True, text=True, cwd=ROOT,
+                               env=env, timeout=60)
+    # explain takes terminal sequences out of a log's lines itself (colour codes of a CI log);
+    # what is left of the echo shows its bidi control escaped
+    assert "newer. \\u2066" in explained.stdout, explained.stdout
+    assert "\u2066" not in explained.stdout and not re.search("\x1b(?!\\[[0-9;]*m)", explained.stdout)

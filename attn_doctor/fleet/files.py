@@ -85,7 +85,20 @@ def load_report(path: Path) -> dict:
     """A report as JSON builtins (defaults filled in), or ValueError saying in one line why not.
     Bounded as --from-report is: a regular file, REPORT_MAX_BYTES, MAX_DEPTH (attn_doctor/inputs.py)."""
     try:
-        doc = decode_json(read_bounded(path, REPORT_MAX_BYTES))
+        raw = read_bounded(path, REPORT_MAX_BYTES)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+    return report_from_json(raw)
+
+
+def report_from_json(raw: bytes) -> dict:
+    """A report file's or a rank's bytes as a validated report (JSON builtins, defaults filled
+    in), or ValueError saying in one line why not: at most REPORT_MAX_BYTES and MAX_DEPTH, an
+    attn-doctor report of a schema version this doctor reads, every field of its type."""
+    if len(raw) > REPORT_MAX_BYTES:
+        raise ValueError(f"larger than {REPORT_MAX_BYTES // (1 << 20)} MiB: not a report")
+    try:
+        doc = decode_json(raw)
     except InputError as exc:
         raise ValueError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:
@@ -97,7 +110,7 @@ def load_report(path: Path) -> dict:
     try:
         report = msgspec.convert(doc, Report)
     except msgspec.ValidationError as exc:
-        raise ValueError(f"invalid report: {exc}") from None
+        raise ValueError(f"invalid report: {str(exc)[:300]}") from None
     return msgspec.to_builtins(report)
 
 
