@@ -364,3 +364,38 @@ def test_check_from_report_and_explain_print_outside_text_inert(tmp_path):
     # what is left of the echo shows its bidi control escaped
     assert "newer. \\u2066" in explained.stdout, explained.stdout
     assert "\u2066" not in explained.stdout and not re.search("\x1b(?!\\[[0-9;]*m)", explained.stdout)
+
+
+def test_a_check_recomputes_a_verdict_another_uid_forged_and_says_so_with_v():
+    # End to end: a real check stores its sample verdict in a shared folder everyone can write;
+    # another user rewrites it (a verdict with nothing to report). The next check does not
+    # believe it: it computes the verdict again, and -v says which entry it ignored and why.
+    if os.geteuid() != 0:
+        pytest.skip("writing as another uid needs root")
+    shared = _shared_folder()
+    try:
+        env = _env(shared, shared / "home", PYTHONPATH=str(ROOT))
+        first = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--json", "--no-smoke"], capture_output=True, text=True,
+                               cwd=ROOT, env=env, timeout=240)
+        assert first.returncode in (0, 1), first.stderr[-2000:]
+        key = json.loads(first.stdout)["facts"]["dtype_path"]["key"]
+        path = shared / "samples" / f"{key}.json"
+        entry = json.loads(path.read_text())
+        assert entry["writer"]["uid"] == 0 and entry["inputs"] and cache_key_of(entry) == key
+        (shared / "samples").chmod(0o777)
+        forged = dict(entry, nonce="0" * 16, value=dict(entry["value"], verdict="pass", findings=[]))
+        _write_as(NOBODY, path, forged)
+        second = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "-v", "--no-smoke"], capture_output=True, text=True,
+                                cwd=ROOT, env=env, timeout=240)
+        assert second.returncode in (0, 1), second.stderr[-2000:]
+        note = f"note: ignored samples entry {key}.json: written by uid {NOBODY}: not you, root or the cache folder's owner; computed here instead"
+        assert note in second.stdout, second.stdout[-3000:]
+        assert json.loads(path.read_text())["writer"]["uid"] == 0  # computed again, and stored again
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def cache_key_of(entry: dict) -> str:
+    from attn_doctor import cache
+
+    return cache.key("samples", **entry["inputs"])
