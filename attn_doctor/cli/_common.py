@@ -104,11 +104,15 @@ class Progress:
     """A spinner on stderr while something slow runs: every command's one progress display."""
 
     def __init__(self, message: str = "probing"):
-        self._status = stderr_console().status(message)
+        from rich.text import Text
+
+        self._status = stderr_console().status(Text(message))
         self._status.start()
 
     def update(self, message: str) -> None:
-        self._status.update(message)
+        from rich.text import Text
+
+        self._status.update(Text(message))  # Text, never markup: a message may name a host or a path from outside
 
     def stop(self) -> None:
         self._status.stop()
