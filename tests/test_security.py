@@ -85,12 +85,16 @@ def test_a_read_only_doctor_never_imports_its_own_bytecode_from_the_shared_folde
     shared, private = tmp_path / "shared", tmp_path / "home-cache"
     marker = tmp_path / "forged-code-ran"
     forge_pyc(shared / "pycache", install / "attn_doctor" / "cli" / "__init__.py", marker)
-    subprocess.run(["chmod", "-R", "a-w", str(install)], check=True)
-    try:
-        proc = subprocess.run([sys.executable, "-m", "attn_doctor", "--version"], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=120, env=_env(shared, private, PYTHONPATH=str(install)))
-    finally:
-        subprocess.run(["chmod", "-R", "u+w", str(install)], check=True)
+
+    def version() -> subprocess.CompletedProcess:
+        subprocess.run(["chmod", "-R", "a-w", str(install)], check=True)
+        try:
+            return subprocess.run([sys.executable, "-m", "attn_doctor", "--version"], capture_output=True, text=True,
+                                  cwd=tmp_path, timeout=120, env=_env(shared, private, PYTHONPATH=str(install)))
+        finally:
+            subprocess.run(["chmod", "-R", "u+w", str(install)], check=True)
+
+    proc = version()
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not marker.exists(), "a .pyc from the shared cache folder ran in the doctor itself"
     assert list((private / "attn-doctor" / "pycache").rglob("cli/__init__.*.pyc"))
@@ -98,12 +102,7 @@ def test_a_read_only_doctor_never_imports_its_own_bytecode_from_the_shared_folde
     shutil.rmtree(private / "attn-doctor" / "pycache")
     (private / "attn-doctor" / "pycache").mkdir()
     (private / "attn-doctor" / "pycache").chmod(0o777)
-    subprocess.run(["chmod", "-R", "a-w", str(install)], check=True)
-    try:
-        proc = subprocess.run([sys.executable, "-m", "attn_doctor", "--version"], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=120, env=_env(shared, private, PYTHONPATH=str(install)))
-    finally:
-        subprocess.run(["chmod", "-R", "u+w", str(install)], check=True)
+    proc = version()
     assert proc.returncode == 0 and not marker.exists()
     assert proc.stderr.splitlines() == [f"attn-doctor: note: bytecode is not kept: {private}/attn-doctor/pycache can be written by others (mode 0777)"]
     assert not list((private / "attn-doctor" / "pycache").rglob("*.pyc"))
