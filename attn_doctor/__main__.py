@@ -21,16 +21,21 @@ def _keep_bytecode_out() -> None:
     # chmod a-w marks the install read-only even for root, whom os.access lets write anywhere.
     if os.access(here, os.W_OK) and os.stat(here).st_mode & 0o222:
         return  # the user's own install: Python's usual place
-    root = os.environ.get("ATTN_DOCTOR_CACHE_DIR")  # attn_doctor.cache.CACHE_DIR_ENV, not imported yet
-    if not root:
-        sys.dont_write_bytecode = True  # platformdirs, read to find the folder, is not compiled into the install
-        try:
-            import platformdirs
+    # A folder only this user can write, never the shared cache folder: Python runs whatever
+    # bytecode it finds under the prefix (attn_doctor/bytecode.py). platformdirs, read to find
+    # the folder, is not compiled into the install either.
+    sys.dont_write_bytecode = True
+    try:
+        from attn_doctor.bytecode import private_pycache
 
-            root = platformdirs.user_cache_dir("attn-doctor")
-        finally:
-            sys.dont_write_bytecode = False
-    sys.pycache_prefix = os.path.join(os.path.expanduser(root), "pycache")
+        folder, why = private_pycache()
+    finally:
+        sys.dont_write_bytecode = False
+    if folder:
+        sys.pycache_prefix = folder
+    else:
+        sys.dont_write_bytecode = True  # nowhere safe: compiled in memory, as each run needs
+        sys.stderr.write(f"attn-doctor: note: {why}\n")
 
 
 _keep_bytecode_out()

@@ -83,6 +83,7 @@ def check(
     timeout: float = 120.0,
     use_cache: bool = True,
     cache_dir: Optional[PathLike] = None,
+    cache_trust: Optional[str] = None,
     recipes: Optional[PathLike] = None,
     from_report: Optional[PathLike] = None,
     output: Optional[PathLike] = None,
@@ -98,6 +99,9 @@ def check(
     fail_on: "warning" makes warnings count in ``report.exit_code`` too (strict onboarding).
     from_report: diagnose the facts of a report written by ``check --json`` instead of probing.
     output: also write the JSON report there (``{host}`` becomes the host name).
+    cache_trust: whose entries in the cache folder are believed: "owner" (you, root, the folder's
+        owner) or "group" (also the members of a setgid cache folder's group); None:
+        ``$ATTN_DOCTOR_CACHE_TRUST``, else "owner". README, "Security".
 
     The Report is the object ``check --json`` serialises (``msgspec.json.encode(report)``):
     ``report.results`` (one Result per rule: ``rule``, ``status`` "pass" / "error" / "warning" /
@@ -114,7 +118,7 @@ def check(
         python=_path_or_none(python, "python"), quick=quick, facts_file=_as_path(from_report),
         configs=_config_paths(config), recipes_dir=_as_path(recipes), fail_on=_fail_on(fail_on),
         timeout=_timeout(timeout), sample=sample, smoke=smoke, use_cache=use_cache,
-        cache_dir=_as_path(cache_dir), output=_path_or_none(output, "output"), naming=API,
+        cache_dir=_as_path(cache_dir), cache_trust=cache_trust, output=_path_or_none(output, "output"), naming=API,
     )
     return _run_check(options)
 

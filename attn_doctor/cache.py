@@ -18,6 +18,16 @@ node), so every process that needs the verdict of one key gets it from one compu
   line to `<kind>/log` (the cache's own record of who computed what, and how long it took).
 
 ATTN_DOCTOR_CACHE_DIR (or `check --cache-dir`) points it at a shared file system for a cluster.
+
+Whoever can write the folder decides what a check says, so an entry is believed only when it is
+whole and was written by someone trusted (README, "Security"): a regular file of at most
+MAX_ENTRY_BYTES, its key recomputed from the inputs it records (an entry renamed onto another
+key is not that key's), its value of the expected schema, and its file owned by this user, root
+or the cache folder's owner; with trust "group" (ATTN_DOCTOR_CACHE_TRUST, `check --cache-trust`)
+also by a member of the group of a setgid cache folder. Anything else is ignored, with a note
+the caller shows under -v, and computed again. Entries record their writer (uid, host). Only data
+is kept here: the bytecode the probes compile goes to a folder private to the user
+(attn_doctor/bytecode.py).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,6 +53,11 @@ CACHE_DIR_ENV = "ATTN_DOCTOR_CACHE_DIR"
 LEASE_ENV = "ATTN_DOCTOR_CACHE_LEASE"
 LEASE_S = 30.0
 POLL_S = 0.1
+TRUST_ENV = "ATTN_DOCTOR_CACHE_TRUST"
+TRUST_LEVELS = ("owner", "group")
+# A verdict with its inputs is a few tens of KiB; anything far larger is not one of ours.
+MAX_ENTRY_BYTES = 1 << 20
+MAX_TEXT = 200  # "by", "computed", a holder's name: short strings, printed
 
 
 def cache_dir(override: Optional[os.PathLike] = None) -> Path:
@@ -60,6 +76,44 @@ def key(kind: str, **parts: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+def inputs_of(**parts: Any) -> dict:
+    """What a key is computed from, as an entry records it (JSON: the key recomputes from it)."""
+    return json.loads(json.dumps(parts, default=str))
+
+
+def trust_level(setting: Optional[str] = None) -> str:
+    """The trust setting: the one given, else ATTN_DOCTOR_CACHE_TRUST, else "owner"."""
+    value = (setting or os.environ.get(TRUST_ENV) or "owner").strip().lower()
+    if value not in TRUST_LEVELS:
+        raise ValueError(f"cache trust must be one of {', '.join(TRUST_LEVELS)}, not {value!r}")
+    return value
+
+
+def _member(uid: int, gid: int) -> bool:
+    import grp
+    import pwd
+
+    try:
+        user = pwd.getpwuid(uid)
+        return user.pw_gid == gid or user.pw_name in grp.getgrgid(gid).gr_mem
+    except KeyError:
+        return False
+
+
+def distrust(owner: int, folder: Optional[os.stat_result], trust: str) -> Optional[str]:
+    """None where a file owned by uid `owner` in the cache folder (stat `folder`) is trusted;
+    else whose it is, for the note."""
+    me = os.geteuid()
+    if owner in (me, 0) or (folder is not None and owner == folder.st_uid):
+        return None
+    if (trust == "group" and folder is not None and folder.st_mode & stat.S_ISGID
+            and _member(owner, folder.st_gid)):
+        return None
+    if trust == "owner":
+        return f"written by uid {owner}: not you, root or the cache folder's owner"
+    return f"written by uid {owner}: not you, root, the cache folder's owner or a member of its setgid group"
+
+
 def _lease_s() -> float:
     try:
         return max(1.0, float(os.environ.get(LEASE_ENV, LEASE_S)))
@@ -68,11 +122,37 @@ def _lease_s() -> float:
 
 
 def _read(path: Path) -> Optional[dict]:
+    doc, _owner, _why = _read_bounded(path)
+    return doc
+
+
+def _read_bounded(path: Path) -> tuple[Optional[dict], Optional[int], Optional[str]]:
+    """(the JSON object, its file's owner uid, None), or (None, owner, why not) for a file that is
+    there but no entry (a link, a special file, too large, corrupt), or (None, None, None) when
+    absent. Read through one descriptor, so the owner is that of the bytes read."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # absent or corrupt: as if absent
-    return data if isinstance(data, dict) else None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None, None, None
+    except OSError as exc:
+        return None, None, f"cannot be read ({exc.strerror or exc})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, st.st_uid, "not a regular file"
+        if st.st_size > MAX_ENTRY_BYTES:
+            return None, st.st_uid, f"{st.st_size} bytes, over the {MAX_ENTRY_BYTES} an entry may have"
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            raw = fh.read(MAX_ENTRY_BYTES + 1)
+    except OSError as exc:
+        return None, None, f"cannot be read ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return None, st.st_uid, "not JSON"  # corrupt: as if absent
+    return (data, st.st_uid, None) if isinstance(data, dict) else (None, st.st_uid, "not a JSON object")
 
 
 def _write(path: Path, doc: dict) -> bool:
@@ -102,8 +182,16 @@ def _stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
+def _host() -> str:
+    return socket.gethostname().split('.')[0] or 'host'
+
+
 def _me() -> str:
-    return f"{socket.gethostname().split('.')[0] or 'host'}:{os.getpid()}"
+    return f"{_host()}:{os.getpid()}"
+
+
+def _short(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_TEXT
 
 
 @dataclass(frozen=True)
@@ -129,9 +217,17 @@ class Flight:
             outcome = flight.wait(timeout)       # another one computes
     """
 
-    def __init__(self, kind: str, digest: str, root: Optional[os.PathLike] = None):
+    def __init__(self, kind: str, digest: str, root: Optional[os.PathLike] = None, inputs: Optional[dict] = None,
+                 schema: Any = None, trust: Optional[str] = None):
+        """inputs: what `digest` was computed from (key(kind, **inputs)), recorded in the entries
+        this process writes; schema: the msgspec type a value must convert to; trust: the trust
+        setting (trust_level)."""
         self.kind, self.digest = kind, digest
-        self.folder = cache_dir(root) / kind
+        self.inputs, self.schema, self.trust = inputs, schema, trust_level(trust)
+        self.root = cache_dir(root)
+        self.folder = self.root / kind
+        self.ignored: list[str] = []  # one note per entry not believed (shown with -v)
+        self._root_stat: Optional[os.stat_result] = None
         self.path = self.folder / f"{digest}.json"
         self.failure_path = self.folder / f"{digest}.failed.json"
         self._lock = None
@@ -141,17 +237,61 @@ class Flight:
 
     # -- reading
     def cached(self) -> Optional[dict]:
-        entry = _read(self.path)
-        return entry if entry is not None and isinstance(entry.get("value"), dict) else None
+        """The stored entry, if it is whole and its writer trusted; else None (and a note)."""
+        return self._believed(self.path)
+
+    def _failure(self) -> Optional[dict]:
+        return self._believed(self.failure_path)
+
+    def _believed(self, path: Path) -> Optional[dict]:
+        entry, owner, why = _read_bounded(path)
+        if entry is not None:
+            why = self._invalid(entry) or (distrust(owner, self._folder_stat(), self.trust) if owner is not None else None)
+        if why is None:
+            return entry
+        note = f"ignored {self.kind} entry {path.name}: {why}; computed here instead"
+        if note not in self.ignored:
+            self.ignored.append(note)
+        return None
+
+    def _folder_stat(self) -> Optional[os.stat_result]:
+        if self._root_stat is None:
+            try:
+                self._root_stat = os.stat(self.root)
+            except OSError:
+                return None
+        return self._root_stat
+
+    def _invalid(self, entry: dict) -> Optional[str]:
+        """Why `entry` is not a whole entry of this key (None: it is)."""
+        if entry.get("key") != self.digest:
+            return "its key is not its name"
+        inputs = entry.get("inputs")
+        if not isinstance(inputs, dict) or key(self.kind, **inputs) != self.digest:
+            return "its inputs do not give its key"
+        if not isinstance(entry.get("value"), dict):
+            return "no value"
+        if not all(_short(entry.get(name)) for name in ("nonce", "by", "computed")):
+            return "malformed"
+        if self.schema is not None:
+            import msgspec
+
+            try:
+                msgspec.convert(entry["value"], self.schema)
+            except (msgspec.ValidationError, TypeError, ValueError) as exc:
+                return f"its value is not a {getattr(self.schema, '__name__', 'verdict')} ({str(exc)[:120]})"
+        return None
 
     def _nonces(self) -> tuple[Optional[str], Optional[str]]:
-        entry, failure = _read(self.path), _read(self.failure_path)
+        entry, failure = self.cached(), self._failure()
         return (entry or {}).get("nonce"), (failure or {}).get("nonce")
 
     def holder(self) -> Optional[str]:
-        """Who holds the claim now ("host:pid"), from the record it writes beside its lease."""
+        """Who holds the claim now ("host:pid"), from the record it writes beside its lease (a
+        name only, shown while waiting: bounded, never believed beyond that)."""
         record = _read(self.folder / f"{self.digest}.holder.json")
-        return record.get("holder") if record else None
+        holder = record.get("holder") if record else None
+        return holder if _short(holder) else None
 
     # -- claiming
     def _lease(self):
@@ -202,7 +342,7 @@ class Flight:
             entry = self.cached()
             if entry is not None and entry.get("nonce") != seen_entry:
                 return Outcome("hit", entry, waited, entry.get("by"))
-            failure = _read(self.failure_path)
+            failure = self._failure()
             if failure is not None and failure.get("nonce") != seen_failure:
                 return Outcome("failed", failure, waited, failure.get("by"))
             remaining = deadline - time.monotonic()
@@ -219,7 +359,7 @@ class Flight:
                 continue
             # The holder let go: with a result (taken above on the next pass), or without one
             # (it died, or was interrupted): then this process computes.
-            entry, failure = self.cached(), _read(self.failure_path)
+            entry, failure = self.cached(), self._failure()
             if entry is not None and entry.get("nonce") != seen_entry:
                 self._release()
                 return Outcome("hit", entry, round(time.monotonic() - start, 3), entry.get("by"))
@@ -248,7 +388,7 @@ class Flight:
 
     def _entry(self, value: dict) -> dict:
         seconds = round(time.monotonic() - self._claimed_at, 3) if self._claimed_at else None
-        return {"nonce": secrets.token_hex(8), "key": self.digest, "by": _me(), "computed": _stamp(), "seconds": seconds, "value": value}
+        return _entry(self.digest, value, self.inputs, seconds=seconds)
 
     def _log(self, what: str, seconds: Optional[float]) -> None:
         line = f"{_stamp()}\t{self.digest}\t{what}\t{_me()}\t{seconds}\n"
@@ -279,15 +419,26 @@ class Flight:
         self._release()
 
 
-def load(kind: str, digest: str, root: Optional[os.PathLike] = None) -> Optional[dict]:
+def _entry(digest: str, value: dict, inputs: Optional[dict], **extra: Any) -> dict:
+    return {"nonce": secrets.token_hex(8), "key": digest, "by": _me(), "writer": {"uid": os.geteuid(), "host": _host()},
+            "computed": _stamp(), **extra, "inputs": inputs, "value": value}
+
+
+def load(kind: str, digest: str, root: Optional[os.PathLike] = None, schema: Any = None, trust: Optional[str] = None,
+         ignored: Optional[list] = None) -> Optional[dict]:
     """A stored entry ({"value", "computed", "by", ...}) of a result that one process computes
-    for itself (no single-flight: a GPU's smoke tests belong to the process on that GPU)."""
-    return Flight(kind, digest, root).cached()
+    for itself (no single-flight: a GPU's smoke tests belong to the process on that GPU), if it is
+    believed (Flight.cached); `ignored` gets the note of one that is not."""
+    flight = Flight(kind, digest, root, schema=schema, trust=trust)
+    entry = flight.cached()
+    if ignored is not None:
+        ignored.extend(flight.ignored)
+    return entry
 
 
-def save(kind: str, digest: str, value: dict, root: Optional[os.PathLike] = None) -> None:
+def save(kind: str, digest: str, value: dict, root: Optional[os.PathLike] = None, inputs: Optional[dict] = None) -> None:
     folder = cache_dir(root) / kind
-    _write(folder / f"{digest}.json", {"nonce": secrets.token_hex(8), "key": digest, "by": _me(), "computed": _stamp(), "value": value})
+    _write(folder / f"{digest}.json", _entry(digest, value, inputs))
 
 
 def computations(kind: str, digest: Optional[str] = None, root: Optional[os.PathLike] = None) -> list[dict]:

@@ -102,7 +102,7 @@ def run_check(options: CheckOptions, progress=None, previous: Optional[Report] =
                               sample=options.sample, smoke=options.smoke, use_cache=options.use_cache,
                               gpu_index=options.gpu_index, shapes=attention_shapes(config_files),
                               cache_root=str(options.cache_dir) if options.cache_dir else None,
-                              known=_known(previous))
+                              known=_known(previous), cache_trust=options.cache_trust)
         facts.configs = config_files
         facts.target = target_facts(options.target)
         _record_steps_turned_off(facts, options)
@@ -173,7 +173,7 @@ def prepare_cache(options: CheckOptions, capabilities: list[str], progress=None)
         capabilities = [weakest] if weakest else list(PREPARE_CAPABILITIES)
     wanted: list[Optional[str]] = list(dict.fromkeys(capabilities)) + [None]
     root = str(options.cache_dir) if options.cache_dir else None
-    verdicts = prepare_samples(options.python, wanted, options.timeout, options.use_cache, root, progress)
+    verdicts = prepare_samples(options.python, wanted, options.timeout, options.use_cache, root, progress, options.cache_trust)
     return cache_dir(root), verdicts
 
 

@@ -134,6 +134,9 @@ class CheckOptions:
     smoke: bool = True
     use_cache: bool = True  # False: compute the sample verdict afresh (it is stored all the same)
     cache_dir: Optional[Path] = None  # None: ATTN_DOCTOR_CACHE_DIR, else the user's cache folder
+    # whose entries in the cache folder are believed: "owner" (you, root, the folder's owner) or
+    # "group" (also the members of a setgid folder's group); None: ATTN_DOCTOR_CACHE_TRUST, else "owner"
+    cache_trust: Optional[str] = None
     gpu_index: int = 0  # the GPU the smoke tests run on (a rank of a distributed check: its own)
     output: Optional[str] = None  # also write the JSON report here ({host} is the host name)
     only: tuple[str, ...] = ()  # judge only these rules (ids or names); empty: all
@@ -205,5 +208,12 @@ def validate(options: CheckOptions) -> CheckOptions:
             raise UsageError(f"{name.given('config', shown(path))}: {exc}") from None
     if options.cache_dir is not None and Path(options.cache_dir).expanduser().exists() and not Path(options.cache_dir).expanduser().is_dir():
         raise UsageError(f"{name.given('cache_dir', options.cache_dir)}: not a folder")
+    from .cache import TRUST_ENV, trust_level
+
+    try:
+        trust_level(options.cache_trust)
+    except ValueError as exc:
+        given = name.given("cache_trust", options.cache_trust) if options.cache_trust else f"${TRUST_ENV}"
+        raise UsageError(f"{given}: {exc}") from None
     python = None if target is None or (target.own and target.source != "option") else target.python
     return replace(options, python=python, target=target)

@@ -6,9 +6,14 @@ against importing torch and initialising CUDA (on a CPU machine the reference is
 import): a node's first check, with an empty cache, <= 2.0x; a repeated check, whose sample
 verdict is cached, <= 1.3x.
 
-    python benchmarks/bench_check.py [--repeat 5] [--python PATH] [--quick-only]
+    python benchmarks/bench_check.py [--repeat 5] [--python PATH] [--quick-only] [--target-without-bytecode]
 
 --quick-only measures only the reference and `check --quick` (a minute instead of ten).
+
+--target-without-bytecode: the target was installed without bytecode (uv's default, `pip install
+--no-compile`) and stays so, as a read-only site-packages does: the reference rows keep their
+bytecode in a folder of this run (PYTHONPYCACHEPREFIX) instead of writing it beside the target's
+sources, after which a check would find it there and no longer compile anything itself.
 
 Rows in parentheses are shown for comparison, not targets: what the cold check's sample pass
 cannot avoid (transformers' import after torch's), and the cold check with its bytecode cache
@@ -45,20 +50,27 @@ for name in ("torch", "transformers"):
         out.append("%s %s bytecode" % (name, "with" if pyc else "WITHOUT"))
 print(", ".join(out))
 """
-WARM_BYTECODE = None  # a cache folder whose bytecode (pycache/) the "verdict only" cold rows reuse
+REFERENCE_ENV: dict = {}  # with --target-without-bytecode: the reference rows' environment
+WARM_BYTECODE = None  # this run's folder, whose bytecode (home/attn-doctor/pycache) the "verdict only" cold rows reuse
 
 
 def wall(argv: list[str]) -> float:
-    env = ENV
+    env = REFERENCE_ENV if REFERENCE_ENV and "attn_doctor" not in argv else ENV
     if argv[-1] in ("--cold", "--cold-verdict"):  # an empty cache: the sample forward pass computed afresh
         import shutil
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="attn-doctor-cold-")
-        if argv[-1] == "--cold-verdict" and WARM_BYTECODE and os.path.isdir(os.path.join(WARM_BYTECODE, "pycache")):
-            shutil.copytree(os.path.join(WARM_BYTECODE, "pycache"), os.path.join(folder, "pycache"))
+        # The user's own cache folder (XDG_CACHE_HOME) holds the bytecode, the cache folder the
+        # verdicts: both empty for a cold check; "verdict only" starts with this run's bytecode.
+        # (and cache/pycache, where earlier versions kept it: the bench measures those too)
+        home = os.path.join(folder, "home")
+        for kept in (os.path.join("home", "attn-doctor", "pycache"), os.path.join("cache", "pycache")):
+            warm = os.path.join(WARM_BYTECODE or "", kept)
+            if argv[-1] == "--cold-verdict" and WARM_BYTECODE and os.path.isdir(warm):
+                shutil.copytree(warm, os.path.join(folder, kept))
         argv = argv[:-1]
-        env = dict(ENV, ATTN_DOCTOR_CACHE_DIR=folder)
+        env = dict(ENV, ATTN_DOCTOR_CACHE_DIR=os.path.join(folder, "cache"), XDG_CACHE_HOME=home)
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
     elapsed = time.perf_counter() - start
@@ -72,6 +84,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--python", default=sys.executable, help="interpreter that has torch (reference and target)")
     parser.add_argument("--quick-only", action="store_true", help="only collect_env and check --quick")
+    parser.add_argument("--target-without-bytecode", action="store_true",
+                        help="keep the target's site-packages free of bytecode (the reference rows compile into a folder of this run)")
     args = parser.parse_args()
 
     init = "import torch; torch.cuda.init() if torch.cuda.is_available() else None"
@@ -92,7 +106,9 @@ def main() -> None:
     import tempfile
 
     WARM_BYTECODE = tempfile.mkdtemp(prefix="attn-doctor-bench-")
-    os.environ["ATTN_DOCTOR_CACHE_DIR"] = ENV["ATTN_DOCTOR_CACHE_DIR"] = WARM_BYTECODE  # "whole": this run's own cache
+    # "whole": this run's own cache folder, and its own user cache folder for the bytecode
+    os.environ["ATTN_DOCTOR_CACHE_DIR"] = ENV["ATTN_DOCTOR_CACHE_DIR"] = os.path.join(WARM_BYTECODE, "cache")
+    os.environ["XDG_CACHE_HOME"] = ENV["XDG_CACHE_HOME"] = os.path.join(WARM_BYTECODE, "home")
     probe = subprocess.run([args.python, "-c", "import importlib.util as u; print(u.find_spec('transformers') is not None)"],
                            capture_output=True, text=True, check=False)
     if probe.stdout.strip() == "True" and not args.quick_only:
@@ -100,6 +116,8 @@ def main() -> None:
         # torch's, which the sample's process inherits). Shown for comparison, not a target.
         commands["(transformers Llama import)"] = [
             args.python, "-W", "ignore", "-c", "import torch, transformers.models.llama.modeling_llama"]
+    if args.target_without_bytecode:
+        REFERENCE_ENV.update(ENV, PYTHONPYCACHEPREFIX=os.path.join(WARM_BYTECODE, "reference-pycache"))
     facts = subprocess.run([args.python, "-c", BYTECODE], capture_output=True, text=True, check=False, env=ENV).stdout.strip()
     print(f"target {args.python}: {facts or 'torch not found'}; {os.cpu_count()} CPUs, median of {args.repeat}")
     for argv in commands.values():  # warm the page cache once, untimed

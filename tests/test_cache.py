@@ -27,9 +27,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _env(cache_dir: Path, **extra: str) -> dict:
-    env = dict(os.environ, ATTN_DOCTOR_CACHE_DIR=str(cache_dir), PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    env = dict(os.environ, ATTN_DOCTOR_CACHE_DIR=str(cache_dir), XDG_CACHE_HOME=str(_home(cache_dir)), PYTHONWARNINGS="ignore",
+               OMP_NUM_THREADS="1")
     env.update(extra)
     return env
+
+
+def _home(cache_dir: Path) -> Path:
+    """The user's own cache folder of a test's processes (XDG_CACHE_HOME): bytecode goes there."""
+    return cache_dir.with_name(cache_dir.name + "-home")
+
+
+def _pycache(cache_dir: Path) -> Path:
+    return _home(cache_dir) / "attn-doctor" / "pycache"
 
 
 def _check(cache_dir: Path, *args: str, cwd=None, **extra: str) -> subprocess.Popen:
@@ -190,7 +200,8 @@ def test_a_holder_killed_mid_computation_does_not_block_the_others(tmp_path):
 HOLDER = textwrap.dedent("""
     import sys, time
     from attn_doctor import cache
-    flight = cache.Flight("samples", sys.argv[1])
+    inputs = cache.inputs_of(name=sys.argv[1])  # a key as a check makes one: from the inputs its entry records
+    flight = cache.Flight("samples", cache.key("samples", **inputs), inputs=inputs)
     assert flight.claim()
     print("claimed", flush=True)
     command = sys.stdin.readline().strip()
@@ -204,7 +215,8 @@ HOLDER = textwrap.dedent("""
 WAITER = textwrap.dedent("""
     import json, sys, time
     from attn_doctor import cache
-    flight = cache.Flight("samples", sys.argv[1])
+    inputs = cache.inputs_of(name=sys.argv[1])  # a key as a check makes one: from the inputs its entry records
+    flight = cache.Flight("samples", cache.key("samples", **inputs), inputs=inputs)
     start = time.monotonic()
     claimed = flight.claim()
     outcome = None if claimed else flight.wait(float(sys.argv[2]))
@@ -344,8 +356,9 @@ def test_cache_dir_that_is_a_file_is_a_usage_error(tmp_path):
 
 def test_probe_children_keep_bytecode_in_the_cache_where_the_target_has_none(tmp_path):
     # A torch installed without bytecode (uv's default; a read-only site-packages): the probe
-    # children would compile it from source on every check. They write it under the cache folder
-    # instead, never next to the target's sources; a torch with bytecode is left as it is.
+    # children would compile it from source on every check. They write it in the user's own
+    # private folder instead, never next to the target's sources nor in the shared cache folder;
+    # a torch with bytecode is left as it is.
     site = tmp_path / "site"
     _package(site, "torch", "__version__ = '0.0.1+nobytecode'\nimport torch.helper\n")
     (site / "torch" / "helper.py").write_text("X = 1\n")
@@ -353,7 +366,8 @@ def test_probe_children_keep_bytecode_in_the_cache_where_the_target_has_none(tmp
     proc = _check(cache_dir, "--no-sample", PYTHONPATH=str(site))
     out, err = proc.communicate(timeout=120)
     assert proc.returncode in (0, 1, 3), err  # the stand-in torch is no working torch: judged, not crashed
-    compiled = sorted(p.name for p in (cache_dir / "pycache").rglob("*.pyc") if str(site) in str(p))
+    compiled = sorted(p.name for p in _pycache(cache_dir).rglob("*.pyc") if str(site) in str(p))
+    assert not (cache_dir / "pycache").exists()
     assert compiled and any(n.startswith("__init__.") for n in compiled) and any(n.startswith("helper.") for n in compiled)
     assert not (site / "torch" / "__pycache__").exists()
 
@@ -364,15 +378,15 @@ def test_probe_children_keep_bytecode_in_the_cache_where_the_target_has_none(tmp
     other = tmp_path / "cache2"
     _report(_check(other, "--no-sample"))
     if had_bytecode:  # this venv's torch has its bytecode: nothing to keep for it
-        assert not (other / "pycache").exists()
-    else:  # installed without (uv, as CI's newest-torch venv): kept in the cache, never beside torch
-        assert (other / "pycache").exists()
+        assert not _pycache(other).exists()
+    else:  # installed without (uv, as CI's newest-torch venv): kept in the private folder, never beside torch
+        assert _pycache(other).exists()
 
 
 def test_probe_children_keep_bytecode_in_the_cache_where_the_targets_bytecode_is_stale(tmp_path):
     # An image whose build touched the sources after compiling them (or copied them with new
     # times): a .pyc beside each file, none valid. Python compiles them again on every import, and
-    # the probes never write beside the target's sources: the cache folder keeps theirs.
+    # the probes never write beside the target's sources: the user's private folder keeps theirs.
     import py_compile
 
     site = tmp_path / "site"
@@ -386,7 +400,7 @@ def test_probe_children_keep_bytecode_in_the_cache_where_the_targets_bytecode_is
     proc = _check(cache_dir, "--no-sample", PYTHONPATH=str(site))
     out, err = proc.communicate(timeout=120)
     assert proc.returncode in (0, 1, 3), err
-    compiled = sorted(p.name for p in (cache_dir / "pycache").rglob("*.pyc") if str(site) in str(p))
+    compiled = sorted(p.name for p in _pycache(cache_dir).rglob("*.pyc") if str(site) in str(p))
     assert any(n.startswith("__init__.") for n in compiled) and any(n.startswith("helper.") for n in compiled)
     assert sorted(p.name for p in (site / "torch" / "__pycache__").iterdir()) == stale  # left as they were
 

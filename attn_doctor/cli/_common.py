@@ -107,10 +107,7 @@ def stderr_console():
 
 def fail(message: str, code: int = 2) -> "typer.Exit":
     """Print `attn-doctor: error: MESSAGE` on stderr (one line); return the Exit to raise."""
-    from rich.markup import escape
-
-    # escaped: a message naming `attn-doctor[ray]` or a path with brackets is text, not markup
-    stderr_console().print(f"[bold red]attn-doctor: error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
+    _say("attn-doctor: error:", "bold red", message)
     return typer.Exit(code)
 
 
@@ -118,7 +115,14 @@ def warn(message: str) -> None:
     """Print `attn-doctor: warning: MESSAGE` on stderr (one line); the command goes on. Not with -q."""
     if _quiet:
         return
-    stderr_console().print(f"[bold yellow]attn-doctor: warning:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+    _say("attn-doctor: warning:", "bold yellow", message)
+
+
+def _say(label: str, style: str, message: str) -> None:
+    # Text, never markup: a message quotes paths, names and values from outside as they are.
+    from rich.text import Text
+
+    stderr_console().print(Text.assemble((label, style), " " + message), highlight=False, soft_wrap=True)
 
 
 def note(message: str) -> None:
@@ -179,11 +183,15 @@ class Progress:
     """A spinner on stderr while something slow runs: every command's one progress display."""
 
     def __init__(self, message: str = "probing"):
-        self._status = stderr_console().status(message)
+        from rich.text import Text
+
+        self._status = stderr_console().status(Text(message))
         self._status.start()
 
     def update(self, message: str) -> None:
-        self._status.update(message)
+        from rich.text import Text
+
+        self._status.update(Text(message))  # Text, never markup: a message may name a host or a path from outside
 
     def stop(self) -> None:
         self._status.stop()

@@ -78,6 +78,12 @@ def check(
         metavar="DIR",
         help="Where sample verdicts are cached and shared (default: $ATTN_DOCTOR_CACHE_DIR, else the user's cache folder). On a cluster, a folder on a shared file system: one process per package set computes, every other node reuses.",
     ),
+    cache_trust: Optional[str] = typer.Option(
+        None,
+        "--cache-trust",
+        metavar="owner|group",
+        help="Whose entries in the cache folder a check believes: owner (default: you, root and the folder's owner) or group (also the members of the group of a setgid cache folder, as a cluster's admins set one up). Any other entry is ignored (-v says so) and computed again. Default: $ATTN_DOCTOR_CACHE_TRUST, else owner.",
+    ),
     prepare: bool = typer.Option(
         False,
         "--prepare",
@@ -114,7 +120,8 @@ def check(
     options = CheckOptions(
         python=python, quick=quick, facts_file=facts, configs=tuple(config or ()), recipes_dir=recipes,
         fail_on=fail_on.value, timeout=timeout, sample=not no_sample, smoke=not no_smoke, use_cache=not no_cache,
-        cache_dir=cache_dir, output=output, naming=CLI, only=tuple(only or ()), skip=tuple(skip or ()),
+        cache_dir=cache_dir, cache_trust=cache_trust, output=output, naming=CLI, only=tuple(only or ()),
+        skip=tuple(skip or ()),
     )
     interactive = not json_out and not quiet and sys.stderr.isatty()
     try:

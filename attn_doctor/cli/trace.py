@@ -181,7 +181,9 @@ def trace(
 
         error = report.get("error") or {}
         if verbose and error.get("traceback"):
-            sys.stderr.write(str(error["traceback"]).rstrip("\n") + "\n")
+            from ..render.console import inert  # its source lines are the user's files: printed inert
+
+            sys.stderr.write(inert(str(error["traceback"]).rstrip("\n")) + "\n")
         raise fail(" ".join(str(error.get("message") or "usage error").split()))
     if patch_only and not json_out:
         patches = [f["patch"] for f in report.get("findings", []) if f.get("patch")]

@@ -286,6 +286,36 @@ def report_failure(store, placement: Placement, host: str, message: str) -> None
         pass
 
 
+def _rank_report(blob: bytes, digest: str) -> dict:
+    """A rank's report as sent (compressed JSON), validated as a report file is (fleet.files):
+    inflated to at most REPORT_MAX_BYTES (never a decompression bomb), of the report schema, and
+    of the digest it was sent under (recomputed: a report must not stand for another group)."""
+    from ..inputs import REPORT_MAX_BYTES
+    from .files import report_from_json
+
+    try:
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(blob, REPORT_MAX_BYTES + 1)
+    except (zlib.error, TypeError) as exc:
+        raise ValueError(f"not a compressed report ({_one_line(exc)})") from None
+    if len(raw) > REPORT_MAX_BYTES or inflate.unconsumed_tail:
+        raise ValueError(f"larger than {REPORT_MAX_BYTES // (1 << 20)} MiB inflated: not a report")
+    doc = report_from_json(raw)
+    if report_digest(doc) != digest:
+        raise ValueError("its content does not match the digest it was sent under")
+    return doc
+
+
+# What a rank says about itself beside its report (host names, a failure's reason): one line each,
+# bounded; a longer one is cut, never believed whole.
+MAX_HOST = 255
+MAX_REASON = 2000
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _lines(store, key: str) -> list[bytes]:
     if not store.check([key]):
         return []
@@ -351,23 +381,25 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
             m = msgspec.json.decode(line, type=Member)
         except msgspec.DecodeError:
             continue
-        if m.rank is not None and 0 <= m.rank < world:
+        if m.rank is not None and 0 <= m.rank < world and len(m.digest) <= 128:
+            m.host = _bounded(m.host, MAX_HOST)
             members.setdefault(m.rank, m)
     failed: dict[int, tuple[str, str]] = {}
     for line in _lines(store, "failed"):
         parts = line.decode(errors="replace").split("\t", 2)
         if len(parts) == 3 and parts[0].isdigit():
-            failed.setdefault(int(parts[0]), (parts[1], parts[2]))
+            failed.setdefault(int(parts[0]), (_bounded(parts[1], MAX_HOST), _bounded(parts[2], MAX_REASON)))
     hello: dict[int, str] = {}
     for line in _lines(store, "hello"):
         parts = line.decode(errors="replace").split("\t")
         if len(parts) == 3 and parts[0].isdigit():
-            hello.setdefault(int(parts[0]), parts[2])
+            hello.setdefault(int(parts[0]), _bounded(parts[2], MAX_HOST))
 
     silent = [r for r in range(world) if r in hello and r not in members and r not in failed]
     alive = _still_checking(store, silent) if silent and not stopped else {}
 
     reports: dict[str, dict] = {}
+    rejected: dict[str, str] = {}  # digest -> why its report was not taken
     pending = {m.digest for m in members.values()}
     upload_deadline = time.monotonic() + min(2.0, max(timeout, 0.5))
     while pending:
@@ -375,15 +407,19 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
             key = f"report/{digest}"
             if store.check([key]):
                 try:
-                    reports[digest] = msgspec.json.decode(zlib.decompress(store.get(key)))
-                except (zlib.error, msgspec.DecodeError):
-                    pass
+                    reports[digest] = _rank_report(store.get(key), digest)
+                except ValueError as exc:
+                    rejected[digest] = str(exc)
                 pending.discard(digest)
         if not pending or time.monotonic() >= upload_deadline:
             break  # an uploader that died mid-upload: its group is shown without its report
         time.sleep(0.02)
 
     problems = []
+    for digest, why in sorted(rejected.items()):
+        ranks = sorted(r for r, m in members.items() if m.digest == digest)
+        problems.append(Problem(kind="unreadable", rank=ranks[0], host=members[ranks[0]].host,
+                                message=f"the report of rank(s) {', '.join(map(str, ranks))} was not taken: {why}"))
     late = " (stopped by the launcher: another rank exited)" if stopped else ""
     for rank in range(world):
         if rank in members:

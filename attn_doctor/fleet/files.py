@@ -88,15 +88,15 @@ def load_report(path: Path) -> dict:
         raw = read_bounded(path, REPORT_MAX_BYTES)
     except InputError as exc:
         raise ValueError(str(exc)) from None
-    return parse_report(raw)
+    return report_from_json(raw)
 
 
-def parse_report(raw: bytes) -> dict:
-    """Report bytes from elsewhere (a file, a Ray task's output) as JSON builtins (defaults filled
-    in), or ValueError saying in one line why not: within REPORT_MAX_BYTES and the structure bounds,
-    an attn-doctor report of a schema version this one understands."""
+def report_from_json(raw: bytes) -> dict:
+    """A report file's or a rank's bytes as a validated report (JSON builtins, defaults filled
+    in), or ValueError saying in one line why not: at most REPORT_MAX_BYTES and MAX_DEPTH, an
+    attn-doctor report of a schema version this doctor reads, every field of its type."""
     if len(raw) > REPORT_MAX_BYTES:
-        raise ValueError(f"more than {REPORT_MAX_BYTES // (1 << 20)} MiB: not a report")
+        raise ValueError(f"larger than {REPORT_MAX_BYTES // (1 << 20)} MiB: not a report")
     try:
         doc = decode_json(raw)
     except InputError as exc:
@@ -110,7 +110,7 @@ def parse_report(raw: bytes) -> dict:
     try:
         report = msgspec.convert(doc, Report)
     except msgspec.ValidationError as exc:
-        raise ValueError(f"invalid report: {exc}") from None
+        raise ValueError(f"invalid report: {str(exc)[:300]}") from None
     return msgspec.to_builtins(report)
 
 

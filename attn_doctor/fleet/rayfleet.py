@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 from ..inputs import FLEET_MAX_FILES, REPORT_MAX_BYTES, InputError, check_structure, shown
 from .aggregate import FleetReport, Member, Problem, aggregate
 from .digest import report_digest
-from .files import member_of, parse_report
+from .files import member_of, report_from_json
 
 INSTALL_HINT = "fleet --ray needs Ray: pip install 'attn-doctor[ray]' (or pip install ray)"
 CONNECT_TIMEOUT_S = 60.0
@@ -161,7 +161,7 @@ def judge(target: Target, result: Any) -> tuple[Optional[dict], Optional[str]]:
         tail = _flat(" | ".join(str(result.get("stderr", "")).strip().splitlines()[-2:]))[:300]
         return None, f"{target.label}: its check printed no report (exit {result.get('returncode')!r}, {python}): {tail or 'nothing on stderr'}"
     try:
-        doc = parse_report(stdout if len(stdout) <= REPORT_MAX_BYTES else stdout[: REPORT_MAX_BYTES + 1])
+        doc = report_from_json(stdout if len(stdout) <= REPORT_MAX_BYTES else stdout[: REPORT_MAX_BYTES + 1])
     except ValueError as exc:
         return None, f"{target.label}: its check's output is not a usable report: {exc}"
     return doc, None

@@ -76,6 +76,7 @@ def collect_facts(
     shapes: Optional[list[dict]] = None,
     cache_root: Optional[str] = None,
     known: Optional[Facts] = None,
+    cache_trust: Optional[str] = None,
 ) -> Facts:
     """Probe this machine and the target interpreter. Never raises for a broken environment.
 
@@ -87,7 +88,9 @@ def collect_facts(
     shapes: the user's attention inputs ({"head_dim", "dtype", "source"}, from --config): the smoke
     probe asks SDPA's dispatch which kernel each gets, and why it refuses the others.
     use_cache=False: compute the sample verdict afresh (and store it); cache_root: the cache
-    folder (default: ATTN_DOCTOR_CACHE_DIR or the user's cache folder).
+    folder (default: ATTN_DOCTOR_CACHE_DIR or the user's cache folder); cache_trust: whose entries
+    in it are believed (attn_doctor.cache.trust_level: "owner", "group"; default
+    ATTN_DOCTOR_CACHE_TRUST, else "owner").
     """
     python = python or sys.executable
     facts = Facts(quick=quick)
@@ -111,24 +114,30 @@ def collect_facts(
     samples: Optional[SampleVerdict] = None
     smoke_key: Optional[str] = None
     smoke_hit: Optional[dict] = None
+    ignored: list[str] = []  # cache entries not believed (attn_doctor.cache): notes for -v
     if not quick:
-        child_env = _bytecode_env(env_data, cache_root)
+        child_env, bytecode_note = _bytecode_env(env_data)
+        if bytecode_note is not None:
+            probes.append(bytecode_note)
         no_torch = env_data is not None and "torch" in (env_data.get("modules") or {}) and env_data["modules"]["torch"] is None
         if sample and not no_torch:  # without torch there is no forward pass to judge (said below)
-            samples = SampleVerdict(python, _sample_config(_weakest_capability(gpu)), timeout, use_cache, cache_root, note, child_env)
-            key = sample_key(python, facts, env_data, samples.config) if env_data else None
+            samples = SampleVerdict(python, _sample_config(_weakest_capability(gpu)), timeout, use_cache, cache_root, note, child_env,
+                                    cache_trust)
+            inputs = sample_inputs(python, facts, env_data, samples.config) if env_data else None
+            key = cache.key("samples", **inputs) if inputs is not None else None
             if key is not None and known is not None and known.dtype_path.key == key:
                 facts.dtype_path, samples = known.dtype_path, None
             else:
-                samples.start(key)
+                samples.start(key, inputs)
         note("importing torch in the target interpreter")
         args = ["torch", "--targets", json.dumps(MODULE_DISTRIBUTIONS), "--builds", json.dumps({"script": str(BUILDS_CHILD_SCRIPT)})]
         if smoke and gpu is not None and gpu.devices and env_data is not None:
-            smoke_key = _smoke_key(python, facts, gpu, gpu_index, shapes)
+            smoke_inputs = _smoke_inputs(python, facts, gpu, gpu_index, shapes)
+            smoke_key = cache.key("smoke", **smoke_inputs)
             if known is not None and known.smoke.key == smoke_key and known.smoke.status != "skipped":
                 smoke_hit = {"value": msgspec.to_builtins(known.smoke), "computed": known.smoke.cached}
-            else:
-                smoke_hit = cache.load("smoke", smoke_key, cache_root) if use_cache else None
+            elif use_cache:
+                smoke_hit = cache.load("smoke", smoke_key, cache_root, schema=Smoke, trust=cache_trust, ignored=ignored)
         if gpu is not None and gpu.devices:
             # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
             gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke and smoke_hit is None, "capability": _weakest_capability(gpu),
@@ -159,7 +168,7 @@ def collect_facts(
             if data.get("smoke"):
                 facts.smoke = _smoke(data["smoke"])
                 if smoke_key and facts.smoke.status == "ok":
-                    cache.save("smoke", smoke_key, msgspec.to_builtins(facts.smoke), cache_root)
+                    cache.save("smoke", smoke_key, msgspec.to_builtins(facts.smoke), cache_root, inputs=smoke_inputs)
                 facts.smoke.key = smoke_key
             elif smoke_hit is not None:
                 facts.smoke = msgspec.convert(smoke_hit["value"], Smoke)
@@ -172,6 +181,9 @@ def collect_facts(
     finally:
         if samples is not None:
             samples.close()
+    if samples is not None and samples.flight is not None:
+        ignored += samples.flight.ignored
+    probes += [ProbeRun(name="cache", status="skipped", error=why) for why in ignored]
     if sample and not quick and facts.dtype_path.status == "skipped" and facts.torch.status != "ok" and not facts.dtype_path.error:
         facts.dtype_path = DtypePath(status="skipped", error=f"torch is {facts.torch.status} in the target environment")
     facts.probes = probes
@@ -184,13 +196,16 @@ SAMPLE_MODULES = ("torch/", "transformers", "x_transformers", "einops", "flash_a
 
 
 def sample_key(python: str, facts: Facts, env_data: dict, config: dict) -> str:
-    """Everything the sample verdict depends on: the package set, where each imported library
-    comes from and its files (a distribution, PYTHONPATH or the working folder: the working folder
-    counts through what it shadows, so a container image's prepared verdicts serve any folder),
-    the interpreter and its version, PYTHONPATH, the GPU capability and dtype it is judged for, and
-    attn-doctor's own code."""
-    return cache.key(
-        "samples",
+    return cache.key("samples", **sample_inputs(python, facts, env_data, config))
+
+
+def sample_inputs(python: str, facts: Facts, env_data: dict, config: dict) -> dict:
+    """Everything the sample verdict depends on (its key's inputs, recorded in its entry): the
+    package set, where each imported library comes from and its files (a distribution,
+    PYTHONPATH or the working folder: the working folder counts through what it shadows, so a
+    container image's prepared verdicts serve any folder), the interpreter and its version,
+    PYTHONPATH, the GPU capability and dtype it is judged for, and attn-doctor's own code."""
+    return cache.inputs_of(
         # Resolved: `python` and `python3` of one image are one interpreter; a venv's symlink to
         # its base interpreter still differs by its packages and where they are imported from.
         python=os.path.realpath(python),
@@ -203,12 +218,11 @@ def sample_key(python: str, facts: Facts, env_data: dict, config: dict) -> str:
     )
 
 
-def _smoke_key(python: str, facts: Facts, gpu: GpuInfo, index: int, shapes: Optional[list]) -> str:
+def _smoke_inputs(python: str, facts: Facts, gpu: GpuInfo, index: int, shapes: Optional[list]) -> dict:
     """What a GPU's smoke results depend on: that GPU and its driver, the installed code, the
     shapes asked about, and this boot of the machine (a GPU that went bad is tested again after
     the reboot that usually follows; `--no-cache` tests it at once)."""
-    return cache.key(
-        "smoke",
+    return cache.inputs_of(
         python=os.path.realpath(python),
         packages=_package_set(facts),
         pythonpath=os.environ.get("PYTHONPATH", ""),
@@ -230,21 +244,28 @@ def _boot_id() -> str:
         return ""
 
 
-def _bytecode_env(env_data: Optional[dict], cache_root: Optional[str]) -> dict:
+def _bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
     """Where the target's torch or transformers cannot be imported from the bytecode beside them
     (uv installs without it; PIP_NO_COMPILE; a read-only site-packages; an image whose build touched
     the sources after compiling them), every probe child would compile them from source, every
     check (on a 2-core CPU: 2 s of torch's 4 s import, 5 s of the transformers sample's 8.5 s). The
-    children then keep their bytecode in the cache folder (PYTHONPYCACHEPREFIX), shared like the
-    verdicts; never in the target's site-packages."""
+    children then keep their bytecode in a folder only this user can write (PYTHONPYCACHEPREFIX,
+    attn_doctor/bytecode.py): never in the target's site-packages, never in a shared cache folder,
+    whose bytecode another user could forge. Where there is no such folder: compiled every time,
+    and a note (a skipped "bytecode" probe) says why."""
     if os.environ.get("PYTHONPYCACHEPREFIX"):
-        return {}
+        return {}, None
     modules = (env_data or {}).get("modules") or {}
     bytecode = (env_data or {}).get("bytecode") or {}
     states = [bytecode.get(name, "unknown") for name in ("torch", "transformers") if modules.get(name)]
     if all(state in ("fresh", None) for state in states):  # None: no Python sources to compile
-        return {}
-    return {"PYTHONPYCACHEPREFIX": str(cache.cache_dir(cache_root) / "pycache")}
+        return {}, None
+    from ..bytecode import private_pycache
+
+    folder, why = private_pycache()
+    if folder is None:
+        return {}, ProbeRun(name="bytecode", status="skipped", error=f"{why}: the probes compile torch on every check")
+    return {"PYTHONPYCACHEPREFIX": folder}, None
 
 
 def trace_bytecode_env(python: str, cache_root: Optional[str] = None) -> dict:
@@ -283,8 +304,9 @@ class SampleVerdict:
     that one (in a thread, while its own probes run), and computes itself if the holder dies."""
 
     def __init__(self, python: str, config: dict, timeout: float, use_cache: bool, cache_root: Optional[str], note,
-                 child_env: Optional[dict] = None):
+                 child_env: Optional[dict] = None, cache_trust: Optional[str] = None):
         self.python, self.config, self.timeout, self.child_env = python, config, timeout, child_env
+        self.cache_trust = cache_trust
         self.capability = ".".join(str(x) for x in config["capability"]) if config.get("capability") else None
         self.use_cache, self.cache_root, self.note = use_cache, cache_root, note
         self.flight: Optional[cache.Flight] = None
@@ -298,12 +320,12 @@ class SampleVerdict:
         self.thread = None
         self.computing = False
 
-    def start(self, key: Optional[str]) -> None:
+    def start(self, key: Optional[str], inputs: Optional[dict] = None) -> None:
         self.key = key
         if key is None:  # no package set: nothing to share, compute here
             self._compute()
             return
-        self.flight = cache.Flight("samples", key, self.cache_root)
+        self.flight = cache.Flight("samples", key, self.cache_root, inputs=inputs, schema=DtypePath, trust=self.cache_trust)
         self.entry = self.flight.cached() if self.use_cache else None
         if self.entry is not None:
             return
@@ -385,7 +407,8 @@ class SampleVerdict:
         # its duration here: the wait).
         probe = entry.get("probe") if isinstance(entry.get("probe"), dict) else {}
         status = probe.get("status") if probe.get("status") in ("ok", "failed", "timeout", "skipped") else "ok"
-        return ProbeRun(name="sample", status=status, duration_s=self.waited or 0.0, error=probe.get("error"))
+        error = probe.get("error") if isinstance(probe.get("error"), str) else None
+        return ProbeRun(name="sample", status=status, duration_s=self.waited or 0.0, error=error[:2000] if error else None)
 
     def _from_entry(self, entry: dict, cached: bool) -> DtypePath:
         dtype_path = msgspec.convert(entry["value"], DtypePath)
@@ -404,7 +427,8 @@ class SampleVerdict:
 
 
 def prepare_samples(python: Optional[str], capabilities: list[Optional[str]], timeout: float = DEFAULT_TIMEOUT_S,
-                    use_cache: bool = True, cache_root: Optional[str] = None, progress: Progress = None) -> list[DtypePath]:
+                    use_cache: bool = True, cache_root: Optional[str] = None, progress: Progress = None,
+                    cache_trust: Optional[str] = None) -> list[DtypePath]:
     """Compute and store the sample verdict for each GPU capability (None: no GPU), all at once,
     as a check on a node with that GPU would look it up: a container image's build step."""
     python = python or sys.executable
@@ -414,10 +438,13 @@ def prepare_samples(python: Optional[str], capabilities: list[Optional[str]], ti
     facts = Facts()
     _apply_environment(facts, env_data)
     verdicts = []
-    child_env = _bytecode_env(env_data, cache_root)
+    child_env, bytecode_note = _bytecode_env(env_data)
+    if bytecode_note is not None:
+        note(bytecode_note.error)
     for capability in capabilities:
-        verdict = SampleVerdict(python, _sample_config(capability), timeout, use_cache, cache_root, note, child_env)
-        verdict.start(sample_key(python, facts, env_data, verdict.config))
+        verdict = SampleVerdict(python, _sample_config(capability), timeout, use_cache, cache_root, note, child_env, cache_trust)
+        inputs = sample_inputs(python, facts, env_data, verdict.config)
+        verdict.start(cache.key("samples", **inputs), inputs)
         verdicts.append(verdict)
     out = []
     try:

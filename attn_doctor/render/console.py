@@ -6,17 +6,27 @@ and is never cut. Anywhere else (a pipe, a file, a Slurm log, CI) there is no wi
 line is printed whole, whatever COLUMNS the job inherited, so a log keeps every character of the
 evidence. Renderers ask ``whole_lines(console)`` rather than ``console.is_terminal``: FORCE_COLOR
 makes a CI log a "terminal" for colour, not for width.
+
+Outside text is inert here, whoever prints it: reports, fleet ranks, cache entries, configs,
+package metadata, logs and source lines reach the renderers as they are (the JSON output keeps
+them verbatim), and this console shows every control character in them (C0 but tab and newline,
+DEL, C1, so every escape sequence) and every bidi control escaped, as `\x1b` or `\u202e`. The only
+escape sequences on the terminal are the styles the renderers ask for. (rich itself drops BEL,
+BS, VT, FF and CR from any Text it is given, before this console sees them.)
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Iterable
 from typing import Optional
 
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType
 from rich.padding import Padding
-from rich.text import Text
+from rich.segment import Segment
+from rich.text import Span, Text
 
 # Wide enough for any line a report holds; renderables that pad to the full width (Syntax,
 # expanding Padding, Panel) are not used on such a console.
@@ -40,14 +50,66 @@ def _columns() -> Optional[int]:
 plain = False
 
 
+# C0 but tab and newline, DEL, C1; the bidi controls (embeddings, overrides, isolates, marks).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def inert(text: str) -> str:
+    """`text` with its control and bidi characters shown escaped (what InertConsole prints)."""
+    return _UNSAFE.sub(lambda m: _shown(m.group()), text)
+
+
+def inert_text(text: Text) -> Text:
+    """A copy of `text` with its control and bidi characters shown escaped, its styles moved along."""
+    plain = text.plain
+    found = list(_UNSAFE.finditer(plain))
+    if not found:
+        return text
+    # old offset -> new offset: every escaped character lengthens what follows it
+    starts = [m.start() for m in found]
+    grow = [len(_shown(m.group())) - 1 for m in found]
+
+    def moved(offset: int) -> int:
+        return offset + sum(g for s, g in zip(starts, grow) if s < offset)
+
+    out = Text(inert(plain), style=text.style, justify=text.justify, overflow=text.overflow, no_wrap=text.no_wrap,
+               end=text.end, tab_size=text.tab_size)
+    out.spans = [Span(moved(span.start), moved(span.end), span.style) for span in text.spans]
+    return out
+
+
+class InertConsole(Console):
+    """rich's Console, printing outside text inert (the module's docstring): Text is escaped
+    before it is laid out, so lines still fit the width; any other segment of text is escaped as
+    it goes out, and only rich's own control segments (cursor moves of a spinner) pass as they are."""
+
+    def render(self, renderable: RenderableType, options: Optional[ConsoleOptions] = None) -> Iterable[Segment]:
+        if isinstance(renderable, str):
+            opts = options or self.options
+            renderable = self.render_str(renderable, highlight=opts.highlight, markup=opts.markup)
+        if isinstance(renderable, Text):
+            renderable = inert_text(renderable)
+        for segment in super().render(renderable, options):
+            if segment.control is None and _UNSAFE.search(segment.text):
+                segment = Segment(inert(segment.text), segment.style)
+            yield segment
+
+
 def make_console(stderr: bool = False, *, terminal: Optional[bool] = None) -> Console:
     """The console for stdout (or stderr). ``terminal`` overrides the detection (tests)."""
     stream = sys.stderr if stderr else sys.stdout
     styles = {"color_system": None} if plain else {}
     if terminal if terminal is not None else _isatty(stream):
-        return Console(stderr=stderr, highlight=False, width=_columns(), force_terminal=True if terminal else None, **styles)
+        
+
+        return InertConsole(stderr=stderr, highlight=False, width=_columns(), force_terminal=True if terminal else None, **styles)
     # soft_wrap: Text is never wrapped or cropped; the width covers trees and tables
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=UNBOUNDED, **styles)
+    return InertConsole(stderr=stderr, highlight=False, soft_wrap=True, width=UNBOUNDED, **styles)
 
 
 def whole_lines(console: Console) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
@@ -152,6 +151,10 @@ def _footer(console: Console, report: Report, verbose: bool) -> None:
             for process, text in probe.stderr.items():
                 console.print(Text(f"{process} printed (kept off your terminal):", style="dim"))
                 console.print(Text("\n".join("    " + line for line in str(text).splitlines()), style="dim"))
+    for probe in facts.probes:
+        # What a check did without (no private bytecode folder; with -v, cache entries it ignored).
+        if probe.status == "skipped" and probe.error and (verbose or probe.name != "cache"):
+            console.print(Text(f"note: {probe.error}", style="dim"))
     if facts.quick:
         console.print(
             Text("Quick mode: torch was not imported; run `attn-doctor check` without --quick for the full diagnosis.", style="dim")
@@ -206,7 +209,7 @@ def _system(facts: Facts) -> str:
         parts.append("uv")
     if p.in_virtualenv:
         parts.append("venv")
-    return escape(", ".join(x for x in parts if x))
+    return ", ".join(x for x in parts if x)
 
 
 def _gpu(facts: Facts) -> str:
@@ -231,14 +234,14 @@ def _gpu(facts: Facts) -> str:
         driver = f", driver {facts.gpu.driver_version}"
         if facts.gpu.cuda_driver_version:
             driver += f" (CUDA {facts.gpu.cuda_driver_version})"
-    return escape("; ".join(parts) + driver)
+    return "; ".join(parts) + driver
 
 
 def _torch(facts: Facts) -> str:
     t = facts.torch
     if t.status == "skipped":
         version = facts.version_of("torch")
-        return escape(f"torch {version} (not imported)" if version else "not installed")
+        return f"torch {version} (not imported)" if version else "not installed"
     if t.status == "missing":
         return "not installed"
     if t.status != "ok":
@@ -262,7 +265,7 @@ def _torch(facts: Facts) -> str:
         parts.append("SDPA " + " ".join(f"{k.replace('_', '-')} {'✓' if v else '✗'}" for k, v in backends))
     elif t.sdpa and t.cuda:
         parts.append("SDPA flash " + ("compiled in" if t.sdpa.get("flash_compiled") else "not compiled in"))
-    return escape(", ".join(parts))
+    return ", ".join(parts)
 
 
 _KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("flash_attn_4", "FA4"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla"), ("liger_kernel", "liger-kernel")]
@@ -308,7 +311,7 @@ def _model_choices(smoke) -> list[str]:
 def _kernels(facts: Facts) -> str:
     smoke = _smoke(facts)
     text = _kernel_imports(facts)
-    return escape(text + (f"\n    {smoke}" if smoke else ""))
+    return text + (f"\n    {smoke}" if smoke else "")
 
 
 _DISTRIBUTION = {module: dists[0] for module, dists in MODULE_DISTRIBUTIONS.items()}
@@ -357,14 +360,14 @@ def _dtype_path(facts: Facts, source: str) -> Optional[str]:
     dp = facts.dtype_path
     if dp.status == "skipped":
         if dp.error:  # recorded with the facts: the option that turned it off, or torch absent
-            return escape(f"sample forward pass skipped: {dp.error}")
+            return f"sample forward pass skipped: {dp.error}"
         if facts.quick:
             return "sample forward pass skipped: a quick check (--quick) imports no torch"
         if source == "facts-file":
             return "sample forward pass not recorded in this report"
         return "sample forward pass did not run (no reason recorded)"
     if dp.status == "failed":
-        return escape(f"sample forward pass could not run: {dp.error}")
+        return f"sample forward pass could not run: {dp.error}"
     marks = {"ran": "✓", "failed": "✗"}
     standin = _standin_words(facts)
     ran = []
@@ -387,9 +390,9 @@ def _dtype_path(facts: Facts, source: str) -> Optional[str]:
     text = f"sample forward ({where}): " + (", ".join(ran) if ran else "nothing ran")
     if skipped:
         text += f"; not installed: {', '.join(skipped)}"
-    return escape(text)
+    return text
 
 
 def _libraries(facts: Facts) -> Optional[str]:
     parts = [f"{name} {facts.version_of(name)}" for name in LIBRARIES if facts.version_of(name)]
-    return escape(", ".join(parts)) if parts else "none of transformers, accelerate, peft, deepspeed, fla, x-transformers, LLaMA-Factory, vllm"
+    return ", ".join(parts) if parts else "none of transformers, accelerate, peft, deepspeed, fla, x-transformers, LLaMA-Factory, vllm"

@@ -27,10 +27,12 @@ def render_prepared(prepared, exit_code: int, console: Console) -> None:
     for v in verdicts:
         judged = f"sm{v.capability.replace('.', '')}" if v.capability else "no GPU"
         if v.status != "ok" or v.verdict == "failed":
-            mark, how = "[red]✗[/]", f"failed: {escape(v.error or 'a sample failed')}"
+            mark, how = "[red]✗[/]", f"failed: {v.error or 'a sample failed'}"
         else:
             mark = "[green]✓[/]"
             how = f"already cached ({v.cached[:16].replace('T', ' ')})" if v.cached else "computed and stored"
         ran = ", ".join(s.name for s in v.samples if s.status == "ran") or "no sample ran"
-        console.print(f"{mark} {judged:7} {v.dtype or '?':5} {v.verdict or '?':8} {how}; ran: {ran}  [dim](key {v.key})[/]")
+        # dtype, verdict and sample names may come from a cache entry: escaped as markup
+        line = f"{judged:7} {v.dtype or '?':5} {v.verdict or '?':8} {how}; ran: {ran}"
+        console.print(f"{mark} {escape(line)}  [dim](key {escape(str(v.key))})[/]")
     console.print(f"{len(verdicts)} verdicts  (exit code {exit_code})")

@@ -1,11 +1,10 @@
 """Fuzzing `attn-doctor fleet`: folders of reports, some real, some mutated (values replaced,
 wrong-typed, deleted), some not reports at all, through the loader, the digest, the aggregate and
-both renderers. An unusable file is a named problem (or a FleetUsageError when nothing is
+both renderers (the human one printing nothing of the files but inert text). An unusable file is a named problem (or a FleetUsageError when nothing is
 readable); nothing else may raise."""
 
 from __future__ import annotations
 
-import io
 import shutil
 import tempfile
 from pathlib import Path
@@ -13,7 +12,6 @@ from pathlib import Path
 import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
-from rich.console import Console
 
 from attn_doctor.fleet.aggregate import to_json
 from attn_doctor.fleet.files import FleetUsageError, fleet_from_files
@@ -21,11 +19,13 @@ from attn_doctor.render.fleet_human import render_fleet
 
 from .conftest import fuzz_settings
 from .strategies import dumps, json_values
-from .test_fuzz_reports import BASES, mutated_reports
+from .inert import assert_inert
+from .test_fuzz_reports import BASES, hostile_reports, mutated_reports
 
 FILES = st.one_of(
     st.sampled_from(sorted(BASES)).map(lambda name: dumps(BASES[name]).encode()),
     mutated_reports().map(lambda doc: dumps(doc).encode()),
+    hostile_reports().map(lambda doc: dumps(doc).encode()),  # strings of controls, escapes, bidi, markup
     json_values(10).map(lambda v: dumps({"schema": "attn-doctor/report", "schema_version": 1, "facts": v}).encode()),
     st.binary(max_size=300),
 )
@@ -47,8 +47,7 @@ def test_folders_of_reports(work, files, expect, fail_on):
         assert fleet.summary.received + fleet.summary.unreadable == len(files)
         for problem in fleet.problems:
             assert "\n" not in problem.message, problem.message
-        for verbose in (False, True):
-            render_fleet(fleet, Console(file=io.StringIO(), width=100, highlight=False), verbose=verbose)
+        assert_inert(lambda console: render_fleet(fleet, console, verbose=True))  # -v prints all the plain one does, and more
         msgspec.json.decode(to_json(fleet))
     finally:
         shutil.rmtree(folder, ignore_errors=True)

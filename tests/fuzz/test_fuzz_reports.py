@@ -20,7 +20,10 @@ from attn_doctor.render.human import render
 from attn_doctor.render.json import to_json
 from attn_doctor.rules.loader import load_recipes
 
+from attn_doctor.facts import Facts
+
 from .conftest import fuzz_settings
+from .inert import HOSTILE, assert_inert, rendered
 from .strategies import SCALARS, dumps, json_values
 
 FACTS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
@@ -128,3 +131,51 @@ def test_nesting_at_the_bound(work, depth):
     check_from_report(work, ("[" * depth + "]" * depth).encode())
     nested = '{"platform": ' + '{"a": ' * depth + "1" + "}" * depth + "}"
     check_from_report(work, nested.encode())
+
+
+def _string_paths(doc):
+    return [p for p in _paths(doc) if p and isinstance(_get(doc, p), str)]
+
+
+def _get(doc, path):
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
+@st.composite
+def hostile_reports(draw):
+    """A real report whose strings (GPU names, versions, paths, errors, what probes printed...)
+    are replaced with control characters, escape sequences, bidi controls and markup."""
+    name = draw(st.sampled_from(sorted(BASES)))
+    doc = copy.deepcopy(BASES[name])
+    paths = _string_paths(doc["facts"])
+    for path in draw(st.lists(st.sampled_from(paths), min_size=1, max_size=25, unique=True)):
+        _set(doc["facts"], path, draw(HOSTILE))
+    return doc
+
+
+@fuzz_settings(120)
+@given(hostile_reports())
+def test_outside_text_is_inert_on_a_terminal(work, doc):
+    """Whatever a recorded report's strings carry, the terminal gets no escape sequence but the
+    doctor's own styles, and no control or bidi character: each is shown escaped (JSON keeps them)."""
+    path = work / "hostile.json"
+    path.write_bytes(dumps(doc).encode())
+    try:
+        facts = load_facts_file(path)
+    except FactsFileError:
+        return
+    report = diagnose(facts, RECIPES, source="facts-file")
+    for verbose in (False, True):
+        assert_inert(lambda console: render(report, console, verbose=verbose))
+    assert msgspec.json.decode(to_json(report))["facts"] == msgspec.json.decode(msgspec.json.encode(facts))  # verbatim in JSON
+
+
+def test_markup_in_outside_text_is_shown_as_it_is():
+    doc = copy.deepcopy(BASES["t4"])
+    for device in doc["facts"]["gpu"]["devices"] + doc["facts"]["torch"]["devices"]:
+        device["name"] = "Tesla T4 [reverse]\x1b]0;pwned\x07\u202eevil"
+    facts = msgspec.convert(doc["facts"], Facts)
+    out = rendered(lambda console: render(diagnose(facts, RECIPES, source="facts-file"), console), False)
+    assert "Tesla T4 [reverse]\\x1b]0;pwned\\u202eevil" in out  # no stray backslash; ESC and U+202E escaped
