@@ -245,7 +245,7 @@ def test_json_errors_name_line_column_and_the_line(tmp_path):
 # ---------------------------------------------------------------- 8. trace: check's bytecode cache, progress
 
 
-def test_trace_imports_torch_with_the_bytecode_cache_check_uses(tmp_path):
+def test_trace_imports_torch_with_the_bytecode_cache_check_uses(tmp_path, monkeypatch):
     # A stand-in torch without bytecode (as a uv install has none) that records how it is imported.
     lib = tmp_path / "lib" / "torch"
     lib.mkdir(parents=True)
@@ -258,14 +258,16 @@ def test_trace_imports_torch_with_the_bytecode_cache_check_uses(tmp_path):
     (tmp_path / "m.py").write_text("def build(device='meta'):\n    pass\n")
     cache = tmp_path / "cache"
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPYCACHEPREFIX")}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))  # the user's private bytecode folder
     env.update(PYTHONPATH=str(tmp_path / "lib"), RECORD=str(record), ATTN_DOCTOR_CACHE_DIR=str(cache),
-               PYTHONDONTWRITEBYTECODE="1")
+               PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "home"))
     here = run("trace", "./m.py:build", cwd=tmp_path, env=env)
     child = run("trace", "./m.py:build", "-p", sys.executable, cwd=tmp_path, env=env)
     assert here.returncode == child.returncode == 3 and "torch does not import" in here.stdout + child.stdout
     from attn_doctor.probes import _bytecode_env
 
-    prefix = _bytecode_env({"modules": {"torch": {"origin": str(lib)}}, "bytecode": {"torch": "missing"}}, str(cache))["PYTHONPYCACHEPREFIX"]
+    prefix = _bytecode_env({"modules": {"torch": {"origin": str(lib)}}, "bytecode": {"torch": "missing"}})[0]["PYTHONPYCACHEPREFIX"]
+    assert not prefix.startswith(str(cache))  # never in the (possibly shared) cache folder
     assert record.read_text().splitlines() == [repr((prefix, False, prefix))] * 2  # in this process, and in the child
 
 

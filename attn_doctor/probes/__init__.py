@@ -268,15 +268,16 @@ def _bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
     return {"PYTHONPYCACHEPREFIX": folder}, None
 
 
-def trace_bytecode_env(python: str, cache_root: Optional[str] = None) -> dict:
+def trace_bytecode_env(python: str) -> dict:
     """`trace`'s imports of torch and transformers keep their bytecode where check's probe children
-    keep it (_bytecode_env): {"PYTHONPYCACHEPREFIX": folder} where the target has none beside
-    them, else {}. Never fails: without the answer, the trace runs as before."""
+    keep it (_bytecode_env, a folder private to this user): {"PYTHONPYCACHEPREFIX": folder} where
+    the target has none beside them, else {}. Never fails: without the answer, the trace runs as
+    before (compiling)."""
     try:
         env_data = _environment(python, ["torch/", "transformers/"])
     except (ProbeFailed, OSError):
         return {}
-    return _bytecode_env(env_data, cache_root)
+    return _bytecode_env(env_data)[0]
 
 
 def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = None) -> Optional[str]:
