@@ -134,6 +134,8 @@ def collect_packages():
         except OSError:
             continue
         for filename in names:
+            if filename.startswith("~"):
+                continue  # pip's uninstall stash (~riton-3.1.0.dist-info): not an installed distribution
             if filename.endswith(".dist-info"):
                 stem = filename[: -len(".dist-info")]
             elif filename.endswith(".egg-info"):
@@ -167,6 +169,102 @@ def collect_packages():
                 if kept:
                     requires[key] = kept
     return packages, requires
+
+
+# Distributions whose install is checked against its RECORD, and the module folder each provides:
+# torch, triton and the attention libraries (attn_doctor.facts.MODULE_DISTRIBUTIONS, plus torch).
+CHECKED_INSTALLS = {
+    "torch": "torch", "triton": "triton", "pytorch-triton": "triton", "pytorch-triton-rocm": "triton",
+    "flash-attn": "flash_attn", "xformers": "xformers", "flash-linear-attention": "fla", "fla-core": "fla",
+}
+# At most this many files of a RECORD are looked for (evenly spread, besides every top-level
+# entry): torch lists about 15,000, and stat-ing them all would cost check 60 ms.
+RECORD_SAMPLE = 256
+
+
+def collect_leftovers():
+    """What an install killed half-way leaves in site-packages: pip's uninstall stash (`~riton/`,
+    `~riton-3.1.0.dist-info/`), a module folder of CHECKED_INSTALLS without its metadata, and for
+    CHECKED_INSTALLS a dist-info without RECORD or whose RECORD names files that are gone.
+    One directory listing per site-packages folder, one RECORD read per checked distribution."""
+    found, seen = [], set()
+    for entry in sys.path:
+        if not entry or os.path.basename(entry) not in ("site-packages", "dist-packages"):
+            continue
+        folder = os.path.realpath(entry)
+        if folder in seen:
+            continue
+        seen.add(folder)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        dists = {}  # canonical name -> (dist-info folder name, version)
+        for filename in names:
+            if filename.endswith(".dist-info") and not filename.startswith("~"):
+                name, _, version = filename[: -len(".dist-info")].rpartition("-")
+                dists[_canonical(name)] = (filename, version)
+        for filename in names:
+            if filename.startswith("~"):
+                found.append(_stash(folder, filename, names))
+        for dist, module in CHECKED_INSTALLS.items():
+            if dist in dists:
+                problem = _record_problem(folder, *dists[dist])
+                if problem:
+                    found.append(dict(problem, package=dist, version=dists[dist][1]))
+        for module in sorted(set(CHECKED_INSTALLS.values())):
+            providers = [d for d, m in CHECKED_INSTALLS.items() if m == module]
+            if module in names and os.path.isdir(os.path.join(folder, module)) and not any(d in dists for d in providers):
+                found.append({"path": os.path.join(folder, module), "kind": "no-metadata", "package": providers[0],
+                              "version": None, "detail": "a module folder that no installed distribution owns"})
+    return found
+
+
+# pip's AdjacentTempDirectory: `~` then up to len(name)-1 of these replace the name's first characters.
+_STASH_CHARS = "-~.=%0123456789"
+
+
+def _stash(folder, filename, names):
+    path = os.path.join(folder, filename)
+    package = version = None
+    if filename.endswith(".dist-info"):
+        package, version = _metadata_name_version(path)  # the stash keeps the real METADATA
+        package = _canonical(package) if package else None
+    if package is None:
+        tail = filename[1:].lstrip(_STASH_CHARS)
+        tail = tail.split("-")[0] if filename.endswith(".dist-info") else tail
+        candidates = [n for n in names if not n.startswith("~") and n.endswith(tail) and len(n) > len(tail) and "." not in n]
+        candidates += [m for m in CHECKED_INSTALLS.values() if m.endswith(tail) and len(m) > len(tail)]
+        if candidates:
+            module = candidates[0]
+            package = next((d for d, m in CHECKED_INSTALLS.items() if m == module), _canonical(module))
+    return {"path": path, "kind": "stash", "package": package, "version": version,
+            "detail": "pip's uninstall stash, left by an install or uninstall that was killed"}
+
+
+def _record_problem(folder, info, version):
+    path = os.path.join(folder, info)
+    installer = (_read(os.path.join(path, "INSTALLER")) or "").strip()
+    text = _read(os.path.join(path, "RECORD"))
+    if text is None:
+        if installer == "conda":
+            return None  # conda's own packages may carry no RECORD
+        if not os.path.exists(os.path.join(path, "METADATA")):
+            return {"path": path, "kind": "no-metadata", "detail": "a dist-info folder without METADATA"}
+        return {"path": path, "kind": "no-record", "detail": "a dist-info without RECORD: the install stopped before its end"}
+    files = []
+    for line in text.splitlines():
+        name = line.split(",", 1)[0]
+        if name and not name.startswith(("..", "/")):
+            files.append(name)
+    tops = sorted({f.split("/", 1)[0] for f in files})
+    step = max(1, len(files) // RECORD_SAMPLE)
+    looked = tops + files[::step]
+    missing = sorted({f for f in looked if not os.path.lexists(os.path.join(folder, f))})
+    if not missing:
+        return None
+    return {"path": path, "kind": "missing-files",
+            "detail": "RECORD lists files that are gone (%d of %d looked for), e.g. %s" % (len(missing), len(looked), missing[0])}
 
 
 def _canonical(name):
@@ -235,6 +333,7 @@ def collect_env(fingerprint=None, first=None):
         "packages": packages,
         "requires": requires,
         "tools": collect_tools(packages),
+        "leftovers": collect_leftovers(),
     }
     if fingerprint:
         out["bytecode"] = {}

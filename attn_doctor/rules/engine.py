@@ -25,6 +25,7 @@ def remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
     for remedy in rule.remedies:
         values: dict[str, Any] = {}
         missing: set[str] = set()
+        nameless = False  # a requirement whose distribution is unknown: no command to give
         for f in remedy.__struct_fields__:
             v = getattr(remedy, f)
             if v is None and f != "kind":
@@ -32,11 +33,16 @@ def remedies(rule: Rule, evidence: dict[str, Any]) -> list[Remedy]:
             if isinstance(v, str):
                 if f == "requirement" and not templates.complete(v, evidence):
                     m = _REQ_NAME.match(v)  # no version known: the bare distribution name
-                    v = m.group(1) if m else v
+                    if m is None:
+                        nameless = True
+                        break
+                    v = m.group(1)
                 else:
                     v, unknown = templates.render(v, evidence)
                     missing |= unknown
             values[f] = v
+        if nameless:
+            continue
         hint = templates.how_to_find(missing)
         if hint:
             values["detail"] = f"{values['detail']}\n{hint}" if values.get("detail") else hint
