@@ -23,11 +23,12 @@ def installer(facts: Facts) -> Optional[str]:
     return None
 
 
-def pip_argv(remedy: Remedy, facts: Facts) -> Optional[list[str]]:
+def pip_argv(remedy: Remedy, facts: Facts, tool: Optional[str] = None) -> Optional[list[str]]:
+    """tool: 'pip' or 'uv' (fix's choice); default installer(facts)."""
     if remedy.kind != "pip" or not remedy.requirement:
         return None
     python = facts.platform.python_executable or "python"
-    tool = installer(facts)
+    tool = tool or installer(facts)
     if tool == "uv":
         argv = [facts.tools["uv"].path or "uv", "pip", "install", "--python", python]
     else:

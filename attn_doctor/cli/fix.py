@@ -29,6 +29,10 @@ def fix(
     unsafe: bool = typer.Option(False, "--unsafe", help="Allow unsafe remedies (torch upgrades, edits inside installed packages); each says why it is unsafe."),
     apply_patch: bool = typer.Option(False, "--apply-patch", help="Apply the tracer's source patches to your files (by default they are only written as .patch files)."),
     patch_dir: Path = typer.Option(Path("."), "--patch-dir", metavar="DIR", help="Where .patch files are written."),
+    installer: str = typer.Option(
+        "auto", "--installer", metavar="auto|uv|pip",
+        help="What installs packages: uv (`uv pip --python TARGET`, the shortest window in which a package is half there) where it is found, else pip (auto); or the one named.",
+    ),
     undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID)."),
     history: bool = typer.Option(False, "--history", help="List past fix runs."),
     quick: bool = typer.Option(False, "--quick", "-q", help="Judge without importing torch (packages, OS, GPUs, configs): faster, fewer findings."),
@@ -79,15 +83,18 @@ def fix(
             raise UsageError(f"unexpected argument {run_id!r}: a run id goes with --undo")
         if undo or history:
             # Options of a fix run would be silently ignored: --undo --dry-run would undo for real.
-            given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python), ("--from-report", facts),
+            given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python if history else None), ("--from-report", facts),
                      ("--only", only), ("--skip", skip), ("--unsafe", unsafe), ("--apply-patch", apply_patch), ("--quick", quick),
-                     ("--no-sample", no_sample), ("--no-smoke", no_smoke), ("--no-cache", no_cache), ("--undo", undo and history)) if value]
+                     ("--no-sample", no_sample), ("--no-smoke", no_smoke), ("--no-cache", no_cache), ("--undo", undo and history),
+                     ("--installer", installer != "auto")) if value]
             if given:
                 raise UsageError(f"{'--history' if history else '--undo'} does not take {', '.join(given)}")
         if history:
             return _history(json_out)
         if undo:
-            return _undo(run_id, json_out)
+            return _undo(run_id, json_out, python)
+        if installer not in ("auto", "uv", "pip"):
+            raise UsageError(f"--installer takes auto, uv or pip, not {installer!r}")
         from ..options import CLI, CheckOptions
         from ._common import resolved
 
@@ -105,6 +112,7 @@ def fix(
             unsafe=unsafe,
             apply_patch=apply_patch,
             patch_dir=patch_dir,
+            installer=installer,
             verbose=verbose,
         )
     except typer.Exit:
@@ -125,9 +133,37 @@ def fix(
         raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError, UnknownRun)) else 1) from None
 
 
-def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, verbose):
+def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, installer, verbose):
+    from ..fix.apply import STOP_SIGNALS, Interrupted
+
+    # Until the plan is applied nothing changes: a stop signal ends the command with one line.
+    def stop(signum, _frame):
+        raise Interrupted(signum)
+
+    import signal
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        return _fix_steps(check_options=check_options, yes=yes, dry_run=dry_run, json_out=json_out, only=only, skip=skip, unsafe=unsafe,
+                          apply_patch=apply_patch, patch_dir=patch_dir, installer=installer, verbose=verbose)
+    except Interrupted as exc:
+        return _interrupted(exc.signum, None, [], None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _interrupted(signum: int, run_id, restored: list[str], error) -> None:
+    from ..render.fix_human import interrupted_line
+    from ._common import stderr_console
+
+    stderr_console().print(interrupted_line(run_id, restored, error), markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(128 + signum)
+
+
+def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, installer, verbose):
     from ..core import run_check
-    from ..fix.apply import apply_plan, recover_interrupted
+    from ..fix.apply import FixInterrupted, apply_plan, recover_interrupted, stop_signals_refused
     from ..fix.journal import Lock, interrupted_runs, state_dir
     from ..fix.plan import Options, build_plan
     from ..render.fix_human import render_outcome, render_plan, render_unapplied
@@ -144,7 +180,7 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
             if dry_run:
                 say(f"a previous fix ({ids}) was interrupted; `attn-doctor fix` or `fix --undo` restores the state before it")
             else:
-                with Lock(state_dir()):
+                with Lock(state_dir()), stop_signals_refused(say):
                     recover_interrupted(progress=note)
                 say(f"restored the state before the interrupted fix {ids}")
 
@@ -158,7 +194,7 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
             if known.get(rule_id) is None:
                 raise UsageError(f"no rule {rule_id!r} (--only/--skip take ids such as AD401; `attn-doctor rules` lists them)")
         report = check()
-        options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir)
+        options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir, installer=installer)
         plan = build_plan(report, options, known.data)
     finally:
         if progress:
@@ -193,7 +229,12 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
             command=sys.argv[1:],
             patch_dir=patch_dir,
             progress=progress.update if progress else None,
+            refused=say,
         )
+    except FixInterrupted as exc:
+        if progress:
+            progress.stop()
+        return _interrupted(exc.signum, exc.run_id, exc.restored, exc.error)
     finally:
         if progress:
             progress.stop()
@@ -219,19 +260,45 @@ def _history(json_out: bool) -> None:
     raise typer.Exit(0)
 
 
-def _undo(run_id: Optional[str], json_out: bool) -> None:
-    from ..fix.apply import restore_run
-    from ..fix.journal import Lock, find_run, state_dir
+def _undo(run_id: Optional[str], json_out: bool, python: Optional[str]) -> None:
+    from ..fix.apply import restore_run, stop_signals_refused
+    from ..fix.journal import DONE_STATUSES, JournalError, Lock, find_run, state_dir
     from ..render.fix_human import render_undo
     from ..render.fix_json import undo_json
-    from ._common import emit
+    from ._common import emit, note
 
-    with Lock(state_dir()):
+    with Lock(state_dir()), stop_signals_refused(note):
         journal = find_run(run_id)
-        if journal.status == "undone":
-            from ..fix.journal import JournalError
-
-            raise JournalError(f"run {journal.id} was already undone")
+        if python is not None:
+            _same_target(python, journal)
+        if journal.status in DONE_STATUSES:
+            raise JournalError(f"run {journal.id} was already {'restored after an interruption' if journal.status == 'interrupted' else 'undone'}"
+                               + (f" at {journal.data['undone_at']}" if journal.data.get("undone_at") else ""))
         changed = restore_run(journal)
     emit(json_out, lambda: undo_json(journal.id, changed), lambda console: render_undo(journal.id, changed, console))
     raise typer.Exit(0)
+
+
+def _same_target(python: str, journal) -> None:
+    """--undo --python P: accepted when P is the environment the run changed (its interpreter under
+    any of its names, or its folder), refused otherwise: an undo acts on the journal's target."""
+    from ..options import validate_python
+    from ._common import UsageError
+
+    recorded = journal.data.get("python") or ""
+    if not _same_environment(validate_python(python) or python, recorded):
+        raise UsageError(f"run {journal.id} changed {recorded}, not {python}: `attn-doctor fix --undo {journal.id}` undoes it "
+                         "(an undo acts on the environment the run changed)")
+
+
+def _same_environment(a: str, b: str) -> bool:
+    # The environment's folder (bin/python -> the venv), not the resolved binary: every venv's
+    # python links to the same base interpreter.
+    import os
+    from pathlib import Path
+
+    prefix_a, prefix_b = Path(a).absolute().parent.parent, Path(b).absolute().parent.parent
+    try:
+        return os.path.samefile(prefix_a, prefix_b)
+    except OSError:
+        return prefix_a == prefix_b

@@ -182,19 +182,52 @@ CHECKED_INSTALLS = {
 RECORD_SAMPLE = 256
 
 
+def _site_folders():
+    seen = []
+    for entry in sys.path:
+        if entry and os.path.basename(entry) in ("site-packages", "dist-packages"):
+            folder = os.path.realpath(entry)
+            if folder not in seen and os.path.isdir(folder):
+                seen.append(folder)
+    return seen
+
+
+def _record_paths(text):
+    import csv
+
+    try:
+        return [row[0] for row in csv.reader(text.splitlines()) if row and row[0] and not row[0].startswith(("..", "/"))]
+    except csv.Error:
+        return [line.split(",", 1)[0] for line in text.splitlines() if line and not line.startswith(("..", "/"))]
+
+
+def collect_site():
+    """For fix's snapshots and recovery: each site-packages folder's entries, and for every
+    distribution the top-level entries its RECORD names (None: it has no RECORD)."""
+    out = []
+    for folder in _site_folders():
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        dists = {}
+        for filename in names:
+            if filename.endswith(".dist-info") and not filename.startswith("~"):
+                name, _, version = filename[: -len(".dist-info")].rpartition("-")
+                text = _read(os.path.join(folder, filename, "RECORD"))
+                tops = None if text is None else sorted({p.split("/", 1)[0] for p in _record_paths(text)} | {filename})
+                dists[_canonical(name)] = {"info": filename, "version": version, "tops": tops}
+        out.append({"path": folder, "names": names, "dists": dists})
+    return out
+
+
 def collect_leftovers():
     """What an install killed half-way leaves in site-packages: pip's uninstall stash (`~riton/`,
     `~riton-3.1.0.dist-info/`), a module folder of CHECKED_INSTALLS without its metadata, and for
     CHECKED_INSTALLS a dist-info without RECORD or whose RECORD names files that are gone.
     One directory listing per site-packages folder, one RECORD read per checked distribution."""
-    found, seen = [], set()
-    for entry in sys.path:
-        if not entry or os.path.basename(entry) not in ("site-packages", "dist-packages"):
-            continue
-        folder = os.path.realpath(entry)
-        if folder in seen:
-            continue
-        seen.add(folder)
+    found = []
+    for folder in _site_folders():
         try:
             names = os.listdir(folder)
         except OSError:
@@ -245,21 +278,22 @@ def _stash(folder, filename, names):
 def _record_problem(folder, info, version):
     path = os.path.join(folder, info)
     installer = (_read(os.path.join(path, "INSTALLER")) or "").strip()
-    text = _read(os.path.join(path, "RECORD"))
-    if text is None:
+    try:
+        with open(os.path.join(path, "RECORD"), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        data = None
+    if data is None:
         if installer == "conda":
             return None  # conda's own packages may carry no RECORD
         if not os.path.exists(os.path.join(path, "METADATA")):
             return {"path": path, "kind": "no-metadata", "detail": "a dist-info folder without METADATA"}
         return {"path": path, "kind": "no-record", "detail": "a dist-info without RECORD: the install stopped before its end"}
-    files = []
-    for line in text.splitlines():
-        name = line.split(",", 1)[0]
-        if name and not name.startswith(("..", "/")):
-            files.append(name)
-    tops = sorted({f.split("/", 1)[0] for f in files})
-    step = max(1, len(files) // RECORD_SAMPLE)
-    looked = tops + files[::step]
+    # Bytes, and only the sampled lines decoded: torch's RECORD is 1.4 MB.
+    lines = data.splitlines()
+    step = max(1, len(lines) // RECORD_SAMPLE)
+    files = _record_paths(b"\n".join(lines[::step] + lines[-1:]).decode("utf-8", "replace"))
+    looked = sorted({f.split("/", 1)[0] for f in files}) + files
     missing = sorted({f for f in looked if not os.path.lexists(os.path.join(folder, f))})
     if not missing:
         return None
@@ -906,6 +940,8 @@ def main(argv):
         if command == "env":
             fingerprint = json.loads(argv[2]) if argv[1:2] == ["--fingerprint"] and len(argv) > 2 else None
             result.update(collect_env(fingerprint))
+        elif command == "site":
+            result["site"] = collect_site()
         elif command == "torch":
             args = argv[1:]
             options = {}
