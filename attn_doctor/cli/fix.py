@@ -143,20 +143,33 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
     import signal
 
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    stopped = False
     try:
-        return _fix_steps(check_options=check_options, yes=yes, dry_run=dry_run, json_out=json_out, only=only, skip=skip, unsafe=unsafe,
-                          apply_patch=apply_patch, patch_dir=patch_dir, installer=installer, verbose=verbose)
+        _fix_steps(check_options=check_options, yes=yes, dry_run=dry_run, json_out=json_out, only=only, skip=skip, unsafe=unsafe,
+                   apply_patch=apply_patch, patch_dir=patch_dir, installer=installer, verbose=verbose)
     except Interrupted as exc:
-        return _interrupted(exc.signum, None, [], None)
+        stopped = True
+        _interrupted(exc.signum, None, [], None)
+    except typer.Exit as exc:
+        stopped = exc.exit_code >= 128
+        raise
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if not stopped:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _interrupted(signum: int, run_id, restored: list[str], error) -> None:
+    """The one line, and exit 128 + the signal; later stop signals are ignored, so that the exit
+    code says which one stopped the fix."""
+    import signal
+
+    from ..fix.apply import STOP_SIGNALS
     from ..render.fix_human import interrupted_line
     from ._common import stderr_console
 
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     stderr_console().print(interrupted_line(run_id, restored, error), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(128 + signum)
 

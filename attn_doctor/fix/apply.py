@@ -225,7 +225,7 @@ def _clear_leftovers(python: str, site_before: Optional[list[dict]]) -> list[str
             orphan = site_before is not None and key not in before_names and key not in owned_now and not entry.startswith(".")
             if (stash or orphan) and key not in before_names:
                 _remove(Path(folder["path"]) / entry)
-                cleared.append(f"removed {entry}")
+                cleared.append(f"cleared {entry}")
     return cleared
 
 

@@ -173,7 +173,9 @@ def _pip_action(action: Action, remedy: Remedy, facts: Facts, options: Options, 
     except InvalidRequirement:
         return _block(action, f"the recipe's requirement {remedy.requirement!r} is not valid")
     name = canonical_name(req.name)
-    if name in TORCH_PINNED and _is_installed_torch_pin(req, facts, data):
+    if name in TORCH_PINNED and remedy.reinstall:
+        pass  # a repair (AD008): the release that was installed goes back as it was; torch is not moved
+    elif name in TORCH_PINNED and _is_installed_torch_pin(req, facts, data):
         # the triton this torch pins (AD201's "reinstall the pin"): installing it keeps torch as it is
         action.note = f"the triton torch {facts.version_of('torch')} pins"
     elif name in TORCH_PINNED:

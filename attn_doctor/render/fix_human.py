@@ -122,6 +122,7 @@ def interrupted_line(run_id: Optional[str], restored: list[str], error: Optional
     """The one line a fix stopped by a signal ends with: what happened, and the state left."""
     if error:
         return f"attn-doctor: interrupted: restoring failed ({error}): run attn-doctor fix --undo{' ' + run_id if run_id else ''}"
-    if restored:
-        return f"attn-doctor: interrupted: restored {', '.join(restored)}; nothing changed"
-    return "attn-doctor: interrupted: nothing changed"
+    put_back = [item for item in restored if not item.startswith("cleared ")]
+    cleared = [item[len("cleared "):] for item in restored if item.startswith("cleared ")]
+    done = ([f"restored {', '.join(put_back)}"] if put_back else []) + ([f"cleared pip's leftovers ({', '.join(cleared)})"] if cleared else [])
+    return f"attn-doctor: interrupted: {' and '.join(done) + '; ' if done else ''}nothing changed"

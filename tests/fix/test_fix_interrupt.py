@@ -1,0 +1,259 @@
+"""fix interrupted at a spread of moments, for real: the doctor in its own process group, a real pip
+in a real venv, SIGINT / SIGTERM / SIGKILL to the whole group as a terminal or a batch system sends
+them. Every time, `pip freeze` ends as it began, no `~` stash folder remains, and the doctor's last
+line says what happened. (The CUDA-torch variant is in tests/realenv/test_fix_interrupt.py.)
+
+ATTN_DOCTOR_INTERRUPT_TRIES=SIGINT=10,SIGTERM=5,SIGKILL=10 runs the issue's full counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from attn_doctor.probes import child
+
+from .conftest import CONFIGS, FACTS, make_wheel, offline_env
+from .interrupt import counts, interrupt_once, spread, stash_folders, table, wait_for_installer
+
+# Enough files that pip's copy takes a while: a kill lands mid-copy, where pip leaves its stash.
+FILES = 800
+
+
+@pytest.fixture(scope="module")
+def heavy_wheelhouse(tmp_path_factory):
+    d = tmp_path_factory.mktemp("heavy-wheelhouse")
+    for version in ("1.30.1", "1.30.2"):
+        files = {"x_transformers/__init__.py": f"__version__ = {version!r}\n"}
+        files.update({f"x_transformers/part{i // 100}/m{i}.py": f"X = {i}  # {version}\n" + "#" * 200 + "\n" for i in range(FILES)})
+        files.update({f"x_transformers/part{i // 100}/__init__.py": "" for i in range(0, FILES, 100)})
+        make_wheel(d, "x-transformers", version, files)
+    return d
+
+
+@pytest.fixture(scope="module")
+def heavy_venv(base_venv, tmp_path_factory, heavy_wheelhouse):
+    d = tmp_path_factory.mktemp("interrupt") / "venv"
+    shutil.copytree(base_venv, d, symlinks=True)
+    subprocess.run([str(d / "bin" / "python"), "-m", "pip", "install", "-q", "x-transformers==1.30.1"], check=True, timeout=300,
+                   env=offline_env(heavy_wheelhouse))
+    return d
+
+
+def _doctor(*args):
+    return [sys.executable, "-m", "attn_doctor", *args]
+
+
+def test_pip_step_interrupted_at_a_spread_of_moments_always_ends_as_it_began(heavy_venv, heavy_wheelhouse, tmp_path):
+    py = str(heavy_venv / "bin" / "python")
+    state = tmp_path / "state"
+    env = dict(offline_env(heavy_wheelhouse), ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200")
+    before = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout
+    assert "x-transformers==1.30.1" in before
+    fix = _doctor("fix", "--python", py, "--quick", "--only", "AD401", "--yes", "--installer", "pip")
+    tries = counts("ATTN_DOCTOR_INTERRUPT_TRIES", "SIGINT=2,SIGTERM=1,SIGKILL=2")
+    outcomes = []
+    for sig, n in tries.items():
+        for i, delay in enumerate(spread(n, 0.6)):
+            # after a SIGKILL: alternately `fix --undo` and the next fix (which restores first)
+            recover_argv = _doctor("fix", "--undo") if i % 2 == 0 else _doctor("fix", "--python", py, "--quick", "--only", "NONE", "--yes")
+            outcome = interrupt_once(fix, env, sig, delay, py, heavy_venv, before,
+                                     lambda: subprocess.run(recover_argv, env=env, capture_output=True, text=True, timeout=300),
+                                     lambda: subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, text=True, timeout=300))
+            outcomes.append(outcome)
+            assert outcome.restored and not outcome.leftovers, (outcome, table(outcomes))
+            if sig == signal.SIGKILL and outcome.when == "installer":
+                assert re.search(r"restored the state before the interrupted fix|Undid \S+:|already as it was before", outcome.recovery_output), outcome
+            if sig != signal.SIGKILL and outcome.when != "after":
+                assert outcome.code == 128 + sig, outcome
+                assert outcome.last_line.startswith("attn-doctor: interrupted: "), outcome
+                assert outcome.last_line.endswith("nothing changed"), outcome
+    print("\n" + table(outcomes))
+    # Every run is closed: the history shows none `applying`, and there is nothing left to undo.
+    runs = json.loads(subprocess.run(_doctor("fix", "--history", "--json"), env=env, capture_output=True, text=True).stdout)
+    assert runs and not [r for r in runs if r["status"] in ("planning", "applying")], runs
+    left = subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, text=True)
+    assert left.returncode == 1 and "nothing left to undo (run " in left.stderr, left.stderr
+
+
+def test_a_second_ctrl_c_while_restoring_is_refused_with_a_line(heavy_venv, heavy_wheelhouse, tmp_path):
+    py = str(heavy_venv / "bin" / "python")
+    env = dict(offline_env(heavy_wheelhouse), ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="200")
+    before = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout
+    proc = subprocess.Popen(_doctor("fix", "--python", py, "--quick", "--only", "AD401", "--yes", "--installer", "pip"), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert wait_for_installer(proc) is not None
+    # once pip has moved the old release aside (its `~` stash), so that there is something to restore
+    while proc.poll() is None and not stash_folders(heavy_venv):
+        time.sleep(0.001)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.2)  # the doctor is restoring now (reading the package set, reinstalling)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "SIGINT ignored: restoring the state before the fix" in err, err
+    assert re.match(r"attn-doctor: interrupted: (restored x-transformers 1\.30\.1|cleared pip's leftovers \(~).*; nothing changed$", err.strip().splitlines()[-1]), err
+    after = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout
+    assert after == before and not stash_folders(heavy_venv)
+
+
+def test_config_edit_interrupted_at_a_spread_of_moments(tmp_path):
+    original = (CONFIGS / "llamafactory_lora_bf16.yaml").read_bytes()
+    cfg = tmp_path / "train.yaml"
+    cfg.write_bytes(original)
+    state = tmp_path / "state"
+    env = dict(os.environ, ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200")
+    fix = _doctor("fix", "--from-report", str(FACTS / "t4.json"), "--config", str(cfg), "--yes")
+    lines = []
+    for sig, delay in [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.0), (signal.SIGINT, 0.005), (signal.SIGTERM, 0.02), (signal.SIGKILL, 0.0),
+                       (signal.SIGKILL, 0.01)]:
+        runs = len(list(state.glob("runs/*")))
+        proc = subprocess.Popen(fix, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # from the moment this run's journal exists (its backups are being written) on
+        while proc.poll() is None and len(list(state.glob("runs/*"))) == runs:
+            time.sleep(0.001)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=120)
+        if proc.returncode == 0 or sig == signal.SIGKILL:
+            subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, timeout=120)
+        else:
+            last = err.strip().splitlines()[-1]
+            lines.append(last)
+            assert proc.returncode == 128 + sig and last.startswith("attn-doctor: interrupted: "), err
+        assert cfg.read_bytes() == original, (sig, delay, err)
+    assert lines, "every try finished before its signal: nothing was interrupted"
+
+
+EDIT_PLAN = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from attn_doctor.facts import Facts
+    from attn_doctor.fix.apply import FixInterrupted, apply_plan
+    from attn_doctor.fix.plan import Action, Plan
+
+    chunk, state = Path(sys.argv[1]), Path(sys.argv[2])
+    text = chunk.read_bytes()
+    action = Action(id=1, rule="AD402", kind="patch", summary="states_in_fp32=True", safety="unsafe", files=[str(chunk)],
+                    new_bytes={str(chunk): text.replace(b"False", b"True")})
+    facts = Facts()
+    facts.platform.python_executable = sys.executable
+
+    def check_edit(python, fla_dir):  # the edited op running on the GPU (minutes of autotuning)
+        print("running", flush=True)
+        time.sleep(30)
+        return ""
+
+    try:
+        apply_plan(Plan(actions=[action], python=sys.executable), facts, verify=None, command=["fix"], patch_dir=state,
+                   root=state, check_edit=check_edit, refused=lambda m: print(m, file=sys.stderr, flush=True))
+    except FixInterrupted as exc:
+        print("interrupted", exc.signum, exc.restored, exc.error, flush=True)
+        sys.exit(128 + exc.signum)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_unsafe_package_edit_interrupted_while_it_runs_is_restored(tmp_path, sig):
+    # AD402 edits a file inside the installed fla, then runs the edited op on the GPU: interrupted
+    # there, the file is back byte for byte. (Only the GPU run is stood in for: none here.)
+    chunk = tmp_path / "site-packages" / "fla" / "ops" / "gsa" / "chunk.py"
+    chunk.parent.mkdir(parents=True)
+    original = b"def chunk_gsa_fwd(q, k, v, s, g):\n    h = chunk_fwd_h(k=k, v=v, g=g, states_in_fp32=False)\n    return h\n"
+    chunk.write_bytes(original)
+    proc = subprocess.Popen([sys.executable, "-c", EDIT_PLAN, str(chunk), str(tmp_path / "state")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "running"
+    assert b"states_in_fp32=True" in chunk.read_bytes()  # the edit is in place while the op runs
+    os.killpg(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, (out, err)
+    assert f"interrupted {sig} ['{chunk}'] None" in out
+    assert chunk.read_bytes() == original
+    journal = json.loads(next((tmp_path / "state").glob("runs/*/journal.json")).read_text())
+    assert journal["status"] == "interrupted" and journal["undone_at"]
+
+
+# ---------------------------------------------------------------- what pip leaves half-way
+
+
+def _site(tmp_path):
+    sp = tmp_path / "lib" / "python3.12" / "site-packages"
+    sp.mkdir(parents=True)
+    return sp
+
+
+def test_the_env_probe_sees_pips_leftovers_and_no_stash_distribution(tmp_path, monkeypatch):
+    sp = _site(tmp_path)
+    # what a Ctrl-C during `pip install triton==3.7.1` over 3.1.0 left (the issue's report)
+    (sp / "~riton").mkdir()
+    (sp / "~riton" / "__init__.py").write_text("")
+    stash_info = sp / "~riton-3.1.0.dist-info"
+    stash_info.mkdir()
+    (stash_info / "METADATA").write_text("Metadata-Version: 2.1\nName: triton\nVersion: 3.1.0\n\n")
+    (sp / "triton").mkdir()
+    (sp / "triton" / "language.py").write_text("")
+    # a flash-attn whose RECORD names a file that is gone, and an xformers without RECORD
+    fa = sp / "flash_attn-2.8.3.dist-info"
+    fa.mkdir()
+    (fa / "METADATA").write_text("Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.8.3\n\n")
+    (fa / "RECORD").write_text("flash_attn/__init__.py,,\nflash_attn_2_cuda.so,,\nflash_attn-2.8.3.dist-info/RECORD,,\n")
+    (sp / "flash_attn").mkdir()
+    (sp / "flash_attn" / "__init__.py").write_text("")
+    xf = sp / "xformers-0.0.35.dist-info"
+    xf.mkdir()
+    (xf / "METADATA").write_text("Metadata-Version: 2.1\nName: xformers\nVersion: 0.0.35\n\n")
+    monkeypatch.setattr(sys, "path", [str(sp)])
+    packages, _ = child.collect_packages()
+    assert "~riton" not in packages and "triton" not in packages  # a stash is no distribution
+    found = {(left["kind"], left["package"], os.path.basename(left["path"])) for left in child.collect_leftovers()}
+    assert found == {
+        ("stash", "triton", "~riton"), ("stash", "triton", "~riton-3.1.0.dist-info"), ("no-metadata", "triton", "triton"),
+        ("missing-files", "flash-attn", "flash_attn-2.8.3.dist-info"), ("no-record", "xformers", "xformers-0.0.35.dist-info"),
+    }
+
+
+def test_check_reports_a_half_installed_package_with_the_repair_fix_applies():
+    from attn_doctor.core import diagnose
+    from attn_doctor.facts import Leftover
+    from attn_doctor.fix.plan import Options, build_plan
+    from attn_doctor.rules.fixtures import build_facts
+    from attn_doctor.rules.loader import load_recipes
+
+    facts = build_facts("cpu-only", FACTS)
+    facts.platform.python_executable = "/venv/bin/python"
+    sp = "/venv/lib/python3.12/site-packages"
+    facts.leftovers = [Leftover(path=f"{sp}/~riton", kind="stash"),
+                       Leftover(path=f"{sp}/~riton-3.1.0.dist-info", kind="stash", package="triton", version="3.1.0")]
+    result = next(r for r in diagnose(facts, load_recipes()).results if r.rule == "AD008")
+    assert result.status == "error" and "~riton-3.1.0.dist-info (stash)" in result.message, result
+    plan = build_plan(diagnose(facts, load_recipes()), Options(installer="pip", only=["AD008"]), load_recipes().data)
+    (action,) = plan.actions
+    assert action.argv == ["/venv/bin/python", "-m", "pip", "install", "--force-reinstall", "--no-deps", "triton==3.1.0"], action
+    # any other package's leftovers: a warning; with no name to reinstall, no command but the manual one
+    facts.leftovers = [Leftover(path=f"{sp}/~ix", kind="stash")]
+    result = next(r for r in diagnose(facts, load_recipes()).results if r.rule == "AD008")
+    assert result.status == "warning" and [r.kind for r in result.remedies] == ["manual"], result
+
+
+def test_undo_python_must_name_the_runs_target(heavy_venv, heavy_wheelhouse, base_venv, tmp_path):
+    py = str(heavy_venv / "bin" / "python")
+    env = dict(offline_env(heavy_wheelhouse), ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="200")
+    done = subprocess.run(_doctor("fix", "--python", py, "--quick", "--only", "AD401", "--yes", "--installer", "pip", "--json"), env=env,
+                          capture_output=True, text=True, timeout=300)
+    run = json.loads(done.stdout)["run"]
+    other = subprocess.run(_doctor("fix", "--undo", "--python", str(base_venv)), env=env, capture_output=True, text=True)
+    assert other.returncode == 2 and f"run {run} changed {py}, not {base_venv}" in other.stderr, other.stderr
+    same = subprocess.run(_doctor("fix", "--undo", "--python", str(heavy_venv)), env=env, capture_output=True, text=True, timeout=300)
+    assert same.returncode == 0, same.stderr
+    again = subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, text=True)
+    assert again.returncode == 1 and f"nothing left to undo (run {run} was undone at " in again.stderr, again.stderr
