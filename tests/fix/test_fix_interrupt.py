@@ -22,7 +22,7 @@ import pytest
 from attn_doctor.probes import child
 
 from .conftest import CONFIGS, FACTS, make_wheel, offline_env
-from .interrupt import counts, interrupt_once, spread, stash_folders, table, wait_for_installer
+from helpers.interrupt import counts, installer_seconds, interrupt_once, spread, stash_folders, table, wait_for_installer
 
 # Enough files that pip's copy takes a while: a kill lands mid-copy, where pip leaves its stash.
 FILES = 800
@@ -60,9 +60,11 @@ def test_pip_step_interrupted_at_a_spread_of_moments_always_ends_as_it_began(hea
     assert "x-transformers==1.30.1" in before
     fix = _doctor("fix", "--python", py, "--quick", "--only", "AD401", "--yes", "--installer", "pip")
     tries = counts("ATTN_DOCTOR_INTERRUPT_TRIES", "SIGINT=2,SIGTERM=1,SIGKILL=2")
+    span = installer_seconds(fix, env)  # one run left alone: the moments are spread over its installer's life
+    assert subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, timeout=300).returncode == 0
     outcomes = []
     for sig, n in tries.items():
-        for i, delay in enumerate(spread(n, 0.6)):
+        for i, delay in enumerate(spread(n, span * 0.95)):
             # after a SIGKILL: alternately `fix --undo` and the next fix (which restores first)
             recover_argv = _doctor("fix", "--undo") if i % 2 == 0 else _doctor("fix", "--python", py, "--quick", "--only", "NONE", "--yes")
             outcome = interrupt_once(fix, env, sig, delay, py, heavy_venv, before,
@@ -77,11 +79,19 @@ def test_pip_step_interrupted_at_a_spread_of_moments_always_ends_as_it_began(hea
                 assert outcome.last_line.startswith("attn-doctor: interrupted: "), outcome
                 assert outcome.last_line.endswith("nothing changed"), outcome
     print("\n" + table(outcomes))
-    # Every run is closed: the history shows none `applying`, and there is nothing left to undo.
+    # Every run is closed: the history shows none `applying`.
     runs = json.loads(subprocess.run(_doctor("fix", "--history", "--json"), env=env, capture_output=True, text=True).stdout)
     assert runs and not [r for r in runs if r["status"] in ("planning", "applying")], runs
+    # A run left alone: `--undo --python` must name its target; then there is nothing left to undo.
+    done = subprocess.run(fix + ["--json"], env=env, capture_output=True, text=True, timeout=300)
+    run = json.loads(done.stdout)["run"]
+    other = subprocess.run(_doctor("fix", "--undo", "--python", sys.executable), env=env, capture_output=True, text=True)
+    assert other.returncode == 2 and f"run {run} changed {py}, not {sys.executable}" in other.stderr, other.stderr
+    same = subprocess.run(_doctor("fix", "--undo", "--python", str(heavy_venv)), env=env, capture_output=True, text=True, timeout=300)
+    assert same.returncode == 0, same.stderr
     left = subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, text=True)
-    assert left.returncode == 1 and "nothing left to undo (run " in left.stderr, left.stderr
+    assert left.returncode == 1 and f"nothing left to undo (run {run} was undone at " in left.stderr, left.stderr
+    assert subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout == before
 
 
 def test_a_second_ctrl_c_while_restoring_is_refused_with_a_line(heavy_venv, heavy_wheelhouse, tmp_path):
@@ -113,8 +123,7 @@ def test_config_edit_interrupted_at_a_spread_of_moments(tmp_path):
     env = dict(os.environ, ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200")
     fix = _doctor("fix", "--from-report", str(FACTS / "t4.json"), "--config", str(cfg), "--yes")
     lines = []
-    for sig, delay in [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.0), (signal.SIGINT, 0.005), (signal.SIGTERM, 0.02), (signal.SIGKILL, 0.0),
-                       (signal.SIGKILL, 0.01)]:
+    for sig, delay in [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.01), (signal.SIGKILL, 0.0), (signal.SIGKILL, 0.01)]:
         runs = len(list(state.glob("runs/*")))
         proc = subprocess.Popen(fix, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         # from the moment this run's journal exists (its backups are being written) on
@@ -243,17 +252,3 @@ def test_check_reports_a_half_installed_package_with_the_repair_fix_applies():
     facts.leftovers = [Leftover(path=f"{sp}/~ix", kind="stash")]
     result = next(r for r in diagnose(facts, load_recipes()).results if r.rule == "AD008")
     assert result.status == "warning" and [r.kind for r in result.remedies] == ["manual"], result
-
-
-def test_undo_python_must_name_the_runs_target(heavy_venv, heavy_wheelhouse, base_venv, tmp_path):
-    py = str(heavy_venv / "bin" / "python")
-    env = dict(offline_env(heavy_wheelhouse), ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="200")
-    done = subprocess.run(_doctor("fix", "--python", py, "--quick", "--only", "AD401", "--yes", "--installer", "pip", "--json"), env=env,
-                          capture_output=True, text=True, timeout=300)
-    run = json.loads(done.stdout)["run"]
-    other = subprocess.run(_doctor("fix", "--undo", "--python", str(base_venv)), env=env, capture_output=True, text=True)
-    assert other.returncode == 2 and f"run {run} changed {py}, not {base_venv}" in other.stderr, other.stderr
-    same = subprocess.run(_doctor("fix", "--undo", "--python", str(heavy_venv)), env=env, capture_output=True, text=True, timeout=300)
-    assert same.returncode == 0, same.stderr
-    again = subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, text=True)
-    assert again.returncode == 1 and f"nothing left to undo (run {run} was undone at " in again.stderr, again.stderr

@@ -45,6 +45,25 @@ def wait_for_installer(proc: subprocess.Popen, timeout: float = 180) -> Optional
     return None
 
 
+def installer_seconds(argv: list[str], env: dict) -> float:
+    """How long the installer child of one uninterrupted run lives: the span the interruptions are
+    spread over (the caller undoes the run)."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    child = wait_for_installer(proc)
+    start = time.monotonic()
+    while child is not None and Path(f"/proc/{child}").exists() and proc.poll() is None:
+        try:
+            if Path(f"/proc/{child}/stat").read_text().split(") ")[-1].startswith("Z"):
+                break  # exited, not yet reaped
+        except OSError:
+            break
+        time.sleep(0.005)
+    seconds = time.monotonic() - start
+    proc.wait(timeout=900)
+    return seconds
+
+
 def site_packages(venv: Path) -> list[Path]:
     return sorted(venv.glob("lib/python*/site-packages"))
 
@@ -72,7 +91,7 @@ class Outcome:
 
 def interrupt_once(argv: list[str], env: dict, sig: int, delay: float, python: str, venv: Path, before: str,
                    recover: Callable[[], subprocess.CompletedProcess], undo: Callable[[], subprocess.CompletedProcess],
-                   wait_child: bool = True) -> Outcome:
+                   wait_child: bool = True, frozen: Optional[Callable[[], str]] = None) -> Outcome:
     """Start the doctor in its own process group, wait for its installer child (wait_child) or for
     nothing, sleep `delay`, send `sig` to the whole group as a terminal or Slurm would; after a
     SIGKILL run `recover` (fix --undo or the next fix), after a fix that finished first `undo`.
@@ -94,11 +113,11 @@ def interrupt_once(argv: list[str], env: dict, sig: int, delay: float, python: s
     outcome = Outcome(signal.Signals(sig).name, delay, when, proc.returncode, lines[-1] if lines else "")
     if sig == signal.SIGKILL or proc.returncode == 0:
         # Killed: the next command finds the journal. Finished before the signal: undo it.
-        done = recover() if sig == signal.SIGKILL else undo()
+        done = undo() if proc.returncode == 0 else recover()
         outcome.recovered_by = " ".join(str(a) for a in done.args[3:])
         outcome.recovery_output = (done.stdout or "") + (done.stderr or "")
     outcome.leftovers = stash_folders(venv)
-    outcome.restored = freeze(python) == before
+    outcome.restored = (frozen() if frozen else freeze(python)) == before
     return outcome
 
 
