@@ -55,7 +55,10 @@ def fix(
     Unsafe remedies (a torch upgrade, which triton>=3.0 means since torch pins triton; edits inside
     installed packages) need --unsafe. Externally managed Pythons (PEP 668) are never installed into.
     Config files keep every comment and their key order; flash_attn is spelt as the installed
-    LLaMA-Factory version wants it. A fix killed mid-way is restored by the next fix or fix --undo.
+    LLaMA-Factory version wants it. Ctrl-C, SIGTERM or SIGHUP while it changes things stops the
+    installer and restores the run, with one line saying so (a second Ctrl-C while restoring is
+    refused); a fix killed outright (SIGKILL) is restored by the next fix or fix --undo, pip's
+    half-way leftovers (~name stash folders) included.
 
     Examples:
 
@@ -73,7 +76,8 @@ def fix(
 
     Exit codes: 0 everything planned was applied and verified (or nothing to do, or --dry-run);
     1 an action failed, was rolled back or blocked (unsafe, PEP 668), or the plan was declined;
-    2 usage error (bad option, unreadable file, no --yes without a terminal).
+    2 usage error (bad option, unreadable file, no --yes without a terminal);
+    128 + the signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
     """
     from ._common import UsageError, fail
     from ..fix.journal import JournalError
