@@ -170,11 +170,11 @@ def _interrupted(signum: int, run_id, restored: list[str], error) -> None:
 
     from ..fix.apply import STOP_SIGNALS
     from ..render.fix_human import interrupted_line
-    from ._common import stderr_console
+    from ._common import note
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    stderr_console().print(interrupted_line(run_id, restored, error), markup=False, highlight=False, soft_wrap=True)
+    note(interrupted_line(run_id, restored, error))
     raise typer.Exit(128 + signum)
 
 

@@ -121,8 +121,8 @@ def render_undo(run_id: str, changed: list[str], console: Console, note: Optiona
 def interrupted_line(run_id: Optional[str], restored: list[str], error: Optional[str]) -> str:
     """The one line a fix stopped by a signal ends with: what happened, and the state left."""
     if error:
-        return f"attn-doctor: interrupted: restoring failed ({error}): run attn-doctor fix --undo{' ' + run_id if run_id else ''}"
+        return f"interrupted: restoring failed ({error}): run attn-doctor fix --undo{' ' + run_id if run_id else ''}"
     put_back = [item for item in restored if not item.startswith("cleared ")]
     cleared = [item[len("cleared "):] for item in restored if item.startswith("cleared ")]
     done = ([f"restored {', '.join(put_back)}"] if put_back else []) + ([f"cleared pip's leftovers ({', '.join(cleared)})"] if cleared else [])
-    return f"attn-doctor: interrupted: {' and '.join(done) + '; ' if done else ''}nothing changed"
+    return f"interrupted: {' and '.join(done) + '; ' if done else ''}nothing changed"
