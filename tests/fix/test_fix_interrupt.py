@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -192,32 +193,27 @@ def test_unsafe_package_edit_interrupted_while_it_runs_is_restored(tmp_path, sig
 # ---------------------------------------------------------------- what pip leaves half-way
 
 
-def _site(tmp_path):
-    sp = tmp_path / "lib" / "python3.12" / "site-packages"
-    sp.mkdir(parents=True)
-    return sp
+def _files(root, files: dict) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _metadata(name, version):
+    return f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n"
 
 
 def test_the_env_probe_sees_pips_leftovers_and_no_stash_distribution(tmp_path, monkeypatch):
-    sp = _site(tmp_path)
-    # what a Ctrl-C during `pip install triton==3.7.1` over 3.1.0 left (the report)
-    (sp / "~riton").mkdir()
-    (sp / "~riton" / "__init__.py").write_text("")
-    stash_info = sp / "~riton-3.1.0.dist-info"
-    stash_info.mkdir()
-    (stash_info / "METADATA").write_text("Metadata-Version: 2.1\nName: triton\nVersion: 3.1.0\n\n")
-    (sp / "triton").mkdir()
-    (sp / "triton" / "language.py").write_text("")
-    # a flash-attn whose RECORD names a file that is gone, and an xformers without RECORD
-    fa = sp / "flash_attn-2.8.3.dist-info"
-    fa.mkdir()
-    (fa / "METADATA").write_text("Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.8.3\n\n")
-    (fa / "RECORD").write_text("flash_attn/__init__.py,,\nflash_attn_2_cuda.so,,\nflash_attn-2.8.3.dist-info/RECORD,,\n")
-    (sp / "flash_attn").mkdir()
-    (sp / "flash_attn" / "__init__.py").write_text("")
-    xf = sp / "xformers-0.0.35.dist-info"
-    xf.mkdir()
-    (xf / "METADATA").write_text("Metadata-Version: 2.1\nName: xformers\nVersion: 0.0.35\n\n")
+    sp = tmp_path / "lib" / "python3.12" / "site-packages"
+    _files(sp, {
+        # what a Ctrl-C during `pip install triton==3.7.1` over 3.1.0 left (the report)
+        "~riton/__init__.py": "", "~riton-3.1.0.dist-info/METADATA": _metadata("triton", "3.1.0"), "triton/language.py": "",
+        # a flash-attn whose RECORD names a file that is gone, and an xformers without RECORD
+        "flash_attn-2.8.3.dist-info/METADATA": _metadata("flash-attn", "2.8.3"), "flash_attn/__init__.py": "",
+        "flash_attn-2.8.3.dist-info/RECORD": "flash_attn/__init__.py,,\nflash_attn_2_cuda.so,,\nflash_attn-2.8.3.dist-info/RECORD,,\n",
+        "xformers-0.0.35.dist-info/METADATA": _metadata("xformers", "0.0.35"),
+    })
     monkeypatch.setattr(sys, "path", [str(sp)])
     packages, _ = child.collect_packages()
     assert "~riton" not in packages and "triton" not in packages  # a stash is no distribution
@@ -249,3 +245,26 @@ def test_check_reports_a_half_installed_package_with_the_repair_fix_applies():
     facts.leftovers = [Leftover(path=f"{sp}/~ix", kind="stash")]
     result = next(r for r in diagnose(facts, load_recipes()).results if r.rule == "AD008")
     assert result.status == "warning" and [r.kind for r in result.remedies] == ["manual"], result
+
+
+def test_uv_is_the_installer_where_found_and_its_run_is_undone(heavy_venv, heavy_wheelhouse, tmp_path):
+    uv = Path(sys.executable).parent / "uv"  # the test extra installs uv beside the interpreter
+    if not uv.is_file():
+        pytest.skip("no uv beside the test interpreter")
+    py = str(heavy_venv / "bin" / "python")
+    # uv offline, with its own empty cache: only the wheelhouse can answer
+    env = dict(offline_env(heavy_wheelhouse), ATTN_DOCTOR_STATE_DIR=str(tmp_path / "state"), COLUMNS="200", UV_OFFLINE="1",
+               UV_FIND_LINKS=str(heavy_wheelhouse), UV_CACHE_DIR=str(tmp_path / "uv-cache"),
+               PATH=str(uv.parent) + os.pathsep + os.environ.get("PATH", ""))
+    before = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout
+    dry = subprocess.run(_doctor("fix", "--python", py, "--quick", "--only", "AD401", "--dry-run"), env=env, capture_output=True, text=True)
+    assert "installer: uv" in dry.stdout and f"$ {uv} pip install --python {py} --upgrade" in dry.stdout, dry.stdout + dry.stderr
+    done = subprocess.run(_doctor("fix", "--python", py, "--quick", "--only", "AD401", "--yes", "--json"), env=env, capture_output=True,
+                          text=True, timeout=300)
+    doc = json.loads(done.stdout)
+    assert doc["actions"][0]["status"] == "verified" and doc["actions"][0]["argv"][:3] == [str(uv), "pip", "install"], doc
+    assert "x-transformers==1.30.2" in subprocess.run([py, "-m", "pip", "freeze"], capture_output=True, text=True, env=env).stdout
+    undo = subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, text=True, timeout=300)
+    assert undo.returncode == 0, undo.stderr
+    assert subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout == before
+    assert not stash_folders(heavy_venv)
