@@ -153,7 +153,7 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
                    apply_patch=apply_patch, patch_dir=patch_dir, installer=installer, verbose=verbose)
     except Interrupted as exc:
         stopped = True
-        _interrupted(exc.signum, None, [], None)
+        _interrupted(exc.signum, None, [], None, json_out)
     except typer.Exit as exc:
         stopped = exc.exit_code >= 128
         raise
@@ -163,18 +163,21 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
                 signal.signal(sig, handler)
 
 
-def _interrupted(signum: int, run_id, restored: list[str], error) -> None:
-    """The one line, and exit 128 + the signal; later stop signals are ignored, so that the exit
-    code says which one stopped the fix."""
+def _interrupted(signum: int, run_id, restored: list[str], error, json_out: bool) -> None:
+    """The one line (with --json, also the document saying so), and exit 128 + the signal; later
+    stop signals are ignored, so that the exit code says which one stopped the fix."""
     import signal
 
     from ..fix.apply import STOP_SIGNALS
     from ..render.fix_human import interrupted_line
-    from ._common import note
+    from ..render.fix_json import interrupted_json
+    from ._common import emit, note
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     note(interrupted_line(run_id, restored, error))
+    if json_out:
+        emit(True, lambda: interrupted_json(signal.Signals(signum).name, run_id, restored, error, 128 + signum), lambda _console: None)
     raise typer.Exit(128 + signum)
 
 
@@ -251,7 +254,7 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
     except FixInterrupted as exc:
         if progress:
             progress.stop()
-        return _interrupted(exc.signum, exc.run_id, exc.restored, exc.error)
+        return _interrupted(exc.signum, exc.run_id, exc.restored, exc.error, json_out)
     finally:
         if progress:
             progress.stop()

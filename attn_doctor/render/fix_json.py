@@ -35,3 +35,9 @@ def history_json(runs) -> bytes:
 
 def undo_json(run_id: str, changed: Optional[list[str]]) -> bytes:
     return _encode({"schema": FIX_SCHEMA, "schema_version": 1, "undone": run_id, "changed": changed})
+
+
+def interrupted_json(signal_name: str, run_id: Optional[str], restored: list[str], error: Optional[str], exit_code: int) -> bytes:
+    """A fix stopped by a signal: what was put back, or why it could not be (then undo the run)."""
+    return _encode({"schema": FIX_SCHEMA, "schema_version": 1, "run": run_id, "interrupted": signal_name, "restored": restored,
+                    "restore_error": error, "exit_code": exit_code})

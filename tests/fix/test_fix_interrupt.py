@@ -119,7 +119,7 @@ def test_config_edit_interrupted_at_a_spread_of_moments(tmp_path):
     cfg.write_bytes(original)
     state = tmp_path / "state"
     env = dict(os.environ, ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200")
-    fix = _doctor("fix", "--from-report", str(FACTS / "t4.json"), "--config", str(cfg), "--yes")
+    fix = _doctor("fix", "--from-report", str(FACTS / "t4.json"), "--config", str(cfg), "--yes", "--json")
     lines = []
     for sig, delay in [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.01), (signal.SIGKILL, 0.0), (signal.SIGKILL, 0.01)]:
         runs = len(list(state.glob("runs/*")))
@@ -130,13 +130,15 @@ def test_config_edit_interrupted_at_a_spread_of_moments(tmp_path):
         time.sleep(delay)
         if proc.poll() is None:
             os.killpg(proc.pid, sig)
-        _, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=120)
         if proc.returncode == 0 or sig == signal.SIGKILL:
             subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, timeout=120)
         else:
             last = err.strip().splitlines()[-1]
             lines.append(last)
             assert proc.returncode == 128 + sig and last.startswith("attn-doctor: interrupted: "), err
+            doc = json.loads(out)  # --json: the document says so too
+            assert (doc["interrupted"], doc["exit_code"], doc["restore_error"]) == (signal.Signals(sig).name, 128 + sig, None), doc
         assert cfg.read_bytes() == original, (sig, delay, err)
     assert lines, "every try finished before its signal: nothing was interrupted"
 
