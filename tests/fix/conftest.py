@@ -90,8 +90,12 @@ def venv(base_venv, tmp_path, wheelhouse) -> Path:
 
 
 def offline_env(wheelhouse: Path) -> dict:
+    """pip offline, answered by `wheelhouse`; no uv on PATH, so that fix installs with pip (uv
+    reads none of PIP_*; the uv test sets its own)."""
+    path = os.pathsep.join(f for f in os.environ.get("PATH", "").split(os.pathsep) if f and not (Path(f) / "uv").exists())
     return dict(
         os.environ,
+        PATH=path,
         PIP_NO_INDEX="1",
         PIP_FIND_LINKS=str(wheelhouse),
         PIP_DISABLE_PIP_VERSION_CHECK="1",
