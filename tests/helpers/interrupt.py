@@ -144,8 +144,9 @@ def counts(variable: str, default: str) -> dict[int, int]:
 
 
 def spread(n: int, longest: float) -> list[float]:
-    """n delays from 0 to `longest`, evenly spread."""
-    return [0.0] if n <= 1 else [round(longest * i / (n - 1), 3) for i in range(n)]
+    """n delays from 0 to `longest`, evenly spread; a single one late in the span, where the
+    installer has begun to change things (pip downloads and unpacks first)."""
+    return [round(longest * 0.7, 3)] if n <= 1 else [round(longest * i / (n - 1), 3) for i in range(n)]
 
 
 PYTHON = sys.executable
