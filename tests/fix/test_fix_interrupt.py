@@ -26,7 +26,7 @@ from .conftest import CONFIGS, FACTS, make_wheel, offline_env
 from helpers.interrupt import counts, installer_seconds, interrupt_once, spread, stash_folders, table, wait_for_installer
 
 # Enough files that pip's copy takes a while: a kill lands mid-copy, where pip leaves its stash.
-FILES = 800
+FILES = 500
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,8 @@ def test_pip_step_interrupted_at_a_spread_of_moments_always_ends_as_it_began(hea
     before = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout
     assert "x-transformers==1.30.1" in before
     fix = _doctor("fix", "--python", py, "--quick", "--only", "AD401", "--yes", "--installer", "pip")
-    tries = counts("ATTN_DOCTOR_INTERRUPT_TRIES", "SIGINT=1,SIGTERM=1,SIGKILL=2")
+    # (the SIGINT try of the default run is the next test's, which also sends a second one)
+    tries = counts("ATTN_DOCTOR_INTERRUPT_TRIES", "SIGTERM=1,SIGKILL=2")
     span = installer_seconds(fix, env)  # one run left alone: the moments are spread over its installer's life
     # its undo: `--undo --python` must name the run's target
     run = json.loads(subprocess.run(_doctor("fix", "--history", "--json"), env=env, capture_output=True, text=True).stdout)[-1]["id"]
@@ -121,7 +122,7 @@ def test_config_edit_interrupted_at_a_spread_of_moments(tmp_path):
     env = dict(os.environ, ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200")
     fix = _doctor("fix", "--from-report", str(FACTS / "t4.json"), "--config", str(cfg), "--yes", "--json")
     lines = []
-    for sig, delay in [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.01), (signal.SIGKILL, 0.0), (signal.SIGKILL, 0.01)]:
+    for sig, delay in [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.01), (signal.SIGKILL, 0.005)]:
         runs = len(list(state.glob("runs/*")))
         proc = subprocess.Popen(fix, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         # from the moment this run's journal exists (its backups are being written) on
@@ -249,6 +250,7 @@ def test_check_reports_a_half_installed_package_with_the_repair_fix_applies():
     assert result.status == "warning" and [r.kind for r in result.remedies] == ["manual"], result
 
 
+@pytest.mark.slow
 def test_uv_is_the_installer_where_found_and_its_run_is_undone(heavy_venv, heavy_wheelhouse, tmp_path):
     uv = Path(sys.executable).parent / "uv"  # the test extra installs uv beside the interpreter
     if not uv.is_file():
