@@ -258,6 +258,13 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
     finally:
         if progress:
             progress.stop()
+    # Applied and journaled: a stop signal now would only cut the report of what was done short.
+    import signal
+
+    from ..fix.apply import STOP_SIGNALS
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     bad = any(a.status in ("failed", "rolled-back", "blocked") for a in plan.actions)
     code = 1 if bad else 0
     emit(json_out, lambda: plan_json(plan, journal, dry_run=False, exit_code=code),
