@@ -133,8 +133,11 @@ def restore_packages(facts: Facts, before: dict[str, str], only: Optional[set[st
     if only is not None:
         names &= only
     owned_before = _owners(site_before) if site_before is not None else {}
+    # Only what had a RECORD before the run can have lost it to the run (a conda package may
+    # have none at all: it is left alone).
+    had_record = {n for f in site_before or [] for n, d in f["dists"].items() if d["tops"] is not None}
     present = {(f["path"], n) for f in site for n in f["names"]}
-    broken = {n for n in names if n in before and n in now and now[n] == before[n]
+    broken = {n for n in names if n in before and n in now and now[n] == before[n] and n in had_record
               and not _complete(n, site, owned_before)}
     install = sorted(n for n in names if n in before and (now.get(n) != before[n] or n in broken))
     remove = sorted(n for n in names if n not in before and n in now)
@@ -142,7 +145,7 @@ def restore_packages(facts: Facts, before: dict[str, str], only: Optional[set[st
     # A distribution without RECORD cannot be uninstalled by pip: take its files away by hand.
     for folder in site:
         for name, dist in folder["dists"].items():
-            if name in names and dist["tops"] is None:
+            if (name in install or name in remove) and dist["tops"] is None:
                 _remove_entries(folder, [dist["info"]] + _sole_tops(name, owned_before, folder["path"]))
                 if name in remove:
                     remove.remove(name)

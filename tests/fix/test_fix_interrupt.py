@@ -277,3 +277,29 @@ def test_uv_is_the_installer_where_found_and_its_run_is_undone(heavy_venv, heavy
     assert undo.returncode == 0, undo.stderr
     assert subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout == before
     assert not stash_folders(heavy_venv)
+
+
+def test_recovery_from_the_state_a_hard_kill_leaves_mid_pip(heavy_venv, heavy_wheelhouse, monkeypatch):
+    # The state, made by hand in a real venv: pip's stash of the old release, a partial new
+    # module folder without its dist-info, and a new dependency half-copied (dist-info, no RECORD).
+    from attn_doctor.facts import Facts
+    from attn_doctor.fix.apply import read_packages, read_site, restore_packages
+
+    for key, value in offline_env(heavy_wheelhouse).items():
+        monkeypatch.setenv(key, value)
+    py = str(heavy_venv / "bin" / "python")
+    (sp,) = [p for p in heavy_venv.glob("lib/python*/site-packages")]
+    files_before = sorted(str(p.relative_to(sp)) for p in (sp / "x_transformers").rglob("*") if "__pycache__" not in p.parts)
+    before, site_before = read_packages(py), read_site(py)
+    freeze_before = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout
+    (sp / "x_transformers").rename(sp / "~_transformers")
+    (sp / "x_transformers-1.30.1.dist-info").rename(sp / "~_transformers-1.30.1.dist-info")
+    _files(sp, {"x_transformers/__init__.py": "__version__ = '1.30.2'\n", "x_transformers/only_in_new.py": "",
+                "newdep-1.0.dist-info/METADATA": _metadata("newdep", "1.0"), "newdep/__init__.py": ""})
+    facts = Facts()
+    facts.platform.python_executable = py
+    done = restore_packages(facts, before, site_before=site_before, tool="pip")
+    assert "x-transformers 1.30.1" in done and "removed newdep" in done and "cleared ~_transformers" in done, done
+    assert subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout == freeze_before
+    assert not stash_folders(heavy_venv) and not (sp / "newdep").exists()
+    assert sorted(str(p.relative_to(sp)) for p in (sp / "x_transformers").rglob("*") if "__pycache__" not in p.parts) == files_before
