@@ -6,6 +6,7 @@ target's pip, always as argument lists).
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -136,9 +137,10 @@ def restore_packages(facts: Facts, before: dict[str, str], only: Optional[set[st
     # Only what had a RECORD before the run can have lost it to the run (a conda package may
     # have none at all: it is left alone).
     had_record = {n for f in site_before or [] for n, d in f["dists"].items() if d["tops"] is not None}
+    missing_before = {n: d.get("missing", 0) for f in site_before or [] for n, d in f["dists"].items()}
     present = {(f["path"], n) for f in site for n in f["names"]}
     broken = {n for n in names if n in before and n in now and now[n] == before[n] and n in had_record
-              and not _complete(n, site, owned_before)}
+              and not _complete(n, site, owned_before, missing_before.get(n, 0))}
     install = sorted(n for n in names if n in before and (now.get(n) != before[n] or n in broken))
     remove = sorted(n for n in names if n not in before and n in now)
     done: list[str] = []
@@ -167,7 +169,7 @@ def restore_packages(facts: Facts, before: dict[str, str], only: Optional[set[st
         if code != 0:
             raise FixError(f"could not reinstall {', '.join(f'{n}=={before[n]}' for n in install)}: {_tail(out)}")
         done += [f"{n} {before[n]}" for n in install]
-    done += _clear_leftovers(python, site_before)
+    done += _clear_leftovers(python, site_before, set(install) | set(remove))
     return done
 
 
@@ -188,11 +190,13 @@ def _sole_tops(name: str, owned: dict, folder: str) -> list[str]:
                   if where == folder and owners == [name] and not top.endswith(".dist-info"))
 
 
-def _complete(name: str, site: list[dict], owned_before: dict) -> bool:
-    """Every top-level entry the distribution owned before the run is still there."""
+def _complete(name: str, site: list[dict], owned_before: dict, missing_before: int) -> bool:
+    """The distribution has its RECORD, every top-level entry it owned before the run, and no
+    more missing files than then (pip's uninstall, killed, leaves the metadata and some files)."""
     for folder in site:
         if name in folder["dists"]:
-            if folder["dists"][name]["tops"] is None:
+            dist = folder["dists"][name]
+            if dist["tops"] is None or dist.get("missing", 0) > missing_before:
                 return False
             names = set(folder["names"])
             return all(top in names for (where, top), owners in owned_before.items() if where == folder["path"] and name in owners)
@@ -214,9 +218,11 @@ def _remove(path: Path) -> None:
             pass
 
 
-def _clear_leftovers(python: str, site_before: Optional[list[dict]]) -> list[str]:
-    """After the package set is back: pip's `~` stash folders, and top-level entries that were not
-    there before the run and that no installed distribution owns (a half-copied new package)."""
+def _clear_leftovers(python: str, site_before: Optional[list[dict]], changed: set[str]) -> list[str]:
+    """After the package set is back: pip's `~` stash folders (at the top, and inside the folders
+    of the packages that changed: pip stashes a `__pycache__` it cannot map to RECORD on its own,
+    as `~-pycache__`), and top-level entries that were not there before the run and that no
+    installed distribution owns (a half-copied new package)."""
     cleared = []
     site = read_site(python)
     before_names = {(f["path"], n) for f in site_before or [] for n in f["names"]}
@@ -229,6 +235,16 @@ def _clear_leftovers(python: str, site_before: Optional[list[dict]]) -> list[str
             if (stash or orphan) and key not in before_names:
                 _remove(Path(folder["path"]) / entry)
                 cleared.append(f"cleared {entry}")
+        tops = {top for (where, top), owners in owned_now.items() if where == folder["path"] and set(owners) & changed}
+        for top in sorted(tops):
+            base = Path(folder["path"]) / top
+            if not base.is_dir() or base.is_symlink() or top.endswith(".dist-info"):
+                continue
+            for root, dirs, files in os.walk(base):
+                for name in [n for n in dirs + files if n.startswith("~")]:
+                    _remove(Path(root) / name)
+                    cleared.append(f"cleared {Path(root, name).relative_to(folder['path'])}")
+                dirs[:] = [d for d in dirs if not d.startswith("~")]
     return cleared
 
 

@@ -209,7 +209,8 @@ def _record_paths(text):
 
 def collect_site():
     """For fix's snapshots and recovery: each site-packages folder's entries, and for every
-    distribution the top-level entries its RECORD names (None: it has no RECORD)."""
+    distribution the top-level entries its RECORD names (None: it has no RECORD) and how many of
+    its files are gone (a stat per file: about 0.1 s for a CUDA torch; fix only)."""
     out = []
     for folder in _site_folders():
         try:
@@ -221,8 +222,12 @@ def collect_site():
             if filename.endswith(".dist-info") and not filename.startswith("~"):
                 name, _, version = filename[: -len(".dist-info")].rpartition("-")
                 text = _read(os.path.join(folder, filename, "RECORD"))
-                tops = None if text is None else sorted({p.split("/", 1)[0] for p in _record_paths(text)} | {filename})
-                dists[_canonical(name)] = {"info": filename, "version": version, "tops": tops}
+                paths = _record_paths(text) if text is not None else []
+                tops = None if text is None else sorted({p.split("/", 1)[0] for p in paths} | {filename})
+                # Files RECORD names that are gone (bytecode aside: it may be cleaned away), every
+                # one of them: pip's uninstall moves single files out of site-packages altogether.
+                missing = sum(1 for p in paths if not p.endswith(".pyc") and not os.path.lexists(os.path.join(folder, p)))
+                dists[_canonical(name)] = {"info": filename, "version": version, "tops": tops, "missing": missing}
         out.append({"path": folder, "names": names, "dists": dists})
     return out
 

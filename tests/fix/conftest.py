@@ -63,6 +63,7 @@ def wheelhouse(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("wheelhouse")
     x_transformers_wheel(d, "1.30.1")
     x_transformers_wheel(d, "1.30.2")
+    make_wheel(d, "pip-stand-in", "1.0", {"pip_stand_in/__init__.py": "", "pip_stand_in/a.py": "A = 1\n", "pip_stand_in/b.py": "B = 2\n"})
     return d
 
 

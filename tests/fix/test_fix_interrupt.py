@@ -279,16 +279,18 @@ def test_uv_is_the_installer_where_found_and_its_run_is_undone(heavy_venv, heavy
     assert not stash_folders(heavy_venv)
 
 
-def test_recovery_from_the_state_a_hard_kill_leaves_mid_pip(heavy_venv, heavy_wheelhouse, monkeypatch):
+def test_recovery_from_the_state_a_hard_kill_leaves_mid_pip(venv, wheelhouse, monkeypatch):
     # The state, made by hand in a real venv: pip's stash of the old release, a partial new
-    # module folder without its dist-info, and a new dependency half-copied (dist-info, no RECORD).
+    # module folder without its dist-info, a new dependency half-copied (dist-info, no RECORD), and
+    # an untouched-looking package whose files pip had begun to move away.
     from attn_doctor.facts import Facts
     from attn_doctor.fix.apply import read_packages, read_site, restore_packages
 
-    for key, value in offline_env(heavy_wheelhouse).items():
+    for key, value in offline_env(wheelhouse).items():
         monkeypatch.setenv(key, value)
-    py = str(heavy_venv / "bin" / "python")
-    (sp,) = [p for p in heavy_venv.glob("lib/python*/site-packages")]
+    py = str(venv / "bin" / "python")
+    subprocess.run([py, "-m", "pip", "install", "-q", "pip-stand-in==1.0"], check=True, timeout=120)
+    (sp,) = [p for p in venv.glob("lib/python*/site-packages")]
     files_before = sorted(str(p.relative_to(sp)) for p in (sp / "x_transformers").rglob("*") if "__pycache__" not in p.parts)
     before, site_before = read_packages(py), read_site(py)
     freeze_before = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout
@@ -296,10 +298,11 @@ def test_recovery_from_the_state_a_hard_kill_leaves_mid_pip(heavy_venv, heavy_wh
     (sp / "x_transformers-1.30.1.dist-info").rename(sp / "~_transformers-1.30.1.dist-info")
     _files(sp, {"x_transformers/__init__.py": "__version__ = '1.30.2'\n", "x_transformers/only_in_new.py": "",
                 "newdep-1.0.dist-info/METADATA": _metadata("newdep", "1.0"), "newdep/__init__.py": ""})
+    (sp / "pip_stand_in" / "b.py").unlink()
     facts = Facts()
     facts.platform.python_executable = py
     done = restore_packages(facts, before, site_before=site_before, tool="pip")
-    assert "x-transformers 1.30.1" in done and "removed newdep" in done and "cleared ~_transformers" in done, done
+    assert {"x-transformers 1.30.1", "pip-stand-in 1.0", "removed newdep", "cleared ~_transformers"} <= set(done), done
     assert subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout == freeze_before
-    assert not stash_folders(heavy_venv) and not (sp / "newdep").exists()
+    assert not stash_folders(venv) and not (sp / "newdep").exists() and (sp / "pip_stand_in" / "b.py").exists()
     assert sorted(str(p.relative_to(sp)) for p in (sp / "x_transformers").rglob("*") if "__pycache__" not in p.parts) == files_before

@@ -69,7 +69,8 @@ def site_packages(venv: Path) -> list[Path]:
 
 
 def stash_folders(venv: Path) -> list[str]:
-    return sorted(p.name for sp in site_packages(venv) for p in sp.iterdir() if p.name.startswith("~"))
+    """pip's `~` stash entries anywhere in site-packages (a package's own `~-pycache__` too)."""
+    return sorted(str(p.relative_to(sp)) for sp in site_packages(venv) for p in sp.rglob("~*"))
 
 
 def freeze(python: str, env: Optional[dict] = None) -> str:
