@@ -147,18 +147,16 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
     import signal
 
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
-    stopped = False
     try:
         _fix_steps(check_options=check_options, yes=yes, dry_run=dry_run, json_out=json_out, only=only, skip=skip, unsafe=unsafe,
                    apply_patch=apply_patch, patch_dir=patch_dir, installer=installer, verbose=verbose)
     except Interrupted as exc:
-        stopped = True
         _interrupted(exc.signum, None, [], None, json_out)
-    except typer.Exit as exc:
-        stopped = exc.exit_code >= 128
-        raise
     finally:
-        if not stopped:
+        # Once a run was applied or interrupted, stop signals stay ignored until the process has
+        # exited (a Ctrl-C at the very end would otherwise kill it with SIGINT, its report cut
+        # short); a fix that changed nothing gives the caller's handlers back.
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
@@ -250,6 +248,7 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
             patch_dir=patch_dir,
             progress=progress.update if progress else None,
             refused=say,
+            ignore_after=True,
         )
     except FixInterrupted as exc:
         if progress:
@@ -258,13 +257,6 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
     finally:
         if progress:
             progress.stop()
-    # Applied and journaled: a stop signal now would only cut the report of what was done short.
-    import signal
-
-    from ..fix.apply import STOP_SIGNALS
-
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
     bad = any(a.status in ("failed", "rolled-back", "blocked") for a in plan.actions)
     code = 1 if bad else 0
     emit(json_out, lambda: plan_json(plan, journal, dry_run=False, exit_code=code),

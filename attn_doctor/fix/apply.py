@@ -325,6 +325,7 @@ def apply_plan(
     root: Optional[Path] = None,
     check_edit: Callable[[str, str], Optional[str]] = verify_fla_states_edit,
     refused: Progress = None,
+    ignore_after: bool = False,
 ) -> Optional[Journal]:
     """Run the plan's runnable actions, journaled; verify; roll back what did not help.
     check_edit(python, fla_dir) runs fla's edited op: None when it cannot be run here (no GPU),
@@ -351,7 +352,12 @@ def apply_plan(
         # The handler has already made further stop signals refused: the restore runs to its end.
         raise _transaction_stopped(exc.signum, journal) from None
     finally:
-        _put_back_handlers(previous)
+        # ignore_after (a process about to exit, the CLI): once anything changed, stop signals stay
+        # ignored while the outcome is reported; otherwise the caller's handlers come back.
+        if ignore_after and journal is not None:
+            _set_handlers(signal.SIG_IGN)
+        else:
+            _put_back_handlers(previous)
         lock.release()
 
 
