@@ -110,6 +110,8 @@ def interrupt_once(argv: list[str], env: dict, sig: int, delay: float, python: s
     except ProcessLookupError:
         when = "after"
     out, err = proc.communicate(timeout=600)
+    if proc.returncode == 0:
+        when = "after"  # the fix was applied before the signal: stop signals are ignored from then on
     lines = [line for line in (err or "").strip().splitlines() if line.strip()]
     outcome = Outcome(signal.Signals(sig).name, delay, when, proc.returncode, lines[-1] if lines else "")
     if sig == signal.SIGKILL or proc.returncode == 0:
