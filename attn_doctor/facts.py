@@ -63,6 +63,16 @@ class Package(Struct):
     url: Optional[str] = None
 
 
+class Leftover(Struct):
+    """What an install or uninstall killed half-way left in site-packages (the env probe)."""
+
+    path: str
+    kind: Literal["stash", "no-metadata", "no-record", "missing-files"]
+    package: Optional[str] = None  # canonical name, where it can be told
+    version: Optional[str] = None
+    detail: str = ""
+
+
 class Gpu(Struct):
     index: int
     name: str
@@ -266,6 +276,7 @@ class Facts(Struct):
     # Requires-Dist lines (markers kept) that decide a verdict, by distribution: torch's pin of the
     # triton it was built with (==, ~= from torch 2.15), read rather than looked up in a table.
     requires: dict[str, list[str]] = {}
+    leftovers: list[Leftover] = []  # half-installed packages: pip's stash, folders without metadata
     gpu: GpuInfo = msgspec.field(default_factory=GpuInfo)
     torch: TorchInfo = msgspec.field(default_factory=TorchInfo)
     imports: dict[str, ImportResult] = {}  # flash_attn, xformers, triton, fla, ...

@@ -12,7 +12,7 @@ import os
 import re
 import shlex
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from .facts import Facts
@@ -105,10 +105,16 @@ def resolve(argv: Optional[list[str]], evidence: dict[str, Any], target: Target)
 _LIST_FIELD = re.compile(r"\{packages\}")
 
 
-def pip_argv(remedy: Remedy, facts: Facts) -> Optional[list[str]]:
-    """The argument list `fix` runs for a pip remedy on these facts."""
+def pip_argv(remedy: Remedy, facts: Facts, tool: Optional[str] = None) -> Optional[list[str]]:
+    """The argument list `fix` runs for a pip remedy on these facts. tool: 'pip' or 'uv' (fix's
+    choice of installer); default the target's own (installer(facts))."""
     argv = pip_command(remedy)
-    return _with_target(argv, Target.of(facts)) if argv else None
+    if not argv:
+        return None
+    target = Target.of(facts)
+    if tool is not None:
+        target = replace(target, installer=tool)
+    return _with_target(argv, target)
 
 
 def command_line(remedy: Remedy, facts: Optional[Facts] = None) -> Optional[str]:

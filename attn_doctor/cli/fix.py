@@ -31,6 +31,10 @@ def fix(
     unsafe: bool = typer.Option(False, "--unsafe", help="Allow unsafe remedies (torch upgrades, edits inside installed packages); each says why it is unsafe."),
     apply_patch: bool = typer.Option(False, "--apply-patch", help="Apply the tracer's source patches to your files (by default they are only written as .patch files)."),
     patch_dir: Path = typer.Option(Path("."), "--patch-dir", metavar="DIR", help="Where .patch files are written."),
+    installer: str = typer.Option(
+        "auto", "--installer", metavar="auto|uv|pip",
+        help="What installs packages: uv (`uv pip --python TARGET`, the shortest window in which a package is half there) where it is found, else pip (auto); or the one named.",
+    ),
     undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID)."),
     history: bool = typer.Option(False, "--history", help="List past fix runs."),
     quick: bool = typer.Option(False, "--quick", help="Judge without importing torch (packages, OS, GPUs, configs): faster, fewer findings."),
@@ -55,7 +59,10 @@ def fix(
     Unsafe remedies (a torch upgrade, which triton>=3.0 means since torch pins triton; edits inside
     installed packages) need --unsafe. Externally managed Pythons (PEP 668) are never installed into.
     Config files keep every comment and their key order; flash_attn is spelt as the installed
-    LLaMA-Factory version wants it. A fix killed mid-way is restored by the next fix or fix --undo.
+    LLaMA-Factory version wants it. Ctrl-C, SIGTERM or SIGHUP while it changes things stops the
+    installer and restores the run, with one line saying so (a second Ctrl-C while restoring is
+    refused); a fix killed outright (SIGKILL) is restored by the next fix or fix --undo, pip's
+    half-way leftovers (~name stash folders) included.
 
     Examples:
 
@@ -73,7 +80,8 @@ def fix(
 
     Exit codes: 0 everything planned was applied and verified (or nothing to do, or --dry-run);
     1 an action failed, was rolled back or blocked (unsafe, PEP 668), or the plan was declined;
-    2 usage error (bad option, unreadable file, no --yes without a terminal).
+    2 usage error (bad option, unreadable file, no --yes without a terminal);
+    128 + the signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
     """
     from ._common import UsageError, check_verbosity, fail, print_schema
     from ..fix.journal import JournalError
@@ -86,15 +94,18 @@ def fix(
             raise UsageError(f"unexpected argument {run_id!r}: a run id goes with --undo")
         if undo or history:
             # Options of a fix run would be silently ignored: --undo --dry-run would undo for real.
-            given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python), ("--from-report", facts),
+            given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python if history else None), ("--from-report", facts),
                      ("--only", only), ("--skip", skip), ("--unsafe", unsafe), ("--apply-patch", apply_patch), ("--quick", quick),
-                     ("--no-sample", no_sample), ("--no-smoke", no_smoke), ("--no-cache", no_cache), ("--undo", undo and history)) if value]
+                     ("--no-sample", no_sample), ("--no-smoke", no_smoke), ("--no-cache", no_cache), ("--undo", undo and history),
+                     ("--installer", installer != "auto")) if value]
             if given:
                 raise UsageError(f"{'--history' if history else '--undo'} does not take {', '.join(given)}")
         if history:
             return _history(json_out)
         if undo:
-            return _undo(run_id, json_out)
+            return _undo(run_id, json_out, python)
+        if installer not in ("auto", "uv", "pip"):
+            raise UsageError(f"--installer takes auto, uv or pip, not {installer!r}")
         from ..options import CLI, CheckOptions
         from ._common import resolved
 
@@ -112,6 +123,7 @@ def fix(
             unsafe=unsafe,
             apply_patch=apply_patch,
             patch_dir=patch_dir,
+            installer=installer,
             verbose=verbose,
         )
     except typer.Exit:
@@ -132,9 +144,51 @@ def fix(
         raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError, UnknownRun)) else 1) from None
 
 
-def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, verbose):
+def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, installer, verbose):
+    from ..fix.apply import STOP_SIGNALS, Interrupted
+
+    # Until the plan is applied nothing changes: a stop signal ends the command with one line.
+    def stop(signum, _frame):
+        raise Interrupted(signum)
+
+    import signal
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        _fix_steps(check_options=check_options, yes=yes, dry_run=dry_run, json_out=json_out, only=only, skip=skip, unsafe=unsafe,
+                   apply_patch=apply_patch, patch_dir=patch_dir, installer=installer, verbose=verbose)
+    except Interrupted as exc:
+        _interrupted(exc.signum, None, [], None, json_out)
+    finally:
+        # Once a run was applied or interrupted, stop signals stay ignored until the process has
+        # exited (a Ctrl-C at the very end would otherwise kill it with SIGINT, its report cut
+        # short); a fix that changed nothing gives the caller's handlers back.
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _interrupted(signum: int, run_id, restored: list[str], error, json_out: bool) -> None:
+    """The one line (with --json, also the document saying so), and exit 128 + the signal; later
+    stop signals are ignored, so that the exit code says which one stopped the fix."""
+    import signal
+
+    from ..fix.apply import STOP_SIGNALS
+    from ..render.fix_human import interrupted_line
+    from ..render.fix_json import interrupted_json
+    from ._common import emit, note
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    note(interrupted_line(run_id, restored, error))
+    if json_out:
+        emit(True, lambda: interrupted_json(signal.Signals(signum).name, run_id, restored, error, 128 + signum), lambda _console: None)
+    raise typer.Exit(128 + signum)
+
+
+def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, installer, verbose):
     from ..core import run_check
-    from ..fix.apply import apply_plan, recover_interrupted
+    from ..fix.apply import FixInterrupted, apply_plan, recover_interrupted, stop_signals_refused
     from ..fix.journal import Lock, interrupted_runs, state_dir
     from ..fix.plan import Options, build_plan
     from ..render.fix_human import render_outcome, render_plan, render_summary, render_unapplied
@@ -152,7 +206,7 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
             if dry_run:
                 say(f"a previous fix ({ids}) was interrupted; `attn-doctor fix` or `fix --undo` restores the state before it")
             else:
-                with Lock(state_dir()):
+                with Lock(state_dir()), stop_signals_refused(say):
                     recover_interrupted(progress=note)
                 say(f"restored the state before the interrupted fix {ids}")
 
@@ -166,7 +220,7 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
         if unknown:
             raise UsageError(unknown)
         report = check()
-        options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir)
+        options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir, installer=installer)
         plan = build_plan(report, options, known.data)
     finally:
         if progress:
@@ -202,7 +256,13 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
             command=sys.argv[1:],
             patch_dir=patch_dir,
             progress=progress.update if progress else None,
+            refused=say,
+            ignore_after=True,
         )
+    except FixInterrupted as exc:
+        if progress:
+            progress.stop()
+        return _interrupted(exc.signum, exc.run_id, exc.restored, exc.error, json_out)
     finally:
         if progress:
             progress.stop()
@@ -228,19 +288,45 @@ def _history(json_out: bool) -> None:
     raise typer.Exit(0)
 
 
-def _undo(run_id: Optional[str], json_out: bool) -> None:
-    from ..fix.apply import restore_run
-    from ..fix.journal import Lock, find_run, state_dir
+def _undo(run_id: Optional[str], json_out: bool, python: Optional[str]) -> None:
+    from ..fix.apply import restore_run, stop_signals_refused
+    from ..fix.journal import DONE_STATUSES, JournalError, Lock, find_run, state_dir
     from ..render.fix_human import render_undo
     from ..render.fix_json import undo_json
-    from ._common import emit
+    from ._common import emit, note
 
-    with Lock(state_dir()):
+    with Lock(state_dir()), stop_signals_refused(note):
         journal = find_run(run_id)
-        if journal.status == "undone":
-            from ..fix.journal import JournalError
-
-            raise JournalError(f"run {journal.id} was already undone")
+        if python is not None:
+            _same_target(python, journal)
+        if journal.status in DONE_STATUSES:
+            raise JournalError(f"run {journal.id} was already {'restored after an interruption' if journal.status == 'interrupted' else 'undone'}"
+                               + (f" at {journal.data['undone_at']}" if journal.data.get("undone_at") else ""))
         changed = restore_run(journal)
     emit(json_out, lambda: undo_json(journal.id, changed), lambda console: render_undo(journal.id, changed, console))
     raise typer.Exit(0)
+
+
+def _same_target(python: str, journal) -> None:
+    """--undo --python P: accepted when P is the environment the run changed (its interpreter under
+    any of its names, or its folder), refused otherwise: an undo acts on the journal's target."""
+    from ..options import validate_python
+    from ._common import UsageError
+
+    recorded = journal.data.get("python") or ""
+    if not _same_environment(validate_python(python) or python, recorded):
+        raise UsageError(f"run {journal.id} changed {recorded}, not {python}: `attn-doctor fix --undo {journal.id}` undoes it "
+                         "(an undo acts on the environment the run changed)")
+
+
+def _same_environment(a: str, b: str) -> bool:
+    # The environment's folder (bin/python -> the venv), not the resolved binary: every venv's
+    # python links to the same base interpreter.
+    import os
+    from pathlib import Path
+
+    prefix_a, prefix_b = Path(a).absolute().parent.parent, Path(b).absolute().parent.parent
+    try:
+        return os.path.samefile(prefix_a, prefix_b)
+    except OSError:
+        return prefix_a == prefix_b

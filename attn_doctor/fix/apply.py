@@ -6,8 +6,13 @@ target's pip, always as argument lists).
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import subprocess
+import threading
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -16,7 +21,7 @@ from ..report import Report
 from .edits import EditError, apply_settings, atomic_write
 from .journal import Journal, JournalError, Lock, interrupted_runs, state_dir
 from .patches import patch_file_name, verify_fla_states_edit
-from .plan import FIRED, Action, Plan
+from .plan import FIRED, Action, Plan, fix_installer
 
 PIP_TIMEOUT_S = 3600.0
 Progress = Optional[Callable[[str], None]]
@@ -31,56 +36,216 @@ class FixError(Exception):
 
 def read_packages(python: str) -> dict[str, str]:
     """name -> version of everything installed for `python` (the env probe, in a child)."""
+    return {name: entry["version"] for name, entry in (_probe(python, "env").get("packages") or {}).items()}
+
+
+def read_site(python: str) -> list[dict]:
+    """Each site-packages folder of `python`: its entries and what each distribution's RECORD owns."""
+    return _probe(python, "site").get("site") or []
+
+
+def _probe(python: str, command: str) -> dict:
     from ..probes.runner import ProbeFailed, start_child
 
     try:
-        data = start_child(python, ["env"]).result(120)
+        return start_child(python, [command]).result(120)
     except ProbeFailed as exc:
         raise FixError(f"cannot read the installed packages of {python}: {exc}") from None
-    return {name: entry["version"] for name, entry in (data.get("packages") or {}).items()}
 
 
-def _installer_argv(facts: Facts, verb: str) -> list[str]:
-    from ..remedies import installer
-
+def _installer_argv(facts: Facts, verb: str, tool: Optional[str] = None) -> list[str]:
     python = facts.platform.python_executable
-    if installer(facts) == "uv":
-        base = [facts.tools["uv"].path or "uv", "pip", verb, "--python", python]
-        return base
+    if (tool or fix_installer(facts)) == "uv":
+        return [facts.tools["uv"].path or "uv", "pip", verb, "--python", python]
     return [python, "-m", "pip", verb] + (["-y"] if verb == "uninstall" else [])
 
 
-def run_command(argv: list[str], timeout: float = PIP_TIMEOUT_S) -> tuple[int, str]:
+# The signals a fix turns into a transaction: stop, restore, say so, exit 128 + the signal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):
+    """A stop signal arrived while the fix was changing things (raised by the handler)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class FixInterrupted(Exception):
+    """The fix was stopped by a signal; `restored` says what was put back, `error` what could not be."""
+
+    def __init__(self, signum: int, run_id: Optional[str], restored: list[str], error: Optional[str]):
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.run_id, self.restored, self.error = signum, run_id, restored, error
+
+
+def _shield() -> None:
+    # In a restoring child: the terminal's Ctrl-C and a SIGTERM to the process group must not stop
+    # the restore half-way (SIGKILL still does; the next fix finishes the job).
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def run_command(argv: list[str], timeout: float = PIP_TIMEOUT_S, shielded: bool = False) -> tuple[int, str]:
+    """Run an installer; on an interruption (or a timeout) stop it before going on: SIGINT (pip
+    cleans up what it can), then SIGTERM, then SIGKILL."""
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=_shield if shielded else None)
     except FileNotFoundError:
         return 127, f"{argv[0]}: not found"
+    try:
+        out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _stop(proc)
         return 124, f"timed out after {timeout:.0f} s"
-    return proc.returncode, (proc.stdout or "") + (proc.stderr or "")
+    except BaseException:
+        _stop(proc)
+        raise
+    return proc.returncode, out or ""
 
 
-def restore_packages(facts: Facts, before: dict[str, str], only: Optional[set[str]] = None) -> list[str]:
-    """Put the package set back to `before` (restricted to `only`); returns what was changed."""
+def _stop(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGINT, 10), (signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+        if proc.poll() is not None:
+            break
+        try:
+            proc.send_signal(sig)
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+        except OSError:
+            break
+    if proc.stdout:
+        proc.stdout.close()
+
+
+def restore_packages(facts: Facts, before: dict[str, str], only: Optional[set[str]] = None,
+                     site_before: Optional[list[dict]] = None, tool: Optional[str] = None) -> list[str]:
+    """Put the package set back to `before` (restricted to `only`), whatever an installer killed
+    half-way left: its `~` stash folders, module folders no distribution owns, dist-infos without
+    RECORD, files RECORD names that are gone. Returns what was changed. site_before (read_site
+    before the run) tells which top-level entries were there and whose they were."""
     python = facts.platform.python_executable
+    site = read_site(python)
     now = read_packages(python)
     names = set(before) | set(now)
     if only is not None:
         names &= only
-    install = sorted(f"{n}=={before[n]}" for n in names if n in before and now.get(n) != before[n])
+    owned_before = _owners(site_before) if site_before is not None else {}
+    # Only what had a RECORD before the run can have lost it to the run (a conda package may
+    # have none at all: it is left alone).
+    had_record = {n for f in site_before or [] for n, d in f["dists"].items() if d["tops"] is not None}
+    missing_before = {n: d.get("missing", 0) for f in site_before or [] for n, d in f["dists"].items()}
+    present = {(f["path"], n) for f in site for n in f["names"]}
+    broken = {n for n in names if n in before and n in now and now[n] == before[n] and n in had_record
+              and not _complete(n, site, owned_before, missing_before.get(n, 0))}
+    install = sorted(n for n in names if n in before and (now.get(n) != before[n] or n in broken))
     remove = sorted(n for n in names if n not in before and n in now)
-    done = []
+    done: list[str] = []
+    # A distribution without RECORD cannot be uninstalled by pip: take its files away by hand.
+    for folder in site:
+        for name, dist in folder["dists"].items():
+            if (name in install or name in remove) and dist["tops"] is None:
+                _remove_entries(folder, [dist["info"]] + _sole_tops(name, owned_before, folder["path"]))
+                if name in remove:
+                    remove.remove(name)
+                    done.append(f"removed {name}")
+    # A module folder of a package that is to be reinstalled but has no metadata now: pip would
+    # copy the old release over the new one's files; clear it first.
+    for name in install:
+        if not any(name in f["dists"] for f in site):
+            for folder in site:
+                _remove_entries(folder, [t for t in _sole_tops(name, owned_before, folder["path"]) if (folder["path"], t) in present])
     if remove:
-        code, out = run_command(_installer_argv(facts, "uninstall") + remove)
+        code, out = run_command(_installer_argv(facts, "uninstall", tool) + remove, shielded=True)
         if code != 0:
             raise FixError(f"could not remove {', '.join(remove)}: {_tail(out)}")
         done += [f"removed {n}" for n in remove]
     if install:
-        code, out = run_command(_installer_argv(facts, "install") + ["--no-deps"] + install)
+        argv = _installer_argv(facts, "install", tool) + ["--no-deps", "--force-reinstall"] + [f"{n}=={before[n]}" for n in install]
+        code, out = run_command(argv, shielded=True)
         if code != 0:
-            raise FixError(f"could not reinstall {', '.join(install)}: {_tail(out)}")
-        done += install
+            raise FixError(f"could not reinstall {', '.join(f'{n}=={before[n]}' for n in install)}: {_tail(out)}")
+        done += [f"{n} {before[n]}" for n in install]
+    done += _clear_leftovers(python, site_before, set(install) | set(remove))
     return done
+
+
+def _owners(site: list[dict]) -> dict[tuple[str, str], list[str]]:
+    """(folder, top-level entry) -> the distributions whose RECORD names it."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for folder in site or []:
+        for name, dist in folder["dists"].items():
+            for top in dist["tops"] or []:
+                out.setdefault((folder["path"], top), []).append(name)
+    return out
+
+
+def _sole_tops(name: str, owned: dict, folder: str) -> list[str]:
+    """The top-level entries of `folder` that only `name` owned before the run (never a shared
+    namespace folder such as nvidia/), dist-infos aside."""
+    return sorted(top for (where, top), owners in owned.items()
+                  if where == folder and owners == [name] and not top.endswith(".dist-info"))
+
+
+def _complete(name: str, site: list[dict], owned_before: dict, missing_before: int) -> bool:
+    """The distribution has its RECORD, every top-level entry it owned before the run, and no
+    more missing files than then (pip's uninstall, killed, leaves the metadata and some files)."""
+    for folder in site:
+        if name in folder["dists"]:
+            dist = folder["dists"][name]
+            if dist["tops"] is None or dist.get("missing", 0) > missing_before:
+                return False
+            names = set(folder["names"])
+            return all(top in names for (where, top), owners in owned_before.items() if where == folder["path"] and name in owners)
+    return False
+
+
+def _remove_entries(folder: dict, entries: list[str]) -> None:
+    for entry in entries:
+        _remove(Path(folder["path"]) / entry)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _clear_leftovers(python: str, site_before: Optional[list[dict]], changed: set[str]) -> list[str]:
+    """After the package set is back: pip's `~` stash folders (at the top, and inside the folders
+    of the packages that changed: pip stashes a `__pycache__` it cannot map to RECORD on its own,
+    as `~-pycache__`), and top-level entries that were not there before the run and that no
+    installed distribution owns (a half-copied new package)."""
+    cleared = []
+    site = read_site(python)
+    before_names = {(f["path"], n) for f in site_before or [] for n in f["names"]}
+    owned_now = _owners(site)
+    for folder in site:
+        for entry in folder["names"]:
+            key = (folder["path"], entry)
+            stash = entry.startswith("~")
+            orphan = site_before is not None and key not in before_names and key not in owned_now and not entry.startswith(".")
+            if (stash or orphan) and key not in before_names:
+                _remove(Path(folder["path"]) / entry)
+                cleared.append(f"cleared {entry}")
+        tops = {top for (where, top), owners in owned_now.items() if where == folder["path"] and set(owners) & changed}
+        for top in sorted(tops):
+            base = Path(folder["path"]) / top
+            if not base.is_dir() or base.is_symlink() or top.endswith(".dist-info"):
+                continue
+            for root, dirs, files in os.walk(base):
+                for name in [n for n in dirs + files if n.startswith("~")]:
+                    _remove(Path(root) / name)
+                    cleared.append(f"cleared {Path(root, name).relative_to(folder['path'])}")
+                dirs[:] = [d for d in dirs if not d.startswith("~")]
+    return cleared
 
 
 def _tail(output: str, lines: int = 3) -> str:
@@ -104,7 +269,7 @@ def recover_interrupted(root: Optional[Path] = None, progress: Progress = None) 
     return restored
 
 
-def restore_run(journal: Journal) -> list[str]:
+def restore_run(journal: Journal, status: str = "undone") -> list[str]:
     """Undo one run: files back byte for byte (mode too), packages back to the recorded set."""
     changed = []
     for entry in reversed(journal.data["files"]):
@@ -124,9 +289,16 @@ def restore_run(journal: Journal) -> list[str]:
     before = journal.data.get("packages_before")
     if before is not None:
         facts = _facts_for(journal)
-        changed += restore_packages(facts, before)
-    journal.set_status("undone")
+        changed += restore_packages(facts, before, site_before=journal.data.get("site_before"), tool=journal.data.get("installer"))
+    journal.data["undone_at"] = _now()
+    journal.set_status(status)
     return changed
+
+
+def _now() -> str:
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def _facts_for(journal: Journal) -> Facts:
@@ -152,6 +324,8 @@ def apply_plan(
     progress: Progress = None,
     root: Optional[Path] = None,
     check_edit: Callable[[str, str], Optional[str]] = verify_fla_states_edit,
+    refused: Progress = None,
+    ignore_after: bool = False,
 ) -> Optional[Journal]:
     """Run the plan's runnable actions, journaled; verify; roll back what did not help.
     check_edit(python, fla_dir) runs fla's edited op: None when it cannot be run here (no GPU),
@@ -166,50 +340,119 @@ def apply_plan(
         lock.acquire()
     except (JournalError, OSError) as exc:
         raise FixError(str(exc)) from None
+    journal: Optional[Journal] = None
+    refuse, stop = _stop_handlers(refused)
+    previous = _set_handlers(refuse)  # an earlier killed fix is restored first, not stopped half-way
     try:
         recover_interrupted(root, progress)
+        _set_handlers(stop)
         journal = Journal.create(root, facts.platform.python_executable, plan.source, command)
-        journal.data["tools"] = {k: {"present": v.present, "path": v.path} for k, v in facts.tools.items()}
-        pip_actions = [a for a in actions if a.kind == "pip"]
-        if pip_actions:
-            note("recording the installed packages")
-            journal.data["packages_before"] = read_packages(facts.platform.python_executable)
-        patch_files = _patch_files(plan, patch_dir)
-        for path in [f for a in actions for f in a.files] + list(patch_files):
-            journal.snapshot_file(Path(path))
-        journal.data["actions"] = [a.to_dict() for a in plan.actions]
-        journal.set_status("applying")  # from here on, a kill leaves a journal to restore from
-
-        for path, text in patch_files.items():
-            atomic_write(Path(path), text.encode("utf-8"))
-        for action in actions:
-            note(f"applying {action.rule}: {action.summary}")
-            _apply_one(action, facts, journal)
-            _save_actions(journal, plan)
-
-        applied = [a for a in actions if a.status == "applied"]
-        for action in applied:
-            if action.rule == "AD402":  # an unsafe source edit proves itself where it can run
-                _verify_source_edit(action, facts, journal, note, check_edit)
-        if any(a.kind in ("pip", "config") for a in applied):
-            note("re-running the checks")
-            _verify(applied, verify(), facts, journal, plan, note)
-        for action in applied:
-            if action.status == "applied":
-                action.status = "unverified"
-                action.reason = action.reason or (
-                    "the tracer judged this on its sample models: run `attn-doctor trace` on your model to confirm"
-                    if action.kind == "patch" and action.rule != "AD402"
-                    else "the rule judges versions, which a source patch does not change: re-run your training to confirm"
-                    if action.rule == "AD402"
-                    else None
-                )
-        kept = [a for a in actions if a.status in ("verified", "unverified")]
-        journal.data["actions"] = [a.to_dict() for a in plan.actions]
-        journal.set_status("applied" if kept or patch_files else "rolled-back")
-        return journal
+        return _apply(plan, facts, verify, patch_dir, note, journal, check_edit)
+    except Interrupted as exc:
+        # The handler has already made further stop signals refused: the restore runs to its end.
+        raise _transaction_stopped(exc.signum, journal) from None
     finally:
+        # ignore_after (a process about to exit, the CLI): once anything changed, stop signals stay
+        # ignored while the outcome is reported; otherwise the caller's handlers come back.
+        if ignore_after and journal is not None:
+            _set_handlers(signal.SIG_IGN)
+        else:
+            _put_back_handlers(previous)
         lock.release()
+
+
+def _stop_handlers(refused: Progress):
+    """(refuse, stop): while the fix changes things, `stop` turns a stop signal into Interrupted
+    once; while it then restores, `refuse` refuses further ones (said through `refused`), since a
+    restore stopped half-way is the state the transaction exists to avoid. SIGKILL cannot be
+    refused: the next fix or fix --undo finishes the restore from the journal."""
+
+    def refuse(signum, _frame):
+        if refused:
+            refused(f"{signal.Signals(signum).name} ignored: restoring the state before the fix, which must not stop "
+                    "half-way (it takes seconds; kill -9 leaves the rest to `attn-doctor fix --undo`)")
+
+    def stop(signum, _frame):
+        _set_handlers(refuse)
+        raise Interrupted(signum)
+
+    return refuse, stop
+
+
+def _set_handlers(handler) -> dict:
+    """Install `handler` for the stop signals (main thread only); returns the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+
+
+def _put_back_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+@contextmanager
+def stop_signals_refused(refused: Progress = None):
+    """A restore (fix --undo, the recovery of a killed fix) runs to its end: stop signals are refused."""
+    previous = _set_handlers(_stop_handlers(refused)[0])
+    try:
+        yield
+    finally:
+        _put_back_handlers(previous)
+
+
+def _transaction_stopped(signum: int, journal: Optional[Journal]) -> "FixInterrupted":
+    if journal is None:
+        return FixInterrupted(signum, None, [], None)
+    try:
+        return FixInterrupted(signum, journal.id, restore_run(journal, status="interrupted"), None)
+    except (FixError, EditError, JournalError, OSError) as exc:
+        return FixInterrupted(signum, journal.id, [], str(exc))
+
+
+def _apply(plan: Plan, facts: Facts, verify, patch_dir: Path, note, journal: Journal, check_edit) -> Journal:
+    actions = plan.runnable
+    journal.data["tools"] = {k: {"present": v.present, "path": v.path} for k, v in facts.tools.items()}
+    pip_actions = [a for a in actions if a.kind == "pip"]
+    if pip_actions:
+        note("recording the installed packages")
+        journal.data["installer"] = "uv" if pip_actions[0].argv and Path(pip_actions[0].argv[0]).name == "uv" else "pip"
+        journal.data["packages_before"] = read_packages(facts.platform.python_executable)
+        journal.data["site_before"] = read_site(facts.platform.python_executable)
+    patch_files = _patch_files(plan, patch_dir)
+    for path in [f for a in actions for f in a.files] + list(patch_files):
+        journal.snapshot_file(Path(path))
+    journal.data["actions"] = [a.to_dict() for a in plan.actions]
+    journal.set_status("applying")  # from here on, a kill leaves a journal to restore from
+
+    for path, text in patch_files.items():
+        atomic_write(Path(path), text.encode("utf-8"))
+    for action in actions:
+        note(f"applying {action.rule}: {action.summary}")
+        _apply_one(action, facts, journal)
+        _save_actions(journal, plan)
+
+    applied = [a for a in actions if a.status == "applied"]
+    for action in applied:
+        if action.rule == "AD402":  # an unsafe source edit proves itself where it can run
+            _verify_source_edit(action, facts, journal, note, check_edit)
+    if any(a.kind in ("pip", "config") for a in applied):
+        note("re-running the checks")
+        _verify(applied, verify(), facts, journal, plan, note)
+    for action in applied:
+        if action.status == "applied":
+            action.status = "unverified"
+            action.reason = action.reason or (
+                "the tracer judged this on its sample models: run `attn-doctor trace` on your model to confirm"
+                if action.kind == "patch" and action.rule != "AD402"
+                else "the rule judges versions, which a source patch does not change: re-run your training to confirm"
+                if action.rule == "AD402"
+                else None
+            )
+    kept = [a for a in actions if a.status in ("verified", "unverified")]
+    journal.data["actions"] = [a.to_dict() for a in plan.actions]
+    journal.set_status("applied" if kept or patch_files else "rolled-back")
+    return journal
 
 
 def _save_actions(journal: Journal, plan: Plan) -> None:
@@ -241,7 +484,7 @@ def _apply_one(action: Action, facts: Facts, journal: Journal) -> None:
             action.output = output[-4000:]
             if after != before:  # pip died half-way: put back what it changed
                 try:
-                    restore_packages(facts, before)
+                    restore_packages(facts, before, site_before=journal.data.get("site_before"), tool=journal.data.get("installer"))
                     action.reason += " (the packages it had changed were put back)"
                 except FixError as exc:
                     action.reason += f"; restoring failed too: {exc} (`attn-doctor fix --undo {journal.id}` retries)"
@@ -323,7 +566,7 @@ def _roll_back(action: Action, facts: Facts, journal: Journal, plan: Plan) -> No
     if action.kind == "pip":
         before = action.settings.get("packages_before") or {}
         changed = set(action.settings.get("changed") or [])
-        restore_packages(facts, before, only=changed)
+        restore_packages(facts, before, only=changed, site_before=journal.data.get("site_before"), tool=journal.data.get("installer"))
         return
     for file in action.files:
         # The file as the *other* kept actions leave it: the original with their settings re-applied.

@@ -29,9 +29,11 @@ from .edits import atomic_write, fsync_dir
 STATE_ENV = "ATTN_DOCTOR_STATE_DIR"
 
 # planning: backups being written, nothing changed yet; applying: changes under way;
-# applied: done (some actions may have been rolled back); failed: every action failed and was
-# rolled back; undone: restored by --undo.
+# applied: done (some actions may have been rolled back); rolled-back: every action failed and
+# was rolled back; undone: restored by --undo, or by the recovery of a killed fix; interrupted:
+# stopped by a signal and restored there and then.
 OPEN_STATUSES = ("planning", "applying")
+DONE_STATUSES = ("undone", "interrupted")
 
 
 class JournalError(Exception):
@@ -226,10 +228,20 @@ def find_run(run_id: Optional[str], root: Optional[Path] = None) -> Journal:
                 f"no fix run {run_id!r} (`attn-doctor fix --history` lists them)" if not matches else f"{run_id!r} matches {len(matches)} runs; give more of the id"
             )
         return matches[0]
-    undoable = [r for r in runs if r.status not in ("undone",) and (r.data["files"] or r.data.get("packages_before"))]
+    changed = [r for r in runs if r.data["files"] or r.data.get("packages_before")]
+    undoable = [r for r in changed if r.status not in DONE_STATUSES]
     if not undoable:
+        last = changed[-1] if changed else None
+        if last is not None:
+            raise JournalError(f"nothing left to undo (run {last.id} was {_undone_words(last)})")
         raise JournalError("nothing to undo: no fix run has changed anything (`attn-doctor fix --history` lists them)")
     return undoable[-1]
+
+
+def _undone_words(run: "Journal") -> str:
+    when = run.data.get("undone_at")
+    how = "restored after an interruption" if run.status == "interrupted" else "undone"
+    return f"{how} at {when}" if when else how
 
 
 def interrupted_runs(root: Optional[Path] = None) -> list[Journal]:

@@ -17,7 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from ..facts import Facts, canonical_name
-from ..remedies import installer, pip_argv
+from ..remedies import pip_argv
 from ..report import Report, Result
 from ..rules.checks import triton_pin
 from ..rules.model import Remedy
@@ -77,6 +77,7 @@ class Plan:
     # env, the doctor's own); None for a recorded report, whose packages are not changed here.
     target: Any = None
     recorded_on: Optional[str] = None  # a recorded report: the host it was recorded on
+    installer: Optional[str] = None  # what runs the pip actions: "uv" or "pip" (None: no pip action)
 
     @property
     def runnable(self) -> list[Action]:
@@ -90,6 +91,7 @@ class Options:
     only: list[str] = field(default_factory=list)
     skip: list[str] = field(default_factory=list)
     patch_dir: Optional[Path] = None
+    installer: str = "auto"  # auto (uv where found, else pip) | uv | pip
     from_report: bool = False  # set by build_plan: the facts were recorded elsewhere
 
 
@@ -127,6 +129,9 @@ def build_plan(report: Report, options: Options, data: Optional[dict] = None) ->
             )
             continue
         plan.actions.append(action)
+    pip_argvs = [a.argv for a in plan.actions if a.kind == "pip" and a.argv]
+    if pip_argvs:
+        plan.installer = "uv" if Path(pip_argvs[0][0]).name == "uv" else "pip"
     return plan
 
 
@@ -170,7 +175,9 @@ def _pip_action(action: Action, remedy: Remedy, facts: Facts, options: Options, 
     except InvalidRequirement:
         return _block(action, f"the recipe's requirement {remedy.requirement!r} is not valid")
     name = canonical_name(req.name)
-    if name in TORCH_PINNED and _is_installed_torch_pin(req, facts, data):
+    if name in TORCH_PINNED and remedy.reinstall:
+        pass  # a repair (AD008): the release that was installed goes back as it was; torch is not moved
+    elif name in TORCH_PINNED and _is_installed_torch_pin(req, facts, data):
         # the triton this torch pins (AD201's "reinstall the pin"): installing it keeps torch as it is
         action.note = f"the triton torch {facts.version_of('torch')} pins"
     elif name in TORCH_PINNED:
@@ -194,10 +201,25 @@ def _pip_action(action: Action, remedy: Remedy, facts: Facts, options: Options, 
             action,
             f"{facts.platform.python_executable} is externally managed (PEP 668): attn-doctor will not install into a system Python; use a virtual environment",
         )
-    if installer(facts) is None:
-        return _block(action, "neither pip nor uv is available for the target interpreter")
-    action.argv = pip_argv(remedy, facts) or []
+    tool = fix_installer(facts, options.installer)
+    if tool is None:
+        return _block(action, "neither pip nor uv is available for the target interpreter" if options.installer == "auto"
+                      else f"--installer {options.installer}: {options.installer} is not available for the target interpreter")
+    action.argv = pip_argv(remedy, facts, tool) or []
     return action
+
+
+def fix_installer(facts: Facts, choice: str = "auto") -> Optional[str]:
+    """The installer fix runs: uv where it is available (it links files from its cache: a much
+    shorter window in which the package is half there than pip's uninstall-then-copy), else pip."""
+    uv = facts.tools.get("uv")
+    pip = facts.tools.get("pip")
+    has_uv, has_pip = bool(uv and uv.present), pip is None or pip.present
+    if choice == "uv":
+        return "uv" if has_uv else None
+    if choice == "pip":
+        return "pip" if has_pip else None
+    return "uv" if has_uv else "pip" if has_pip else None
 
 
 def _fields(remedy: Remedy) -> dict:

@@ -32,6 +32,7 @@ from ..facts import (
     GpuInfo,
     MODULE_DISTRIBUTIONS,
     ImportResult,
+    Leftover,
     Package,
     Platform,
     ProbeRun,
@@ -538,6 +539,7 @@ def _apply_environment(facts: Facts, data: dict) -> None:
     facts.tools = msgspec.convert(data.get("tools", {}), dict[str, Tool])
     facts.packages = msgspec.convert(data.get("packages", {}), dict[str, Package])
     facts.requires = msgspec.convert(data.get("requires", {}), dict[str, list[str]])
+    facts.leftovers = msgspec.convert(data.get("leftovers", []), list[Leftover])
 
 
 def _import_error(raw: Optional[dict]):

@@ -41,6 +41,9 @@ def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) ->
                            "not its packages", style="dim"))
     elif plan.python:
         console.print(Text(plan.python, style="dim"))
+    if plan.installer:
+        console.print(Text(f"installer: {plan.installer}" + (" (uv pip --python TARGET: files linked from its cache, the shortest window)"
+                                                            if plan.installer == "uv" else ""), style="dim"))
     for action in plan.actions:
         _action_line(action, console)
         if action.argv:
@@ -126,3 +129,13 @@ def render_undo(run_id: str, changed: list[str], console: Console, note: Optiona
     console.print(f"[bold]Undid {run_id}[/]:")
     for item in changed:
         console.print(f"  ↺ {escape(item)}")
+
+
+def interrupted_line(run_id: Optional[str], restored: list[str], error: Optional[str]) -> str:
+    """The one line a fix stopped by a signal ends with: what happened, and the state left."""
+    if error:
+        return f"interrupted: restoring failed ({error}): run attn-doctor fix --undo{' ' + run_id if run_id else ''}"
+    put_back = [item for item in restored if not item.startswith("cleared ")]
+    cleared = [item[len("cleared "):] for item in restored if item.startswith("cleared ")]
+    done = ([f"restored {', '.join(put_back)}"] if put_back else []) + ([f"cleared pip's leftovers ({', '.join(cleared)})"] if cleared else [])
+    return f"interrupted: {' and '.join(done) + '; ' if done else ''}nothing changed"

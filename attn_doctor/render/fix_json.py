@@ -9,7 +9,6 @@ from typing import Optional
 from ..schemas import envelope
 from .json import plain_json
 
-FIX_SCHEMA = "attn-doctor/fix"
 
 
 def _encode(payload: dict) -> bytes:
@@ -39,3 +38,9 @@ def history_json(runs) -> bytes:
 
 def undo_json(run_id: str, changed: Optional[list[str]]) -> bytes:
     return _encode({"undone": run_id, "changed": changed})
+
+
+def interrupted_json(signal_name: str, run_id: Optional[str], restored: list[str], error: Optional[str], exit_code: int) -> bytes:
+    """A fix stopped by a signal: what was put back, or why it could not be (then undo the run)."""
+    return _encode({"run": run_id, "interrupted": signal_name, "restored": restored,
+                    "restore_error": error, "exit_code": exit_code})

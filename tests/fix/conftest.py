@@ -63,6 +63,7 @@ def wheelhouse(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("wheelhouse")
     x_transformers_wheel(d, "1.30.1")
     x_transformers_wheel(d, "1.30.2")
+    make_wheel(d, "pip-stand-in", "1.0", {"pip_stand_in/__init__.py": "", "pip_stand_in/a.py": "A = 1\n", "pip_stand_in/b.py": "B = 2\n"})
     return d
 
 
@@ -90,8 +91,12 @@ def venv(base_venv, tmp_path, wheelhouse) -> Path:
 
 
 def offline_env(wheelhouse: Path) -> dict:
+    """pip offline, answered by `wheelhouse`; no uv on PATH, so that fix installs with pip (uv
+    reads none of PIP_*; the uv test sets its own)."""
+    path = os.pathsep.join(f for f in os.environ.get("PATH", "").split(os.pathsep) if f and not (Path(f) / "uv").exists())
     return dict(
         os.environ,
+        PATH=path,
         PIP_NO_INDEX="1",
         PIP_FIND_LINKS=str(wheelhouse),
         PIP_DISABLE_PIP_VERSION_CHECK="1",
