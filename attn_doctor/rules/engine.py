@@ -38,11 +38,13 @@ def remedies(rule: Rule, evidence: dict[str, Any], target: Optional["Target"] = 
                 if f == "requirement" and not templates.complete(v, evidence):
                     missing |= templates.render(v, evidence)[1]
                     m = _REQ_NAME.match(v)  # no version known: the bare distribution name
-                    v = m.group(1) if m else None  # no name known either: no requirement to install
+                    v = m.group(1) if m else None  # no name known either: nothing to install
                 else:
                     v, unknown = templates.render(v, evidence)
                     missing |= unknown
             values[f] = v
+        if remedy.kind == "pip" and values.get("requirement") is None:
+            continue  # a pip remedy is its requirement: without a package to name it has nothing to offer
         filled = Remedy(**{**values, "command": None})
         command, unknown = resolve(remedy.command or pip_command(filled), evidence, target)
         missing |= unknown

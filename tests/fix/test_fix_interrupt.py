@@ -18,7 +18,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
+
+from attn_doctor import schemas
 
 from attn_doctor.probes import child
 
@@ -64,7 +67,7 @@ def test_pip_step_interrupted_at_a_spread_of_moments_always_ends_as_it_began(hea
     tries = counts("ATTN_DOCTOR_INTERRUPT_TRIES", "SIGTERM=1,SIGKILL=2")
     span = installer_seconds(fix, env)  # one run left alone: the moments are spread over its installer's life
     # its undo: `--undo --python` must name the run's target
-    run = json.loads(subprocess.run(_doctor("fix", "--history", "--json"), env=env, capture_output=True, text=True).stdout)[-1]["id"]
+    run = json.loads(subprocess.run(_doctor("fix", "--history", "--json"), env=env, capture_output=True, text=True).stdout)["history"][-1]["id"]
     other = subprocess.run(_doctor("fix", "--undo", "--python", sys.executable), env=env, capture_output=True, text=True)
     assert other.returncode == 2 and f"run {run} changed {py}, not {sys.executable}" in other.stderr, other.stderr
     same = subprocess.run(_doctor("fix", "--undo", "--python", str(heavy_venv)), env=env, capture_output=True, text=True, timeout=300)
@@ -87,7 +90,7 @@ def test_pip_step_interrupted_at_a_spread_of_moments_always_ends_as_it_began(hea
                 assert outcome.last_line.endswith("nothing changed"), outcome
     print("\n" + table(outcomes))
     # Every run is closed: the history shows none `applying`.
-    runs = json.loads(subprocess.run(_doctor("fix", "--history", "--json"), env=env, capture_output=True, text=True).stdout)
+    runs = json.loads(subprocess.run(_doctor("fix", "--history", "--json"), env=env, capture_output=True, text=True).stdout)["history"]
     assert runs and not [r for r in runs if r["status"] in ("planning", "applying")], runs
     left = subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, text=True)
     assert left.returncode == 1 and re.search(r"nothing left to undo \(run \S+ was (undone|restored after an interruption) at ", left.stderr), left.stderr
@@ -145,6 +148,7 @@ def test_config_edit_interrupted_at_a_spread_of_moments(tmp_path):
             assert proc.returncode == 128 + sig and last.startswith("attn-doctor: interrupted: "), err
             doc = json.loads(out)  # --json: the document says so too
             assert (doc["interrupted"], doc["exit_code"], doc["restore_error"]) == (signal.Signals(sig).name, 128 + sig, None), doc
+            jsonschema.validate(doc, json.loads(schemas.schema_bytes("fix")))  # what `fix --schema` promises
         assert cfg.read_bytes() == original, (sig, delay, err)
     assert lines, "every try finished before its signal: nothing was interrupted"
 
