@@ -36,6 +36,10 @@ deps=()
 "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
     "$wheels"/*.whl "${deps[@]}" >"$out/pip.txt" 2>&1 || { tail -n 20 "$out/pip.txt"; exit 2; }
 export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site${PYTHONPATH:+:$PYTHONPATH}"
+# for later commands on this machine: `. /root/fa4env.sh` puts the same folders on PYTHONPATH
+echo "export PYTHONPATH=$PYTHONPATH" >/root/fa4env.sh
+# FA4_INSTALL_ONLY=1: install and stop (another script gathers the evidence with FA4 present)
+[ -n "${FA4_INSTALL_ONLY:-}" ] && { echo "FA4 installed in $site; . /root/fa4env.sh"; exit 0; }
 
 {
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv

@@ -28,7 +28,8 @@ export PYTHONUNBUFFERED=1
 cat "$out/machine.txt"
 
 echo "== GPU suite"
-ATTN_DOCTOR_GPU_FACTS_OUT="$out/facts.json" "$py" -m pytest -m gpu -v -p no:cacheprovider tests >"$out/gpu-suite.txt" 2>&1
+# GPU_SUITE_ARGS: more pytest arguments (e.g. "--timeout 240 --deselect tests/gpu/test_gpu_fla.py")
+ATTN_DOCTOR_GPU_FACTS_OUT="$out/facts.json" "$py" -m pytest -m gpu -v -p no:cacheprovider ${GPU_SUITE_ARGS:-} tests >"$out/gpu-suite.txt" 2>&1
 echo "pytest exit $?"
 tail -n 15 "$out/gpu-suite.txt"
 
@@ -37,6 +38,19 @@ echo "== check"
 echo "check exit $?"
 "$py" -m attn_doctor check --json --output "$out/check.json" >/dev/null 2>&1
 tail -n 4 "$out/check.txt"
+
+echo "== the smoke results' cache: a second check reuses the first one's entry (written by this user)"
+cache=$(mktemp -d)
+ATTN_DOCTOR_CACHE_DIR="$cache" "$py" -m attn_doctor check --json --output "$out/cache-1.json" >/dev/null 2>&1
+ATTN_DOCTOR_CACHE_DIR="$cache" "$py" -m attn_doctor check --json -v --output "$out/cache-2.json" >/dev/null 2>&1
+"$py" - "$out/cache-1.json" "$out/cache-2.json" <<'PY' | tee "$out/cache.txt"
+import json, sys
+for path in sys.argv[1:]:
+    facts = json.load(open(path))["facts"]
+    print(path.rsplit("/", 1)[-1], "smoke:", facts["smoke"].get("status"), "cached:", facts["smoke"].get("cached"),
+          "| sample cached:", facts["dtype_path"].get("cached"))
+PY
+rm -f "$out/cache-1.json" "$out/cache-2.json"
 
 if [ -n "${XFORMERS_WHEEL:-}" ]; then
     echo "== xformers wheel beside this torch: $XFORMERS_WHEEL"

@@ -180,7 +180,7 @@ def test_a_holder_killed_mid_computation_does_not_block_the_others(tmp_path):
     key = _key(cache_dir)
     # The holder claims the key and never finishes (a real check could finish its computation
     # before the kill on a fast machine, or the waiter reach the key late on a loaded one).
-    holder = _python(HOLDER, key, cache_dir=cache_dir)
+    holder = _python(HOLDER, key, "exact", cache_dir=cache_dir)
     assert holder.stdout.readline().strip() == "claimed"
     waiter = _check(cache_dir)
     time.sleep(4.0)  # the waiter starts, finds the claim taken and waits
@@ -201,7 +201,9 @@ HOLDER = textwrap.dedent("""
     import sys, time
     from attn_doctor import cache
     inputs = cache.inputs_of(name=sys.argv[1])  # a key as a check makes one: from the inputs its entry records
-    flight = cache.Flight("samples", cache.key("samples", **inputs), inputs=inputs)
+    # "exact": claim the key a real check computes (this holder never stores under it)
+    key = sys.argv[1] if sys.argv[2:] == ["exact"] else cache.key("samples", **inputs)
+    flight = cache.Flight("samples", key, inputs=inputs)
     assert flight.claim()
     print("claimed", flush=True)
     command = sys.stdin.readline().strip()
@@ -216,7 +218,9 @@ WAITER = textwrap.dedent("""
     import json, sys, time
     from attn_doctor import cache
     inputs = cache.inputs_of(name=sys.argv[1])  # a key as a check makes one: from the inputs its entry records
-    flight = cache.Flight("samples", cache.key("samples", **inputs), inputs=inputs)
+    # "exact": claim the key a real check computes (this holder never stores under it)
+    key = sys.argv[1] if sys.argv[2:] == ["exact"] else cache.key("samples", **inputs)
+    flight = cache.Flight("samples", key, inputs=inputs)
     start = time.monotonic()
     claimed = flight.claim()
     outcome = None if claimed else flight.wait(float(sys.argv[2]))

@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from attn_doctor import cache
 from attn_doctor.facts import BF16_NATIVE_FROM, Facts
 from attn_doctor.probes import _apply_cuda, _smoke
 from attn_doctor.probes.runner import GPU_CHILD_SCRIPT, start_child
@@ -243,7 +244,10 @@ def test_smoke_results_are_reused_on_the_same_gpu_driver_code_and_boot(tmp_path,
     assert third.smoke.cached is None and runs.read_text().split() == ["main", "main"]
     driver["version"] = "590.10"  # another driver: tested again
     assert check().smoke.cached is None and runs.read_text().split() == ["main", "main", "main"]
-    key = probes._smoke_key("python", first, probes.probe_gpus(), 0, [])
+    def smoke_key(index):
+        return cache.key("smoke", **probes._smoke_inputs("python", first, probes.probe_gpus(), index, []))
+
+    key = smoke_key(0)
     monkeypatch.setattr(probes, "_boot_id", lambda: "another-boot")
-    assert probes._smoke_key("python", first, probes.probe_gpus(), 0, []) != key
-    assert probes._smoke_key("python", first, probes.probe_gpus(), 1, []) != probes._smoke_key("python", first, probes.probe_gpus(), 0, [])
+    assert smoke_key(0) != key
+    assert smoke_key(1) != smoke_key(0)
