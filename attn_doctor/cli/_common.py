@@ -125,10 +125,10 @@ def _say(label: str, style: str, message: str) -> None:
     stderr_console().print(Text.assemble((label, style), " " + message), highlight=False, soft_wrap=True)
 
 
-def note(message: str) -> None:
+def note(message: str, always: bool = False) -> None:
     """Print `attn-doctor: MESSAGE` on stderr (one line): what happened on the way, not an error.
-    Not with -q."""
-    if _quiet:
+    Not with -q, unless `always` (what state a command left the environment in)."""
+    if _quiet and not always:
         return
     stderr_console().print(f"attn-doctor: {message}", markup=False, highlight=False, soft_wrap=True)
 

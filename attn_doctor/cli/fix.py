@@ -180,7 +180,7 @@ def _interrupted(signum: int, run_id, restored: list[str], error, json_out: bool
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    note(interrupted_line(run_id, restored, error))
+    note(interrupted_line(run_id, restored, error), always=True)  # -q too: it says what state the environment is in
     if json_out:
         emit(True, lambda: interrupted_json(signal.Signals(signum).name, run_id, restored, error, 128 + signum), lambda _console: None)
     raise typer.Exit(128 + signum)

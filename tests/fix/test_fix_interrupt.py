@@ -310,3 +310,22 @@ def test_recovery_from_the_state_a_hard_kill_leaves_mid_pip(venv, wheelhouse, mo
     assert subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True).stdout == freeze_before
     assert not stash_folders(venv) and not (sp / "newdep").exists() and (sp / "pip_stand_in" / "b.py").exists()
     assert sorted(str(p.relative_to(sp)) for p in (sp / "x_transformers").rglob("*") if "__pycache__" not in p.parts) == files_before
+
+
+def test_the_interrupted_line_is_printed_under_quiet_too(monkeypatch, capfd):
+    # -q keeps the summary and errors only; the state an interrupted fix left is one of those.
+    import typer
+
+    from attn_doctor.cli import _common
+    from attn_doctor.cli import fix as fix_cli
+
+    monkeypatch.setattr(_common, "_quiet", True)
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with pytest.raises(typer.Exit) as info:
+            fix_cli._interrupted(signal.SIGINT, "r1", ["triton 3.6.0"], None, False)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    assert info.value.exit_code == 130
+    assert "attn-doctor: interrupted: restored triton 3.6.0" in capfd.readouterr().err
