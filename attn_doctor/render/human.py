@@ -138,7 +138,6 @@ def _problem(console: Console, result: Result, facts: Facts, verbose: bool) -> N
 
 
 def _footer(console: Console, report: Report, verbose: bool) -> None:
-    s = report.summary
     facts = report.facts
     failed = [p for p in facts.probes if p.status in ("failed", "timeout")]
     for probe in failed:

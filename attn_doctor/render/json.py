@@ -10,7 +10,6 @@ from typing import Any
 import msgspec
 
 from ..report import Report, Tool, now
-from ..schemas import envelope  # noqa: F401 - the plain-dict documents' envelope, with the others
 from ..rules.model import Rule
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..facts import Facts
 from ..report import Result
@@ -13,6 +13,9 @@ from .conditions import Evaluator, Unknown
 from .loader import Recipes
 from . import templates
 from .model import Remedy, Rule
+
+if TYPE_CHECKING:  # remedies imports rules.templates: imported where it is used
+    from ..remedies import Target
 
 
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
