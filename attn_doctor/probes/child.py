@@ -259,10 +259,22 @@ def collect_leftovers():
                     found.append(dict(problem, package=dist, version=dists[dist][1]))
         for module in sorted(set(CHECKED_INSTALLS.values())):
             providers = [d for d, m in CHECKED_INSTALLS.items() if m == module]
-            if module in names and os.path.isdir(os.path.join(folder, module)) and not any(d in dists for d in providers):
+            if (module in names and os.path.isdir(os.path.join(folder, module)) and not any(d in dists for d in providers)
+                    and not _shipped_by_relative(folder, module, providers, dists)):
                 found.append({"path": os.path.join(folder, module), "kind": "no-metadata", "package": providers[0],
                               "version": None, "detail": "a module folder that no installed distribution owns"})
     return found
+
+
+def _shipped_by_relative(folder, module, providers, dists):
+    """Whether a distribution of the providers' family (flash-attn-4 ships flash_attn/cute into
+    flash-attn's folder) names `module` in its RECORD: only those few RECORDs are read."""
+    for dist, (info, _version) in dists.items():
+        if any(dist.startswith(p + "-") for p in providers):
+            text = _read(os.path.join(folder, info, "RECORD"))
+            if text is not None and any(p.split("/", 1)[0] == module for p in _record_paths(text)):
+                return True
+    return False
 
 
 # pip's AdjacentTempDirectory: `~` then up to len(name)-1 of these replace the name's first characters.

@@ -329,3 +329,21 @@ def test_the_interrupted_line_is_printed_under_quiet_too(monkeypatch, capfd):
             signal.signal(sig, handler)
     assert info.value.exit_code == 130
     assert "attn-doctor: interrupted: restored triton 3.6.0" in capfd.readouterr().err
+
+
+def test_a_module_folder_another_release_of_its_family_ships_into_is_not_a_leftover(tmp_path, monkeypatch):
+    # flash-attn-4 installs flash_attn/cute into flash-attn's folder with no flash-attn metadata:
+    # its own RECORD owns the folder. A flash_attn/ that no RECORD names stays a finding.
+    from attn_doctor.probes import child
+
+    site = tmp_path / "site-packages"
+    (site / "flash_attn" / "cute").mkdir(parents=True)
+    (site / "flash_attn" / "cute" / "__init__.py").write_text("")
+    info = site / "flash_attn_4-4.0.0b36.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: flash-attn-4\nVersion: 4.0.0b36\n")
+    (info / "RECORD").write_text("flash_attn/cute/__init__.py,,\nflash_attn_4-4.0.0b36.dist-info/METADATA,,\n")
+    monkeypatch.setattr(child, "_site_folders", lambda: [str(site)])
+    assert child.collect_leftovers() == []
+    (info / "RECORD").write_text("flash_attn_4-4.0.0b36.dist-info/METADATA,,\n")
+    assert [(f["kind"], f["package"]) for f in child.collect_leftovers()] == [("no-metadata", "flash-attn")]
