@@ -65,11 +65,35 @@ def _with_target(argv: list[str], target: Target) -> Optional[list[str]]:
         if target.installer == "uv":
             if not rest or rest[0] not in ("install", "uninstall", "show", "list", "freeze", "check"):
                 return None
-            return [target.uv, "pip", rest[0], "--python", target.python, *rest[1:]]
+            return [target.uv, "pip", rest[0], "--python", target.python, *_uv_scoped(rest[1:])]
         return [target.python, "-m", "pip", *rest]
     if head == "python":
         return [target.python, *rest] if target.python else None
     return list(argv)
+
+
+# pip's --upgrade / --force-reinstall act on the packages named; uv's --upgrade / --reinstall on
+# every package of the resolution (torch too): uv's per-package forms keep pip's meaning.
+_UV_PER_PACKAGE = {"--upgrade": "--upgrade-package", "-U": "--upgrade-package", "--force-reinstall": "--reinstall-package"}
+
+
+def _uv_scoped(args: list[str]) -> list[str]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    names = []
+    for arg in args:
+        try:
+            names += [] if arg.startswith("-") else [Requirement(arg).name]
+        except InvalidRequirement:
+            pass  # the value of an option before it (--index-url URL)
+    out = []
+    for arg in args:
+        if arg in _UV_PER_PACKAGE:
+            for name in names:
+                out += [_UV_PER_PACKAGE[arg], name]
+        else:
+            out.append(arg)
+    return out
 
 
 def pip_command(remedy: Remedy) -> Optional[list[str]]:

@@ -177,8 +177,8 @@ def test_commands_name_the_target_interpreter_never_a_bare_pip():
 def test_a_target_without_pip_gets_uv_pip_with_its_python(tmp_path):
     rule = next(r for r in RECIPES.rules if r.id == "AD301")
     (remedy,) = remedies(rule, {"flash_attn": "2.7.4"}, Target("/envs/uv/bin/python", "uv", "/usr/bin/uv"))
-    assert remedy.command == ["/usr/bin/uv", "pip", "install", "--python", "/envs/uv/bin/python", "--force-reinstall",
-                              "--no-deps", "--no-build-isolation", "flash-attn==2.7.4"]
+    assert remedy.command == ["/usr/bin/uv", "pip", "install", "--python", "/envs/uv/bin/python", "--reinstall-package",
+                              "flash-attn", "--no-deps", "--no-build-isolation", "flash-attn==2.7.4"]
     (remedy,) = remedies(rule, {}, Target(None))
     assert remedy.command is None  # no interpreter known: no command, rather than a bare `python`
 
@@ -282,3 +282,17 @@ def test_a_config_finding_names_its_file_and_nothing_more(monkeypatch, tmp_path)
     messages = {r["rule"]: r["message"] for r in json.loads(out)["results"] if r["status"] in ("error", "warning")}
     assert messages["AD502"].startswith(f"{cfg}: `flash_attn: fa2` on Tesla T4")
     assert messages["AD501"].startswith(f"{cfg}: `bf16: true` on Tesla T4")
+
+
+def test_uv_commands_upgrade_only_the_packages_named():
+    # uv's --upgrade (and --reinstall) act on every package it resolves, torch included; pip's only
+    # on those named. A remedy run through uv must keep pip's meaning.
+    from attn_doctor.remedies import Target, _with_target
+
+    uv = Target("/v/bin/python", "uv", "/usr/bin/uv")
+    assert _with_target(["pip", "install", "--upgrade", "x-transformers>=1.30.2"], uv) == [
+        "/usr/bin/uv", "pip", "install", "--python", "/v/bin/python", "--upgrade-package", "x-transformers", "x-transformers>=1.30.2"]
+    argv = _with_target(["pip", "install", "--force-reinstall", "--no-deps", "triton==3.6.0"], uv)
+    assert "--reinstall-package" in argv and "--force-reinstall" not in argv and "--upgrade" not in argv
+    assert _with_target(["pip", "install", "--upgrade", "flash-attn"], Target("/v/bin/python", "pip")) == [
+        "/v/bin/python", "-m", "pip", "install", "--upgrade", "flash-attn"]

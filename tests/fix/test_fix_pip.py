@@ -185,7 +185,7 @@ def test_fa4_is_installed_with_the_dsl_libraries_of_torchs_cuda():
     # torch for CUDA 13 beside the CUDA 12 DSL libraries a plain `pip install flash-attn-4` brings
     (action,) = _fa4_plan("13.0", ["nvidia-cutlass-dsl-libs-cu12"]).actions
     assert action.rule == "AD321" and action.status == "planned", action
-    assert action.argv[-1] == "flash-attn-4[cu13]" and "--upgrade" in action.argv
+    assert action.argv[-1] == "flash-attn-4[cu13]" and {"--upgrade", "--upgrade-package"} & set(action.argv)
     # torch for CUDA 12 beside only the CUDA 13 libraries: the plain install (4.0.0b36 has no cu12 extra)
     (action,) = _fa4_plan("12.8", ["nvidia-cutlass-dsl-libs-cu13"]).actions
     assert action.rule == "AD321" and action.argv[-1] == "flash-attn-4", action
