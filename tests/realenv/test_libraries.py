@@ -43,7 +43,8 @@ def test_x_transformers_fix_upgrades_verifies_and_undo_restores_pip_freeze(reale
     assert dry.returncode == 0 and acts["AD401"]["status"] == "planned", dry.stdout
     argv = acts["AD401"]["argv"]  # uv where fix finds it (the shorter window), else the target's pip
     assert argv in ([str(env.python), "-m", "pip", "install", "--upgrade", "x-transformers>=1.30.2"],
-                    [argv[0], "pip", "install", "--python", str(env.python), "--upgrade", "x-transformers>=1.30.2"]), argv
+                    [argv[0], "pip", "install", "--python", str(env.python), "--upgrade-package", "x-transformers",
+                     "x-transformers>=1.30.2"]), argv
     assert acts["AD601"]["kind"] == "patch" and acts["AD601"]["status"] == "blocked"  # only with --apply-patch
     assert installed_version(env.python, "x-transformers") == "1.30.1" and not list(patches.iterdir())
 
