@@ -330,4 +330,4 @@ def test_quick_json_imports_no_renderer_and_compiles_no_signature():
     assert "attn_doctor.core" in imported and json.loads(proc.stdout)["facts"]["quick"] is True
     # rich is for the human report; explain's signatures (~0.3 s of regular expressions) for explain
     assert not {name for name in imported if name == "rich" or name.startswith("rich.")}
-    assert "attn_doctor.explain.signatures" not in imported
+    assert "attn_doctor.rules.signatures" not in imported

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from attn_doctor.explain.fixtures import check_signature_fixtures
 from attn_doctor.rules.fixtures import build_facts, check_rule_fixtures
 from attn_doctor.rules.loader import RecipeError, load_recipes
 
@@ -15,8 +16,14 @@ FIXTURES = Path(__file__).parent / "fixtures" / "facts"
 
 @pytest.mark.parametrize("rule", RECIPES.rules, ids=lambda r: f"{r.id}-{r.name}")
 def test_rule_fixtures(rule):
-    failures = check_rule_fixtures(rule, RECIPES, FIXTURES)
+    failures = check_rule_fixtures(rule, RECIPES, FIXTURES, signature_fixtures=check_signature_fixtures)
     assert not failures, "\n".join(str(f) for f in failures)
+
+
+def test_a_signature_only_rule_is_not_passed_unchecked():
+    # Its log snippets are checked by explain (above the rules): without that checker, a failure.
+    rule = next(r for r in RECIPES.rules if r.when is None)
+    assert [f.got for f in check_rule_fixtures(rule, RECIPES, FIXTURES)] == ["not checked"]
 
 
 def test_ids_and_names_are_stable_shapes():
@@ -167,7 +174,7 @@ def test_signatures_search_long_lines_in_linear_time(rule):
 def test_shipped_signatures_are_validated_here_and_skipped_on_the_check_path(monkeypatch):
     # check does not compile explain's signatures (~0.3 s); this suite validates the shipped ones
     # (RECIPES above), and a folder someone names (--recipes DIR) is validated whole.
-    from attn_doctor.explain import signatures
+    from attn_doctor.rules import signatures
     from attn_doctor.rules.loader import default_recipes_dir
 
     compiled = []

@@ -14,10 +14,10 @@ from ..rules import templates
 from ..rules.engine import evaluate_rule, remedies as fill_remedies
 from ..rules.loader import Recipes
 from ..rules.model import Condition, Rule
-from . import causes
+from ..rules import causes
 from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck, Match, Summary
 from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits
-from .signatures import CompiledSignature, compile_rules
+from ..rules.signatures import CompiledSignature, compile_rules
 from .versions import LogVersions, gpu_table_from
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
@@ -327,7 +327,7 @@ def _analysed(hits: SignatureHits) -> list[SignatureHits]:
     """The causes a signature's analyzer reads from the block after its match, as hits of their rules."""
     if not hits.signature.analyzer or hits.block is None:
         return []
-    from .analyzers import ANALYZERS
+    from ..rules.analyzers import ANALYZERS
 
     start, lines = hits.block
     out = []

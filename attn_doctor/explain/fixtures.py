@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..rules.model import Rule
 from .scan import Scanner
-from .signatures import compile_rules
+from ..rules.signatures import compile_rules
 
 
 @dataclass

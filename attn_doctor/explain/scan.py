@@ -16,7 +16,7 @@ from typing import BinaryIO, Callable, Optional
 
 from ..facts import EXTENSION_DISTRIBUTIONS, distribution_of
 from . import versions as _versions
-from .signatures import CompiledSignature, normalise
+from ..rules.signatures import CompiledSignature, normalise
 
 CHUNK = 8 << 20
 LINE_WINDOW = 4096  # bytes kept each side of a hit on a gigantic line
@@ -395,7 +395,7 @@ def _next_lines(buf, end: int, count: int) -> list[str]:
 
 def _block_after(buf, end: int) -> list[str]:
     """The normalised lines after a match, blank ones kept (they end reports), for an analyzer."""
-    from .analyzers import BLOCK_LINES
+    from ..rules.analyzers import BLOCK_LINES
 
     stop = min(len(buf), end + BLOCK_LINES * 512)
     lines = _decode(buf[end:stop]).replace("\r\n", "\n").replace("\r", "\n").split("\n")[1:BLOCK_LINES + 1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -102,12 +103,17 @@ class FixtureFailure:
         return f"{self.rule}: fixture {self.fixture} should {self.expected} but the rule was {self.got}{extra}"
 
 
-def check_rule_fixtures(rule: Rule, recipes: Recipes, directory: Optional[Path] = None) -> list[FixtureFailure]:
+def check_rule_fixtures(rule: Rule, recipes: Recipes, directory: Optional[Path] = None,
+                        signature_fixtures: Optional[Callable[[Rule, Recipes], list]] = None) -> list[FixtureFailure]:
+    """signature_fixtures: what checks a signature-only rule's log snippets, its only fixtures
+    (explain's check_signature_fixtures: explain runs them through its scanner, and it sits above
+    the rules); without one such a rule fails here rather than pass unchecked."""
     failures = []
-    if rule.when is None:  # signature-only: its log snippets are its fixtures
-        from ..explain.fixtures import check_signature_fixtures
-
-        return [FixtureFailure(rule.id, f.snippet, f.expected, f.got) for f in check_signature_fixtures(rule, recipes)]
+    if rule.when is None:
+        if signature_fixtures is None:
+            return [FixtureFailure(rule.id, "-", "be checked (a signature-only rule: its log snippets)", "not checked",
+                                   "pass signature_fixtures=attn_doctor.explain.fixtures.check_signature_fixtures")]
+        return [FixtureFailure(rule.id, f.snippet, f.expected, f.got) for f in signature_fixtures(rule, recipes)]
     if not rule.fixtures.trigger or not rule.fixtures.pass_:
         failures.append(FixtureFailure(rule.id, "-", "exist (at least one trigger and one pass fixture)", "missing"))
     for expect, fixtures in (("trigger", rule.fixtures.trigger), ("pass", rule.fixtures.pass_)):

@@ -137,7 +137,7 @@ def _check_signatures(rule: Rule, where: str) -> None:
     """Signatures compile, carry a literal the scanner can pre-filter on, and have fixtures."""
     if not rule.signatures:
         return
-    from ..explain.signatures import SignatureError, compile_signature
+    from .signatures import SignatureError, compile_signature
 
     for signature in rule.signatures:
         try:

@@ -10,7 +10,7 @@ from typing import Literal, Optional, Union
 
 import msgspec
 
-from ..explain.causes import CAUSES
+from .causes import CAUSES
 
 Severity = Literal["error", "warning", "info"]
 Area = Literal["system", "gpu", "torch", "kernels", "libraries", "dtype", "config"]
@@ -94,7 +94,7 @@ class Fixtures(Strict):
     pass_: list[Fixture] = msgspec.field(default_factory=list, name="pass")
 
 
-# The root-cause classes `explain` names, with their labels: one table, in attn_doctor/explain/causes.py.
+# The root-cause classes `explain` names, with their labels: one table, in attn_doctor/rules/causes.py.
 CauseClass = Literal[tuple(CAUSES)]  # type: ignore[valid-type]
 
 
@@ -116,7 +116,7 @@ class Signature(Strict):
     # out. False: the message is shared by several causes and the rule's `when`, evaluated on the
     # versions and GPUs the log shows, decides between them (it can make the match "unlikely").
     decisive: bool = True
-    # a named analyzer (attn_doctor/explain/analyzers.py) given the lines after the match: for
+    # a named analyzer (attn_doctor/rules/analyzers.py) given the lines after the match: for
     # reports whose cause is in their structure (xformers' per-operator reasons)
     analyzer: Optional[str] = None
 

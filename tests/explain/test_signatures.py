@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from attn_doctor.explain.causes import CAUSES
+from attn_doctor.rules.causes import CAUSES
 from attn_doctor.explain.fixtures import check_signature_fixtures, matching_rules
-from attn_doctor.explain.signatures import SignatureError, anchors_of, normalise
+from attn_doctor.rules.signatures import SignatureError, anchors_of, normalise
 from attn_doctor.rules.loader import RecipeError, load_recipes
 from attn_doctor.rules.model import CauseClass
 
