@@ -178,7 +178,7 @@ def prepare_cache(options: CheckOptions, capabilities: list[str], progress=None)
 
 
 def write_report(report: Report, path: Path, naming: Naming = CLI) -> None:
-    from .render.json import to_json
+    from .schemas import to_json
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@ valid against the schema the same command prints with --schema, which is the fil
 package. Real subprocesses of the real CLI.
 
 The shipped schemas of the struct-encoded documents are regenerated with:
-    python -c "import json; from attn_doctor import schemas as s; [s.path(n).write_text(json.dumps(s.generated(n), indent=2) + '\\n') for n in ('report', 'explain', 'fleet', 'rules')]"
+    python -c "import json; from attn_doctor import schemas as s; from attn_doctor.render.json import generated; [s.path(n).write_text(json.dumps(generated(n), indent=2) + '\\n') for n in ('report', 'explain', 'fleet', 'rules')]"
 """
 
 from __future__ import annotations
@@ -114,6 +114,8 @@ def test_trace(tmp_path):
 
 
 def test_the_generated_schemas_are_the_shipped_files():
+    from attn_doctor.render.json import generated
+
     for name in ("report", "explain", "fleet", "rules"):
-        assert json.loads(schemas.path(name).read_text()) == json.loads(json.dumps(schemas.generated(name))), (
+        assert json.loads(schemas.path(name).read_text()) == json.loads(json.dumps(generated(name))), (
             f"attn_doctor/schemas/{name}.schema.json is stale: regenerate it (this file's docstring says how)")

@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 
 from attn_doctor.core import diagnose
-from attn_doctor.render.json import report_schema, to_json
+from attn_doctor.render.json import report_schema
+from attn_doctor.schemas import to_json
 from attn_doctor.rules.fixtures import build_facts
 from attn_doctor.rules.loader import load_recipes
 

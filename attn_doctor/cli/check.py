@@ -155,7 +155,7 @@ def check(
             write_text(oneline_unknown(str(exc)) + "\n")
         raise fail(str(exc)) from None
 
-    from ..render.json import to_json
+    from ..schemas import to_json
 
     if one_line:
         from ..render.oneline import oneline

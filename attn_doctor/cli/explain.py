@@ -102,7 +102,7 @@ def explain(
         if status:
             status.stop()
     from ..render.explain_human import render, render_summary
-    from ..render.json import to_json
+    from ..schemas import to_json
 
     emit(json_out, lambda: to_json(report), lambda console: render(report, console, verbose=verbose),
          lambda console: render_summary(report, console))

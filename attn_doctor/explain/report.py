@@ -104,6 +104,6 @@ class ExplainReport(_S, kw_only=True):
 
 
 def explain_schema() -> dict:
-    from ..render.json import json_schema
+    from ..schemas import json_schema
 
     return json_schema(ExplainReport, "explain", "attn-doctor explain report")

@@ -238,12 +238,12 @@ def compact_ranks(ranks: list[int]) -> str:
 
 
 def to_json(report: FleetReport) -> bytes:
-    from ..render.json import to_json as encode
+    from ..schemas import to_json as encode
 
     return encode(report)
 
 
 def fleet_schema() -> dict:
-    from ..render.json import json_schema
+    from ..schemas import json_schema
 
     return json_schema(FleetReport, "fleet", "attn-doctor fleet report")

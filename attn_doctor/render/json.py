@@ -1,6 +1,7 @@
 """Machine-readable output: versioned envelopes (`attn-doctor/report`, `/explain`, `/fleet`,
 `/rules`, `/trace`, `/fix`, each version 1: `schema`, `schema_version`, `tool`, `created`, then the
-payload) and the JSON Schemas of those encoded from structs (attn_doctor/schemas ships them all)."""
+payload) and the JSON Schemas of those encoded from structs, generated here from the structs of
+every command (attn_doctor/schemas ships them all, and encodes them: to_json)."""
 
 from __future__ import annotations
 
@@ -11,24 +12,13 @@ import msgspec
 
 from ..report import Report, Tool, now
 from ..rules.model import Rule
-
-
-def to_json(envelope: Any) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(envelope), indent=2) + b"\n"
+from ..schemas import json_schema, to_json
 
 
 def plain_json(document: Any) -> bytes:
     """A document of plain dicts and lists (trace's report, fix's plan), indented; a value JSON
     has no type for (a path, a dtype) as its str()."""
     return (json.dumps(document, indent=2, default=str) + "\n").encode()
-
-
-def json_schema(struct: type, name: str, title: str) -> dict:
-    schema = msgspec.json.schema(struct)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = f"https://attn-doctor.dev/schemas/{name}-1.json"
-    schema["title"] = f"{title}, schema version 1"
-    return schema
 
 
 def report_schema() -> dict:
@@ -53,3 +43,19 @@ def rules_schema() -> dict:
     """The JSON Schema of `rules --json`."""
     return json_schema(RulesReport, "rules", "attn-doctor rules")
 
+
+def generated(name: str):
+    """The schema generated from the structs NAME is encoded from; None where it is written by hand."""
+    if name == "report":
+        return report_schema()
+    if name == "explain":
+        from ..explain.report import explain_schema
+
+        return explain_schema()
+    if name == "fleet":
+        from ..fleet.aggregate import fleet_schema
+
+        return fleet_schema()
+    if name == "rules":
+        return rules_schema()
+    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 
@@ -28,25 +29,22 @@ def schema_bytes(name: str) -> bytes:
     return path(name).read_bytes()
 
 
-def generated(name: str):
-    """The schema generated from the structs NAME is encoded from; None where it is written by hand."""
-    if name == "report":
-        from ..render.json import report_schema
+def to_json(document: Any) -> bytes:
+    """A struct-encoded document (report, explain, fleet, rules), indented, as `--json` prints it."""
+    import msgspec
 
-        return report_schema()
-    if name == "explain":
-        from ..explain.report import explain_schema
+    return msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n"
 
-        return explain_schema()
-    if name == "fleet":
-        from ..fleet.aggregate import fleet_schema
 
-        return fleet_schema()
-    if name == "rules":
-        from ..render.json import rules_schema
+def json_schema(struct: type, name: str, title: str) -> dict:
+    """The JSON Schema of the documents encoded from `struct`, with their $id and title."""
+    import msgspec
 
-        return rules_schema()
-    return None
+    schema = msgspec.json.schema(struct)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://attn-doctor.dev/schemas/{name}-1.json"
+    schema["title"] = f"{title}, schema version 1"
+    return schema
 
 
 def now() -> str:

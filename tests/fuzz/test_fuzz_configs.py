@@ -18,7 +18,7 @@ from attn_doctor.core import diagnose, load_facts_file
 from attn_doctor.fix.plan import Options, build_plan
 from attn_doctor.probes.configs import attention_shapes, probe_config
 from attn_doctor.render.human import render
-from attn_doctor.render.json import to_json
+from attn_doctor.schemas import to_json
 from attn_doctor.rules.loader import load_recipes
 
 from .conftest import fuzz_settings

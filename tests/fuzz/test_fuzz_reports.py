@@ -17,7 +17,7 @@ from rich.console import Console
 
 from attn_doctor.core import FactsFileError, diagnose, load_facts_file
 from attn_doctor.render.human import render
-from attn_doctor.render.json import to_json
+from attn_doctor.schemas import to_json
 from attn_doctor.rules.loader import load_recipes
 
 from attn_doctor.facts import Facts
