@@ -11,13 +11,13 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "check": "api",
     "preflight": "api",
-    "Finding": "api",
-    "PreflightResult": "api",
-    "TraceReport": "api",
+    "Finding": "results",
+    "PreflightResult": "results",
+    "TraceReport": "results",
     "AttnDoctorError": "errors",
     "UsageError": "errors",
     "ProbeError": "errors",
-    "PreflightError": "errors",
+    "PreflightError": "results",
 }
 # Subpackages that, called, run the API function of their name (attn_doctor/_callable.py).
 _CALLABLE_SUBPACKAGES = ("trace", "explain")

@@ -1,21 +1,20 @@
 """The exceptions attn-doctor raises to Python callers (the API in attn_doctor/api.py, the framework
-callbacks in attn_doctor/integrations/). Standard library only: options.py, which the CLI imports at
-start-up, takes its UsageError from here, so the CLI and the API share one class.
+callbacks in attn_doctor/integrations/). Standard library only, and importing nothing of
+attn-doctor: options.py, which the CLI imports at start-up, takes its UsageError from here, so the
+CLI and the API share one class.
 
     AttnDoctorError            catch this to catch anything attn-doctor raises on purpose
     +-- UsageError             bad arguments or input files (the CLI's exit code 2)
     +-- ProbeError             a probe or a trace could not run, so nothing was judged (exit code 3)
     +-- PreflightError         preflight() found problems at or above its fail_on severity
+                               (attn_doctor/results.py, beside the findings it carries)
 
 A broken environment is never an exception: it is what the report describes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
-
-if TYPE_CHECKING:  # the API's types, for the annotations only (importing them costs msgspec)
-    from .api import Finding, PreflightResult
+from typing import Any
 
 
 class AttnDoctorError(Exception):
@@ -36,17 +35,3 @@ class ProbeError(AttnDoctorError):
     def __init__(self, message: str, report: Any = None):
         super().__init__(message)
         self.report = report
-
-
-class PreflightError(AttnDoctorError):
-    """preflight() found problems at or above its ``fail_on`` severity: stop before training.
-
-    ``findings`` lists the ones that made it fail (each an attn_doctor.api.Finding: rule, severity,
-    title, message, remedies); ``result`` is the whole PreflightResult (the check Report, the trace
-    and, on rank 0 of a distributed job, the fleet report). str() of the error is a readable summary,
-    one finding per line, so an uncaught PreflightError explains itself in the training log."""
-
-    def __init__(self, message: str, findings: "list[Finding]", result: "Optional[PreflightResult]" = None):
-        super().__init__(message)
-        self.findings = findings
-        self.result = result

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 import attn_doctor
-from attn_doctor.errors import AttnDoctorError, PreflightError, ProbeError, UsageError
+from attn_doctor import AttnDoctorError, PreflightError, ProbeError, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -206,8 +206,8 @@ def test_type_hints_resolve_to_the_real_classes():
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {
         "check": "attn_doctor.report.Report", "python": "typing.Union[str, os.PathLike[str], NoneType]", "torch": False,
-        "explain": "attn_doctor.explain.report.ExplainReport", "trace": "attn_doctor.api.TraceReport",
-        "preflight": "attn_doctor.api.PreflightResult", "model": "<class 'torch.nn.modules.module.Module'>", "report": "Report",
+        "explain": "attn_doctor.explain.report.ExplainReport", "trace": "attn_doctor.results.TraceReport",
+        "preflight": "attn_doctor.results.PreflightResult", "model": "<class 'torch.nn.modules.module.Module'>", "report": "Report",
     }
     # PEP 561: the package says its annotations are meant for type checkers (the wheel ships it:
     # tests/realenv/test_install.py).
