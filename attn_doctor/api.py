@@ -124,7 +124,8 @@ def check(
 
 
 def _run_check(options) -> "Report":
-    from .core import FactsFileError, run_check
+    from .core import run_check
+    from .gather import FactsFileError
     from .rules.loader import RecipeError
 
     try:

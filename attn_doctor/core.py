@@ -1,64 +1,27 @@
-"""The core of `check`: facts in, report out. Returns values; never prints, never exits."""
+"""The check pipeline of every entry point (`check`, each rank of `check --distributed`, `fix`, the
+Python API's check), as one story, each step one call into the module that owns it:
+
+    options  -> validate       (attn_doctor/options.py: the target resolved)
+    recipes  -> load_selected  (attn_doctor/rules/loader.py: before any probing, a bad recipe is a usage error)
+    facts    -> gather_facts   (attn_doctor/gather.py: probed, with the probes' cache, or a recorded report)
+    results  -> evaluate       (attn_doctor/rules/engine.py: pure)
+    report   -> make_report    (attn_doctor/report.py), written to --output here; the caller renders it.
+
+A report loaded from a file (`--from-report` / `--facts`) enters at the facts and takes the same
+steps after them. Returns values; never prints, never exits.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
-import msgspec
-
-from .facts import Facts, Target
-from .options import CLI, CheckOptions, Naming, UsageError, expand
-from .report import Report, exit_code, now, summarise
+from .facts import Facts
+from .gather import FactsFileError, gather_facts
+from .options import CLI, CheckOptions, Naming, UsageError, validate
+from .report import Report, make_report
 from .rules.engine import evaluate
-from .rules.loader import Recipes, load_recipes
-
-
-class FactsFileError(Exception):
-    """A --facts / --from-report file that cannot be used: the message says why, in one line."""
-
-
-def diagnose(facts: Facts, recipes: Recipes, fail_on: str = "error", source: str = "probed") -> Report:
-    results = evaluate(recipes, facts)
-    results.sort(key=lambda r: r.rule)
-    summary = summarise(results, facts)
-    return Report(
-        created=now(),
-        source=source,
-        facts=facts,
-        results=results,
-        summary=summary,
-        exit_code=exit_code(summary, fail_on),
-    )
-
-
-def load_facts_file(path: Path) -> Facts:
-    """Facts from a JSON report written by `check --json` (or a bare facts document); '-' reads
-    stdin. Bounded (attn_doctor/inputs.py): a regular file or stdin, REPORT_MAX_BYTES, MAX_DEPTH."""
-    from .inputs import REPORT_MAX_BYTES, InputError, decode_json, read_bounded, shown
-
-    try:
-        doc = decode_json(read_bounded(path, REPORT_MAX_BYTES))
-    except InputError as exc:
-        raise FactsFileError(f"{shown(path)}: {exc}") from None
-    if not isinstance(doc, dict):
-        raise FactsFileError(f"{path}: expected a JSON object from `attn-doctor check --json`")
-    if "schema" in doc:
-        if doc.get("schema") != "attn-doctor/report":
-            raise FactsFileError(f"{path}: not an attn-doctor report (schema {doc.get('schema')!r})")
-        if not isinstance(doc.get("schema_version"), int) or doc["schema_version"] > 1:
-            raise FactsFileError(
-                f"{path}: report schema version {doc.get('schema_version')} is newer than this attn-doctor understands (1); upgrade attn-doctor"
-            )
-        doc = doc.get("facts")
-        if not isinstance(doc, dict):
-            raise FactsFileError(f"{path}: the report has no facts")
-    elif not ({"platform", "packages", "gpu", "torch"} & set(doc)):
-        raise FactsFileError(f"{path}: not an attn-doctor report or facts file (none of its keys are facts)")
-    try:
-        return msgspec.convert(doc, Facts)
-    except msgspec.ValidationError as exc:
-        raise FactsFileError(f"{path}: invalid facts: {exc}") from None
+from .rules.loader import Recipes, load_selected
 
 
 class OutputError(FactsFileError):
@@ -66,84 +29,34 @@ class OutputError(FactsFileError):
 
 
 def run_check(options: CheckOptions, progress=None, previous: Optional[Report] = None) -> Report:
-    """The check pipeline of every entry point (`check`, each rank of `check --distributed`,
-    `fix`): validate the options, probe this machine (or load the recorded facts), diagnose, and
-    write the JSON report to options.output. Raises UsageError, FactsFileError (ConfigFileError,
-    OutputError) or RecipeError for bad input; never for a broken environment.
+    """Validate the options, gather the facts (probe this machine, or load the recorded ones),
+    diagnose, and write the JSON report to options.output. Raises UsageError, FactsFileError
+    (ConfigFileError, OutputError) or RecipeError for bad input; never for a broken environment.
 
     previous: an earlier check of the same options in this session (fix's plan, when fix verifies):
-    its smoke results and sample verdict are reused wherever nothing they depend on changed (their
-    cache keys: a fix that changed packages or the shapes asked runs them again)."""
-    from .options import validate
-
+    its smoke results and sample verdict are reused where nothing they depend on changed."""
     options = validate(options)
-    recipes = load_recipes(options.recipes_dir)  # first: an invalid recipe is a usage error, before any probing
-    if options.only or options.skip:
-        unknown = recipes.unknown(options.only, "--only") or recipes.unknown(options.skip, "--skip")
-        if unknown:
-            raise UsageError(unknown)
-        recipes = recipes.select(options.only, options.skip)
-    configs = list(options.configs)
-    if options.facts_file is not None:
-        facts = load_facts_file(options.facts_file)
-        if configs:
-            # Config files are read here even for a recorded report: they are the files to judge
-            # (and to fix) against that machine's facts.
-            facts.configs = _probe_configs(configs, options.naming)
-        report = diagnose(facts, recipes, options.fail_on, source="facts-file")
-    else:
-        from .probes import collect_facts
-        from .probes.configs import attention_shapes
-
-        # Configs first (file reads): a usage error before any probing, and the model's head dim and
-        # dtype for the smoke probe's question "which kernel will these inputs get?".
-        config_files = _probe_configs(configs, options.naming) if configs else []
-        facts = collect_facts(python=options.python, quick=options.quick, timeout=options.timeout, progress=progress,
-                              sample=options.sample, smoke=options.smoke, use_cache=options.use_cache,
-                              gpu_index=options.gpu_index, shapes=attention_shapes(config_files),
-                              cache_root=str(options.cache_dir) if options.cache_dir else None,
-                              known=_known(previous), cache_trust=options.cache_trust)
-        facts.configs = config_files
-        facts.target = target_facts(options.target)
-        _record_steps_turned_off(facts, options)
-        environment = facts.probe("environment")
-        if options.python and environment and environment.status != "ok":
-            raise UsageError(f"{options.target.named()}: not a working Python interpreter ({environment.error})")
-        report = diagnose(facts, recipes, options.fail_on)
+    recipes = load_selected(options.recipes_dir, options.only, options.skip)
+    facts = gather_facts(options, progress, previous)
+    report = diagnose(facts, recipes, options.fail_on, source="probed" if options.facts_file is None else "facts-file")
     if options.output:
-        write_report(report, Path(expand(options.output)).expanduser(), options.naming)
+        write_report(report, Path(options.output).expanduser(), options.naming)
     return report
 
 
-def _record_steps_turned_off(facts: Facts, options: CheckOptions) -> None:
-    """A step the caller turned off is recorded with the option that did it: the report, read here
-    or on another machine, then says why the step is missing instead of guessing a cause."""
-    if options.quick:
-        return  # recorded as facts.quick
-    if not options.sample and facts.dtype_path.status == "skipped" and not facts.dtype_path.error:
-        facts.dtype_path.error = f"not asked for ({options.naming.off('sample')})"
-    if not options.smoke and facts.smoke.status == "skipped" and not facts.smoke.error:
-        facts.smoke.error = f"not asked for ({options.naming.off('smoke')})"
+def diagnose(facts: Facts, recipes: Recipes, fail_on: str = "error", source: str = "probed") -> Report:
+    """The report on `facts`: every rule of `recipes` evaluated (pure), the results counted."""
+    return make_report(facts, evaluate(recipes, facts), fail_on, source)
 
 
-def _known(previous: Optional[Report]) -> Optional[Facts]:
-    """The previous check's facts whose smoke results and sample verdict may be reused, each saying
-    when it ran (the previous check's time where it was computed then, not reused itself)."""
-    if previous is None or previous.source != "probed":
-        return None
-    facts = previous.facts
-    return msgspec.structs.replace(
-        facts,
-        smoke=msgspec.structs.replace(facts.smoke, cached=facts.smoke.cached or previous.created),
-        dtype_path=msgspec.structs.replace(facts.dtype_path, cached=facts.dtype_path.cached or previous.created),
-    )
+def write_report(report: Report, path: Path, naming: Naming = CLI) -> None:
+    from .schemas import to_json
 
-
-def target_facts(target) -> Optional[Target]:
-    """The report's record of options.Target (the options stay standard library only)."""
-    if target is None:
-        return None
-    return Target(python=target.python, source=target.source, why=target.why, ignored=target.ignored)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(to_json(report))
+    except OSError as exc:
+        raise OutputError(f"{naming.given('output', path)}: cannot write: {exc.strerror or exc}") from None
 
 
 # What `check --prepare` judges the sample for on a node without a GPU (an image build): the
@@ -158,7 +71,6 @@ def prepare_cache(options: CheckOptions, capabilities: list[str], progress=None)
     import re
 
     from .cache import cache_dir
-    from .options import validate
     from .probes import prepare_samples
 
     options = validate(options)
@@ -175,28 +87,3 @@ def prepare_cache(options: CheckOptions, capabilities: list[str], progress=None)
     root = str(options.cache_dir) if options.cache_dir else None
     verdicts = prepare_samples(options.python, wanted, options.timeout, options.use_cache, root, progress, options.cache_trust)
     return cache_dir(root), verdicts
-
-
-def write_report(report: Report, path: Path, naming: Naming = CLI) -> None:
-    from .schemas import to_json
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(to_json(report))
-    except OSError as exc:
-        raise OutputError(f"{naming.given('output', path)}: cannot write: {exc.strerror or exc}") from None
-
-
-class ConfigFileError(FactsFileError):
-    """A --config file that cannot be read or is not a config: judging the machine without it
-    would pass a broken training config as fine."""
-
-
-def _probe_configs(paths: list[str], naming: Naming):
-    from .probes.configs import probe_configs
-
-    configs = probe_configs(paths)
-    for config in configs:
-        if config.status == "error":
-            raise ConfigFileError(f"{naming.given('config', config.path)}: {config.error}")
-    return configs

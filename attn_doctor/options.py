@@ -2,8 +2,9 @@
 `check --distributed`, and `fix` (its check and its verification). Standard library only: the CLI
 imports it at start-up.
 
-The pipeline they share is `attn_doctor.core.run_check(options, progress)`: validate the options,
-probe (or load the recorded facts), diagnose, write `--output`; the caller renders.
+The pipeline they share is `attn_doctor.core.run_check(options, progress)`: validate the options
+(here), gather the facts (probed, or recorded in a report), diagnose, write `--output`; the caller
+renders.
 """
 
 from __future__ import annotations
@@ -189,7 +190,8 @@ def validate_python(python: Optional[str], naming: Naming = CLI) -> Optional[str
 
 def validate(options: CheckOptions) -> CheckOptions:
     """The options as run_check uses them (the target resolved: python is its path, None where it
-    is the doctor's own interpreter), or UsageError. Validated options pass through unchanged."""
+    is the doctor's own interpreter; {host} expanded in output), or UsageError. Validated options
+    pass through unchanged."""
     from dataclasses import replace
 
     from .inputs import InputError, check_input, shown
@@ -216,4 +218,5 @@ def validate(options: CheckOptions) -> CheckOptions:
         given = name.given("cache_trust", options.cache_trust) if options.cache_trust else f"${TRUST_ENV}"
         raise UsageError(f"{given}: {exc}") from None
     python = None if target is None or (target.own and target.source != "option") else target.python
-    return replace(options, python=python, target=target)
+    output = expand(options.output) if options.output else options.output  # {host}: where the report goes
+    return replace(options, python=python, target=target, output=output)

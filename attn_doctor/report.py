@@ -75,6 +75,20 @@ def summarise(results: list[Result], facts: Facts) -> Summary:
     return summary
 
 
+def make_report(facts: Facts, results: list[Result], fail_on: str = "error", source: str = "probed") -> Report:
+    """The report of one check: its results in rule order, counted, and its exit code."""
+    results.sort(key=lambda r: r.rule)
+    summary = summarise(results, facts)
+    return Report(
+        created=now(),
+        source=source,
+        facts=facts,
+        results=results,
+        summary=summary,
+        exit_code=exit_code(summary, fail_on),
+    )
+
+
 # Exit codes (documented in the README and `attn-doctor --help`).
 EXIT_OK = 0
 EXIT_FINDINGS = 1

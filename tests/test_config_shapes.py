@@ -10,7 +10,8 @@ from pathlib import Path
 
 import msgspec
 
-from attn_doctor.core import diagnose, load_facts_file
+from attn_doctor.core import diagnose
+from attn_doctor.gather import load_facts_file
 from attn_doctor.facts import BF16_NATIVE_FROM, SdpaChoice
 from attn_doctor.probes.configs import attention_shapes, head_dim_of, probe_config
 from attn_doctor.probes.runner import start_child

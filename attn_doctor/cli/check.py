@@ -110,7 +110,7 @@ def check(
         help="Print the verdict alone, in one ASCII line of at most 80 bytes (OK / FAIL <worst rule> / UNKNOWN <what could not run>): for monitors that keep a command's first bytes, such as node-problem-detector's custom plugins (examples/k8s/).",
     ),
 ) -> None:
-    from ..core import FactsFileError
+    from ..gather import FactsFileError
     from ..options import CLI, CheckOptions
     from ..rules.loader import RecipeError
 

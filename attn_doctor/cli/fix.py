@@ -129,7 +129,7 @@ def fix(
     except typer.Exit:
         raise
     except Exception as exc:
-        from ..core import FactsFileError
+        from ..gather import FactsFileError
         from ..fix.apply import FixError
         from ..rules.loader import RecipeError
 

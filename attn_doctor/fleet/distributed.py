@@ -490,7 +490,8 @@ def run_distributed_check(options: CheckOptions, progress_factory=None) -> Optio
     ({rank}, {local_rank} and {host} expanded in --from-report and --output; the smoke tests on
     the GPU LOCAL_RANK names), handed over to rank 0. Returns the fleet report on rank 0, None on
     the others; raises FleetError (usage: 2, rendezvous or hand-over: 3). Prints nothing."""
-    from ..core import FactsFileError, run_check
+    from ..core import run_check
+    from ..gather import FactsFileError
     from ..options import UsageError
     from ..rules.loader import RecipeError
 

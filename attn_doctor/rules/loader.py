@@ -55,6 +55,21 @@ class Recipes:
                        sources={k: v for k, v in self.sources.items() if k in wanted})
 
 
+def load_selected(directory: Optional[Path] = None, only=(), skip=()) -> Recipes:
+    """The recipes a check judges by: those in `directory` (default: the shipped ones), validated,
+    then only the rules `only` names (all when empty), less those `skip` names. Raises RecipeError
+    for an invalid recipe and UsageError for an --only / --skip naming no rule."""
+    from ..errors import UsageError
+
+    recipes = load_recipes(directory)
+    if only or skip:
+        unknown = recipes.unknown(only, "--only") or recipes.unknown(skip, "--skip")
+        if unknown:
+            raise UsageError(unknown)
+        recipes = recipes.select(only, skip)
+    return recipes
+
+
 def default_recipes_dir() -> Path:
     package_dir = Path(__file__).resolve().parent.parent
     shipped = package_dir / "recipes"  # inside an installed wheel

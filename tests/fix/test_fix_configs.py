@@ -168,7 +168,8 @@ def test_fa2_with_a_flash_attn_that_does_not_import_is_an_error_on_a_gpu(tmp_pat
 @pytest.mark.parametrize(("kernels", "status"), [(None, "error"), ("0.10.4", "warning")])
 def test_transformers_config_fa2_with_and_without_the_kernels_fallback(tmp_path, kernels, status):
     # transformers >= 4.56 downloads kernels-community/flash-attn where the kernels package is there.
-    from attn_doctor.core import diagnose, load_facts_file
+    from attn_doctor.core import diagnose
+    from attn_doctor.gather import load_facts_file
     from attn_doctor.facts import ConfigFile, Package
     from attn_doctor.rules.loader import load_recipes
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from attn_doctor.core import diagnose, load_facts_file
+from attn_doctor.core import diagnose
+from attn_doctor.gather import load_facts_file
 from attn_doctor.fleet.aggregate import aggregate, compact_ranks
 from attn_doctor.fleet.digest import differences, fleet_view, report_digest
 from attn_doctor.fleet.distributed import LaunchError, detect, first_host

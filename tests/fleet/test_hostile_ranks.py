@@ -14,7 +14,8 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from attn_doctor.core import diagnose, load_facts_file
+from attn_doctor.core import diagnose
+from attn_doctor.gather import load_facts_file
 from attn_doctor.fleet.aggregate import Member
 from attn_doctor.fleet.digest import report_digest
 from attn_doctor.fleet.distributed import MAX_HOST, MAX_REASON, Placement, gather

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 from ruamel.yaml import YAML
 
-from attn_doctor.core import diagnose, load_facts_file
+from attn_doctor.core import diagnose
+from attn_doctor.gather import load_facts_file
 from attn_doctor.fix.plan import Options, build_plan
 from attn_doctor.probes.configs import attention_shapes, probe_config
 from attn_doctor.render.human import render

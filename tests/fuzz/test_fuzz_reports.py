@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from attn_doctor.core import FactsFileError, diagnose, load_facts_file
+from attn_doctor.core import diagnose
+from attn_doctor.gather import FactsFileError, load_facts_file
 from attn_doctor.render.human import render
 from attn_doctor.schemas import to_json
 from attn_doctor.rules.loader import load_recipes

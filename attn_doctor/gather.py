@@ -1,0 +1,133 @@
+"""The facts step of the check pipeline (attn_doctor/core.py): the Facts one check judges.
+
+Probed from the check's target (attn_doctor.probes: the probe children and the cache of their
+results), or, with `--from-report` / `--facts`, loaded from a report written by `check --json`:
+a recorded report enters the pipeline here and goes through the same steps after it. Either way the
+training configs (`--config`) are read here: the files to judge, and to fix, against those facts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+
+from .errors import UsageError
+from .facts import Facts, Target
+from .options import CheckOptions, Naming
+from .report import Report
+
+
+class FactsFileError(Exception):
+    """A --facts / --from-report file that cannot be used: the message says why, in one line."""
+
+
+class ConfigFileError(FactsFileError):
+    """A --config file that cannot be read or is not a config: judging the machine without it
+    would pass a broken training config as fine."""
+
+
+def gather_facts(options: CheckOptions, progress=None, previous: Optional[Report] = None) -> Facts:
+    """The facts of a check of validated `options` (attn_doctor.options.validate). Raises
+    UsageError, FactsFileError or ConfigFileError for bad input; never for a broken environment.
+
+    previous: an earlier check of the same options in this session (fix's plan, when fix verifies):
+    its smoke results and sample verdict are reused wherever nothing they depend on changed (their
+    cache keys: a fix that changed packages or the shapes asked runs them again)."""
+    configs = list(options.configs)
+    if options.facts_file is not None:
+        facts = load_facts_file(options.facts_file)
+        if configs:
+            # Config files are read here even for a recorded report: they are the files to judge
+            # (and to fix) against that machine's facts.
+            facts.configs = _probe_configs(configs, options.naming)
+        return facts
+    from .probes import collect_facts
+    from .probes.configs import attention_shapes
+
+    # Configs first (file reads): a usage error before any probing, and the model's head dim and
+    # dtype for the smoke probe's question "which kernel will these inputs get?".
+    config_files = _probe_configs(configs, options.naming) if configs else []
+    facts = collect_facts(python=options.python, quick=options.quick, timeout=options.timeout, progress=progress,
+                          sample=options.sample, smoke=options.smoke, use_cache=options.use_cache,
+                          gpu_index=options.gpu_index, shapes=attention_shapes(config_files),
+                          cache_root=str(options.cache_dir) if options.cache_dir else None,
+                          known=_known(previous), cache_trust=options.cache_trust)
+    facts.configs = config_files
+    facts.target = target_facts(options.target)
+    _record_steps_turned_off(facts, options)
+    environment = facts.probe("environment")
+    if options.python and environment and environment.status != "ok":
+        raise UsageError(f"{options.target.named()}: not a working Python interpreter ({environment.error})")
+    return facts
+
+
+def load_facts_file(path: Path) -> Facts:
+    """Facts from a JSON report written by `check --json` (or a bare facts document); '-' reads
+    stdin. Bounded (attn_doctor/inputs.py): a regular file or stdin, REPORT_MAX_BYTES, MAX_DEPTH."""
+    from .inputs import REPORT_MAX_BYTES, InputError, decode_json, read_bounded, shown
+
+    try:
+        doc = decode_json(read_bounded(path, REPORT_MAX_BYTES))
+    except InputError as exc:
+        raise FactsFileError(f"{shown(path)}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise FactsFileError(f"{path}: expected a JSON object from `attn-doctor check --json`")
+    if "schema" in doc:
+        if doc.get("schema") != "attn-doctor/report":
+            raise FactsFileError(f"{path}: not an attn-doctor report (schema {doc.get('schema')!r})")
+        if not isinstance(doc.get("schema_version"), int) or doc["schema_version"] > 1:
+            raise FactsFileError(
+                f"{path}: report schema version {doc.get('schema_version')} is newer than this attn-doctor understands (1); upgrade attn-doctor"
+            )
+        doc = doc.get("facts")
+        if not isinstance(doc, dict):
+            raise FactsFileError(f"{path}: the report has no facts")
+    elif not ({"platform", "packages", "gpu", "torch"} & set(doc)):
+        raise FactsFileError(f"{path}: not an attn-doctor report or facts file (none of its keys are facts)")
+    try:
+        return msgspec.convert(doc, Facts)
+    except msgspec.ValidationError as exc:
+        raise FactsFileError(f"{path}: invalid facts: {exc}") from None
+
+
+def _probe_configs(paths: list[str], naming: Naming):
+    from .probes.configs import probe_configs
+
+    configs = probe_configs(paths)
+    for config in configs:
+        if config.status == "error":
+            raise ConfigFileError(f"{naming.given('config', config.path)}: {config.error}")
+    return configs
+
+
+def _record_steps_turned_off(facts: Facts, options: CheckOptions) -> None:
+    """A step the caller turned off is recorded with the option that did it: the report, read here
+    or on another machine, then says why the step is missing instead of guessing a cause."""
+    if options.quick:
+        return  # recorded as facts.quick
+    if not options.sample and facts.dtype_path.status == "skipped" and not facts.dtype_path.error:
+        facts.dtype_path.error = f"not asked for ({options.naming.off('sample')})"
+    if not options.smoke and facts.smoke.status == "skipped" and not facts.smoke.error:
+        facts.smoke.error = f"not asked for ({options.naming.off('smoke')})"
+
+
+def _known(previous: Optional[Report]) -> Optional[Facts]:
+    """The previous check's facts whose smoke results and sample verdict may be reused, each saying
+    when it ran (the previous check's time where it was computed then, not reused itself)."""
+    if previous is None or previous.source != "probed":
+        return None
+    facts = previous.facts
+    return msgspec.structs.replace(
+        facts,
+        smoke=msgspec.structs.replace(facts.smoke, cached=facts.smoke.cached or previous.created),
+        dtype_path=msgspec.structs.replace(facts.dtype_path, cached=facts.dtype_path.cached or previous.created),
+    )
+
+
+def target_facts(target) -> Optional[Target]:
+    """The report's record of options.Target (the options stay standard library only)."""
+    if target is None:
+        return None
+    return Target(python=target.python, source=target.source, why=target.why, ignored=target.ignored)
