@@ -1,7 +1,10 @@
 """The command line: one module per command (check, rules, fix, trace, explain, fleet), each thin:
 parse options, call the core (the same functions the Python API calls), render, exit with a code.
-Nothing below the CLI imports it. Command modules import only typer at load time, so that
-`check --quick` stays fast."""
+Command modules import only typer at load time, so that `check --quick` stays fast.
+
+The top of the layering contract (pyproject.toml): it may import every other layer, and nothing
+imports it but attn_doctor/__main__.py.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,13 @@
 """`attn-doctor explain`: from an error message or a whole training log to the cause and the fix.
 
-signatures.py compiles the recipes' signatures and derives the literal anchors the scanner
-pre-filters with; scan.py streams the input; versions.py reads the versions a log prints;
-core.py turns matches into explained findings; fixtures.py runs the recipes' signature fixtures.
+scan.py streams the input through the recipes' compiled signatures (rules/signatures.py);
+versions.py reads the versions a log prints; core.py turns matches into explained findings;
+report.py is its JSON document; fixtures.py runs the recipes' log-snippet fixtures through the
+real scanner.
+
+May import (the layering contract, pyproject.toml): its layer's siblings (api, results, fleet,
+fix, integrations), the pipeline, rules (the recipes and their signature language), report,
+remedies, probes and the bottom layer. Never render or the CLI.
 """
 
 # attn_doctor.explain(text) is the Python API's explain (attn_doctor/api.py).

@@ -2,6 +2,11 @@
 
 - ``digest``: what must agree between nodes (the fleet view) and its digest;
 - ``aggregate``: group reports by digest, name the differences against the majority (pure);
-- ``distributed``: ``check --distributed`` under torchrun / srun, gathered through torch.distributed's TCPStore;
-- ``files``: ``attn-doctor fleet`` over per-node JSON reports.
+- ``distributed`` and ``group``: ``check --distributed`` under torchrun / srun (each rank's check
+  through core.run_check), gathered through torch.distributed's TCPStore;
+- ``files``: ``attn-doctor fleet`` over per-node JSON reports; ``rayfleet``: one check per Ray node.
+
+May import (the layering contract, pyproject.toml): its layer's siblings (api, results, fix,
+explain, integrations), the pipeline (core, options, gather), rules, report, probes and the
+bottom layer. Never render or the CLI.
 """

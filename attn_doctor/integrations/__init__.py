@@ -1,14 +1,15 @@
 """Ready callbacks that run attn_doctor.preflight() when training starts, one module per framework
-(each imports its framework, installed with the matching extra):
-
-- ``attn_doctor.integrations.transformers.AttnDoctorCallback``: a transformers TrainerCallback
-  (``pip install 'attn-doctor[transformers]'``), run in ``on_train_begin``;
-- ``attn_doctor.integrations.lightning.AttnDoctorCallback``: a Lightning Callback
-  (``pip install 'attn-doctor[lightning]'``), run in ``on_fit_start``.
+(each imports its framework, installed with the matching extra): the transformers TrainerCallback
+``attn_doctor.integrations.transformers.AttnDoctorCallback`` (``attn-doctor[transformers]``, run in
+``on_train_begin``) and the Lightning Callback ``attn_doctor.integrations.lightning.AttnDoctorCallback``
+(``attn-doctor[lightning]``, run in ``on_fit_start``).
 
 Both judge the model the framework is about to train, in the precision the trainer will use, and
 raise attn_doctor.PreflightError out of ``trainer.train()`` / ``trainer.fit()`` (or log, with
 ``on_failure="warn"``). Under torch.distributed every rank checks itself and rank 0 reports the fleet.
+
+May import (the layering contract, pyproject.toml): the API (attn_doctor.api, results) and what is
+below it. Never render or the CLI.
 """
 
 from __future__ import annotations

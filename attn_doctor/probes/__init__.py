@@ -1,13 +1,14 @@
-"""Probes: the only code that touches the machine.
+"""Probes: the only code that touches the machine; `collect_facts` runs them into Facts.
 
-`collect_facts` runs them, in parallel where they are independent:
+Tier 2 (not with --quick): one child process of the *target* interpreter imports torch once, then
+forks an isolated process per risky step (CUDA init, each flash_attn / xformers / triton / fla
+import), so a segfault or a hang in one becomes a fact, not a crash. Tier 1: the target's platform
+and package metadata (in-process when it is this interpreter), the GPUs through NVML or nvidia-smi,
+and the allow-listed environment. Independent probes run in parallel; results are cached (cache).
 
-- tier 2 (not with --quick): one child process of the *target* interpreter imports torch once,
-  then forks an isolated process per risky step (CUDA init, each flash_attn / xformers / triton /
-  fla import), so a segfault or a hang in one becomes a fact, not a crash;
-- tier 1: platform and package metadata of the target (in-process when the target is this
-  interpreter, else a cheap child), GPUs through NVML or nvidia-smi, and the allow-listed
-  environment.
+May import (the layering contract, pyproject.toml): trace (the sample probe runs the tracer) and
+the bottom layer (facts, errors, failures, redact, bytecode, inputs, cache, schemas). Never rules,
+the pipeline, the API, render or the CLI: they call the probes, never the other way round.
 """
 
 from __future__ import annotations

@@ -1,1 +1,8 @@
-"""Rendering: the only code that prints."""
+"""Rendering: the only code that prints. One module per command's human output (human.py for
+check, explain_human, fix_human, fleet_human, trace_human, rules, oneline, prepare), json.py for
+the JSON documents and their generated schemas, console.py for the one rich console setup.
+
+May import (the layering contract, pyproject.toml) everything below it: the API's layer (the
+explain, fleet and fix results it shows), the pipeline, rules, report, remedies, facts, schemas.
+Never the CLI, which calls it.
+"""

@@ -1,11 +1,15 @@
 """The JSON Schemas of every command's `--json`, shipped as files beside this module
-(`NAME.schema.json`) and printed as they are by `attn-doctor COMMAND --schema`.
+(`NAME.schema.json`) and printed as they are by `attn-doctor COMMAND --schema`, and the encoding
+every document shares: the envelope (`schema` "attn-doctor/NAME", `schema_version`, `tool`,
+`created`, then the payload), to_json for the documents encoded from msgspec structs (report,
+explain, fleet, rules) and json_schema for their schemas, which render.json.generated builds (a
+test keeps the shipped files equal to them); trace and fix build plain dicts, and their schema
+files are written by hand and checked against real output by the tests.
 
-Every document has the same envelope: `schema` ("attn-doctor/NAME"), `schema_version`, `tool`
-({name, version}), `created` (UTC, ISO 8601), then the command's payload. The schemas of the
-documents encoded from msgspec structs (report, explain, fleet, rules) are generated from those
-structs, and a test keeps the shipped files equal to them; trace and fix build plain dicts, and
-their schema files are written by hand and checked against real output by the tests."""
+The bottom of the layering contract (pyproject.toml): it imports nothing of attn-doctor but its
+version, and only the standard library at import (the trace child builds its envelope with it in
+an interpreter without attn-doctor's dependencies; msgspec is imported where it encodes).
+"""
 
 from __future__ import annotations
 

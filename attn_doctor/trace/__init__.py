@@ -1,15 +1,14 @@
-"""The dtype tracer: find where a half-precision tensor is promoted to float32 on its way
-to an attention kernel, and point at the source line.
+"""The dtype tracer: find where a half-precision tensor is promoted to float32 on its way to an
+attention kernel, and point at the source line (`attn-doctor trace`, the API's trace, and the
+sample forward passes that check's probes run).
 
 Runtime code here depends on the standard library and torch only (it also runs inside another
-interpreter, ``python -m attn_doctor.trace.child``), and returns plain JSON-able dicts:
+interpreter, ``python -m attn_doctor.trace.child``) and returns plain JSON-able dicts:
+``trace(...) -> dict``, ``run_sample_forward(...) -> dict``. Importing it does not import torch.
 
-- ``trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=None, device="meta",
-  train=False, capability=None, ...) -> dict``
-- ``run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=None,
-  samples=None) -> dict`` (the built-in sample forward passes ``check`` runs)
-
-Importing this package does not import torch.
+May import (the layering contract, pyproject.toml): the bottom layer only (schemas' envelope,
+_callable). Not probes (which run it), rules, the pipeline or the API: ``attn_doctor.trace(model)``
+reaches the API's trace through _callable, which looks it up when called.
 """
 
 
