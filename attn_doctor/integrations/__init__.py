@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..api import PreflightResult, preflight
+from ..api import preflight
+from ..results import PreflightResult
 
 __all__ = ["run_preflight"]
 

@@ -17,7 +17,8 @@ try:
 except ImportError as exc:  # said in the words a user acts on
     raise ImportError("attn_doctor.integrations.lightning needs Lightning 2.x: pip install 'attn-doctor[lightning]'") from exc
 
-from ..api import ConfigArg, DtypeArg, PreflightResult
+from ..api import ConfigArg, DtypeArg
+from ..results import PreflightResult
 from . import run_preflight
 
 __all__ = ["AttnDoctorCallback"]

@@ -18,7 +18,8 @@ except ImportError as exc:  # said in the words a user acts on
     raise ImportError("attn_doctor.integrations.transformers needs transformers: "
                       "pip install 'attn-doctor[transformers]'") from exc
 
-from ..api import ConfigArg, DtypeArg, PreflightResult
+from ..api import ConfigArg, DtypeArg
+from ..results import PreflightResult
 from . import run_preflight
 
 __all__ = ["AttnDoctorCallback"]
