@@ -5,9 +5,10 @@
 Run it on two trees (before and after a restructure) and compare the printouts. Every number is
 defined here, so that both are measured the same way:
 
-- imports: every `import` / `from ... import` statement in attn_doctor/ (ast: function-level and
-  `if TYPE_CHECKING:` imports included; the latter are also counted on their own). `from pkg import
-  name` is an import of pkg.name where that is a module, else of pkg.
+- imports: every import statement between attn_doctor's modules, as import-linter reads them
+  (grimp, the graph the layering contract is checked on): function-level and `if TYPE_CHECKING:`
+  imports included, the latter also counted on their own; `from pkg import name` is an import of
+  pkg.name where that is a module, else of pkg.
 - rooms: attn_doctor's top-level modules (not __init__) and its subpackages; a module belongs to the
   room it lies in. The package root (attn_doctor/__init__.py) is no room.
 - floors: the room import graph with each cycle collapsed to one node; the number of rooms on its
@@ -36,7 +37,6 @@ defined here, so that both are measured the same way:
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -73,45 +73,22 @@ def collect_modules(package_dir: Path) -> dict[str, Path]:
     return {module_name(p, package_dir): p for p in sorted(package_dir.rglob("*.py"))}
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    """ids of the import nodes inside `if TYPE_CHECKING:` blocks."""
-    inside: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            test = node.test
-            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
-            if name == "TYPE_CHECKING":
-                for child in node.body:
-                    for sub in ast.walk(child):
-                        inside.add(id(sub))
-    return inside
+def import_edges(modules: dict[str, Path]) -> list[tuple[str, str, int, bool]]:
+    """(importer, imported, line, under TYPE_CHECKING only) for each import statement between
+    attn_doctor modules, as import-linter sees them (grimp: function-level imports included)."""
+    import grimp
 
-
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, int, bool]]:
-    """(imported attn_doctor module, line, under TYPE_CHECKING) for each import in the file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = _type_checking_nodes(tree)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = []
-    for node in ast.walk(tree):
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                targets.append(sub if sub in modules else base)
-        for target in targets:
-            while target and target not in modules:  # `import a.b.c` of a name inside a module
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                out.append((target, node.lineno, id(node) in typing_only))
-    return out
+    full = grimp.build_graph(PACKAGE, cache_dir=None)
+    plain = grimp.build_graph(PACKAGE, cache_dir=None, exclude_type_checking_imports=True)
+    edges = []
+    for importer in sorted(full.modules):
+        if importer not in modules:
+            raise SystemExit(f"grimp found {importer}, which is not a file under --root: run from that tree")
+        for imported in sorted(full.find_modules_directly_imported_by(importer)):
+            at_run_time = {d["line_number"] for d in plain.get_import_details(importer=importer, imported=imported)}
+            for detail in full.get_import_details(importer=importer, imported=imported):
+                edges.append((importer, imported, detail["line_number"], detail["line_number"] not in at_run_time))
+    return edges
 
 
 def room_of(module: str) -> str | None:
@@ -198,10 +175,7 @@ def upward(a: str, b: str) -> bool:
 
 def static_structure(package_dir: Path) -> None:
     modules = collect_modules(package_dir)
-    edges: list[tuple[str, str, int, bool]] = []
-    for name, path in modules.items():
-        for target, line, typing_only in imports_of(name, path, modules):
-            edges.append((name, target, line, typing_only))
+    edges = import_edges(modules)
     module_graph: dict[str, set[str]] = {m: set() for m in modules}
     room_graph: dict[str, set[str]] = defaultdict(set)
     rooms = sorted({r for m in modules if (r := room_of(m))})
@@ -241,7 +215,6 @@ def static_structure(package_dir: Path) -> None:
 
 
 def walk_of_run_check(root: Path) -> None:
-    sys.path.insert(0, str(root))
     from dataclasses import fields
     from types import ModuleType
 
@@ -350,6 +323,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository to measure (default: this one)")
     args = parser.parse_args()
     root = args.root.resolve()
+    sys.path.insert(0, str(root))  # grimp and the walk import the package from the tree measured
     static_structure(root / PACKAGE)
     walk_of_run_check(root)
 
