@@ -143,6 +143,10 @@ def collect_facts(
             # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
             gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke and smoke_hit is None, "capability": _weakest_capability(gpu),
                           "index": gpu_index, "shapes": shapes or [], "bf16_native_from": list(BF16_NATIVE_FROM)}
+            if gpu_config["smoke"]:
+                gpu_config["kernel_cache"], kernels_note = _kernel_cache()
+                if kernels_note is not None:
+                    probes.append(kernels_note)
             args += ["--gpu", json.dumps(gpu_config)]
         _start(children, probes, "torch", python, args, child_env)
 
@@ -267,6 +271,18 @@ def _bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
     if folder is None:
         return {}, ProbeRun(name="bytecode", status="skipped", error=f"{why}: the probes compile torch on every check")
     return {"PYTHONPYCACHEPREFIX": folder}, None
+
+
+def _kernel_cache() -> tuple[Optional[str], Optional[ProbeRun]]:
+    """The folder the smoke tests' kernel compilers cache into (gpu_child.kernel_caches): private
+    to this user, like the bytecode folder. Without one they compile every time (FlashAttention 4:
+    about 10 s), and a note says why."""
+    from ..bytecode import private_kernels
+
+    folder, why = private_kernels()
+    if folder is None:
+        return None, ProbeRun(name="kernels", status="skipped", error=f"{why}: the smoke tests compile their kernels on every check")
+    return folder, None
 
 
 def trace_bytecode_env(python: str) -> dict:

@@ -801,10 +801,12 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
             jobs.append(("cuda", gpu_module.cuda_facts))
             if gpu.get("smoke"):
                 libraries = [name for name, probe in gpu_module.LIBRARIES.items() if installed(probe)]
-                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability"), libraries)
+                compiled = [name for name, needs in gpu_module.COMPILED.items() if installed(needs)] if gpu.get("compile", True) else []
+                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability"), libraries, compiled)
                 index = int(gpu.get("index") or 0)
                 shapes = gpu.get("shapes") or []
-                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes)) for g in groups]
+                cache = gpu.get("kernel_cache")
+                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes, cache)) for g in groups]
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)

@@ -394,12 +394,12 @@ def _smoke_ran(facts: Facts) -> None:
 def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
     """An attention backend that accepted the inputs computed wrong numbers, raised, or took its
     smoke process down with it (crash, hang)."""
-    from ..probes.gpu_child import LIBRARIES
+    from ..probes.gpu_child import COMPILED, LIBRARIES
 
     _smoke_ran(facts)
     problems, packages = [], []
     for r in facts.smoke.results:
-        if r.status not in ("wrong", "error"):
+        if r.status not in ("wrong", "error") or r.backend in COMPILED:  # compiled_attention_fails' finding
             continue
         # which distribution each failure is about: what a finding on the same cause names too
         module = LIBRARIES.get(r.backend)
@@ -418,6 +418,37 @@ def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
         return None
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return {"summary": problems[0] + more, "count": len(problems), "packages": ", ".join(dict.fromkeys(packages))}
+
+
+@check
+def compiled_attention_fails(facts: Facts, data: dict) -> Optional[dict]:
+    """torch.compile (Inductor writing triton kernels) could not compile flex_attention on this GPU,
+    or the compiled kernel computed wrong numbers."""
+    from ..probes.gpu_child import COMPILED
+
+    _smoke_ran(facts)
+    compiled = [r for r in facts.smoke.results if r.backend in COMPILED]
+    if not compiled:
+        needs = ", ".join(sorted(set(COMPILED.values())))
+        raise SkipRule(f"torch.compile was not smoke-tested: it needs {needs} installed" if not facts.version_of(needs)
+                       else "torch.compile was not smoke-tested (a report from an older attn-doctor)")
+    failed = next((r for r in compiled if r.status in ("wrong", "error")), None)
+    if failed is None:
+        return None
+    if failed.status == "wrong":
+        what = (f"computed wrong numbers in {failed.dtype}: relative error {failed.rel_err:.2g} "
+                f"(gradients {failed.rel_err_grad:.2g}) against float64, tolerance {failed.tolerance:g}")
+    else:
+        what = f"failed in {failed.dtype}: {failed.error}"
+    torch_version, triton_version = facts.version_of("torch"), facts.version_of("triton")
+    pin = triton_pin(facts, data) if torch_version and triton_version else None
+    try:
+        off_pin = pin is not None and not pin.contains(Version(triton_version), prereleases=True)
+    except InvalidVersion:
+        off_pin = False
+    cause = (f" (triton {triton_version} is not the release torch {torch_version} pins, {pin_text(pin)}: AD201)"
+             if off_pin else "")
+    return {"summary": what + cause, "dtype": failed.dtype, "packages": "triton"}
 
 
 def _unloaded_build(facts: Facts, backend: str) -> str:
