@@ -14,10 +14,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native, distribution_of
-from ..failures import (CUTE_DSL_LIBS, cuda_major, fa4_extra, import_cause, undefined_symbol_evidence, wheel_build,
+from ...facts import MODULE_DISTRIBUTIONS, Facts, bf16_native, distribution_of
+from ...failures import (CUTE_DSL_LIBS, cuda_major, fa4_extra, import_cause, undefined_symbol_evidence, wheel_build,
                         wheel_tag)
-from .conditions import SkipRule, marker_environment
+from ..conditions import SkipRule, marker_environment
 
 CHECKS: dict[str, Callable[[Facts, dict], Optional[dict]]] = {}
 
@@ -394,7 +394,7 @@ def _smoke_ran(facts: Facts) -> None:
 def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
     """An attention backend that accepted the inputs computed wrong numbers, raised, or took its
     smoke process down with it (crash, hang)."""
-    from ..probes.gpu_child import LIBRARIES
+    from ...probes.gpu_child import LIBRARIES
 
     _smoke_ran(facts)
     problems, packages = [], []
@@ -423,7 +423,7 @@ def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
 def _unloaded_build(facts: Facts, backend: str) -> str:
     """The cause behind a library backend's failure when its compiled extension does not load next
     to this torch (AD312 says which build it is): the smoke failure is then its symptom."""
-    from ..probes.gpu_child import LIBRARIES
+    from ...probes.gpu_child import LIBRARIES
 
     for dist in MODULE_DISTRIBUTIONS.get(LIBRARIES.get(backend, ""), ()):
         build = facts.builds.get(dist)
