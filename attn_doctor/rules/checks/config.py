@@ -308,4 +308,13 @@ def config_deepspeed_bf16(facts: Facts, data: dict) -> Optional[dict]:
 
 
 # The checks recipes name (the registry in __init__.py collects them).
-CHECKS = (config_llamafactory_bf16, config_llamafactory_fa2_old_gpu, config_llamafactory_flash_attn_invalid, config_llamafactory_fa2_unavailable, config_transformers_bf16, config_transformers_fa2_unusable, config_accelerate_bf16, config_deepspeed_bf16)
+CHECKS = (
+    config_llamafactory_bf16,
+    config_llamafactory_fa2_old_gpu,
+    config_llamafactory_flash_attn_invalid,
+    config_llamafactory_fa2_unavailable,
+    config_transformers_bf16,
+    config_transformers_fa2_unusable,
+    config_accelerate_bf16,
+    config_deepspeed_bf16,
+)

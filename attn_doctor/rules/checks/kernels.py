@@ -206,4 +206,9 @@ def extension_builds(facts: Facts, data: dict) -> Optional[dict]:
 
 
 # The checks recipes name (the registry in __init__.py collects them).
-CHECKS = (flash_attn_undefined_symbol, flash_attn_built_for_other_torch, library_import_failures, extension_builds)
+CHECKS = (
+    flash_attn_undefined_symbol,
+    flash_attn_built_for_other_torch,
+    library_import_failures,
+    extension_builds,
+)
