@@ -801,7 +801,7 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
             jobs.append(("cuda", gpu_module.cuda_facts))
             if gpu.get("smoke"):
                 libraries = [name for name, probe in gpu_module.LIBRARIES.items() if installed(probe)]
-                compiled = [name for name, needs in gpu_module.COMPILED.items() if installed(needs)] if gpu.get("compile", True) else []
+                compiled = [name for name, needs in gpu_module.COMPILED.items() if installed(needs)]
                 groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability"), libraries, compiled)
                 index = int(gpu.get("index") or 0)
                 shapes = gpu.get("shapes") or []
