@@ -171,3 +171,30 @@ def test_rules_markdown_is_the_whole_page_only():
     for args in (["rules", "AD301", "--markdown"], ["rules", "--markdown", "--json"]):
         out = CliRunner().invoke(app, args)
         assert out.exit_code == 2 and "--markdown prints every rule as one page" in out.output, (args, out.output)
+
+
+def runnable_examples(page: Path) -> list[str]:
+    """The ```python blocks marked `<!-- runs -->`: examples a reader can paste and run."""
+    return re.findall(r"^<!-- runs -->\n```python\n(.*?)^```", page.read_text(encoding="utf-8"), re.S | re.M)
+
+
+def test_python_api_examples_run(tmp_path):
+    """In order, in one process, as a reader pastes them (the preflight example uses the traced
+    model); the callback examples each in their own, where their framework is installed."""
+    import importlib.util
+
+    blocks = runnable_examples(ROOT / "docs" / "python-api.md")
+    assert len(blocks) >= 6
+    frameworks = ("transformers", "lightning")
+    plain = [b for b in blocks if not any(f"import {f}" in b or f"from {f}" in b for f in frameworks)]
+    scripts = ["\n".join(plain)] + [b for b in blocks if b not in plain
+                                    and all(importlib.util.find_spec(f) for f in frameworks if f in b)]
+    outputs = []
+    for script in scripts:
+        (tmp_path / "example.py").write_text(script, encoding="utf-8")
+        out = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, f"{script}\n--- stderr:\n{out.stderr[-3000:]}"
+        outputs.append(out.stdout)
+    assert "AD601 q/k reaches F.scaled_dot_product_attention at example.py:" in outputs[0]  # the trace
+    assert re.search(r"AD601 error \S*example.py:\d+", outputs[0])  # preflight's error
+    assert all(o.rstrip().splitlines()[-1].startswith("True") for o in outputs[1:]), outputs[1:]  # the callbacks let healthy models train
