@@ -225,6 +225,8 @@ def _remedy_lines(rule: Rule, evidence: dict) -> list[str]:
 
 def _applies(rule: Rule, remedy) -> str:
     """Whether `attn-doctor fix` applies this remedy, as fix/plan.py decides."""
+    if rule.when is None:  # fix plans from check's findings, which never hold a signature-only rule
+        return "By hand: `attn-doctor fix` acts on what `check` finds, and `check` cannot show this rule."
     unsafe = f" It is unsafe ({remedy.why_unsafe or 'see above'}): `fix` applies it only with `--unsafe`." if remedy.safety == "unsafe" else ""
     if remedy.kind == "pip" and remedy.requirement:
         pinned = " triton is pinned by torch: where the installed torch does not pin this triton, `fix` plans the torch that brings it, which needs `--unsafe`." \
@@ -275,7 +277,8 @@ def _condition(cond, checks: dict[str, Callable]) -> str:
     if cond.check:
         fn = checks.get(cond.check)
         doc = paragraphs(fn.__doc__ or "")[:1] if fn else []
-        parts.append(f"the named check `{cond.check}` finds a problem" + (f" ({doc[0].rstrip('.')})" if doc else ""))
+        first = re.match(r"(.+?)\.(?:\s|$)", doc[0]) if doc else None  # its docstring's first sentence
+        parts.append(f"the named check `{cond.check}` matches" + (f" ({first.group(1)})" if first else ""))
     if cond.any:
         parts.append("any of: " + "; or ".join(_condition(c, checks) for c in cond.any))
     if cond.not_ is not None:
