@@ -198,3 +198,15 @@ def test_python_api_examples_run(tmp_path):
     assert "AD601 q/k reaches F.scaled_dot_product_attention at example.py:" in outputs[0]  # the trace
     assert re.search(r"AD601 error \S*example.py:\d+", outputs[0])  # preflight's error
     assert all(o.rstrip().splitlines()[-1].startswith("True") for o in outputs[1:]), outputs[1:]  # the callbacks let healthy models train
+
+
+PATH_SPAN = re.compile(r"`((?:attn_doctor|tests|benchmarks|examples|recipes|docs)/[\w/.-]*)`")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_paths_named_exist(page):
+    """A file or folder of the repository a page names in code (`attn_doctor/inputs.py`) is there:
+    a module moved or renamed takes its mentions with it."""
+    named = {p for p in PATH_SPAN.findall(page.read_text(encoding="utf-8")) if not re.search(r"\b[A-Z]{3,}\b", p)}  # not NAME.json
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert not missing, f"{page.relative_to(ROOT)} names paths that do not exist: {missing}"
