@@ -244,12 +244,10 @@ def _applies(rule: Rule, remedy) -> str:
 def _condition(cond, checks: dict[str, Callable]) -> str:
     """A rule's `when` in words; every part must hold."""
     parts: list[str] = []
-    if cond.installed:
-        parts.append(f"{_names(cond.installed, 'and')} {'is' if len(cond.installed) == 1 else 'are'} installed")
-    if cond.installed_any:
-        parts.append(f"{_names(cond.installed_any, 'or')} is installed")
-    if cond.not_installed:
-        parts.append(f"{_names(cond.not_installed, 'and')} {'is' if len(cond.not_installed) == 1 else 'are'} not installed")
+    for names, joiner, state in ((cond.installed, "and", "installed"), (cond.installed_any, "or", "installed"),
+                                 (cond.not_installed, "and", "not installed")):
+        if names:
+            parts.append(f"{_names(names, joiner)} {'are' if joiner == 'and' and len(names) > 1 else 'is'} {state}")
     for name, spec in cond.version.items():
         parts.append(f"`{name}` {f'`{spec}`' if spec else 'of any version'} is installed")
     if cond.gpu:
