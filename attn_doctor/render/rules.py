@@ -1,4 +1,5 @@
-"""`attn-doctor rules`: the knowledge base, listed and explained."""
+"""`attn-doctor rules`: the knowledge base, listed and explained in the terminal, and as the Markdown
+rules reference (`rules --markdown`, docs/rules.md)."""
 
 from __future__ import annotations
 
