@@ -988,10 +988,10 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
-    exit_code = main(sys.argv[1:])
-    # The answer is out: skip the interpreter's teardown (with torch loaded, 0.4 s or more that the
-    # doctor would wait for). Nothing here needs it: forks are reaped, temporary files unlinked.
+def run(argv):
+    """main, then out without the interpreter's teardown (with torch loaded, 0.4 s or more that the
+    doctor would wait for). Nothing here needs it: forks are reaped, temporary files unlinked."""
+    exit_code = main(argv)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
