@@ -341,7 +341,6 @@ import msgspec  # noqa: E402
 
 from attn_doctor.facts import canonical_name  # noqa: E402
 from attn_doctor.failures import classify  # noqa: E402
-from attn_doctor.probes import child  # noqa: E402
 from attn_doctor.redact import safe_environment  # noqa: E402
 from conftest import FACTS_DIR, load_facts  # noqa: E402
 
@@ -472,7 +471,7 @@ def test_package_scan_agrees_with_importlib_metadata(tmp_path, monkeypatch):
     import importlib.metadata as md
 
     from attn_doctor.facts import canonical_name
-    from attn_doctor.probes import child
+    from attn_doctor.probes import inventory
 
     site = tmp_path / "site"
     (site / "legacy_pkg.egg-info").mkdir(parents=True)
@@ -485,7 +484,7 @@ def test_package_scan_agrees_with_importlib_metadata(tmp_path, monkeypatch):
         "Requires-Dist: triton~=3.9.0; platform_system == \"Linux\"\nRequires-Dist: pytorch-triton (==2.0.0)\n"
         "Requires-Dist: triton-windows; extra == \"x\"\n\nRequires-Dist: triton==9 (in the body, not a header)\n")
     monkeypatch.syspath_prepend(str(site))
-    packages, requires = child.collect_packages()
+    packages, requires = inventory.collect_packages()
     # torch's pin of triton, markers kept; other projects and the body are not
     assert requires == {"torch": ['triton~=3.9.0; platform_system == "Linux"', "pytorch-triton (==2.0.0)"]}
     fast = {name: record["version"] for name, record in packages.items()}
