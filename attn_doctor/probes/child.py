@@ -1,13 +1,16 @@
-"""The probe that runs inside the *target* interpreter.
+"""The probe that runs inside the *target* interpreter: its command line, and its one answer.
 
-This file is executed as a script by whatever Python is being diagnosed (``--python``), which may
-not have attn-doctor, msgspec or even a working torch. So: standard library only, Python 3.8+
-syntax, never let an exception escape, and write exactly one JSON object to the original stdout.
+Whatever Python is being diagnosed (``--python``) runs it, and may not have attn-doctor, msgspec
+or even a working torch. So this module and those it imports (inventory, env_probe, isolation,
+torch_probe, sample_probe): standard library only, Python 3.8+ syntax, never let an exception
+escape, and write exactly one JSON object to the original stdout. runner.py imports them from
+this folder under another package name (runner.CHILD_BOOTSTRAP), the folder kept off sys.path.
 
-    python child.py env [--fingerprint JSON]  # platform, tools, installed packages (no torch
+    child env [--fingerprint JSON]   # platform, tools, installed packages (no torch
                                      # import); where MODULEs would be imported from, and a
                                      # stamp of their files
-    python child.py torch [--targets JSON] [--sample JSON] [--gpu JSON] [--builds JSON] [MODULE..]
+    child site                       # each site-packages folder's entries and RECORDs (fix)
+    child torch [--targets JSON] [--sample JSON] [--gpu JSON] [--builds JSON] [MODULE..]
                                      # torch build; then, in isolated forks, the import health
                                      # of each MODULE, each sample forward pass of the tracer,
                                      # the CUDA facts and smoke tests of gpu_child.py, and

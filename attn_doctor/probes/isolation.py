@@ -15,13 +15,14 @@ import sys
 import time
 import traceback
 
-# Per-module import budget inside the torch probe. The doctor applies its own overall timeout.
+# How long each forked job of the torch probe (an import, a sample, a smoke group) may run.
+# The doctor applies its own overall timeout.
 IMPORT_TIMEOUT_S = float(os.environ.get("ATTN_DOCTOR_IMPORT_TIMEOUT", "60"))
 
 # What a job printed is kept up to this many bytes (its end: where the error is).
 OUTPUT_KEEP = 4000
 
-# The descriptor our JSON goes to (set in main). Forked jobs close it at once: a process an
+# The descriptor our JSON goes to (set in child.main). Forked jobs close it at once: a process an
 # import leaves behind must not keep the doctor's pipe open.
 OUT_FD = None
 
