@@ -21,7 +21,7 @@ import pytest
 from attn_doctor.facts import MODULE_DISTRIBUTIONS, Facts
 from attn_doctor.failures import demangle
 from attn_doctor.probes import collect_facts
-from attn_doctor.probes.runner import start_child
+from attn_doctor.probes.runner import CHILD_PACKAGE, PROBES_DIR, child_package_source, start_child
 from helpers import broken_env
 
 needs_gcc = pytest.mark.skipif(not broken_env.have_gcc(), reason="gcc is needed to compile the broken extension")
@@ -263,6 +263,25 @@ def test_other_interpreter_without_torch(bare_venv):
     ]
     # No torch: no forward pass to judge, and not a probe failure.
     assert facts.dtype_path.status == "skipped" and "torch" in facts.dtype_path.error
+
+
+def test_the_child_runs_on_the_standard_library_alone(bare_venv, tmp_path, monkeypatch):
+    # The target need not have attn-doctor or its dependencies: from a folder where attn_doctor
+    # cannot be imported either, the child's modules import nothing outside the standard library
+    # and their own package, the probes' folder stays off sys.path, and each command answers.
+    python = str(bare_venv / "bin" / "python")
+    code = child_package_source() + (
+        "importlib.import_module(%r)\n"
+        "tops = {name.split('.')[0] for name in sys.modules} - set(sys.stdlib_module_names)\n"
+        "print(sorted(tops - {'__main__', %r}), %r in sys.path)\n" % (CHILD_PACKAGE + ".child", CHILD_PACKAGE, str(PROBES_DIR)))
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[]", "False"]
+    monkeypatch.chdir(tmp_path)
+    env = start_child(python, ["env", "--fingerprint", '["json"]']).result(60)
+    assert env["packages"] == {} and env["modules"]["json"]["origin"].endswith("json")
+    assert start_child(python, ["site"]).result(60)["site"][0]["dists"] == {}
+    assert start_child(python, ["torch", "flash_attn"]).result(60)["torch"] == {"status": "missing"}
 
 
 # Regression: same_interpreter() used os.path.samefile(), which follows the venv's bin/python
