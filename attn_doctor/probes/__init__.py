@@ -47,7 +47,7 @@ from ..facts import (
 from ..failures import classify
 from .. import cache
 from ..redact import safe_environment
-from . import child
+from .env_probe import collect_env, fingerprint_modules
 from .gpu import probe_gpus
 from .runner import BUILDS_CHILD_SCRIPT, GPU_CHILD_SCRIPT, ChildProcess, ProbeFailed, probe_output, start_child
 
@@ -312,7 +312,7 @@ def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = N
 
 def _doctor_stamp() -> Optional[dict]:
     # attn-doctor's own tracer judges the samples: a changed tracer is a changed verdict.
-    return child.fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
+    return fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
 
 
 class SampleVerdict:
@@ -546,7 +546,7 @@ def _timed(name: str, fn):
 def _environment(python: str, fingerprint: Optional[list[str]] = None) -> dict:
     if same_interpreter(python):
         # The probe children run with `-c`: the working folder is first on their sys.path.
-        return child.collect_env(fingerprint, os.getcwd())
+        return collect_env(fingerprint, os.getcwd())
     return start_child(python, ["env", "--fingerprint", json.dumps(fingerprint)] if fingerprint else ["env"]).result(ENV_TIMEOUT_S)
 
 

@@ -1,9 +1,9 @@
 """GPU work inside the *target* interpreter: CUDA facts and the attention smoke tests.
 
-Standard library plus torch (and the attention libraries it tests), Python 3.8+ syntax. child.py's
-torch probe loads this file by path and runs each function in a fork of its own: `cuda_facts`,
-and `run_smoke_group` for each of `smoke_groups(capability, libraries)`, in parallel with the
-import probes.
+Standard library plus torch (and the attention libraries it tests), Python 3.8+ syntax. The torch
+probe (torch_probe.py) loads this file by path and runs each function in a fork of its own:
+`cuda_facts`, and `run_smoke_group` for each of `smoke_groups(capability, libraries, compiled)`,
+in parallel with the import probes.
 Every fork initialises CUDA itself; the parent never touches the CUDA runtime (not even
 torch.backends.cudnn.version() or torch.cuda.get_arch_list(), which do, as seen on an H200), or
 its forks could not use CUDA at all. A kernel that segfaults takes down its group only.
@@ -21,7 +21,7 @@ TOLERANCE = {"float16": 5e-3, "bfloat16": 4e-2}
 TIMED_RUNS = 5
 
 # The compute capability from which bf16 is native, as (major, minor). attn-doctor is not
-# importable here, so child.py sets it from the doctor's configuration (facts.BF16_NATIVE_FROM)
+# importable here, so torch_probe.py sets it from the doctor's configuration (facts.BF16_NATIVE_FROM)
 # when it loads this file: one source for the fact, and no silent default that could drift.
 BF16_NATIVE_FROM = None
 
@@ -216,7 +216,7 @@ def _sdpa_backends(torch):
     return out
 
 
-# Attention libraries smoke-tested beside SDPA: backend name -> its import probe (child.py).
+# Attention libraries smoke-tested beside SDPA: backend name -> its import probe (torch_probe.py).
 LIBRARIES = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "flash_attn_4": "flash_attn_4", "xformers": "xformers"}
 # Libraries that compile each kernel at its first call (FlashAttention 4: 2.5-3 s per dtype and
 # pass on an H100): a process per dtype, so that the compiles run side by side.
