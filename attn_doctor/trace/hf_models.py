@@ -3,8 +3,8 @@
 reach every tower. Off the GPU transformers refuses flash-attention: where flash_attn imports here
 (really, or as the stand-in), the model is built with transformers' default and its attention
 switched to the flash path (set_attn_implementation, the ``*_ATTENTION_CLASSES`` of older releases,
-the flash helpers a GPU machine would have imported). transformers is imported only here, and only
-when a model is built or switched."""
+the flash helpers a GPU machine would have imported). Importing this module does not import
+transformers."""
 
 from __future__ import annotations
 
