@@ -55,7 +55,8 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # The tracer's own machinery is skipped when naming a caller; the sample models are user code.
 _TRACE_FILES = frozenset(_TRACE_DIR + name for name in (
-    "tracer.py", "api.py", "standins.py", "sinks.py", "state.py", "policy.py", "child.py", "report.py"))
+    "tracer.py", "api.py", "run.py", "factory.py", "hf_models.py", "routes.py", "errors.py", "standins.py",
+    "sinks.py", "state.py", "policy.py", "child.py", "report.py"))
 _STDLIB_HELPERS = ("contextlib.py", "functools.py")
 
 
