@@ -270,14 +270,14 @@ def trace(
 def _trace_copy(module: "torch.nn.Module", example_inputs: Any, device: str, options: dict) -> dict:
     """The core tracer on a copy of `module` (meta where the trace device is meta), with a CPU retry
     on a real copy where meta cannot run the forward."""
-    from .trace.api import CPU_RETRY_LIMIT_BYTES
+    from .trace.run import CPU_RETRY_LIMIT_BYTES
 
     copy, note = _model_copy(module, device)
     data = _core_trace(copy, example_inputs, device, options)
     data.setdefault("notes", []).insert(0, note)
     error = data.get("error") or {}
     if data.get("status") == "failed" and error.get("kind") == "meta":
-        from .trace.api import model_bytes
+        from .trace.run import model_bytes
 
         size = model_bytes(module)
         if size > CPU_RETRY_LIMIT_BYTES:
@@ -333,7 +333,7 @@ def _model_copy(model: "torch.nn.Module", device: str) -> tuple["torch.nn.Module
 
     import torch
 
-    from .trace.api import CPU_RETRY_LIMIT_BYTES, model_bytes
+    from .trace.run import CPU_RETRY_LIMIT_BYTES, model_bytes
 
     target = torch.device("cuda" if device == "cuda" else device)
     memo: dict[int, Any] = {}

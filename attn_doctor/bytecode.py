@@ -62,13 +62,26 @@ def why_not_private(path: str) -> Optional[str]:
         parent = above
 
 
-def private_pycache() -> tuple[Optional[str], Optional[str]]:
-    """(the folder for bytecode, None), or (None, the one-line note saying why there is none)."""
+def private_folder(name: str, what: str) -> tuple[Optional[str], Optional[str]]:
+    """(the folder `name` in the user's own cache folder, made private, None), or (None, the
+    one-line note, starting with `what`, saying why there is none)."""
     try:
-        path = os.path.join(user_folder(), "pycache")
-    except Exception as exc:  # noqa: BLE001 - no home folder to find: no prefix, never a crash
-        return None, f"bytecode is not kept: no user cache folder ({exc})"
+        path = os.path.join(user_folder(), name)
+    except Exception as exc:  # noqa: BLE001 - no home folder to find: no folder, never a crash
+        return None, f"{what}: no user cache folder ({exc})"
     why = why_not_private(path)
     if why:
-        return None, f"bytecode is not kept: {why}"
+        return None, f"{what}: {why}"
     return path, None
+
+
+def private_pycache() -> tuple[Optional[str], Optional[str]]:
+    """(the folder for bytecode, None), or (None, the one-line note saying why there is none)."""
+    return private_folder("pycache", "bytecode is not kept")
+
+
+def private_kernels() -> tuple[Optional[str], Optional[str]]:
+    """(the folder for compiled GPU kernels: FlashAttention 4's, Inductor's, triton's, None), or
+    (None, the note saying why there is none). Same rules as bytecode: a compiled kernel is code
+    the smoke tests load and run."""
+    return private_folder("kernels", "compiled kernels are not kept")

@@ -22,13 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this script's own imports of attn_doctor, from a checkout
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-# One torch probe (child.collect_torch) as `check` starts it, with the smoke split given.
+# One torch probe (torch_probe.collect_torch) as `check` starts it, with the smoke split given.
 SPLIT = r"""
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, %(root)r)
 from attn_doctor.facts import BF16_NATIVE_FROM
-from attn_doctor.probes import child
+from attn_doctor.probes import torch_probe
 import torch
 t_import = time.perf_counter() - t0
 groups = json.loads(sys.argv[1])
@@ -38,7 +38,7 @@ if groups:
     gpu["groups"] = groups
 modules = json.loads(sys.argv[2])
 t1 = time.perf_counter()
-out = child.collect_torch(modules, None, gpu)
+out = torch_probe.collect_torch(modules, None, gpu)
 report = {"import_s": round(t_import, 3), "forks_s": round(time.perf_counter() - t1, 3),
           "imports": {m: r.get("duration_s") for m, r in out["imports"].items()},
           "cuda_s": out["cuda"].get("duration_s"), "groups": {}}
@@ -137,15 +137,14 @@ IMPORTS = r"""
 import json, sys, time, cProfile, pstats, io
 sys.path.insert(0, %(root)r)
 mode = sys.argv[1]  # whole | sample | profile
-import importlib.util
-spec = importlib.util.spec_from_file_location("child", %(root)r + "/attn_doctor/probes/child.py")
-child = importlib.util.module_from_spec(spec); spec.loader.exec_module(child)  # standalone, as check runs it
+%(load_child)s
+sample_probe = importlib.import_module("attn_doctor_child.sample_probe")  # standalone, as check runs it
 from attn_doctor.trace import samples
 t0 = time.perf_counter()
-prefetch = child.start_distributions_prefetch() if mode == "sample" else None
+prefetch = sample_probe.start_distributions_prefetch() if mode == "sample" else None
 import torch
 t1 = time.perf_counter()
-distributions = child.finish_distributions_prefetch(prefetch) if mode == "sample" else None
+distributions = sample_probe.finish_distributions_prefetch(prefetch) if mode == "sample" else None
 t2 = time.perf_counter()
 samples._lean_transformers_import(distributions)
 pr = cProfile.Profile() if mode == "profile" else None
@@ -216,7 +215,7 @@ def main() -> None:
         print(f"import torch + CUDA init: median {statistics.median(times):.3f} s {[round(t, 3) for t in times]}", flush=True)
     if "split" in only:
         code = SPLIT % {"root": str(ROOT), "script": script}
-        from attn_doctor.probes.child import IMPORT_TARGETS
+        from attn_doctor.probes.torch_probe import IMPORT_TARGETS
 
         for modules in ([], list(IMPORT_TARGETS)):
             for groups in ([], ["main"], ["main", "cudnn:bfloat16"], ["main", "cudnn:bfloat16", "cudnn:float16"]):
@@ -228,7 +227,9 @@ def main() -> None:
     if "concurrent" in only:
         print("concurrent forks:", json.dumps(run_py(args.python, CONCURRENT)), flush=True)
     if "imports" in only:
-        code = IMPORTS % {"root": str(ROOT)}
+        from attn_doctor.probes.runner import child_package_source
+
+        code = IMPORTS % {"root": str(ROOT), "load_child": child_package_source()}
         for _ in range(args.repeat):
             print("transformers' own import after torch:", json.dumps(run_py(args.python, code, "whole")), flush=True)
             print("  as the sample imports it:      ", json.dumps(run_py(args.python, code, "sample")), flush=True)

@@ -82,11 +82,12 @@ def cuda_facts():
     return {"status": "ok", "cuda_available": True, "devices": []}
 
 LIBRARIES = {}
+COMPILED = {}
 
-def smoke_groups(capability, libraries=()):
+def smoke_groups(capability, libraries=(), compiled=()):
     return ["main"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):
     return {"status": "ok", "results": [], "choices": [
         {"dtype": s["dtype"] or "bfloat16", "head_dim": s["head_dim"], "backend": "efficient_attention", "source": s["source"]}
         for s in shapes]}

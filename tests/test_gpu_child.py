@@ -4,6 +4,7 @@ tests/gpu runs the real thing.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import textwrap
@@ -18,6 +19,11 @@ from attn_doctor.rules.engine import evaluate_rule
 from attn_doctor.rules.loader import load_recipes
 
 
+# torch.compile's GPU backend needs triton: where it is installed (a CUDA torch from PyPI brings
+# it), compiled flex_attention gets a smoke process of its own too.
+COMPILE = ["compile:flex-compiled"] if importlib.util.find_spec("triton") else []
+
+
 def _torch_probe(script, monkeypatch=None, timeout=60, **config):
     config = {"script": str(script), "smoke": True, "capability": "9.0", "bf16_native_from": list(BF16_NATIVE_FROM), **config}
     return start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "triton"]).result(timeout)
@@ -27,7 +33,7 @@ def test_real_gpu_script_without_a_gpu():
     data = _torch_probe(GPU_CHILD_SCRIPT)
     assert data["cuda"]["status"] == "ok" and data["cuda"]["cuda_available"] is False
     # sm90: the general group (fp16's cuDNN test included) and bf16's cuDNN test apart
-    assert sorted(data["smoke"]) == ["cudnn:bfloat16", "main"]
+    assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "main"] + COMPILE)
     assert all(g["status"] == "error" and "not available" in g["error"]["message"] for g in data["smoke"].values())
 
 
@@ -36,10 +42,10 @@ def test_the_child_judges_bf16_by_the_threshold_it_is_given():
     native travels in its configuration, and a different one changes what it plans."""
     below = "%d.%d" % (BF16_NATIVE_FROM[0] - 1, 5)
     at = "%d.%d" % BF16_NATIVE_FROM
-    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at)["smoke"]) == ["cudnn:bfloat16", "main"]
-    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == ["main"]
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at)["smoke"]) == sorted(["cudnn:bfloat16", "main"] + COMPILE)
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == ["main"] + COMPILE
     raised = [BF16_NATIVE_FROM[0] + 1, 0]
-    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at, bf16_native_from=raised)["smoke"]) == ["main"]
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at, bf16_native_from=raised)["smoke"]) == ["main"] + COMPILE
     # Without it the child refuses to guess (no second copy of the fact to drift).
     config = {"script": str(GPU_CHILD_SCRIPT), "smoke": True, "capability": at}
     data = start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "triton"]).result(60)
@@ -57,9 +63,9 @@ def test_the_doctor_hands_its_threshold_to_the_gpu_child(tmp_path, monkeypatch):
         facts = probes.collect_facts(sample=False, use_cache=False, cache_root=str(tmp_path / "cache"))
         return sorted(facts.smoke.group_seconds)
 
-    assert groups() == ["cudnn:bfloat16", "main"]  # sm90 has native bf16: its cuDNN test apart
+    assert groups() == sorted(["cudnn:bfloat16", "main"] + COMPILE)  # sm90 has native bf16: its cuDNN test apart
     monkeypatch.setattr(probes, "BF16_NATIVE_FROM", (10, 0))
-    assert groups() == ["main"]
+    assert groups() == sorted(["main"] + COMPILE)
 
 
 def test_each_installed_library_gets_a_smoke_process_of_its_own(tmp_path, monkeypatch):
@@ -68,7 +74,60 @@ def test_each_installed_library_gets_a_smoke_process_of_its_own(tmp_path, monkey
     broken_env.install_flash_attn_4_only(tmp_path)  # flash_attn is a bare namespace here: not FA2
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     data = _torch_probe(GPU_CHILD_SCRIPT)
-    assert sorted(data["smoke"]) == ["cudnn:bfloat16", "lib:flash_attn_4", "main"]
+    # FA4 compiles each kernel at its first call: a process per dtype, compiling side by side
+    assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "lib:flash_attn_4:bfloat16", "lib:flash_attn_4:float16", "main"] + COMPILE)
+    below = "%d.%d" % (BF16_NATIVE_FROM[0] - 1, 5)
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == sorted(["lib:flash_attn_4:float16", "main"] + COMPILE)
+
+
+def test_the_compiled_smoke_test_runs_only_where_its_compiler_is_installed(tmp_path, monkeypatch):
+    """No triton, no Inductor on the GPU: no compile group (its absence is not a failure); a
+    triton that is installed, even one that does not import, gets the test (which then says why)."""
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton" / "__init__.py").write_text("raise ImportError('triton was built for another CUDA')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    data = _torch_probe(GPU_CHILD_SCRIPT)
+    assert "compile:flex-compiled" in data["smoke"]
+    assert data["smoke"]["compile:flex-compiled"]["status"] == "error"  # no CUDA here: said, not crashed
+
+
+def test_kernel_caches_go_to_the_private_folder_unless_the_user_chose_one(tmp_path, monkeypatch):
+    from attn_doctor.probes.runner import GPU_CHILD_SCRIPT as script
+    import importlib.util as iu
+
+    spec = iu.spec_from_file_location("gpu_child_under_test", script)
+    gpu_child = iu.module_from_spec(spec)
+    spec.loader.exec_module(gpu_child)
+    for name in ("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "CUTE_DSL_CACHE_DIR",
+                 "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/users/own/triton")
+    gpu_child.kernel_caches(str(tmp_path))
+    import os
+
+    assert os.environ["FLASH_ATTENTION_CUTE_DSL_CACHE_DIR"] == str(tmp_path / "fa4")
+    assert os.environ["FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"] == "1"
+    assert os.environ["CUTE_DSL_CACHE_DIR"] == str(tmp_path / "cute-dsl")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+    assert os.environ["TRITON_CACHE_DIR"] == "/users/own/triton"  # the user's choice stands
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    gpu_child.kernel_caches(None)  # no private folder: the compilers' own defaults
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+
+
+def test_the_kernel_folder_is_private_or_not_used(tmp_path, monkeypatch):
+    import os
+
+    from attn_doctor import bytecode
+    from attn_doctor.probes import _kernel_cache
+
+    monkeypatch.setattr(bytecode, "user_folder", lambda: str(tmp_path / "mine"))
+    folder, note = _kernel_cache()
+    assert folder == str(tmp_path / "mine" / "kernels") and note is None
+    assert os.stat(folder).st_mode & 0o777 == 0o700
+    os.chmod(folder, 0o777)  # writable by anyone: another user's kernels could be waiting there
+    folder, note = _kernel_cache()
+    assert folder is None and note.name == "kernels" and "can be written by others" in note.error
 
 
 FAKE = """
@@ -78,11 +137,12 @@ def cuda_facts():
     return {"status": "ok", "cuda_available": True, "devices": [{"index": 0, "name": "Fake GPU", "capability": "9.0", "bf16_native": True}]}
 
 LIBRARIES = {}
+COMPILED = {}
 
-def smoke_groups(capability, libraries=()):
+def smoke_groups(capability, libraries=(), compiled=()):
     return ["main", "cudnn:float16", "cudnn:bfloat16"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):
     if group == "cudnn:bfloat16":
         os.kill(os.getpid(), signal.SIGSEGV)   # a kernel that takes its process down
     if group == "cudnn:float16":
@@ -205,11 +265,12 @@ def cuda_facts():
     return {"status": "ok", "cuda_available": True, "devices": [{"index": 0, "name": "Fake GPU", "capability": "9.0", "bf16_native": True}]}
 
 LIBRARIES = {}
+COMPILED = {}
 
-def smoke_groups(capability, libraries=()):
+def smoke_groups(capability, libraries=(), compiled=()):
     return ["main"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):
     with open(os.environ["SMOKE_RUNS"], "a") as fh:
         fh.write(group + "\\n")
     return {"status": "ok", "choices": [{"dtype": "bfloat16", "head_dim": 128, "backend": "flash_attention"}],
@@ -251,3 +312,28 @@ def test_smoke_results_are_reused_on_the_same_gpu_driver_code_and_boot(tmp_path,
     monkeypatch.setattr(probes, "_boot_id", lambda: "another-boot")
     assert smoke_key(0) != key
     assert smoke_key(1) != smoke_key(0)
+
+
+def test_a_compile_failure_from_a_triton_that_does_not_import_is_one_finding():
+    """The compile failure is the symptom of triton's import failure: AD318 names the cause and
+    AD703 steps aside; with triton importing, AD703 reports the failure itself."""
+    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.rules.fixtures import build_facts
+    from attn_doctor.rules.model import FixtureRef
+
+    failed = {"status": "ok", "results": [{"backend": "flex-compiled", "dtype": "bfloat16", "status": "error",
+                                           "error": "BackendCompilerFailed: backend='inductor' raised: RuntimeError: "
+                                                    "Cannot find a working triton installation."}]}
+    broken = {"status": "error", "error": {"type": "ImportError", "message": "libtriton.so: cannot open shared object file"}}
+    recipes = load_recipes()
+
+    def statuses(**changes):
+        facts = build_facts(FixtureRef(base="h100", set={"smoke": failed, **changes}))
+        return {r.rule: r for r in evaluate(recipes, facts) if r.rule in ("AD318", "AD701", "AD703")}
+
+    alone = statuses()
+    assert alone["AD703"].status == "error" and "Cannot find a working triton" in alone["AD703"].message
+    assert alone["AD701"].status == "pass"  # not reported twice
+    both = statuses(**{"imports.triton": broken})
+    assert both["AD318"].status == "error"
+    assert both["AD703"].status == "skipped" and "AD318" in both["AD703"].reason

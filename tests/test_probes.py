@@ -21,7 +21,7 @@ import pytest
 from attn_doctor.facts import MODULE_DISTRIBUTIONS, Facts
 from attn_doctor.failures import demangle
 from attn_doctor.probes import collect_facts
-from attn_doctor.probes.runner import start_child
+from attn_doctor.probes.runner import CHILD_PACKAGE, PROBES_DIR, child_package_source, start_child
 from helpers import broken_env
 
 needs_gcc = pytest.mark.skipif(not broken_env.have_gcc(), reason="gcc is needed to compile the broken extension")
@@ -265,6 +265,25 @@ def test_other_interpreter_without_torch(bare_venv):
     assert facts.dtype_path.status == "skipped" and "torch" in facts.dtype_path.error
 
 
+def test_the_child_runs_on_the_standard_library_alone(bare_venv, tmp_path, monkeypatch):
+    # The target need not have attn-doctor or its dependencies: from a folder where attn_doctor
+    # cannot be imported either, the child's modules import nothing outside the standard library
+    # and their own package, the probes' folder stays off sys.path, and each command answers.
+    python = str(bare_venv / "bin" / "python")
+    code = child_package_source() + (
+        "importlib.import_module(%r)\n"
+        "tops = {name.split('.')[0] for name in sys.modules} - set(sys.stdlib_module_names)\n"
+        "print(sorted(tops - {'__main__', %r}), %r in sys.path)\n" % (CHILD_PACKAGE + ".child", CHILD_PACKAGE, str(PROBES_DIR)))
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[]", "False"]
+    monkeypatch.chdir(tmp_path)
+    env = start_child(python, ["env", "--fingerprint", '["json"]']).result(60)
+    assert env["packages"] == {} and env["modules"]["json"]["origin"].endswith("json")
+    assert start_child(python, ["site"]).result(60)["site"][0]["dists"] == {}
+    assert start_child(python, ["torch", "flash_attn"]).result(60)["torch"] == {"status": "missing"}
+
+
 # Regression: same_interpreter() used os.path.samefile(), which follows the venv's bin/python
 # symlink to the base interpreter and took any venv of the same Python for the running one.
 def test_symlinked_venv_is_probed_as_itself(symlinked_venv):
@@ -341,7 +360,6 @@ import msgspec  # noqa: E402
 
 from attn_doctor.facts import canonical_name  # noqa: E402
 from attn_doctor.failures import classify  # noqa: E402
-from attn_doctor.probes import child  # noqa: E402
 from attn_doctor.redact import safe_environment  # noqa: E402
 from conftest import FACTS_DIR, load_facts  # noqa: E402
 
@@ -472,7 +490,7 @@ def test_package_scan_agrees_with_importlib_metadata(tmp_path, monkeypatch):
     import importlib.metadata as md
 
     from attn_doctor.facts import canonical_name
-    from attn_doctor.probes import child
+    from attn_doctor.probes import inventory
 
     site = tmp_path / "site"
     (site / "legacy_pkg.egg-info").mkdir(parents=True)
@@ -485,7 +503,7 @@ def test_package_scan_agrees_with_importlib_metadata(tmp_path, monkeypatch):
         "Requires-Dist: triton~=3.9.0; platform_system == \"Linux\"\nRequires-Dist: pytorch-triton (==2.0.0)\n"
         "Requires-Dist: triton-windows; extra == \"x\"\n\nRequires-Dist: triton==9 (in the body, not a header)\n")
     monkeypatch.syspath_prepend(str(site))
-    packages, requires = child.collect_packages()
+    packages, requires = inventory.collect_packages()
     # torch's pin of triton, markers kept; other projects and the body are not
     assert requires == {"torch": ['triton~=3.9.0; platform_system == "Linux"', "pytorch-triton (==2.0.0)"]}
     fast = {name: record["version"] for name, record in packages.items()}

@@ -184,3 +184,36 @@ def test_shipped_signatures_are_validated_here_and_skipped_on_the_check_path(mon
     assert compiled == []
     load_recipes(default_recipes_dir())
     assert len(compiled) >= len([r for r in RECIPES.rules if r.signatures])
+
+
+def _named_checks(cond) -> set:
+    if cond is None:
+        return set()
+    names = {cond.check} if cond.check else set()
+    for sub in [*cond.any, cond.not_]:
+        names |= _named_checks(sub)
+    return names
+
+
+def test_each_check_is_registered_once_from_its_area_and_named_by_a_recipe():
+    from attn_doctor.rules.checks import AREAS, CHECKS
+
+    listed = [fn for area in AREAS for fn in area.CHECKS]
+    assert len(listed) == len(CHECKS), "two areas register a check of the same name"
+    for area in AREAS:
+        for fn in area.CHECKS:
+            assert fn.__module__ == area.__name__, f"{area.__name__} registers {fn.__name__} from {fn.__module__}"
+    named = set().union(*(_named_checks(rule.when) for rule in RECIPES.rules))
+    assert named == set(CHECKS)
+
+
+def test_an_unknown_check_inside_not_is_named_with_every_known_check(tmp_path):
+    from attn_doctor.rules.checks import CHECKS
+
+    (tmp_path / "broken.toml").write_text(
+        '[[rule]]\nid="AD900"\nname="x"\narea="gpu"\nseverity="error"\ntitle="t"\nmessage="m"\nexplanation="e"\n'
+        'when={ gpu = "present", not = { check = "no_such_check" } }\n'
+    )
+    with pytest.raises(RecipeError) as err:
+        load_recipes(tmp_path)
+    assert f"unknown check 'no_such_check' (known: {', '.join(sorted(CHECKS))})" in str(err.value)

@@ -19,7 +19,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "facts"
 
 
 def test_shipped_schema_is_current():
-    # Regenerate with: python -c "from attn_doctor.render.json import report_schema; ..." (see README)
+    # Regenerate it with the command in the docstring of tests/test_json_envelopes.py
     assert json.loads(SHIPPED.read_text()) == json.loads(json.dumps(report_schema())), (
         "attn_doctor/schemas/report.schema.json is stale: regenerate it (tests/test_json_envelopes.py says how)"
     )

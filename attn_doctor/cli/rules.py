@@ -7,12 +7,13 @@ from typing import Optional
 
 import typer
 
-from ._common import emit, fail, json_option, no_color_option, print_schema, quiet_option, schema_option
+from ._common import emit, fail, json_option, no_color_option, print_schema, quiet_option, schema_option, write_text
 
 HELP = (
         "List the rules attn-doctor knows, or show one in full (what it checks, why it matters, the remedies).\n\n"
         "Examples:\n\n  attn-doctor rules\n\n  attn-doctor rules AD301\n\n  attn-doctor rules flash-attn-undefined-symbol\n\n"
         "  attn-doctor rules --json\n\n"
+        "  attn-doctor rules --markdown > docs/rules.md   (the rules reference page)\n\n"
         "  attn-doctor rules --schema   (the JSON Schema of `rules --json`; `check --schema` has the report's)"
 )
 
@@ -22,6 +23,7 @@ def rules(
     json_out: bool = json_option("attn-doctor/rules"),
     schema: bool = schema_option("rules"),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Read rules from DIR instead of the shipped recipes."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print every rule as one Markdown page (the rules reference, docs/rules.md)."),
     quiet: bool = quiet_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -35,6 +37,16 @@ def rules(
         loaded = load_recipes(recipes)
     except RecipeError as exc:
         raise fail(str(exc)) from None
+    if markdown:
+        if rule_id or json_out:
+            raise fail(f"--markdown prints every rule as one page; it does not take {'a rule ID' if rule_id else '--json'}")
+        from ..render.rules import rules_markdown
+        from ..rules.checks import CHECKS
+        from ..rules.fixtures import first_example
+
+        examples = {r.id: e for r in loaded.rules if (e := first_example(r, loaded)) is not None}
+        write_text(rules_markdown(loaded.rules, loaded.sources, CHECKS, examples))
+        raise typer.Exit(0)
     from ..render.json import rules_json
     from ..render.rules import render_rule, render_rules, render_summary
 

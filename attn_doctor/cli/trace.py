@@ -130,7 +130,8 @@ def trace(
     if schema:
         raise print_schema("trace")
     check_verbosity(verbose)
-    from ..trace.api import TraceError, parse_factory_args
+    from ..trace.errors import TraceError
+    from ..trace.factory import parse_factory_args
 
     if json_out and patch_only:
         from ._common import fail

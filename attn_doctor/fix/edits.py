@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..probes.configs import ConfigReadError, detect_kind, is_yaml, load_document
-from ..rules.checks import llamafactory_flash_attn_intent, llamafactory_flash_attn_value
+from ..rules.checks.config import llamafactory_flash_attn_intent, llamafactory_flash_attn_value
 
 
 class EditError(Exception):

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from ..facts import Facts, canonical_name
 from ..remedies import pip_argv
 from ..report import Report, Result
-from ..rules.checks import triton_pin
+from ..rules.checks.pytorch import triton_pin
 from ..rules.model import Remedy
 from .edits import EditError, apply_settings, settings_for, unified_diff
 from .patches import PatchError, fla_states_patch, trace_patch

@@ -48,7 +48,7 @@ from ..facts import (
 from ..failures import classify
 from .. import cache
 from ..redact import safe_environment
-from . import child
+from .env_probe import collect_env, fingerprint_modules
 from .gpu import probe_gpus
 from .runner import BUILDS_CHILD_SCRIPT, GPU_CHILD_SCRIPT, ChildProcess, ProbeFailed, probe_output, start_child
 
@@ -144,6 +144,10 @@ def collect_facts(
             # CUDA facts and smoke tests: forks of the torch probe, each initialising CUDA itself.
             gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke and smoke_hit is None, "capability": _weakest_capability(gpu),
                           "index": gpu_index, "shapes": shapes or [], "bf16_native_from": list(BF16_NATIVE_FROM)}
+            if gpu_config["smoke"]:
+                gpu_config["kernel_cache"], kernels_note = _kernel_cache()
+                if kernels_note is not None:
+                    probes.append(kernels_note)
             args += ["--gpu", json.dumps(gpu_config)]
         _start(children, probes, "torch", python, args, child_env)
 
@@ -270,6 +274,18 @@ def _bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
     return {"PYTHONPYCACHEPREFIX": folder}, None
 
 
+def _kernel_cache() -> tuple[Optional[str], Optional[ProbeRun]]:
+    """The folder the smoke tests' kernel compilers cache into (gpu_child.kernel_caches): private
+    to this user, like the bytecode folder. Without one they compile every time (FlashAttention 4:
+    about 10 s), and a note says why."""
+    from ..bytecode import private_kernels
+
+    folder, why = private_kernels()
+    if folder is None:
+        return None, ProbeRun(name="kernels", status="skipped", error=f"{why}: the smoke tests compile their kernels on every check")
+    return folder, None
+
+
 def trace_bytecode_env(python: str) -> dict:
     """`trace`'s imports of torch and transformers keep their bytecode where check's probe children
     keep it (_bytecode_env, a folder private to this user): {"PYTHONPYCACHEPREFIX": folder} where
@@ -297,7 +313,7 @@ def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = N
 
 def _doctor_stamp() -> Optional[dict]:
     # attn-doctor's own tracer judges the samples: a changed tracer is a changed verdict.
-    return child.fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
+    return fingerprint_modules(["attn_doctor"], os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).get("attn_doctor")
 
 
 class SampleVerdict:
@@ -531,7 +547,7 @@ def _timed(name: str, fn):
 def _environment(python: str, fingerprint: Optional[list[str]] = None) -> dict:
     if same_interpreter(python):
         # The probe children run with `-c`: the working folder is first on their sys.path.
-        return child.collect_env(fingerprint, os.getcwd())
+        return collect_env(fingerprint, os.getcwd())
     return start_child(python, ["env", "--fingerprint", json.dumps(fingerprint)] if fingerprint else ["env"]).result(ENV_TIMEOUT_S)
 
 

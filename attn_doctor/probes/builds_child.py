@@ -1,6 +1,6 @@
 """Compiled extensions linked against torch: what each was built for, and whether it loads.
 
-Runs inside the *target* interpreter (loaded by child.py from its own folder), so: standard
+Runs inside the *target* interpreter (loaded by torch_probe.py from its own folder), so: standard
 library only, Python 3.8+ syntax. For every installed distribution that ships a shared library
 linked against torch (its ELF dynamic section needs libc10 / libtorch*, or it leaves torch's C++
 symbols undefined), it records:
@@ -284,7 +284,7 @@ def probe_distribution(dist, libs):
 
 
 def jobs(found):
-    """One isolated job per distribution (child.py runs them in parallel forks)."""
+    """One isolated job per distribution (isolation.py runs them in parallel forks)."""
     return [("build:" + name, probe_distribution(dist, libs)) for name, (dist, libs) in found.items()]
 
 

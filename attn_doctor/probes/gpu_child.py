@@ -1,9 +1,9 @@
 """GPU work inside the *target* interpreter: CUDA facts and the attention smoke tests.
 
-Standard library plus torch (and the attention libraries it tests), Python 3.8+ syntax. child.py's
-torch probe loads this file by path and runs each function in a fork of its own: `cuda_facts`,
-and `run_smoke_group` for each of `smoke_groups(capability, libraries)`, in parallel with the
-import probes.
+Standard library plus torch (and the attention libraries it tests), Python 3.8+ syntax. The torch
+probe (torch_probe.py) loads this file by path and runs each function in a fork of its own:
+`cuda_facts`, and `run_smoke_group` for each of `smoke_groups(capability, libraries, compiled)`,
+in parallel with the import probes.
 Every fork initialises CUDA itself; the parent never touches the CUDA runtime (not even
 torch.backends.cudnn.version() or torch.cuda.get_arch_list(), which do, as seen on an H200), or
 its forks could not use CUDA at all. A kernel that segfaults takes down its group only.
@@ -21,7 +21,7 @@ TOLERANCE = {"float16": 5e-3, "bfloat16": 4e-2}
 TIMED_RUNS = 5
 
 # The compute capability from which bf16 is native, as (major, minor). attn-doctor is not
-# importable here, so child.py sets it from the doctor's configuration (facts.BF16_NATIVE_FROM)
+# importable here, so torch_probe.py sets it from the doctor's configuration (facts.BF16_NATIVE_FROM)
 # when it loads this file: one source for the fact, and no silent default that could drift.
 BF16_NATIVE_FROM = None
 
@@ -216,8 +216,40 @@ def _sdpa_backends(torch):
     return out
 
 
-# Attention libraries smoke-tested beside SDPA: backend name -> its import probe (child.py).
+# Attention libraries smoke-tested beside SDPA: backend name -> its import probe (torch_probe.py).
 LIBRARIES = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "flash_attn_4": "flash_attn_4", "xformers": "xformers"}
+# Libraries that compile each kernel at its first call (FlashAttention 4: 2.5-3 s per dtype and
+# pass on an H100): a process per dtype, so that the compiles run side by side.
+JIT_LIBRARIES = ("flash_attn_4",)
+# Attention compiled by torch.compile (Inductor, which writes triton kernels): backend name -> the
+# module it needs installed. flex_attention is lowered by Inductor into a triton template: when it
+# compiles, runs and matches float64, Inductor can compile attention here.
+COMPILED = {"flex-compiled": "triton"}
+
+
+def kernel_caches(folder):
+    """Point the kernel compilers' on-disk caches at `folder` (the doctor's private one), for those
+    the user has not pointed anywhere: FlashAttention 4 and the CuTe DSL, Inductor and triton.
+
+    A compiled-kernel cache is code this process loads and runs; the compilers' defaults are
+    shared /tmp paths (/tmp/torchinductor_<user>, /tmp/<user>/cutlass_python_cache) whose owner is
+    whoever made them first. A warm cache also takes FA4's first-call compile (seconds per kernel)
+    off every later check. The user's own settings stand: their jobs load from there already."""
+    import os
+
+    if not folder:
+        return
+    wanted = {
+        "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": "fa4",
+        "CUTE_DSL_CACHE_DIR": "cute-dsl",
+        "TORCHINDUCTOR_CACHE_DIR": "inductor",
+        "TRITON_CACHE_DIR": "triton",
+    }
+    for name, sub in wanted.items():
+        if not os.environ.get(name):
+            os.environ[name] = os.path.join(folder, sub)
+            if name == "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR":
+                os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
 
 
 def _library_call(name):
@@ -247,6 +279,21 @@ def _library_call(name):
         return lambda q, k, v: bshd(
             xops.memory_efficient_attention(bshd(q), bshd(k), bshd(v), attn_bias=xops.LowerTriangularMask())
         )
+    if name == "flex-compiled":
+        import os
+
+        import torch
+        from torch.nn.attention.flex_attention import flex_attention
+
+        # One kernel to compile: Inductor's pool of compile workers would cost more to start (an
+        # H100 node: 9.9 s for the whole first compiled call with one thread, 14.0 s with the pool).
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        compiled = torch.compile(flex_attention)
+
+        def causal(score, b, h, q_idx, kv_idx):
+            return torch.where(q_idx >= kv_idx, score, -float("inf"))
+
+        return lambda q, k, v: compiled(q, k, v, score_mod=causal)
     raise ValueError("unknown attention library %r" % name)
 
 
@@ -344,14 +391,15 @@ def _refusals(torch, q):
     return fused_verdicts(torch, q, is_causal=True)[1]
 
 
-def smoke_groups(capability, libraries=()):
+def smoke_groups(capability, libraries=(), compiled=()):
     """How the smoke tests are split across parallel processes, for a GPU of this capability
-    ("8.6", (8, 6), or None when unknown) and the attention `libraries` installed (names of
-    LIBRARIES).
+    ("8.6", (8, 6), or None when unknown), the attention `libraries` installed (names of
+    LIBRARIES) and the `compiled` backends whose compiler is installed (names of COMPILED).
 
-    Each library gets a process of its own ("lib:<name>"): a kernel that crashes takes down its own
-    test only, and a slow first call (FlashAttention 4 compiles its kernels then) cannot hold up
-    the SDPA tests or run them into the time limit.
+    Each library gets a process of its own ("lib:<name>"), one per dtype for a library that
+    compiles at its first call ("lib:<name>:<dtype>"), and each compiled backend one
+    ("compile:<name>"): a kernel that crashes takes down its own test only, and a slow first call
+    cannot hold up the SDPA tests or run them into the time limit.
 
     cuDNN attention builds its plans at the first call: 1.4 s for bf16 and 1.7 s for fp16 on an
     H200 (0.23-0.25 s on an H100), against 0.2 s for every other backend and dtype together.
@@ -361,7 +409,11 @@ def smoke_groups(capability, libraries=()):
     """
     # Unknown capability: plan for bf16; the group finds out from the device and runs no bf16 test.
     native = capability is None or bf16_native(capability)
-    return ["main"] + (["cudnn:bfloat16"] if native else []) + ["lib:" + name for name in libraries]
+    dtypes = ["float16"] + (["bfloat16"] if native else [])
+    groups = ["main"] + (["cudnn:bfloat16"] if native else [])
+    for name in libraries:
+        groups += ["lib:%s:%s" % (name, d) for d in dtypes] if name in JIT_LIBRARIES else ["lib:" + name]
+    return groups + ["compile:" + name for name in compiled]
 
 
 def _shape_choices(torch, shape, dtypes, device):
@@ -377,14 +429,17 @@ def _shape_choices(torch, shape, dtypes, device):
     return out
 
 
-def run_smoke_group(group, index=0, groups=None, shapes=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):
     """One group of smoke tests on GPU `index`, in this process: {"choices": [...], "results": [...]}.
 
     `groups` is the whole split (smoke_groups' answer): "main" runs the SDPA tests that no
-    "cudnn:<dtype>" group of it takes; "lib:<name>" one attention library's. `shapes`
+    "cudnn:<dtype>" group of it takes; "lib:<name>[:<dtype>]" one attention library's (in one
+    dtype); "compile:<name>" a compiled backend's, in one dtype (bf16 where native). `shapes`
     ({"head_dim", "dtype", "source"}: the user's model) get SDPA's choice too, in "main".
-    `phases` says where the group's time went.
+    `kernel_cache`: the folder for compiled kernels (kernel_caches). `phases` says where the
+    group's time went.
     """
+    kernel_caches(kernel_cache)
     started = time.perf_counter()
     phases = {}
     import torch
@@ -403,8 +458,13 @@ def run_smoke_group(group, index=0, groups=None, shapes=None):
         groups = smoke_groups(capability)
     apart = [g.split(":", 1)[1] for g in groups if g.startswith("cudnn:")]  # dtypes whose cuDNN test has a group of its own
     kind, _, what = group.partition(":")
+    what, _, only = what.partition(":")
     if kind == "cudnn":
-        dtypes = [d for d in dtypes if str(d).replace("torch.", "") == what]
+        only = what
+    elif kind == "compile":
+        only = str(dtypes[-1]).replace("torch.", "")  # one compile: the dtype training would use
+    if only:
+        dtypes = [d for d in dtypes if str(d).replace("torch.", "") == only]
     gen = torch.Generator().manual_seed(1234)
     cpu32 = [torch.randn(SHAPE, generator=gen) for _ in range(4)]
     inputs32 = [t.to(device) for t in cpu32[:3]]
@@ -428,7 +488,7 @@ def run_smoke_group(group, index=0, groups=None, shapes=None):
 
     sdpa = _sdpa_backends(torch)
     mark = time.perf_counter()
-    libraries = sorted(_library_backends([what]).items()) if kind == "lib" else []
+    libraries = sorted(_library_backends([what]).items()) if kind in ("lib", "compile") else []
     phases["library_imports_s"] = round(time.perf_counter() - mark, 3)
     for dtype in dtypes:
         name_of = str(dtype).replace("torch.", "")

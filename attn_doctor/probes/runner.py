@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -12,16 +11,29 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-CHILD_SCRIPT = Path(__file__).with_name("child.py")
-GPU_CHILD_SCRIPT = Path(__file__).with_name("gpu_child.py")  # loaded by path inside the target
-BUILDS_CHILD_SCRIPT = Path(__file__).with_name("builds_child.py")  # likewise
+PROBES_DIR = Path(__file__).parent
+CHILD_PACKAGE = "attn_doctor_child"  # what this folder's child modules are called inside the target
+GPU_CHILD_SCRIPT = PROBES_DIR / "gpu_child.py"  # loaded by path inside the target
+BUILDS_CHILD_SCRIPT = PROBES_DIR / "builds_child.py"  # likewise
 
 
-@functools.lru_cache(maxsize=4)
-def _source(script: Path) -> str:
-    # Passed with -c rather than as a path: the script's folder must not land on the target's
-    # sys.path, and the target sees its usual PYTHONPATH and working directory, as the user does.
-    return script.read_text(encoding="utf-8")
+def child_package_source(folder: Path = PROBES_DIR) -> str:
+    """Python source that makes the child modules of `folder` (child.py and the standard-library
+    modules it imports) importable in another interpreter as the package CHILD_PACKAGE. The folder
+    does not go on that interpreter's sys.path, and probes/__init__.py, which needs the doctor's
+    own dependencies, does not run there."""
+    return (
+        "import importlib.machinery, importlib.util, sys\n"
+        "spec = importlib.machinery.ModuleSpec(%r, None, is_package=True)\n"
+        "spec.submodule_search_locations = [%r]\n"
+        "sys.modules[spec.name] = importlib.util.module_from_spec(spec)\n"
+    ) % (CHILD_PACKAGE, str(folder))
+
+
+# The probe child: `python -c CHILD_BOOTSTRAP COMMAND ...` rather than a script path: the probes'
+# folder must not land on the target's sys.path, and the target sees its usual PYTHONPATH and
+# working directory, as the user does.
+CHILD_BOOTSTRAP = child_package_source() + "importlib.import_module(%r).run(sys.argv[1:])\n" % (CHILD_PACKAGE + ".child")
 
 
 class ProbeFailed(Exception):
@@ -52,7 +64,7 @@ class ChildProcess:
             env["PYTHONDONTWRITEBYTECODE"] = "1"  # never write into the target's site-packages
         try:
             self.proc = subprocess.Popen(
-                [python, "-c", _source(CHILD_SCRIPT), *args],
+                [python, "-c", CHILD_BOOTSTRAP, *args],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,

@@ -1,14 +1,21 @@
-"""`attn-doctor rules`: the knowledge base, listed and explained."""
+"""`attn-doctor rules`: the knowledge base, listed and explained in the terminal, and as the Markdown
+rules reference (`rules --markdown`, docs/rules.md)."""
 
 from __future__ import annotations
 
+import re
 import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..rules.model import Rule
+
+if TYPE_CHECKING:
+    from ..rules.fixtures import Example
 from .console import whole_lines
 
 SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -46,13 +53,21 @@ def render_summary(rules: list[Rule], console: Console) -> None:
     console.print(Text(f"{len(rules)} rules. `attn-doctor rules ID` shows one.", style="dim"))
 
 
+def paragraphs(text: str) -> list[str]:
+    """A recipe's text as paragraphs of one line each: its own line breaks are not the reader's width."""
+    return [" ".join(p.split()) for p in text.strip().split("\n\n") if p.strip()]
+
+
+def supersedes_line(rule: Rule) -> str:
+    return f"Supersedes {', '.join(rule.supersedes)}: where both fire on the same evidence, only {rule.id} is reported."
+
+
 def render_rule(rule: Rule, console: Console) -> None:
     console.print(Text(f"{rule.id} {rule.name}", style="bold"))
     console.print(Text(rule.title))
     console.print(Text(f"severity: {rule.severity}   area: {rule.area}", style=SEVERITY_STYLE[rule.severity]))
     console.print()
-    # each paragraph as one line: the recipe's own line breaks are not the reader's width
-    console.print(Text("\n\n".join(" ".join(p.split()) for p in rule.explanation.strip().split("\n\n"))))
+    console.print(Text("\n\n".join(paragraphs(rule.explanation))))
     if rule.remedies:
         console.print()
         console.print(Text("Remedies:", style="bold"))
@@ -82,8 +97,194 @@ def render_rule(rule: Rule, console: Console) -> None:
         if rule.when is None:
             console.print(Text("Recognised from messages only: `attn-doctor explain` reports it, `check` cannot.", style="dim"))
     if rule.supersedes:
-        console.print(Text(f"Supersedes {', '.join(rule.supersedes)}: where both fire on the same evidence, only {rule.id} is reported.", style="dim"))
+        console.print(Text(supersedes_line(rule), style="dim"))
     if rule.links:
         console.print()
         for link in rule.links:
             console.print(Text(f"see {link}", style="dim"))
+
+
+# ---------------------------------------------------------------- the rules reference (docs/rules.md)
+
+AREAS = {
+    "system": "System: the interpreter and its installers",
+    "gpu": "GPU and driver",
+    "torch": "PyTorch",
+    "kernels": "Attention kernels",
+    "libraries": "Libraries",
+    "dtype": "The dtype path",
+    "config": "Training configs",
+}
+REGENERATE = "attn-doctor rules --markdown > docs/rules.md"
+
+
+def rules_markdown(rules: list[Rule], sources: dict[str, Path], checks: dict[str, Callable], examples: dict[str, Example]) -> str:
+    """The rules reference as one Markdown page, one section per rule (as ruff's rule pages):
+    what it checks, why it matters, the fix and whether `fix` applies it, its links. sources: rule
+    id -> its recipe file; checks: the named checks, whose docstrings say what they look for;
+    examples: rule id -> the rule fired on its first test case, which words its message and remedies."""
+    rules = sorted(rules, key=lambda r: r.id)
+    out = [
+        "# Rules reference",
+        "",
+        f"Generated from `recipes/` by `{REGENERATE}`: edit the recipes, not this page. "
+        "`attn-doctor rules ID` prints one rule in the terminal; "
+        "[writing-rules.md](writing-rules.md) says how to add one.",
+        "",
+        f"{len(rules)} rules. A rule with a condition is judged by `check` on the facts it probes; "
+        "a rule with error signatures is recognised by `explain` in messages and logs. "
+        "`attn-doctor fix` applies, for each finding, the first remedy of its rule that it can automate; "
+        "the others it lists as steps to take by hand.",
+        "",
+        "| ID | name | severity | title |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| [{r.id}](#{_anchor(r)}) | {r.name} | {r.severity} | {_cell(r.title)} |" for r in rules]
+    for area, heading in AREAS.items():
+        in_area = [r for r in rules if r.area == area]
+        if not in_area:
+            continue
+        out += ["", f"## {heading}"]
+        for rule in in_area:
+            out += ["", *_rule_markdown(rule, sources.get(rule.id), checks, examples.get(rule.id))]
+    return "\n".join(out) + "\n"
+
+
+def _anchor(rule: Rule) -> str:
+    """GitHub's anchor for the rule's heading: lower case, spaces to hyphens, punctuation dropped."""
+    return re.sub(r"[^a-z0-9 _-]", "", f"{rule.id} {rule.name}".lower()).replace(" ", "-")
+
+
+def _cell(text: str) -> str:
+    return _prose(text).replace("|", "\\|")
+
+
+def _prose(text: str) -> str:
+    """Text from a recipe or a report, safe in Markdown outside its code spans: `<char, ...>` in a
+    C++ message is not an HTML tag."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(p if p.startswith("`") else re.sub(r"<(?=[A-Za-z/!?])", "&lt;", p) for p in parts)
+
+
+def _case(example: Example) -> str:
+    """The rule's test case: a recorded report (tests/fixtures/facts/NAME.json), maybe changed."""
+    base, _, changes = example.fixture.partition("[")
+    if base == "{}":
+        return "on its test case"
+    link = f"[{base}.json](../tests/fixtures/facts/{base}.json)"
+    changed = " with a few facts changed" if changes.rstrip("]") else ""
+    return f"on its test case, the recorded report {link}{changed}"
+
+
+def _rule_markdown(rule: Rule, source: Optional[Path], checks: dict[str, Callable], example: Optional[Example]) -> list[str]:
+    from ..explain.causes import label
+
+    who = ("`check` and `explain`" if rule.signatures else "`check`") if rule.when is not None else "`explain` only (no probe can show it)"
+    where = f" · recipe: `recipes/{source.name}`" if source else ""
+    out = [f"### {rule.id} {rule.name}", "", f"**{rule.title}**", "",
+           f"Severity: {rule.severity} · area: {rule.area} · reported by {who}{where}"]
+    if rule.when is not None:
+        out += ["", f"**What it checks.** It fires when {_condition(rule.when, checks)}."]
+    if example:
+        out += ["", f"A report says, for example ({_case(example)}):", "", f"> {_prose(example.message)}"]
+    out += ["", "**Why it matters.**", ""]
+    out += [line for p in paragraphs(rule.explanation) for line in (_prose(p), "")][:-1]
+    if rule.remedies:
+        out += ["", "**The fix.**" + (" Worded for the test case above; a report names your own versions." if example else ""), ""]
+        out += [f"- {_prose(line)}" for line in _remedy_lines(rule, example.evidence if example else {})]
+    if rule.signatures:
+        out += ["", f"**Messages it recognises** (`explain`; root cause class: {label(rule.cause)}). For example:", ""]
+        examples = [e.strip("\n") for e in rule.signature_fixtures.match[:3]]
+        out += ["```text", *"\n\n".join(examples).split("\n"), "```"] if examples else \
+            [f"- `{s if isinstance(s, str) else s.pattern}`" for s in rule.signatures]
+    if rule.supersedes:
+        out += ["", supersedes_line(rule)]
+    if rule.links:
+        out += ["", "Links: " + ", ".join(f"<{link}>" for link in rule.links)]
+    return out
+
+
+def _remedy_lines(rule: Rule, evidence: dict) -> list[str]:
+    """Each remedy as a report words it from this evidence (optional parts left out where a fact
+    is unknown), its commands for `python`: the interpreter of the environment checked."""
+    from ..remedies import Target, edit_line
+    from ..rules.engine import remedies
+
+    lines = []
+    for template, remedy in zip(rule.remedies, remedies(rule, evidence, Target("python"))):
+        text = f"{remedy.summary}. {_applies(rule, template)}"
+        setting = edit_line(remedy)
+        if setting:
+            text += f" The setting: {setting}."
+        if remedy.command:
+            text += f" Command: `{shlex.join(remedy.command)}`."
+        if remedy.detail:
+            text += " " + " ".join(remedy.detail.split())
+        lines.append(text)
+    return lines
+
+
+def _applies(rule: Rule, remedy) -> str:
+    """Whether `attn-doctor fix` applies this remedy, as fix/plan.py decides."""
+    if rule.when is None:  # fix plans from check's findings, which never hold a signature-only rule
+        return "By hand: `attn-doctor fix` acts on what `check` finds, and `check` cannot show this rule."
+    unsafe = f" It is unsafe ({remedy.why_unsafe or 'see above'}): `fix` applies it only with `--unsafe`." if remedy.safety == "unsafe" else ""
+    if remedy.kind == "pip" and remedy.requirement:
+        pinned = " triton is pinned by torch: where the installed torch does not pin this triton, `fix` plans the torch that brings it, which needs `--unsafe`." \
+            if remedy.requirement.lower().startswith(("triton", "pytorch-triton")) and not remedy.reinstall else ""
+        return f"`attn-doctor fix` applies it (with uv or pip, journaled, reversible).{pinned}{unsafe}"
+    if remedy.kind == "config" and remedy.config and remedy.key:
+        return f"`attn-doctor fix --config FILE` applies it to the file named.{unsafe}"
+    if remedy.kind == "patch":
+        if remedy.safety == "unsafe":
+            return f"`attn-doctor fix` edits the installed package, only as a last resort.{unsafe}"
+        return "`attn-doctor fix` writes it as a .patch file; `--apply-patch` applies it to your source."
+    return "By hand: `attn-doctor fix` lists it and does not apply it."
+
+
+def _condition(cond, checks: dict[str, Callable]) -> str:
+    """A rule's `when` in words; every part must hold."""
+    parts: list[str] = []
+    for names, joiner, state in ((cond.installed, "and", "installed"), (cond.installed_any, "or", "installed"),
+                                 (cond.not_installed, "and", "not installed")):
+        if names:
+            parts.append(f"{_names(names, joiner)} {'are' if joiner == 'and' and len(names) > 1 else 'is'} {state}")
+    for name, spec in cond.version.items():
+        parts.append(f"`{name}` {f'`{spec}`' if spec else 'of any version'} is installed")
+    if cond.gpu:
+        parts.append("a GPU is present" if cond.gpu == "present" else "no GPU is present")
+    if cond.capability:
+        parts.append(f"a GPU's compute capability is `{cond.capability}`")
+    if cond.torch:
+        parts.append(f"importing torch gives {_names(cond.torch, 'or')}")
+    if cond.torch_cuda:
+        parts.append({"cuda": "torch is a CUDA build", "rocm": "torch is a ROCm build", "cpu": "torch is a CPU-only build"}[cond.torch_cuda])
+    for module, statuses in cond.imports.items():
+        parts.append(f"importing `{module}` gives {_names(statuses, 'or')}")
+    for module, kinds in cond.import_error.items():
+        parts.append(f"importing `{module}` fails with {_names(kinds, 'or')}")
+    if cond.tool_missing:
+        parts.append(f"{_names(cond.tool_missing, 'and')} cannot install into the environment")
+    for path, value in cond.fact.items():
+        parts.append(f"the fact `{path}` is `{str(value).lower() if isinstance(value, bool) else value}`")
+    if cond.marker:
+        parts.append(f"the environment marker `{cond.marker}` holds")
+    if cond.trace_finding:
+        parts.append(f"the sample forward pass finds {_names(cond.trace_finding, 'or')}")
+    if cond.sample_failed is not None:
+        parts.append("a sample of the sample forward pass could not run" if cond.sample_failed else "every sample of the sample forward pass ran")
+    if cond.check:
+        fn = checks.get(cond.check)
+        doc = paragraphs(fn.__doc__ or "")[:1] if fn else []
+        first = re.match(r"(.+?)\.(?:\s|$)", doc[0]) if doc else None  # its docstring's first sentence
+        parts.append(f"the named check `{cond.check}` matches" + (f" ({first.group(1)})" if first else ""))
+    if cond.any:
+        parts.append("any of: " + "; or ".join(_condition(c, checks) for c in cond.any))
+    if cond.not_ is not None:
+        parts.append(f"not ({_condition(cond.not_, checks)})")
+    return "; and ".join(parts) if parts else "always"
+
+
+def _names(names: list[str], joiner: str) -> str:
+    quoted = [f"`{n}`" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} {joiner} {quoted[-1]}"

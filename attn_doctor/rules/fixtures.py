@@ -141,3 +141,27 @@ def check_rule_fixtures(rule: Rule, recipes: Recipes, directory: Optional[Path] 
                         FixtureFailure(rule.id, describe(fixture), "fill its message", "missing fields", ", ".join(unknown))
                     )
     return failures
+
+
+@dataclass
+class Example:
+    """A rule fired on its first trigger fixture: the message a report shows, and the evidence its
+    remedies are filled from (the rules reference words each rule this way)."""
+
+    fixture: str
+    message: str
+    evidence: dict
+
+
+def first_example(rule: Rule, recipes: Recipes, directory: Optional[Path] = None) -> Optional[Example]:
+    """None for a signature-only rule, or where the recorded facts are not there (an installed
+    wheel ships no tests/)."""
+    for fixture in rule.fixtures.trigger[:1]:
+        try:
+            facts = build_facts(fixture, directory)
+        except (FixtureError, OSError):
+            return None
+        result = evaluate_rule(rule, facts, recipes.data)
+        if result.status in FIRED and result.message:
+            return Example(describe(fixture), result.message, {**base_evidence(facts), **result.evidence})
+    return None

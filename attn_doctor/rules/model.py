@@ -46,7 +46,7 @@ class Condition(Strict):
     trace_finding: list[str] = []
     # the sample forward pass could not run one of its samples
     sample_failed: Optional[bool] = None
-    check: Optional[str] = None  # a named Python check in attn_doctor/rules/checks.py
+    check: Optional[str] = None  # a named Python check in attn_doctor/rules/checks/
     any: list["Condition"] = []  # at least one of these holds
     not_: Optional["Condition"] = msgspec.field(default=None, name="not")
 

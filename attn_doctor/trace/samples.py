@@ -155,7 +155,7 @@ def _tiny_llama(impl):
         model = LlamaForCausalLM(config)
         # transformers refuses flash_attention_2 at build time without a GPU; the forward pass reads
         # the implementation from the config, so switch it after building.
-        from .api import set_attn_implementation
+        from .hf_models import set_attn_implementation
 
         set_attn_implementation(model, impl)
         return model, {"input_ids": torch.zeros(1, 16, dtype=torch.long)}
@@ -206,7 +206,8 @@ def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=No
                        distributions=None):
     """distributions: importlib.metadata.packages_distributions() computed ahead (see
     _lean_transformers_import), or None."""
-    from .api import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, trace
+    from .api import trace
+    from .errors import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS
 
     out = {"schema": SCHEMA, "status": "ok", "dtype": dtype, "autocast": autocast, "samples": [], "findings": []}
     try:

@@ -413,7 +413,7 @@ def _importable(name):
     except (ImportError, ValueError):
         return False, None
     if spec is None or (spec.origin in (None, "namespace") and spec.submodule_search_locations):
-        return False, None  # the same test as probes/child.py's installed(), which needs no import here
+        return False, None  # the same test as probes/torch_probe.py's installed(), which needs no import here
     try:
         importlib.import_module(name)
         return True, None

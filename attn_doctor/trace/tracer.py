@@ -53,9 +53,9 @@ CAST_OPS = frozenset(("float", "double", "half", "bfloat16", "to", "type", "type
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-# The tracer's own machinery is skipped when naming a caller; the sample models are user code.
-_TRACE_FILES = frozenset(_TRACE_DIR + name for name in (
-    "tracer.py", "api.py", "standins.py", "sinks.py", "state.py", "policy.py", "child.py", "report.py"))
+# The tracer's own machinery (every module of this package) is skipped when naming a caller; the
+# sample models are user code.
+_SAMPLES_FILE = _TRACE_DIR + "samples.py"
 _STDLIB_HELPERS = ("contextlib.py", "functools.py")
 
 
@@ -236,7 +236,7 @@ class Tracer(object):
             self.names[id(tensor)] = ("input", name)
 
     def _is_internal(self, filename):
-        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS) or filename in _TRACE_FILES:
+        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS) or (filename.startswith(_TRACE_DIR) and filename != _SAMPLES_FILE):
             return True
         return filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython")
 

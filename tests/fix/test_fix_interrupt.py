@@ -23,7 +23,7 @@ import pytest
 
 from attn_doctor import schemas
 
-from attn_doctor.probes import child
+from attn_doctor.probes import inventory
 
 from .conftest import CONFIGS, FACTS, make_wheel, offline_env
 from helpers.interrupt import counts, installer_seconds, interrupt_once, spread, stash_folders, table, wait_for_installer
@@ -227,9 +227,9 @@ def test_the_env_probe_sees_pips_leftovers_and_no_stash_distribution(tmp_path, m
         "xformers-0.0.35.dist-info/METADATA": _metadata("xformers", "0.0.35"),
     })
     monkeypatch.setattr(sys, "path", [str(sp)])
-    packages, _ = child.collect_packages()
+    packages, _ = inventory.collect_packages()
     assert "~riton" not in packages and "triton" not in packages  # a stash is no distribution
-    found = {(left["kind"], left["package"], os.path.basename(left["path"])) for left in child.collect_leftovers()}
+    found = {(left["kind"], left["package"], os.path.basename(left["path"])) for left in inventory.collect_leftovers()}
     assert found == {
         ("stash", "triton", "~riton"), ("stash", "triton", "~riton-3.1.0.dist-info"), ("no-metadata", "triton", "triton"),
         ("missing-files", "flash-attn", "flash_attn-2.8.3.dist-info"), ("no-record", "xformers", "xformers-0.0.35.dist-info"),
@@ -334,8 +334,6 @@ def test_the_interrupted_line_is_printed_under_quiet_too(monkeypatch, capfd):
 def test_a_module_folder_another_release_of_its_family_ships_into_is_not_a_leftover(tmp_path, monkeypatch):
     # flash-attn-4 installs flash_attn/cute into flash-attn's folder with no flash-attn metadata:
     # its own RECORD owns the folder. A flash_attn/ that no RECORD names stays a finding.
-    from attn_doctor.probes import child
-
     site = tmp_path / "site-packages"
     (site / "flash_attn" / "cute").mkdir(parents=True)
     (site / "flash_attn" / "cute" / "__init__.py").write_text("")
@@ -343,7 +341,7 @@ def test_a_module_folder_another_release_of_its_family_ships_into_is_not_a_lefto
     info.mkdir()
     (info / "METADATA").write_text("Name: flash-attn-4\nVersion: 4.0.0b36\n")
     (info / "RECORD").write_text("flash_attn/cute/__init__.py,,\nflash_attn_4-4.0.0b36.dist-info/METADATA,,\n")
-    monkeypatch.setattr(child, "_site_folders", lambda: [str(site)])
-    assert child.collect_leftovers() == []
+    monkeypatch.setattr(inventory, "_site_folders", lambda: [str(site)])
+    assert inventory.collect_leftovers() == []
     (info / "RECORD").write_text("flash_attn_4-4.0.0b36.dist-info/METADATA,,\n")
-    assert [(f["kind"], f["package"]) for f in child.collect_leftovers()] == [("no-metadata", "flash-attn")]
+    assert [(f["kind"], f["package"]) for f in inventory.collect_leftovers()] == [("no-metadata", "flash-attn")]

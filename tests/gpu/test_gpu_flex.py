@@ -109,3 +109,18 @@ def test_inductor_compiles_an_attention_block():
     print("Inductor, attention block bf16 (4, 256, 512): first call %.2f s, median %.3f ms, max abs diff to eager %.4f"
           % (first_s, ms, err))
     assert err < 0.1
+
+
+def test_check_smoke_tests_compiled_flex_attention(gpu_facts):
+    """check compiles flex_attention with torch.compile on this GPU, runs it against float64 and
+    reports it (AD703 passes); its kernels land in the doctor's private cache folder."""
+    from attn_doctor.rules.engine import evaluate_rule
+    from attn_doctor.rules.loader import load_recipes
+
+    results = [r for r in gpu_facts.smoke.results if r.backend == "flex-compiled"]
+    assert len(results) == 1 and results[0].status == "ok", results
+    r = results[0]
+    assert r.rel_err <= r.tolerance
+    print("flex-compiled smoke", r.dtype, "rel_err", r.rel_err, "kernel_ms", r.kernel_ms, "total_ms", r.total_ms,
+          "group_s", gpu_facts.smoke.group_seconds.get("compile:flex-compiled"))
+    assert evaluate_rule(load_recipes().get("AD703"), gpu_facts).status == "pass"

@@ -1,4 +1,7 @@
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -31,6 +34,21 @@ def marker_line(toy, marker):
 
 def toy_target(toy, factory):
     return os.path.join(TOYS, toy) + ":" + factory
+
+
+def cli(*args, cwd=None):
+    """``python -m attn_doctor trace ARGS`` in a fresh process: (exit code, stdout, stderr)."""
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "attn_doctor", "trace", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=600)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def write_module(tmp_path, name, body):
+    """A user's model file written into tmp_path (body dedented); its path."""
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
 
 
 @pytest.fixture(scope="session")

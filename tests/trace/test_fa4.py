@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from attn_doctor.trace.api import ROUTE_INSTALLED
+from attn_doctor.trace.routes import ROUTE_INSTALLED
 from conftest import TOYS, marker_line, toy_target
 
 TOY = "fa4_toy.py"

@@ -4,13 +4,12 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from conftest import REPO, TOYS, toy_target
+from conftest import REPO, TOYS, toy_target, write_module
 
 from attn_doctor.cli import trace as cli_trace
 
@@ -70,64 +69,19 @@ def test_cli_usage_errors(args, code, needle):
     assert "Traceback" not in out
 
 
-def _write(tmp_path, name, body):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(body))
-    return str(path)
-
-
 def test_broken_user_code_gives_one_line_and_traceback_only_with_v(tmp_path):
-    bad_import = _write(tmp_path, "bad_import.py", "import torch\nraise ValueError('boom at import')\ndef f(): pass\n")
+    bad_import = write_module(tmp_path, "bad_import.py", "import torch\nraise ValueError('boom at import')\ndef f(): pass\n")
     code, out = run_cli(bad_import + ":f")
     assert code == 3 and "importing" in out and "ValueError: boom at import" in out and "Traceback" not in out
-    raises = _write(tmp_path, "raises.py", "def build():\n    raise RuntimeError('no weights here')\n")
+    raises = write_module(tmp_path, "raises.py", "def build():\n    raise RuntimeError('no weights here')\n")
     code, out = run_cli(raises + ":build")
     assert code == 3 and "the factory raised RuntimeError: no weights here" in out.replace("\n", " ")
     code, out = run_cli(raises + ":build", "-v")
     assert code == 3 and "Traceback" in out
 
 
-def test_item_on_meta_falls_back_to_cpu(trace, tmp_path):
-    path = _write(tmp_path, "itemy.py", """
-        import torch, torch.nn as nn, torch.nn.functional as F
-        class M(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = nn.Linear(16, 48)
-                self.k_scale = nn.Parameter(torch.ones(16))
-            def forward(self, x):
-                if x.abs().max().item() > 1e6:
-                    x = x / 1e6
-                q, k, v = self.w(x).view(1, 4, 3, 1, 16).unbind(2)
-                k = k * self.k_scale
-                return F.scaled_dot_product_attention(q, k, v)
-        def build():
-            m = M().to(torch.bfloat16)
-            m.k_scale.data = m.k_scale.data.float()
-            return m, torch.randn(1, 4, 16, dtype=torch.bfloat16)
-        """)
-    r = trace(path + ":build")
-    assert r["status"] == "ok" and r["device"] == "cpu"
-    assert any("meta cannot run" in n and "retried on CPU" in n for n in r["notes"])
-    assert r["findings"][0]["id"] == "AD601" and r["findings"][0]["chain"][0]["operand"] == "k_scale"
-
-
-def test_inputs_on_the_wrong_device_are_moved(trace, tmp_path):
-    path = _write(tmp_path, "cpu_inputs.py", """
-        import torch
-        def build():
-            m = torch.nn.MultiheadAttention(16, 2, batch_first=True)
-            x = torch.randn(1, 4, 16, device="cpu")
-            return m, (x, x, x)
-        """)
-    r = trace(path + ":build", device="meta")
-    assert r["status"] == "ok", r["error"]
-    assert any("example inputs were on cpu; moved them to meta" in n for n in r["notes"])
-    assert r["summary"]["sinks"] >= 1
-
-
 def test_user_prints_do_not_corrupt_json(tmp_path):
-    path = _write(tmp_path, "noisy.py", """
+    path = write_module(tmp_path, "noisy.py", """
         import torch
         print("hello from the model module")
         def build():
@@ -162,7 +116,7 @@ def test_a_path_that_could_not_run_is_never_under_a_bare_check_mark(tmp_path):
     # import the model: the last line says what was not judged and counts the paths.
     if _flash_attn_imports():
         pytest.skip("flash_attn imports here: the installed path runs")
-    model = _write(tmp_path, "fa_model.py", """
+    model = write_module(tmp_path, "fa_model.py", """
         import torch
         from flash_attn import flash_attn_func
         class M(torch.nn.Module):

@@ -1,0 +1,197 @@
+"""The `torch` probe: torch's build, then, each in an isolated fork (isolation.py) and all in
+parallel, the import health of each attention library, the sample forward passes
+(sample_probe.py), the CUDA facts and smoke tests (gpu_child.py) and whether each torch-linked
+extension loads (builds_child.py). This process makes no CUDA call: its forks must stay clean.
+
+Runs where attn-doctor may not be installed (child.py): standard library only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .isolation import IMPORT_TIMEOUT_S, describe_exception, run_isolated
+from .sample_probe import _merge_samples, _sample_names, finish_distributions_prefetch, sample_probe, start_distributions_prefetch
+
+# Import probes: name (the facts key) -> distributions that provide it, given by the doctor with
+# `--targets` (its table is attn_doctor.facts.MODULE_DISTRIBUTIONS). The name is the module,
+# except flash_attn_4: FlashAttention 4 (CuTe DSL) is the subpackage flash_attn.cute.
+IMPORT_TARGETS = {}
+
+# What each import probe actually imports: the public entry point, so that a lazily loaded
+# CUDA extension is loaded too.
+IMPORT_STATEMENTS = {
+    "flash_attn": ("flash_attn", "flash_attn.flash_attn_interface"),
+    "flash_attn_interface": ("flash_attn_interface",),
+    "flash_attn_4": ("flash_attn.cute",),
+    "xformers": ("xformers", "xformers.ops"),
+    "triton": ("triton", "triton.language"),
+    "fla": ("fla",),
+    "liger_kernel": ("liger_kernel", "liger_kernel.ops"),
+}
+
+
+def torch_build(torch):
+    # Plain attributes only: nothing here may touch the CUDA runtime (see collect_cuda).
+    return {
+        "status": "ok",
+        "version": getattr(torch, "__version__", None),
+        "cuda": getattr(torch.version, "cuda", None),
+        "hip": getattr(torch.version, "hip", None),
+        "cxx11_abi": bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)),
+    }
+
+
+def import_probe(module):
+    def job():
+        import importlib
+
+        statements = IMPORT_STATEMENTS.get(module, (module,))
+        for statement in statements:
+            importlib.import_module(statement)
+        mod = sys.modules[statements[0]]
+        version = str(getattr(mod, "__version__", "") or "")
+        if version in ("", "0.0.0"):  # flash_attn.cute says 0.0.0: it asks for a distribution "fa4"
+            version = _distribution_version(IMPORT_TARGETS.get(module, ()))
+        result = {"status": "ok", "version": version or None}
+        if module == "flash_attn":
+            ext = [name for name in ("flash_attn_2_cuda", "flash_attn_cuda") if name in sys.modules]
+            if ext:
+                result["detail"] = {"extension": ext[0], "extension_file": getattr(sys.modules[ext[0]], "__file__", "")}
+        return result
+
+    def guarded():
+        try:
+            return job()
+        except BaseException as exc:  # noqa: BLE001
+            return {"status": "error", "error": describe_exception(exc)}
+
+    return guarded
+
+
+def _distribution_version(names):
+    import importlib.metadata
+
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def installed(module):
+    """Whether the import probe `module` has something to import, found without importing it
+    (an import can crash; this runs in the process that forks the probes).
+
+    A bare namespace package does not count: flash-attn-4 installs flash_attn/cute/ only, which
+    makes `flash_attn` a namespace without FlashAttention 2 in it."""
+    import importlib.util
+
+    top, _, sub = IMPORT_STATEMENTS.get(module, (module,))[0].partition(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    folders = list(spec.submodule_search_locations or [])
+    if sub:
+        return any(os.path.isfile(os.path.join(folder, *sub.split("."), "__init__.py")) for folder in folders)
+    return spec.origin not in (None, "namespace") or not folders
+
+
+def collect_torch(modules, sample=None, gpu=None, builds=None):
+    """torch's build, then, each in its own fork and all in parallel: the import health of each
+    module, (with `sample`) each of the tracer's sample forward passes, and (with `gpu`) the CUDA
+    facts and the smoke test groups of gpu_child.py. This process never touches CUDA itself."""
+    start = time.monotonic()
+    if not installed("torch"):
+        return {"torch": {"status": "missing"}, "imports": {m: {"status": "skipped"} for m in modules}}
+    if sample is not None and sample.get("path") and sample["path"] not in sys.path:
+        sys.path.insert(0, sample["path"])  # before the prefetch's fork: its sys.path is the samples'
+    # Only transformers asks for the table: without it the samples would wait for nothing.
+    prefetch = start_distributions_prefetch() if sample is not None and installed("transformers") else None
+    try:
+        import torch
+    except BaseException as exc:  # noqa: BLE001
+        finish_distributions_prefetch(prefetch, 0)
+        return {
+            "torch": {"status": "error", "error": describe_exception(exc)},
+            "imports": {m: {"status": "skipped"} for m in modules},
+        }
+    info = torch_build(torch)
+    info["duration_s"] = round(time.monotonic() - start, 3)
+    jobs = []
+    imports = {}
+    for module in modules:
+        if installed(module):
+            jobs.append(("import:" + module, import_probe(module)))
+        else:
+            imports[module] = {"status": "missing"}
+    builds_module, found, builds_error = None, {}, None
+    if builds is not None:
+        try:
+            builds_module = _load_file_module("attn_doctor_builds_child", builds["script"])
+            found = builds_module.extension_distributions()
+            jobs += builds_module.jobs(found)
+        except BaseException as exc:  # noqa: BLE001
+            builds_error = describe_exception(exc)
+    names, sample_error = [], None
+    if sample is not None:
+        names, sample_error = _sample_names(sample)
+        distributions = finish_distributions_prefetch(prefetch)
+        jobs += [("sample:" + name, sample_probe(name, sample, distributions)) for name in names]
+    groups, gpu_error = [], None
+    if gpu is not None:
+        try:
+            gpu_module = _load_file_module("attn_doctor_gpu_child", gpu["script"])
+            gpu_module.BF16_NATIVE_FROM = tuple(gpu["bf16_native_from"])  # before the forks: they inherit it
+            jobs.append(("cuda", gpu_module.cuda_facts))
+            if gpu.get("smoke"):
+                libraries = [name for name, probe in gpu_module.LIBRARIES.items() if installed(probe)]
+                compiled = [name for name, needs in gpu_module.COMPILED.items() if installed(needs)]
+                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability"), libraries, compiled)
+                index = int(gpu.get("index") or 0)
+                shapes = gpu.get("shapes") or []
+                cache = gpu.get("kernel_cache")
+                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes, cache)) for g in groups]
+        except BaseException as exc:  # noqa: BLE001
+            gpu_error = describe_exception(exc)
+    results = run_isolated(jobs, IMPORT_TIMEOUT_S)
+    for module in modules:
+        if "import:" + module in results:
+            imports[module] = results["import:" + module]
+    out = {"torch": info, "imports": imports}
+    printed = dict((name, r["stderr"]) for name, r in results.items() if isinstance(r, dict) and r.get("stderr"))
+    if printed:
+        out["stderr"] = printed  # what each forked job printed: evidence, kept apart from its result
+    if builds_module is not None:
+        try:
+            out["builds"] = builds_module.assemble(found, results)
+        except BaseException as exc:  # noqa: BLE001
+            builds_error = describe_exception(exc)
+    if builds_error:
+        out["builds_error"] = builds_error
+    if sample is not None:
+        out["dtype_path"] = _merge_samples(names, results, sample, sample_error)
+    if gpu is not None:
+        out["cuda"] = results.get("cuda") or {"status": "error", "error": gpu_error or {"message": "the CUDA probe did not run"}}
+        out["smoke"] = {g: results.get("smoke:" + g, {"status": "timeout"}) for g in groups}
+    return out
+
+
+def _bind(fn, *args):
+    return lambda: fn(*args)
+
+
+def _load_file_module(name, path):
+    """A standalone module from a file path (the doctor's gpu_child.py), without its package."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

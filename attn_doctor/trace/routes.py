@@ -1,0 +1,106 @@
+"""Which attention path the model takes. Where flash_attn does not import, a stand-in takes its
+place (standins.py), so the model takes the path it takes where flash-attn is installed. When the
+stand-in was called, that is not the path the model takes here: api.trace runs the trace again
+without it in a fresh process, and combine_routes makes one report of both (``routes``). On
+``--device cuda`` the installed route is the verdict and the stand-in's is advice; on meta and CPU,
+which stand for a GPU machine that may or may not have flash-attn, both count. Plain data in and
+out."""
+
+from __future__ import annotations
+
+from .errors import EXIT_CLEAN, EXIT_FINDINGS
+
+ROUTE_INSTALLED = "installed"
+ROUTE_STANDIN = "flash_attn_standin"
+
+
+def _standin_label(report=None):
+    """Which stand-ins the route ran through: flash-attn 2's, FlashAttention 4's, or both."""
+    from .standins import STANDIN_FLASH_ATTN_4_VERSION, STANDIN_FLASH_ATTN_VERSION
+
+    families = {s.get("family") for s in (report or {}).get("sinks") or () if s.get("standin")}
+    labels = ["flash-attn %s" % STANDIN_FLASH_ATTN_VERSION] if families - {"flash_attn4"} or not families else []
+    if "flash_attn4" in families:
+        labels.append("flash-attn-4 %s" % STANDIN_FLASH_ATTN_4_VERSION)
+    return "with " + " and ".join(labels)
+
+
+_KERNEL_LABELS = {"sdpa": "SDPA", "mha": "MHA (SDPA inside)", "flash_attn2": "flash-attn 2", "flash_attn3":
+                  "FlashAttention 3", "flash_attn4": "FlashAttention 4", "xformers": "xformers", "fla": "fla",
+                  "eager": "eager (matmul, softmax)", "transformers_flash": "flash_attention_2 (transformers)"}
+
+
+def _kernels(sink_list):
+    seen = []
+    for s in sink_list or ():
+        label = _KERNEL_LABELS.get(s.get("family"), s.get("name"))
+        if label not in seen:
+            seen.append(label)
+    return seen
+
+
+def route_entry(report, name, role):
+    """One route's summary: which attention it reached and what became of it."""
+    status = report.get("status")
+    findings = report.get("findings") or []
+    errors = [f for f in findings if f.get("severity") == "error"]
+    err = report.get("error") or {}
+    at = None
+    if errors:
+        sink = errors[0].get("sink") or {}
+        at = {"file": sink.get("file"), "line": sink.get("line"), "id": errors[0].get("id"),
+              "message": errors[0].get("message")}
+        verdict = "fails"
+    elif status in ("failed", "usage_error"):
+        verdict = "could not run"
+    elif status == "no_attention":
+        verdict = "reached no attention call"
+    elif status == "partial":
+        verdict = "stopped"
+    elif findings:
+        verdict = "runs, with warnings"
+    else:
+        verdict = "clean"
+    return {"name": name, "label": "as installed" if name == ROUTE_INSTALLED else _standin_label(report), "role": role,
+            "status": status, "exit_code": report.get("exit_code"), "attention": _kernels(report.get("sinks")),
+            "verdict": verdict, "at": at, "error": err.get("message"), "summary": report.get("summary"),
+            "findings": findings}
+
+
+def combine_routes(standin, installed, device):
+    """One report from two traces of the same model: with the flash_attn stand-in and as installed.
+    On cuda the installed route is the verdict and the stand-in's is advice; on meta/cpu both count
+    (which one the training machine takes depends on whether it has flash-attn)."""
+    verdict = [ROUTE_INSTALLED] if device == "cuda" else [ROUTE_STANDIN, ROUTE_INSTALLED]
+    by_name = {ROUTE_INSTALLED: installed, ROUTE_STANDIN: standin}
+    routes = [route_entry(installed, ROUTE_INSTALLED, "verdict"),
+              route_entry(standin, ROUTE_STANDIN, "verdict" if ROUTE_STANDIN in verdict else "advice")]
+    primary = installed if device == "cuda" else standin
+    if device != "cuda" and installed.get("status") in ("failed", "no_attention"):
+        routes[0]["note"] = ("not counted in the exit code: off the GPU the trace stands for a machine with "
+                             "flash-attn, and that path ran")
+    out = dict(primary)
+    out["notes"] = list(standin.get("notes") or [])
+    for note in installed.get("notes") or ():
+        if note not in out["notes"]:
+            out["notes"].append("as installed: " + note)
+    out["notes"].append("the model takes another attention path where flash-attn is installed (the stand-in was "
+                        "called); traced both: %s" % ("the installed path is the verdict, the stand-in's is advice"
+                                                      if device == "cuda" else "both count"))
+    findings, sink_list = [], []
+    summary = {"sinks": 0, "bad_sinks": 0, "errors": 0, "warnings": 0, "ops": 0}
+    for name in verdict:
+        rep = by_name[name]
+        findings += [dict(f, route=name) for f in rep.get("findings") or ()]
+        sink_list += [dict(s, route=name) for s in rep.get("sinks") or ()]
+        for key in summary:
+            summary[key] += int((rep.get("summary") or {}).get(key) or 0)
+    out.update(findings=findings, sinks=sink_list, summary=summary, routes=routes)
+    if summary["errors"]:
+        out["exit_code"] = EXIT_FINDINGS
+    elif primary.get("exit_code") not in (None, EXIT_CLEAN, EXIT_FINDINGS):
+        out["exit_code"] = primary["exit_code"]
+    else:
+        out["exit_code"] = EXIT_CLEAN
+    out["duration_s"] = round(float(standin.get("duration_s") or 0) + float(installed.get("duration_s") or 0), 3)
+    return out

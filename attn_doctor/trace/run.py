@@ -1,0 +1,417 @@
+"""One trace in this process: the options checked, the model built (a factory, a model object or
+``--hf``), moved and cast to the trace device and dtype, one forward (and, with ``train``,
+backward) pass run under the dtype tracer, a model meta cannot run retried on CPU, and the sinks
+and findings made a report.
+
+Never raises for the user's mistakes or the user's code: every failure becomes a report with
+``status`` "usage_error" (exit 2) or "failed" (exit 3), a one-line ``error.message`` naming the
+cause and the fallback taken, and the traceback kept in ``error.traceback`` for ``-v``. A trace
+that ran but reached no attention call judged nothing: ``status`` "no_attention", exit 3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import time
+
+from . import report as report_mod
+from .errors import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, EXIT_USAGE, TraceError, _one_line, _tb
+from .factory import (_bind_factory_args, call_factory, cuda_to, import_target_module, normalize_inputs,
+                      parse_target, resolve_factory, split_result)
+from .hf_models import build_hf, transformers_sees_flash_attn
+from .state import say
+
+DTYPE_CHOICES = ("bf16", "fp16", "fp32")
+AUTOCAST_CHOICES = ("bf16", "fp16")
+DEVICE_CHOICES = ("meta", "cpu", "cuda")
+# A model that cannot run on meta is retried on CPU only below this size (parameters + buffers).
+CPU_RETRY_LIMIT_BYTES = int(os.environ.get("ATTN_DOCTOR_CPU_RETRY_LIMIT", str(4 * 1024 ** 3)))
+
+
+def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capability, standins, emulate_autocast,
+                seq_len, attn_implementation, continue_after_bad_sink, retry_on_cpu, cwd, factory_kwargs):
+    start = time.monotonic()
+    notes = []
+    info = {"target": target or (("hf:" + hf) if hf else (type(model).__name__ if model is not None else None)),
+            "device": device, "dtype": dtype, "autocast": autocast, "train": bool(train)}
+    if factory_kwargs:
+        info["factory_kwargs"] = dict(factory_kwargs)
+    try:
+        _validate(target, model, hf, dtype, autocast, device, factory_kwargs, attn_implementation)
+        say("importing torch")
+        import torch  # noqa: F401
+    except TraceError as exc:
+        return _failure(exc, info, notes, start)
+    except (Exception, SystemExit) as exc:  # torch itself may fail to import; Ctrl-C passes
+        return _failure(TraceError("environment", "torch does not import: %s" % _one_line(exc), exc), info, notes,
+                        start)
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            return _failure(TraceError("environment", "--device cuda: CUDA is not available to torch %s; use --device "
+                                                      "meta (default) or cpu" % torch.__version__), info, notes, start)
+        if capability is None:
+            capability = tuple(torch.cuda.get_device_capability())
+    if standins is None:
+        # Also on a GPU: install_standins acts only where flash_attn does not import, and then the
+        # model's `try: from flash_attn import ...` must take the path it takes with flash-attn.
+        standins = True
+    if emulate_autocast is None:
+        emulate_autocast = device != "cuda"
+    info["autocast_mode"] = (None if not autocast else ("emulated-cuda" if emulate_autocast else "cuda"))
+    info["capability"] = list(capability) if capability else None
+    try:
+        from . import standins as standins_mod
+
+        if standins:
+            notes.extend(standins_mod.install_standins())
+        elif standins_mod.standin_installed():
+            standins_mod.remove_standins()  # an earlier trace in this process put it there
+        say("importing %s" % ("transformers" if hf else target.rpartition(":")[0]) if target or hf else "building the model")
+        builder = _builder(target, model, inputs, hf, dtype, device, seq_len, attn_implementation, info,
+                           factory_kwargs)
+        say("building the model")
+        built = builder(device, False)
+    except TraceError as exc:
+        return _failure(exc, info, notes, start)
+    except Exception as exc:  # noqa: BLE001 - a bug here must still give a report
+        return _failure(TraceError("internal", "attn-doctor internal error while building the model: %s (a bug; "
+                                               "-v shows the traceback)" % _one_line(exc), exc), info, notes, start)
+    notes.extend(built["notes"])
+    say("tracing the forward pass")
+    try:
+        outcome = _run(built, info, device, dtype, autocast, train, capability, emulate_autocast,
+                       continue_after_bad_sink, cwd)
+    except TraceError as exc:
+        if device == "meta" and retry_on_cpu and exc.kind == "meta":
+            size = model_bytes(built["model"])
+            if size > CPU_RETRY_LIMIT_BYTES and not hf:
+                exc.message += ("; too large to retry on CPU (%.1f GB): return a smaller config from the factory"
+                                % (size / 1e9))
+                return _failure(exc, info, notes, start)
+            notes.append(exc.message + "; retried on CPU" + (" with a 2-layer config" if hf and size >
+                                                              CPU_RETRY_LIMIT_BYTES else ""))
+            info["device"] = "cpu"
+            try:
+                built = builder("cpu", bool(hf) and size > CPU_RETRY_LIMIT_BYTES)
+                notes.extend(n for n in built["notes"] if n not in notes)
+                outcome = _run(built, info, "cpu", dtype, autocast, train, capability, emulate_autocast,
+                               continue_after_bad_sink, cwd)
+            except TraceError as exc2:
+                return _failure(exc2, info, notes, start)
+        else:
+            return _failure(exc, info, notes, start)
+    sink_list, findings, tracer, forward_error, prep_notes = outcome
+    notes.extend(prep_notes)
+    for s in sink_list:
+        if s.get("fallback") and s["fallback"] not in notes:
+            notes.append(s["fallback"])
+    summary = report_mod.summarize(sink_list, findings)
+    summary["ops"] = tracer.ops
+    status = "ok" if forward_error is None else "partial"
+    error = None
+    if forward_error is not None:
+        error = {"kind": "forward", "message": "the forward pass stopped: %s" % _one_line(forward_error),
+                 "traceback": _tb(forward_error)}
+    elif not sink_list:
+        status = "no_attention"
+        error = {"kind": "no_attention", "message": _no_attention_message(info, tracer.ops), "traceback": None}
+    exit_code = EXIT_FINDINGS if summary["errors"] else (EXIT_FAILED if error is not None else EXIT_CLEAN)
+    out = _result(status, exit_code=exit_code, error=error, notes=notes, findings=findings, sinks=sink_list,
+                  summary=summary, standin_calls=sum(1 for r in tracer.sinks if r.get("standin")),
+                  duration_s=round(time.monotonic() - start, 3))
+    out.update(info)
+    return out
+
+
+def _validate(target, model, hf, dtype, autocast, device, factory_kwargs=None, attn_implementation=None):
+    sources = [x for x in (target, model, hf) if x is not None]
+    if len(sources) != 1:
+        raise TraceError("usage", "give exactly one of MODULE:FACTORY or --hf PATH")
+    if dtype is not None and dtype not in DTYPE_CHOICES:
+        raise TraceError("usage", "--dtype must be one of %s, not %r" % (", ".join(DTYPE_CHOICES), dtype))
+    if autocast is not None and autocast not in AUTOCAST_CHOICES:
+        raise TraceError("usage", "--autocast must be one of %s, not %r" % (", ".join(AUTOCAST_CHOICES), autocast))
+    if device not in DEVICE_CHOICES:
+        raise TraceError("usage", "--device must be one of %s, not %r" % (", ".join(DEVICE_CHOICES), device))
+    if factory_kwargs and target is None:
+        raise TraceError("usage", "--factory-arg goes with MODULE:FACTORY")
+    if attn_implementation and hf is None:
+        raise TraceError("usage", "--attn-implementation goes with --hf (a factory builds its model itself)")
+    if target is not None:
+        parse_target(target)
+
+
+def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs=None):
+    """A function (device, shrink) -> built model, so a failed meta run can be rebuilt on CPU."""
+    if model is not None:
+        def given(dev, shrink):
+            return {"model": model, "inputs": normalize_inputs(inputs), "notes": []}
+
+        return given
+    if hf is not None:
+        def from_hf(dev, shrink):
+            m, inp, notes, meta = build_hf(hf, dev, dtype, attn_impl, seq_len, shrink)
+            info.update(hf_attn_implementation=meta["attn_implementation"],
+                        hf={k: meta[k] for k in ("attn_implementation", "attn_implementation_source", "model_class",
+                                                 "transformers")})
+            from .standins import standin_installed
+
+            if "flash" in (meta["attn_implementation"] or "") and standin_installed():
+                info["standin_route"] = True  # transformers' flash path exists here only through the stand-in
+            return {"model": m, "inputs": inp, "notes": notes, "dtype": meta["dtype"]}
+
+        return from_hf
+    module, factory = parse_target(target)
+    mod = import_target_module(module)
+    fn = resolve_factory(mod, factory, shown=module)
+    _bind_factory_args(fn, factory_kwargs)
+
+    def from_factory(dev, shrink):
+        notes = []
+        m, inp = split_result(call_factory(fn, dev, factory_kwargs, notes))
+        return {"model": m, "inputs": normalize_inputs(inp), "notes": notes}
+
+    return from_factory
+
+
+def _prepare(built, device, dtype, seq_len=16):
+    import torch
+
+    from .tracer import NAME_TO_DTYPE
+
+    model, inputs, notes = built["model"], built["inputs"], []
+    compiled = getattr(model, "_orig_mod", None)
+    if compiled is not None and isinstance(model, getattr(torch._dynamo.eval_frame, "OptimizedModule", ())):
+        # A torch.compile'd model: compiling cannot run under the tracer's TorchFunctionMode (nor on
+        # meta). The model it wraps runs the same code eagerly; compiled, Inductor keeps each op's dtypes.
+        notes.append("the model is torch.compile'd (%s); traced the model it wraps (_orig_mod, %s) eagerly"
+                     % (type(model).__name__, type(compiled).__name__))
+        model = built["model"] = compiled
+    want = torch.device(device)
+    devices = {p.device.type for p in model.parameters()} | {b.device.type for b in model.buffers()}
+    if devices and devices != {want.type}:
+        notes.append("the model is on %s; moved it to %s" % (", ".join(sorted(devices)), device))
+        model = model.to(want)
+        built["model"] = model
+    if dtype is not None:
+        model.to(NAME_TO_DTYPE[dtype])
+    if inputs is None:
+        inputs = guess_inputs(model, want, seq_len)
+        if inputs is None:
+            raise TraceError("usage", "the factory returned a model without example inputs and its first layer is "
+                                      "not an embedding: return (model, example_inputs) from the factory")
+        notes.append("no example inputs given; used token ids of shape (1, %d)" % seq_len)
+    moved = set()
+
+    def move(t):
+        if t.device.type != want.type:
+            moved.add(str(t.device))
+            return t.to(want)
+        return t
+
+    inputs = _map_tensors(inputs, move)
+    if dtype is not None:
+        target = NAME_TO_DTYPE[dtype]
+        cast = []
+
+        def to_dtype(t):
+            if t.is_floating_point() and t.dtype != target:
+                cast.append(str(t.dtype).replace("torch.", ""))
+                return t.to(target)
+            return t
+
+        inputs = _map_tensors(inputs, to_dtype)
+        if cast:
+            notes.append("cast the floating example inputs (%s) to --dtype %s, like the model"
+                         % (", ".join(sorted(set(cast))), dtype))
+    if moved:
+        notes.append("example inputs were on %s; moved them to %s" % (", ".join(sorted(moved)), device))
+    return model, inputs, notes
+
+
+def guess_inputs(model, device, seq_len):
+    """Token ids for a model that starts with an embedding (language models); else None."""
+    import torch
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding):
+            ids = torch.zeros(1, seq_len, dtype=torch.long, device=device)
+            params = {}
+            try:
+                params = inspect.signature(model.forward).parameters
+            except (TypeError, ValueError):
+                pass
+            if "input_ids" in params:
+                return (), {"input_ids": ids}
+            return (ids,), {}
+    return None
+
+
+def _map_tensors(obj, fn):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, tuple):
+        return tuple(_map_tensors(o, fn) for o in obj)
+    if isinstance(obj, list):
+        return [_map_tensors(o, fn) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _tensors(obj):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            for t in _tensors(o):
+                yield t
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            for t in _tensors(o):
+                yield t
+    elif hasattr(obj, "to_tuple"):  # transformers ModelOutput
+        for t in _tensors(obj.to_tuple()):
+            yield t
+
+
+@contextlib.contextmanager
+def autocast_on_trace_device(device):
+    """``torch.autocast(device_type=x.device.type, ...)`` inside the model (transformers' rotary
+    code does this) names the trace device, which stands for the GPU: meta has no autocast at all
+    (torch raises), and on the GPU that region would switch CUDA autocast, which is the state the
+    emulation reads. So the trace device's autocast regions switch CUDA autocast's state."""
+    import torch
+
+    cls = torch.amp.autocast_mode.autocast
+    orig = cls.__init__
+
+    def init(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type != device:
+            return orig(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        orig(self, "cuda", dtype=dtype, enabled=False, cache_enabled=cache_enabled)
+        self._enabled = enabled
+
+    # torch.is_autocast_enabled(x.device.type) and friends (transformers' flash wrapper) likewise
+    queries = {}
+    for name in ("is_autocast_enabled", "get_autocast_dtype"):
+        fn = getattr(torch, name, None)
+        if fn is None:
+            continue
+
+        def query(*args, _fn=fn):
+            if args and args[0] == device:
+                args = ("cuda",) + tuple(args[1:])
+            return _fn(*args)
+
+        queries[name] = fn
+        setattr(torch, name, query)
+    cls.__init__ = init
+    try:
+        yield
+    finally:
+        cls.__init__ = orig
+        for name, fn in queries.items():
+            setattr(torch, name, fn)
+
+
+def _run(built, info, device, dtype, autocast, train, capability, emulate, continue_after, cwd):
+    import torch
+
+    from . import standins as standins_mod
+    from .tracer import NAME_TO_DTYPE, Tracer, activate
+
+    model, (args, kwargs), prep_notes = _prepare(built, device, dtype)
+    expected = autocast and {"bf16": "bfloat16", "fp16": "float16"}[autocast]
+    if not expected:
+        expected = {"bf16": "bfloat16", "fp16": "float16"}.get(dtype or built.get("dtype") or "")
+    ac_dtype = NAME_TO_DTYPE[autocast] if autocast else None
+    tracer = Tracer(autocast_dtype=ac_dtype, emulate_autocast=emulate and bool(autocast), capability=capability,
+                    continue_after_bad_sink=continue_after, expected_dtype=expected)
+    tracer.label_model(model)
+    for i, a in enumerate(args):
+        tracer.label_input(a, "input[%d]" % i)
+    for k, a in kwargs.items():
+        tracer.label_input(a, "input %s" % k)
+    prep_notes.extend(n for n in standins_mod.wrap_installed(model) if n.startswith("flex_attention"))
+    model.train(bool(train))
+    forward_error = None
+    emulated = ac_dtype if (emulate and ac_dtype is not None) else None
+    real_autocast = (torch.autocast("cuda", dtype=ac_dtype) if (ac_dtype is not None and not emulate)
+                     else contextlib.nullcontext())
+    device_ctx = torch.device(device) if device != "cuda" else contextlib.nullcontext()
+    grad_ctx = contextlib.nullcontext() if train else torch.no_grad()
+    off_gpu = device != "cuda"
+    mapper = cuda_to(device) if off_gpu else contextlib.nullcontext()
+    autocast_map = autocast_on_trace_device(device) if off_gpu else contextlib.nullcontext()
+    flash_seen = transformers_sees_flash_attn() if off_gpu else contextlib.nullcontext()
+    try:
+        with device_ctx, grad_ctx, mapper, autocast_map, flash_seen, activate(tracer, emulated):
+            with real_autocast:
+                out = model(*args, **kwargs)
+            if train:
+                loss = next((t for t in _tensors(out) if t.is_floating_point() and t.requires_grad), None)
+                if loss is not None:
+                    loss.float().mean().backward()
+    except BaseException as exc:  # noqa: BLE001 - the user's forward may raise anything
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        if device == "meta" and _is_meta_limitation(exc):
+            raise TraceError("meta", "the forward pass does data-dependent Python (.item(), .tolist(), a tensor in "
+                                     "an if) that meta cannot run (%s)" % _one_line(exc), exc)
+        if not tracer.sinks:
+            raise TraceError("forward", "the forward pass raised %s before reaching an attention call"
+                             % _one_line(exc), exc)
+        forward_error = exc
+    if getattr(mapper, "mapped", 0):
+        prep_notes.append("the forward pass put tensors on cuda; they went to %s, the trace device" % device)
+    prep_notes.extend(standins_mod.fa4_standin_note(tracer.sinks))
+    sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd)
+    return sink_list, findings, tracer, forward_error, prep_notes
+
+
+def _is_meta_limitation(exc):
+    from .tracer import _meta_limitation
+
+    return _meta_limitation(exc)
+
+
+def _no_attention_message(info, ops):
+    head = "the forward pass ran (%d ops) but reached no attention call: nothing was judged" % ops
+    hf = info.get("hf") or {}
+    if hf.get("attn_implementation") == "eager":
+        return head + ("; transformers %s builds %s with eager attention written inline (matmul, softmax), which "
+                       "has no kernel dtype rules to judge: trace --attn-implementation sdpa to judge the SDPA path"
+                       % (hf.get("transformers"), hf.get("model_class")))
+    return head + (" (the tracer knows SDPA, flash-attn 2/3/4, xformers, fla and transformers' attention "
+                   "functions): is the attention path the one you meant, or a kernel it does not know?")
+
+
+def _result(status, **kw):
+    from ..schemas import envelope
+
+    return envelope("trace", dict(status=status, **kw))
+
+
+def _failure(exc, info, notes, start):
+    status = "usage_error" if exc.kind == "usage" else "failed"
+    code = EXIT_USAGE if exc.kind == "usage" else EXIT_FAILED
+    out = _result(status, exit_code=code, error={"kind": exc.kind, "message": exc.message, "traceback": _tb(exc.exc)},
+                  notes=notes, findings=[], sinks=[], summary={"sinks": 0, "bad_sinks": 0, "errors": 0,
+                                                               "warnings": 0, "ops": 0},
+                  duration_s=round(time.monotonic() - start, 3))
+    out.update(info)
+    return out
+
+
+def model_bytes(model):
+    return sum(p.numel() * p.element_size() for p in model.parameters()) + sum(
+        b.numel() * b.element_size() for b in model.buffers())
