@@ -177,7 +177,7 @@ def _case(example: Example) -> str:
 
 
 def _rule_markdown(rule: Rule, source: Optional[Path], checks: dict[str, Callable], example: Optional[Example]) -> list[str]:
-    from ..explain.causes import label
+    from ..rules.causes import label
 
     who = ("`check` and `explain`" if rule.signatures else "`check`") if rule.when is not None else "`explain` only (no probe can show it)"
     where = f" · recipe: `recipes/{source.name}`" if source else ""
