@@ -5,7 +5,11 @@ flex_attention / an Inductor-compiled attention block cold and warm. A diagnosis
 first-check figure of bench_check.py; every row is a median of fresh processes, reported beside
 `import torch; torch.cuda.init()` measured in the same run.
 
-    python benchmarks/profile_fa4.py [--python PATH] [--repeat 1] [--only fa4,flex]
+    python benchmarks/profile_fa4.py [--python PATH] [--repeat 1] [--only fa4,flex,groups]
+
+`groups` runs check's torch probe (its import probes and smoke groups, as `check` starts them)
+with FA4's tests in one process or one per dtype, with and without the compiled flex_attention
+test, each with an empty kernel cache: what the split and the compile test cost a first check.
 """
 
 from __future__ import annotations
@@ -128,7 +132,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--only", default="fa4,flex")
+    ap.add_argument("--only", default="fa4,flex,groups")
     args = ap.parse_args(argv)
     py, n, only = args.python, args.repeat, set(args.only.split(","))
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -163,7 +167,46 @@ def main(argv=None):
         block = dict(base, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="inductor-"))
         show("Inductor attention block, cold", [run(py, BLOCK, (), block)], ref)
         show("Inductor attention block, warm", [run(py, BLOCK, (), block) for _ in range(n)], ref)
+    if "groups" in only:
+        splits = {
+            "FA4 one process": ["main", "cudnn:bfloat16", "lib:flash_attn_4"],
+            "FA4 a process per dtype": ["main", "cudnn:bfloat16", "lib:flash_attn_4:float16", "lib:flash_attn_4:bfloat16"],
+            "FA4 one process + compiled flex": ["main", "cudnn:bfloat16", "lib:flash_attn_4", "compile:flex-compiled"],
+            "FA4 per dtype + compiled flex": ["main", "cudnn:bfloat16", "lib:flash_attn_4:float16", "lib:flash_attn_4:bfloat16",
+                                              "compile:flex-compiled"],
+        }
+        probe_groups(py, splits["FA4 one process"])  # bytecode warm, as on a node's later checks
+        for _ in range(n):
+            for label, groups in splits.items():
+                show("torch probe, " + label, [probe_groups(py, groups)], ref)
     return 0
+
+
+def probe_groups(py, groups):
+    """check's torch probe with these smoke groups and an empty kernel cache: its wall time and
+    each group's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from attn_doctor.facts import BF16_NATIVE_FROM, MODULE_DISTRIBUTIONS
+    from attn_doctor.bytecode import private_pycache
+    from attn_doctor.probes.runner import BUILDS_CHILD_SCRIPT, GPU_CHILD_SCRIPT, start_child
+
+    gpu = {"script": str(GPU_CHILD_SCRIPT), "smoke": True, "capability": None, "index": 0, "shapes": [],
+           "bf16_native_from": list(BF16_NATIVE_FROM), "groups": groups, "kernel_cache": tempfile.mkdtemp(prefix="kernels-")}
+    args = ["torch", "--targets", json.dumps(MODULE_DISTRIBUTIONS), "--builds", json.dumps({"script": str(BUILDS_CHILD_SCRIPT)}),
+            "--gpu", json.dumps(gpu)]
+    started = time.perf_counter()
+    try:
+        folder = private_pycache()[0]  # where check's probes keep the bytecode of a target without its own
+        data = start_child(py, args, {"PYTHONPYCACHEPREFIX": folder} if folder else None).result(300)
+    except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash
+        return {"wall_s": time.perf_counter() - started, "error": str(exc)[:200]}
+    row = {"wall_s": time.perf_counter() - started}
+    for group, raw in (data.get("smoke") or {}).items():
+        if isinstance(raw.get("duration_s"), (int, float)):
+            row[group.replace(":", " ") + "_s"] = raw["duration_s"]
+        if raw.get("status") != "ok":
+            row["error"] = "%s: %s" % (group, raw.get("status"))
+    return row
 
 
 if __name__ == "__main__":
