@@ -18,7 +18,7 @@ CAUSES = {
     "half-weights-training": "fp16 weights trained with a GradScaler or optimizer that needs fp32 master weights",
     "version-pair": "two releases known not to work together",
     "api-skew": "a caller uses an API that the installed release of a library lacks or changed",
-    "head-dim": "the head dimension is over the kernel's limit",
+    "head-dim": "the head dimension is one the kernel does not take",
     "model-support": "the model's code in this release has no path for the requested attention implementation",
     "input-layout": "an attention input (q/k/v, their gradient, a mask or a bias) with a memory layout or dtype the kernel refuses",
     "device": "a GPU-only attention kernel was given CPU tensors",
