@@ -69,8 +69,15 @@ def site_packages(venv: Path) -> list[Path]:
 
 
 def stash_folders(venv: Path) -> list[str]:
-    """pip's `~` stash entries anywhere in site-packages (a package's own `~-pycache__` too)."""
-    return sorted(str(p.relative_to(sp)) for sp in site_packages(venv) for p in sp.rglob("~*"))
+    """pip's `~` stash entries anywhere in site-packages (a package's own `~-pycache__` too).
+
+    Read while pip moves and deletes folders: one that vanishes mid-walk is passed over (os.walk
+    ignores it), where Path.rglob raised FileNotFoundError."""
+    found = []
+    for sp in site_packages(venv):
+        for root, dirs, files in os.walk(sp):
+            found += [str((Path(root) / name).relative_to(sp)) for name in dirs + files if name.startswith("~")]
+    return sorted(found)
 
 
 def freeze(python: str, env: Optional[dict] = None) -> str:
