@@ -337,3 +337,17 @@ def test_a_compile_failure_from_a_triton_that_does_not_import_is_one_finding():
     both = statuses(**{"imports.triton": broken})
     assert both["AD318"].status == "error"
     assert both["AD703"].status == "skipped" and "AD318" in both["AD703"].reason
+
+
+def test_a_compile_failure_next_to_an_unpinned_triton_names_that_cause():
+    from attn_doctor.rules.engine import evaluate_rule
+    from attn_doctor.rules.fixtures import build_facts
+    from attn_doctor.rules.model import FixtureRef
+
+    failed = {"status": "ok", "results": [{"backend": "flex-compiled", "dtype": "bfloat16", "status": "error",
+                                           "error": "BackendCompilerFailed: backend='inductor' raised"}]}
+    rule = load_recipes().get("AD703")
+    pinned = evaluate_rule(rule, build_facts(FixtureRef(base="h100", set={"smoke": failed})))
+    assert pinned.status == "error" and "AD201" not in pinned.message
+    unpinned = evaluate_rule(rule, build_facts(FixtureRef(base="h100", set={"smoke": failed, "packages.triton": {"version": "3.1.0"}})))
+    assert "(triton 3.1.0 is not the release torch 2.11.0 pins, 3.6.0: AD201)" in unpinned.message

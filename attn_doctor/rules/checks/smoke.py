@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from packaging.version import InvalidVersion, Version
-
 from ...facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
 from ..conditions import SkipRule
-from .pytorch import pin_text, triton_pin
+from .pytorch import triton_torch_pin
 
 
 def _smoke_ran(facts: Facts) -> None:
@@ -91,8 +89,8 @@ def compiled_attention_fails(facts: Facts, data: dict) -> Optional[dict]:
     _smoke_ran(facts)
     compiled = [r for r in facts.smoke.results if r.backend in COMPILED]
     if not compiled:
-        needs = ", ".join(sorted(set(COMPILED.values())))
-        raise SkipRule(f"torch.compile was not smoke-tested: it needs {needs} installed" if not facts.version_of(needs)
+        missing = sorted(m for m in set(COMPILED.values()) if not facts.version_of(m))
+        raise SkipRule(f"torch.compile was not smoke-tested: it needs {', '.join(missing)} installed" if missing
                        else "torch.compile was not smoke-tested (a report from an older attn-doctor)")
     failed = next((r for r in compiled if r.status in ("wrong", "error")), None)
     if failed is None:
@@ -102,14 +100,9 @@ def compiled_attention_fails(facts: Facts, data: dict) -> Optional[dict]:
                 f"(gradients {failed.rel_err_grad:.2g}) against float64, tolerance {failed.tolerance:g}")
     else:
         what = f"failed in {failed.dtype}: {failed.error}"
-    torch_version, triton_version = facts.version_of("torch"), facts.version_of("triton")
-    pin = triton_pin(facts, data) if torch_version and triton_version else None
-    try:
-        off_pin = pin is not None and not pin.contains(Version(triton_version), prereleases=True)
-    except InvalidVersion:
-        off_pin = False
-    cause = (f" (triton {triton_version} is not the release torch {torch_version} pins, {pin_text(pin)}: AD201)"
-             if off_pin else "")
+    pin = triton_torch_pin(facts, data)  # AD201's finding: the likelier cause, named beside the symptom
+    cause = (f" (triton {pin['triton']} is not the release torch {pin['torch']} pins, {pin['expected_triton']}: AD201)"
+             if pin else "")
     return {"summary": what + cause, "dtype": failed.dtype, "packages": "triton"}
 
 
