@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # attn_doctor from a checkout
+
 REF = "import torch; torch.cuda.init()"
 
 FA4 = r"""
@@ -185,7 +187,6 @@ def main(argv=None):
 def probe_groups(py, groups):
     """check's torch probe with these smoke groups and an empty kernel cache: its wall time and
     each group's."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from attn_doctor.facts import BF16_NATIVE_FROM, MODULE_DISTRIBUTIONS
     from attn_doctor.bytecode import private_pycache
     from attn_doctor.probes.runner import BUILDS_CHILD_SCRIPT, GPU_CHILD_SCRIPT, start_child
