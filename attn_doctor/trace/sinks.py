@@ -171,8 +171,10 @@ def transformers_spec(impl):
 
 def eager_spec(qualname):
     # transformers' eager_attention_forward(module, query, key, value, attention_mask, ...): plain
-    # matmul / softmax / matmul, layout (batch, heads, seq, head_dim).
-    return SinkSpec(qualname, "eager", "B,H,S,D", {"q": (1, "query"), "k": (2, "key"), "v": (3, "value")})
+    # matmul / softmax / matmul, layout (batch, heads, seq, head_dim). Autocast casts both matmuls'
+    # inputs, so inside an autocast region a q/k/v mix reaches them in one dtype.
+    return SinkSpec(qualname, "eager", "B,H,S,D", {"q": (1, "query"), "k": (2, "key"), "v": (3, "value")},
+                    autocast=True)
 
 
 def fla_spec(qualname, param_names):

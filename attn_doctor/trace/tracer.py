@@ -169,6 +169,10 @@ def _cast_args(args, kwargs, pred, dtype):
     return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
 
 
+# The floating dtypes autocast lowers (all but float64), by name.
+LOWER_ELIGIBLE = ("float32", "float16", "bfloat16")
+
+
 def _lower_eligible(t):
     return t.is_floating_point() and t.dtype != torch.float64
 
@@ -367,6 +371,11 @@ class Tracer(object):
         shapes = qk.shapes or [None, None]
         file, line = self.caller()
         effective = {"q": q_node.dtype, "k": k_node.dtype, "v": dtype_name(v_t.dtype)}
+        autocast_now = None
+        if AUTOCAST_ENABLED() and policy.policy_for(short) == "lower":
+            # autocast casts both matmuls' inputs: the mix never reaches them
+            autocast_now = dtype_name(AUTOCAST_DTYPE())
+            effective = {r: (autocast_now if d in LOWER_ELIGIBLE else d) for r, d in effective.items()}
         dim = int(v_t.shape[-1]) if v_t.dim() else None
         problems = sinks.judge("eager", effective, (dim, dim), self.capability)
         record = {
@@ -375,7 +384,7 @@ class Tracer(object):
             "inputs": {"q": {"dtype": q_node.dtype, "shape": shapes[-2]}, "k": {"dtype": k_node.dtype,
                                                                              "shape": shapes[-1]},
                        "v": {"dtype": effective["v"], "shape": list(v_t.shape)}},
-            "effective_dtypes": effective, "autocast": None, "head_dim": dim, "head_dim_v": dim,
+            "effective_dtypes": effective, "autocast": autocast_now, "head_dim": dim, "head_dim_v": dim,
             "problems": problems, "via": None, "seq": self.seq,
             "_nodes": {"q": q_node, "k": k_node, "v": self.node_of(v_t)},
         }

@@ -135,6 +135,27 @@ def test_rotary_under_autocast_sdpa_is_fine_but_flash_is_not(trace, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("autocast", ["bf16", "fp16"])
+def test_rotary_under_autocast_eager_attention_is_fine(trace, device, autocast):
+    # Autocast casts both matmuls of attention written out, so the fp32 q/k and the half v meet in
+    # one dtype: no kernel raises (Gemma2's eager default under fp16 autocast, transformers 5.24).
+    r = trace(toy_target("rotary_toy.py", "build_fp32_eager"), autocast=autocast, device=device)
+    assert r["status"] == "ok" and r["findings"] == [], r["findings"]
+    assert {s["name"] for s in r["sinks"]} == {"eager attention (inline)"}
+    half = {"bf16": "bfloat16", "fp16": "float16"}[autocast]
+    assert {s["effective_dtypes"]["q"] for s in r["sinks"]} == {half}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rotary_without_autocast_eager_attention_raises(trace, device):
+    # Without autocast the same mix reaches the second matmul as it is: fp32 weights, bf16 v.
+    f = only(trace(toy_target("rotary_toy.py", "build_bf16_eager"), device=device), rule="AD601")
+    assert f["sink"]["line"] == marker_line("rotary_toy.py", "SINK-EAGER")
+    assert f["kernel_message"] == "expected scalar type Float but found BFloat16"
+    assert f["chain"][0]["line"] == marker_line("rotary_toy.py", "PROMOTE")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("autocast", ["bf16", "fp16"])
 def test_cuda_autocast_layer_norm_promotion_is_emulated(trace, device, autocast):
     f = only(trace(toy_target("norm_toy.py", "build_fp32"), autocast=autocast, device=device))
     assert [(e["line"], e["kind"]) for e in f["chain"]] == [

@@ -58,6 +58,10 @@ class Attention(nn.Module):
         q, k = rot(q, freqs), rot(k, freqs)
         if self.sink == "sdpa":
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # SINK-SDPA
+        elif self.sink == "eager":
+            # attention written out, as transformers' eager_attention_forward: two matmuls
+            weights = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * q.shape[-1] ** -0.5, dim=-1)
+            out = torch.matmul(weights.to(q.dtype), v)  # SINK-EAGER
         else:
             out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True).transpose(1, 2)  # SINK-FLASH
         return self.to_out(out.transpose(1, 2).reshape(B, N, C))
@@ -91,3 +95,5 @@ build_fp16 = functools.partial(build, "float16")
 build_bf16_fixed = functools.partial(build, "bfloat16", True)
 build_fp32 = functools.partial(build)
 build_fp32_flash = functools.partial(build, None, False, "flash")
+build_fp32_eager = functools.partial(build, None, False, "eager")
+build_bf16_eager = functools.partial(build, "bfloat16", False, "eager")
