@@ -37,6 +37,7 @@ gpu = {"script": %(script)r, "smoke": bool(groups), "capability": "%%d.%%d" %% (
 if groups:
     gpu["groups"] = groups
 modules = json.loads(sys.argv[2])
+torch_probe.IMPORT_TARGETS.update(json.loads(sys.argv[3]))
 t1 = time.perf_counter()
 out = torch_probe.collect_torch(modules, None, gpu)
 report = {"import_s": round(t_import, 3), "forks_s": round(time.perf_counter() - t1, 3),
@@ -215,12 +216,14 @@ def main() -> None:
         print(f"import torch + CUDA init: median {statistics.median(times):.3f} s {[round(t, 3) for t in times]}", flush=True)
     if "split" in only:
         code = SPLIT % {"root": str(ROOT), "script": script}
-        from attn_doctor.probes.torch_probe import IMPORT_TARGETS
+        # what `check` asks its torch probe to import (it passes this table with --targets)
+        from attn_doctor.facts import MODULE_DISTRIBUTIONS
 
-        for modules in ([], list(IMPORT_TARGETS)):
+        for modules in ([], list(MODULE_DISTRIBUTIONS)):
             for groups in ([], ["main"], ["main", "cudnn:bfloat16"], ["main", "cudnn:bfloat16", "cudnn:float16"]):
                 for _ in range(args.repeat):
-                    rep = run_py(args.python, code, json.dumps(groups), json.dumps(modules))
+                    rep = run_py(args.python, code, json.dumps(groups), json.dumps(modules),
+                                 json.dumps(MODULE_DISTRIBUTIONS))
                     print(f"split {groups} imports={bool(modules)}: {json.dumps(rep)}", flush=True)
     if "cudnn" in only:
         print("cudnn first calls:", json.dumps(run_py(args.python, CUDNN)), flush=True)
