@@ -17,8 +17,11 @@ HELP = (
         "Probe this machine and a Python environment, and print a diagnosis with remedies.\n\n"
         "Tiers: --quick reads package metadata, the OS and the GPUs (NVML / nvidia-smi) without importing torch; "
         "the full check also imports torch in the target interpreter and tests, each in an isolated process, "
-        "CUDA initialisation, the SDPA backends and the imports of flash_attn, xformers, triton and fla; "
-        "then a sample forward pass over the installed attention paths shows the dtypes reaching the kernels.\n\n"
+        "CUDA initialisation, the imports of flash_attn (2, 3 and 4), xformers, triton and fla, and on a GPU a "
+        "forward + backward through each attention backend installed (SDPA's, flash-attn's, xformers', "
+        "and flex_attention compiled by torch.compile); "
+        "then a sample forward pass over the installed attention paths shows the dtypes reaching the kernels. "
+        "GPU test results are cached per package set: a second check reuses them.\n\n"
         "Examples:\n\n"
         "  attn-doctor check\n\n"
         "  attn-doctor check --python ~/venvs/train/bin/python\n\n"
@@ -61,7 +64,8 @@ def check(
     no_smoke: bool = typer.Option(
         False,
         "--no-smoke",
-        help="Skip the GPU smoke tests (a tiny forward + backward per attention backend and native dtype, checked against float64).",
+        help="Skip the GPU smoke tests (a tiny forward + backward per attention backend and native dtype, checked against "
+             "float64; flex_attention is compiled with torch.compile, which takes 10-20 s the first time).",
     ),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", min=1.0, help="How long to wait for the torch probe."),
     recipes: Optional[Path] = typer.Option(None, "--recipes", metavar="DIR", help="Use the rules in DIR instead of the shipped recipes."),
