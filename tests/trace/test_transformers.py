@@ -69,6 +69,18 @@ def test_hf_fp32_model_with_flash_attention_2_under_autocast_is_fine(site, monke
     assert r["findings"] == []
 
 
+@pytest.mark.parametrize("autocast", ["fp16", "bf16"])
+def test_hf_fp32_model_with_eager_attention_under_autocast_is_fine(site, monkeypatch, tmp_path, autocast):
+    # The rotary table follows the fp32 hidden states, so q and k reach eager attention in fp32 and
+    # v in the autocast dtype; autocast casts both of its matmuls, so nothing raises on the GPU.
+    r = run(site, monkeypatch, tmp_path, attn_implementation="eager", dtype="fp32", autocast=autocast)
+    assert r["status"] == "ok", r.get("error")
+    assert r["findings"] == [], r["findings"]
+    half = {"fp16": "float16", "bf16": "bfloat16"}[autocast]
+    assert [(s["name"], s["effective_dtypes"]["q"]) for s in r["sinks"]] == [("transformers:eager", half)] * 2
+    assert {s["inputs"]["q"]["dtype"] for s in r["sinks"]} == {"float32"}  # what the model hands over
+
+
 def test_the_transformers_sample_leaves_optional_libraries_unimported(site, tmp_path):
     # scipy, torchvision and friends cost seconds of a cold check on a node that has them, and a
     # decoder's forward pass never uses them: installed or not, the sample must not import them.
