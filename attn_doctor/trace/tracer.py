@@ -210,6 +210,9 @@ class Tracer(object):
         self.module_stack = []
         self.module_names = {}
         self.in_sink = 0
+        # > 0 while a sink written in Python (eager attention) runs under emulated autocast: its
+        # own ops get autocast's casts, as they would on the GPU, though the trace does not record them
+        self.autocast_inside = 0
         self.via = []
         self.capability = tuple(capability) if capability else None
         self.emulate = bool(emulate_autocast)
@@ -329,13 +332,7 @@ class Tracer(object):
             if inline is not None:
                 call_args, call_kwargs = inline[1], inline[2]
         if self.emulate and AUTOCAST_ENABLED():
-            pol = policy.policy_for(short)
-            if pol == "lower":
-                call_args, call_kwargs = _cast_args(call_args, call_kwargs, _lower_eligible, AUTOCAST_DTYPE())
-                applied = "lower"
-            elif pol == "fp32":
-                call_args, call_kwargs = _cast_args(call_args, call_kwargs, _half, torch.float32)
-                applied = "fp32"
+            call_args, call_kwargs, applied = self.emulated_autocast(short, call_args, call_kwargs)
         try:
             out = func(*call_args, **call_kwargs)
         except Exception as exc:  # noqa: BLE001
@@ -348,6 +345,18 @@ class Tracer(object):
         return out
 
     # ------------------------------------------------------------ attention written inline
+
+    def emulated_autocast(self, short, args, kwargs):
+        """CUDA autocast's cast of one op's inputs, done by hand where the dispatcher does not
+        (CPU, meta): (args, kwargs, "lower" | "fp32" | None)."""
+        pol = policy.policy_for(short)
+        if pol == "lower":
+            args, kwargs = _cast_args(args, kwargs, _lower_eligible, AUTOCAST_DTYPE())
+            return args, kwargs, "lower"
+        if pol == "fp32":
+            args, kwargs = _cast_args(args, kwargs, _half, torch.float32)
+            return args, kwargs, "fp32"
+        return args, kwargs, None
 
     def inline_attention(self, short, args, kwargs):
         """``probs @ v`` where probs come from a softmax over ``q @ k^T`` (eager attention written
@@ -535,7 +544,9 @@ class Tracer(object):
             mask_to = "float32" if "alibi_slopes" in extra else (cast_to or effective.get("q"))
         elif autocast_now and self.emulate and extra:
             mask_to = autocast_now
+        inside = bool(autocast_now and self.emulate and spec.family == "eager")
         self.in_sink += 1
+        self.autocast_inside += inside
         try:
             if cast_to is not None or mask_to is not None:
                 call_args, call_kwargs = list(args), dict(kwargs)
@@ -562,6 +573,7 @@ class Tracer(object):
                     out = (out[0].to(restore),) + tuple(out[1:])
         finally:
             self.in_sink -= 1
+            self.autocast_inside -= inside
         self._mark_outputs(out, spec)
         return out
 
@@ -827,6 +839,8 @@ class TraceMode(TorchFunctionMode):
             kwargs = {}
         tracer = self.tracer
         if tracer.in_sink:
+            if tracer.autocast_inside and AUTOCAST_ENABLED():
+                args, kwargs, _ = tracer.emulated_autocast(tracer.short(func), args, kwargs)
             return func(*args, **kwargs)
         try:
             spec = tracer.torch_sinks.get(func)

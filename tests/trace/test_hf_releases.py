@@ -123,6 +123,7 @@ MODES = {
     "fp16-autocast": {"dtype": "fp32", "autocast": "fp16"},
     "train-bf16": {"dtype": "bf16", "train": True},
     "eager-bf16": {"dtype": "bf16", "attn_implementation": "eager"},
+    "eager-fp16-autocast": {"dtype": "fp32", "autocast": "fp16", "attn_implementation": "eager"},
     "fa2-bf16": {"dtype": "bf16", "attn_implementation": "flash_attention_2", "routes": False},
 }
 # Upstream behaviour the trace must reproduce, not hide:
@@ -166,7 +167,7 @@ def test_precisions_implementations_and_training_across_architectures(release, t
         if mode == "fa2-bf16" and version == "5.6.0" and arch not in S_AUX_FREE:
             assert report["exit_code"] == 1 and [f["kernel_message"] for f in errors] == [S_AUX], (where, report["findings"])
             continue
-        if arch == "gemma2" and mode == "fp16-autocast" and _release_tuple(version) < (4, 52):
+        if arch == "gemma2" and "fp16-autocast" in mode and _release_tuple(version) < (4, 52):
             assert report["status"] == "failed" and report["exit_code"] == 3 and INDEX_PUT in report["error"]["message"], where
             continue
         assert report["status"] == "ok" and report["exit_code"] == 0, (where, report.get("error"), report["findings"])
