@@ -56,7 +56,18 @@ def test_traced_kernel_message_is_the_error_the_gpu_raises(toy, factory):
     assert finding["kernel_message"] == real
 
 
+def test_traced_eager_attention_message_is_the_error_the_gpu_raises():
+    # attention written out: the second matmul meets fp32 weights and a bf16 v
+    real = _real_error("rotary_toy.py", "build_bf16_eager")
+    assert real == "expected scalar type Float but found BFloat16"
+    r = trace(toy_target("rotary_toy.py", "build_bf16_eager"), device="cuda")
+    (finding,) = [f for f in r["findings"] if f["id"] == "AD601"]
+    assert finding["kernel_message"] == real
+
+
 @pytest.mark.parametrize("toy,factory,autocast", [
+    ("rotary_toy.py", "build_fp32_eager", "bf16"),  # autocast casts both matmuls of eager attention
+    ("rotary_toy.py", "build_fp32_eager", "fp16"),
     ("rotary_toy.py", "build_bf16_fixed", None),   # x-transformers 1.30.2's cast back
     ("rotary_toy.py", "build_fp32", "bf16"),       # autocast casts SDPA's inputs itself
     ("norm_toy.py", "build_fp32_sdpa", "bf16"),    # the fp32 LayerNorm output is cast by SDPA's autocast rule
@@ -150,3 +161,33 @@ def test_sdpa_head_dim_512_real_message():
             F.scaled_dot_product_attention(q, q, q)
     text = " ".join(str(w.message) for w in caught)
     assert "Flash attention requires q,k,v to have the same last dimension and to be less than or equal to 256" in text
+
+
+def _hf_configs():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "trace", "hf_configs.py")
+    spec = importlib.util.spec_from_file_location("gpu_hf_configs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("autocast", _autocasts())
+@pytest.mark.parametrize("arch", ["llama", "gemma2", "gpt_neox", "t5"])
+def test_transformers_eager_attention_under_autocast_runs_and_traces_clean(arch, autocast, tmp_path):
+    # fp32 weights, eager attention, CUDA autocast: q/k leave the rotary table (or T5's position
+    # bias) in fp32 and v in half; autocast casts eager attention's matmuls, so nothing raises. The
+    # real forward pass, the trace on cuda and the emulated trace on meta must all say so.
+    transformers = pytest.importorskip("transformers")
+    folder = _hf_configs().write(tmp_path, arch)
+    config = transformers.AutoConfig.from_pretrained(folder)
+    auto = transformers.AutoModelForSeq2SeqLM if arch == "t5" else transformers.AutoModelForCausalLM
+    model = auto.from_config(config, attn_implementation="eager").float().cuda()
+    ids = torch.randint(1, 100, (1, 16), device="cuda")
+    with torch.autocast("cuda", dtype=HALF[autocast]), torch.no_grad():
+        model(input_ids=ids, **({"decoder_input_ids": ids} if arch == "t5" else {}))
+    for device in ("cuda", "meta"):
+        r = trace(hf=folder, dtype="fp32", autocast=autocast, attn_implementation="eager", device=device)
+        assert r["status"] == "ok" and r["findings"] == [], (device, r.get("error"), r["findings"])
