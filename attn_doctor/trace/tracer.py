@@ -210,9 +210,6 @@ class Tracer(object):
         self.module_stack = []
         self.module_names = {}
         self.in_sink = 0
-        # > 0 while a sink written in Python (eager attention) runs under emulated autocast: its
-        # own ops get autocast's casts, as they would on the GPU, though the trace does not record them
-        self.autocast_inside = 0
         self.via = []
         self.capability = tuple(capability) if capability else None
         self.emulate = bool(emulate_autocast)
@@ -544,9 +541,7 @@ class Tracer(object):
             mask_to = "float32" if "alibi_slopes" in extra else (cast_to or effective.get("q"))
         elif autocast_now and self.emulate and extra:
             mask_to = autocast_now
-        inside = bool(autocast_now and self.emulate and spec.family == "eager")
         self.in_sink += 1
-        self.autocast_inside += inside
         try:
             if cast_to is not None or mask_to is not None:
                 call_args, call_kwargs = list(args), dict(kwargs)
@@ -561,6 +556,11 @@ class Tracer(object):
                     spots = {v: r for r, v in spec.extras.items()}
                     _cast_in_place(call_args, call_kwargs, spots, NAME_TO_DTYPE[mask_to], _lower_eligible_or_bad)
                 call_args = tuple(call_args)
+            if autocast_now and self.emulate:
+                # Autocast casts the floating inputs of every matmul, linear and SDPA inside the
+                # call on the GPU: cast every floating argument (F.multi_head_attention_forward's
+                # fp32 projection weights, eager attention's fp32 mask or position bias) up front.
+                call_args, call_kwargs = _cast_args(call_args, call_kwargs, _lower_eligible, NAME_TO_DTYPE[autocast_now])
             try:
                 out = func(*call_args, **call_kwargs)
             except Exception as exc:  # noqa: BLE001
@@ -573,7 +573,6 @@ class Tracer(object):
                     out = (out[0].to(restore),) + tuple(out[1:])
         finally:
             self.in_sink -= 1
-            self.autocast_inside -= inside
         self._mark_outputs(out, spec)
         return out
 
@@ -839,8 +838,6 @@ class TraceMode(TorchFunctionMode):
             kwargs = {}
         tracer = self.tracer
         if tracer.in_sink:
-            if tracer.autocast_inside and AUTOCAST_ENABLED():
-                args, kwargs, _ = tracer.emulated_autocast(tracer.short(func), args, kwargs)
             return func(*args, **kwargs)
         try:
             spec = tracer.torch_sinks.get(func)

@@ -68,6 +68,8 @@ def test_traced_eager_attention_message_is_the_error_the_gpu_raises():
 @pytest.mark.parametrize("toy,factory,autocast", [
     ("rotary_toy.py", "build_fp32_eager", "bf16"),  # autocast casts both matmuls of eager attention
     ("rotary_toy.py", "build_fp32_eager", "fp16"),
+    ("mha_toy.py", "build_fp32", "bf16"), ("mha_toy.py", "build_fp32", "fp16"),  # autocast casts the projections
+    ("mha_toy.py", "build_bf16", None),
     ("rotary_toy.py", "build_bf16_fixed", None),   # x-transformers 1.30.2's cast back
     ("rotary_toy.py", "build_fp32", "bf16"),       # autocast casts SDPA's inputs itself
     ("norm_toy.py", "build_fp32_sdpa", "bf16"),    # the fp32 LayerNorm output is cast by SDPA's autocast rule

@@ -146,6 +146,16 @@ def test_rotary_under_autocast_eager_attention_is_fine(trace, device, autocast):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("autocast", ["bf16", "fp16"])
+def test_torch_attention_modules_under_autocast_are_fine(trace, device, autocast):
+    # nn.MultiheadAttention's fp32 projections under autocast: each linear inside is cast, as on the GPU.
+    r = trace(toy_target("mha_toy.py", "build_fp32"), autocast=autocast, device=device)
+    assert r["status"] == "ok" and r["findings"] == [], (r["error"], r["findings"])
+    half = {"bf16": "bfloat16", "fp16": "float16"}[autocast]
+    assert [s["effective_dtypes"]["q"] for s in r["sinks"]] == [half, half]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_rotary_without_autocast_eager_attention_raises(trace, device):
     # Without autocast the same mix reaches the second matmul as it is: fp32 weights, bf16 v.
     f = only(trace(toy_target("rotary_toy.py", "build_bf16_eager"), device=device), rule="AD601")
