@@ -329,7 +329,13 @@ class Tracer(object):
             if inline is not None:
                 call_args, call_kwargs = inline[1], inline[2]
         if self.emulate and AUTOCAST_ENABLED():
-            call_args, call_kwargs, applied = self.emulated_autocast(short, call_args, call_kwargs)
+            pol = policy.policy_for(short)
+            if pol == "lower":
+                call_args, call_kwargs = _cast_args(call_args, call_kwargs, _lower_eligible, AUTOCAST_DTYPE())
+                applied = "lower"
+            elif pol == "fp32":
+                call_args, call_kwargs = _cast_args(call_args, call_kwargs, _half, torch.float32)
+                applied = "fp32"
         try:
             out = func(*call_args, **call_kwargs)
         except Exception as exc:  # noqa: BLE001
@@ -342,18 +348,6 @@ class Tracer(object):
         return out
 
     # ------------------------------------------------------------ attention written inline
-
-    def emulated_autocast(self, short, args, kwargs):
-        """CUDA autocast's cast of one op's inputs, done by hand where the dispatcher does not
-        (CPU, meta): (args, kwargs, "lower" | "fp32" | None)."""
-        pol = policy.policy_for(short)
-        if pol == "lower":
-            args, kwargs = _cast_args(args, kwargs, _lower_eligible, AUTOCAST_DTYPE())
-            return args, kwargs, "lower"
-        if pol == "fp32":
-            args, kwargs = _cast_args(args, kwargs, _half, torch.float32)
-            return args, kwargs, "fp32"
-        return args, kwargs, None
 
     def inline_attention(self, short, args, kwargs):
         """``probs @ v`` where probs come from a softmax over ``q @ k^T`` (eager attention written
@@ -389,7 +383,7 @@ class Tracer(object):
             "module_path": self.current_module(),
             "inputs": {"q": {"dtype": q_node.dtype, "shape": shapes[-2]}, "k": {"dtype": k_node.dtype,
                                                                              "shape": shapes[-1]},
-                       "v": {"dtype": effective["v"], "shape": list(v_t.shape)}},
+                       "v": {"dtype": dtype_name(v_t.dtype), "shape": list(v_t.shape)}},
             "effective_dtypes": effective, "autocast": autocast_now, "head_dim": dim, "head_dim_v": dim,
             "problems": problems, "via": None, "seq": self.seq,
             "_nodes": {"q": q_node, "k": k_node, "v": self.node_of(v_t)},

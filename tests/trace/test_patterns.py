@@ -143,6 +143,8 @@ def test_rotary_under_autocast_eager_attention_is_fine(trace, device, autocast):
     assert {s["name"] for s in r["sinks"]} == {"eager attention (inline)"}
     half = {"bf16": "bfloat16", "fp16": "float16"}[autocast]
     assert {s["effective_dtypes"]["q"] for s in r["sinks"]} == {half}
+    # what the model hands over: q from the fp32 rotary table, v from the autocast linear
+    assert {(s["inputs"]["q"]["dtype"], s["inputs"]["v"]["dtype"]) for s in r["sinks"]} == {("float32", half)}
 
 
 @pytest.mark.parametrize("device", DEVICES)
