@@ -528,13 +528,9 @@ class Tracer(object):
                 # No half dtype anywhere (an fp32 model at flash-attn): run the kernel in bf16 and
                 # hand its output back in q's dtype, so the rest of the model runs as written.
                 cast_to, restore = "bfloat16", NAME_TO_DTYPE.get(effective["q"])
-        elif autocast_now and self.emulate:
-            cast_to = autocast_now  # what CUDA autocast does to SDPA's inputs
         mask_to = None
         if any(p["check"] == "mask_dtype" for p in problems) and self.continue_after:
             mask_to = "float32" if "alibi_slopes" in extra else (cast_to or effective.get("q"))
-        elif autocast_now and self.emulate and extra:
-            mask_to = autocast_now
         self.in_sink += 1
         try:
             if cast_to is not None or mask_to is not None:
@@ -551,9 +547,10 @@ class Tracer(object):
                     _cast_in_place(call_args, call_kwargs, spots, NAME_TO_DTYPE[mask_to], _lower_eligible_or_bad)
                 call_args = tuple(call_args)
             if autocast_now and self.emulate:
-                # Autocast casts the floating inputs of every matmul, linear and SDPA inside the
-                # call on the GPU: cast every floating argument (F.multi_head_attention_forward's
-                # fp32 projection weights, eager attention's fp32 mask or position bias) up front.
+                # What CUDA autocast does: SDPA's inputs, mask included, and those of every matmul
+                # and linear inside an attention written in Python are cast. Cast every floating
+                # argument up front (F.multi_head_attention_forward's fp32 projection weights,
+                # eager attention's fp32 mask or position bias).
                 call_args, call_kwargs = _cast_args(call_args, call_kwargs, _lower_eligible, NAME_TO_DTYPE[autocast_now])
             try:
                 out = func(*call_args, **call_kwargs)

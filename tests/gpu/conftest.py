@@ -45,6 +45,16 @@ def toy_target(toy: str, factory: str) -> str:
     return os.path.join(TOYS, toy) + ":" + factory
 
 
+def load_file(path: str, name: str):
+    """The module in a file that is on no import path (a toy, tests/trace/hf_configs.py), run for real."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def gpu_facts():
     """One full probe of this GPU machine, shared by the tests (and saved where asked)."""

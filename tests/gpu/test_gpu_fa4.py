@@ -5,14 +5,13 @@ benchmarks/fa4_stage1.sh and fa4_stage2.sh install it from carried wheels and ru
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from .conftest import TOYS, marker_line, toy_target
+from .conftest import TOYS, load_file, marker_line, toy_target
 
 fa4 = pytest.importorskip("flash_attn.cute", reason="flash-attn-4 (flash_attn.cute) does not import here")
 
@@ -21,10 +20,7 @@ SAME = "q, k, v, and qv must have the same dtype"
 
 
 def _toy(factory):
-    spec = importlib.util.spec_from_file_location("gpu_fa4_toy", os.path.join(TOYS, TOY))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, factory)(device="cuda")
+    return getattr(load_file(os.path.join(TOYS, TOY), "gpu_fa4_toy"), factory)(device="cuda")
 
 
 def _real_error(factory):

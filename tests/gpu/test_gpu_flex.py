@@ -4,7 +4,6 @@ compiling an attention block. Needs a triton that imports (skipped otherwise).""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 
@@ -13,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .conftest import TOYS
+from .conftest import TOYS, load_file
 
 pytest.importorskip("triton", reason="torch.compile's GPU backend needs triton")
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: E402
@@ -60,10 +59,7 @@ def test_compiled_flex_attention_with_the_mixed_dtypes_the_trace_reports():
     # q; what the compiled forward does on this GPU is printed (flex lets k/v be of lower precision).
     from attn_doctor.trace.api import trace
 
-    spec = importlib.util.spec_from_file_location("gpu_flex_toy", os.path.join(TOYS, "flex_toy.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    model, x = module.build_compiled()
+    model, x = load_file(os.path.join(TOYS, "flex_toy.py"), "gpu_flex_toy").build_compiled()
     model, x = model.cuda(), x.cuda()
     try:
         with torch.no_grad():

@@ -3,6 +3,8 @@ messages: the CPU suite's assumptions, checked on the hardware."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -23,15 +25,10 @@ def _autocasts():
 def _real_error(toy, factory, autocast=None):
     """Run the toy for real on the GPU (no tracer): the first line of what it raises, or None."""
     import contextlib
-    import importlib.util
-    import os
 
-    from .conftest import TOYS
+    from .conftest import TOYS, load_file
 
-    spec = importlib.util.spec_from_file_location("real_" + toy[:-3], os.path.join(TOYS, toy))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    model, inputs = getattr(module, factory)()
+    model, inputs = getattr(load_file(os.path.join(TOYS, toy), "real_" + toy[:-3]), factory)()
     model, inputs = model.cuda(), inputs.cuda()
     ctx = torch.autocast("cuda", dtype=HALF[autocast]) if autocast else contextlib.nullcontext()
     try:
@@ -165,17 +162,6 @@ def test_sdpa_head_dim_512_real_message():
     assert "Flash attention requires q,k,v to have the same last dimension and to be less than or equal to 256" in text
 
 
-def _hf_configs():
-    import importlib.util
-    import os
-
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "trace", "hf_configs.py")
-    spec = importlib.util.spec_from_file_location("gpu_hf_configs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("autocast", _autocasts())
 @pytest.mark.parametrize("arch", ["llama", "gemma2", "gpt_neox", "t5"])
 def test_transformers_eager_attention_under_autocast_runs_and_traces_clean(arch, autocast, tmp_path):
@@ -183,7 +169,10 @@ def test_transformers_eager_attention_under_autocast_runs_and_traces_clean(arch,
     # bias) in fp32 and v in half; autocast casts eager attention's matmuls, so nothing raises. The
     # real forward pass, the trace on cuda and the emulated trace on meta must all say so.
     transformers = pytest.importorskip("transformers")
-    folder = _hf_configs().write(tmp_path, arch)
+    from .conftest import HERE, load_file
+
+    hf_configs = load_file(os.path.join(os.path.dirname(HERE), "trace", "hf_configs.py"), "gpu_hf_configs")
+    folder = hf_configs.write(tmp_path, arch)
     config = transformers.AutoConfig.from_pretrained(folder)
     auto = transformers.AutoModelForSeq2SeqLM if arch == "t5" else transformers.AutoModelForCausalLM
     model = auto.from_config(config, attn_implementation="eager").float().cuda()
