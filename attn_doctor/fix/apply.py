@@ -87,12 +87,15 @@ def _shield() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def run_command(argv: list[str], timeout: float = PIP_TIMEOUT_S, shielded: bool = False) -> tuple[int, str]:
-    """Run an installer; on an interruption (or a timeout) stop it before going on: SIGINT (pip
-    cleans up what it can), then SIGTERM, then SIGKILL."""
+def run_command(argv: list[str], timeout: float = PIP_TIMEOUT_S, shielded: bool = False,
+                scratch: Optional[str] = None) -> tuple[int, str]:
+    """Run an installer, with its temporary files in `scratch` (Journal.scratch) where there is
+    one; on an interruption (or a timeout) stop it before going on: SIGINT (pip cleans up what it
+    can), then SIGTERM, then SIGKILL."""
+    env = dict(os.environ, TMPDIR=scratch) if scratch else None
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                preexec_fn=_shield if shielded else None)
+                                env=env, preexec_fn=_shield if shielded else None)
     except FileNotFoundError:
         return 127, f"{argv[0]}: not found"
     try:
@@ -122,11 +125,13 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def restore_packages(facts: Facts, before: dict[str, str], only: Optional[set[str]] = None,
-                     site_before: Optional[list[dict]] = None, tool: Optional[str] = None) -> list[str]:
+                     site_before: Optional[list[dict]] = None, tool: Optional[str] = None,
+                     scratch: Optional[str] = None) -> list[str]:
     """Put the package set back to `before` (restricted to `only`), whatever an installer killed
     half-way left: its `~` stash folders, module folders no distribution owns, dist-infos without
     RECORD, files RECORD names that are gone. Returns what was changed. site_before (read_site
-    before the run) tells which top-level entries were there and whose they were."""
+    before the run) tells which top-level entries were there and whose they were; scratch is the
+    installers' TMPDIR (Journal.scratch)."""
     python = facts.platform.python_executable
     site = read_site(python)
     now = read_packages(python)
@@ -159,13 +164,13 @@ def restore_packages(facts: Facts, before: dict[str, str], only: Optional[set[st
             for folder in site:
                 _remove_entries(folder, [t for t in _sole_tops(name, owned_before, folder["path"]) if (folder["path"], t) in present])
     if remove:
-        code, out = run_command(_installer_argv(facts, "uninstall", tool) + remove, shielded=True)
+        code, out = run_command(_installer_argv(facts, "uninstall", tool) + remove, shielded=True, scratch=scratch)
         if code != 0:
             raise FixError(f"could not remove {', '.join(remove)}: {_tail(out)}")
         done += [f"removed {n}" for n in remove]
     if install:
         argv = _installer_argv(facts, "install", tool) + ["--no-deps", "--force-reinstall"] + [f"{n}=={before[n]}" for n in install]
-        code, out = run_command(argv, shielded=True)
+        code, out = run_command(argv, shielded=True, scratch=scratch)
         if code != 0:
             raise FixError(f"could not reinstall {', '.join(f'{n}=={before[n]}' for n in install)}: {_tail(out)}")
         done += [f"{n} {before[n]}" for n in install]
@@ -289,7 +294,11 @@ def restore_run(journal: Journal, status: str = "undone") -> list[str]:
     before = journal.data.get("packages_before")
     if before is not None:
         facts = _facts_for(journal)
-        changed += restore_packages(facts, before, site_before=journal.data.get("site_before"), tool=journal.data.get("installer"))
+        try:
+            changed += restore_packages(facts, before, site_before=journal.data.get("site_before"),
+                                        tool=journal.data.get("installer"), scratch=journal.scratch())
+        finally:
+            journal.clear_scratch()
     journal.data["undone_at"] = _now()
     journal.set_status(status)
     return changed
@@ -358,6 +367,8 @@ def apply_plan(
             _set_handlers(signal.SIG_IGN)
         else:
             _put_back_handlers(previous)
+        if journal is not None:
+            journal.clear_scratch()
         lock.release()
 
 
@@ -474,7 +485,7 @@ def _patch_files(plan: Plan, patch_dir: Path) -> dict[str, str]:
 def _apply_one(action: Action, facts: Facts, journal: Journal) -> None:
     if action.kind == "pip":
         before = read_packages(facts.platform.python_executable)
-        code, output = run_command(action.argv)
+        code, output = run_command(action.argv, scratch=journal.scratch())
         after = read_packages(facts.platform.python_executable)
         action.settings = {"packages_before": before}
         if code != 0:
@@ -484,7 +495,8 @@ def _apply_one(action: Action, facts: Facts, journal: Journal) -> None:
             action.output = output[-4000:]
             if after != before:  # pip died half-way: put back what it changed
                 try:
-                    restore_packages(facts, before, site_before=journal.data.get("site_before"), tool=journal.data.get("installer"))
+                    restore_packages(facts, before, site_before=journal.data.get("site_before"),
+                                     tool=journal.data.get("installer"), scratch=journal.scratch())
                     action.reason += " (the packages it had changed were put back)"
                 except FixError as exc:
                     action.reason += f"; restoring failed too: {exc} (`attn-doctor fix --undo {journal.id}` retries)"
@@ -566,7 +578,8 @@ def _roll_back(action: Action, facts: Facts, journal: Journal, plan: Plan) -> No
     if action.kind == "pip":
         before = action.settings.get("packages_before") or {}
         changed = set(action.settings.get("changed") or [])
-        restore_packages(facts, before, only=changed, site_before=journal.data.get("site_before"), tool=journal.data.get("installer"))
+        restore_packages(facts, before, only=changed, site_before=journal.data.get("site_before"),
+                         tool=journal.data.get("installer"), scratch=journal.scratch())
         return
     for file in action.files:
         # The file as the *other* kept actions leave it: the original with their settings re-applied.

@@ -3,6 +3,7 @@
     STATE/lock                    held (flock) by the fix or undo that is running
     STATE/runs/ID/journal.json    the run: status, target, package set before, files, actions
     STATE/runs/ID/files/N         byte copies of the files the run edits
+    TMPDIR/attn-doctor-fix-ID-*   the installers' temporary files while the run installs (see scratch)
 
 STATE is ``$ATTN_DOCTOR_STATE_DIR`` or the user's state directory (platformdirs). The backups hold
 copies of training configs, which can hold tokens: the folders are 0700, the lock and the journal
@@ -20,7 +21,9 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -200,6 +203,41 @@ class Journal:
             entry.update(backup=backup.name, mode=mode, sha256_before=sha256(data))
         self.data["files"].append(entry)
         return entry
+
+    # -- the installers' temporary folder
+
+    def scratch(self) -> Optional[str]:
+        """The TMPDIR of this run's installers: a folder of its own in the user's temporary folder
+        (where the user has chosen to have room), named in the journal before an installer runs.
+        pip killed by SIGTERM or SIGKILL leaves the wheels it was unpacking in its TMPDIR (a CUDA
+        torch's: gigabytes); whoever ends or restores this run removes the folder (clear_scratch).
+        None where no folder can be made there: the installers use the usual one."""
+        path = self.data.get("scratch")
+        if path and self._scratch_is_ours(path):
+            return path
+        try:
+            path = tempfile.mkdtemp(prefix=f"attn-doctor-fix-{self.id}-")
+        except OSError:
+            return None
+        self.data["scratch"] = path
+        self.save()
+        return path
+
+    def clear_scratch(self) -> None:
+        path = self.data.get("scratch")
+        if path and self._scratch_is_ours(path):
+            shutil.rmtree(path, ignore_errors=True)
+
+    def _scratch_is_ours(self, path: str) -> bool:
+        """The journal names the folder; only one this run made is ever removed: its name, a real
+        folder (no link), this user's."""
+        if not isinstance(path, str) or not os.path.basename(path).startswith(f"attn-doctor-fix-{self.id}-"):
+            return False
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
 
     def original_bytes(self, path: str) -> Optional[bytes]:
         for entry in self.data["files"]:

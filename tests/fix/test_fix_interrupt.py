@@ -59,7 +59,9 @@ def _doctor(*args):
 def test_pip_step_interrupted_at_a_spread_of_moments_always_ends_as_it_began(heavy_venv, heavy_wheelhouse, tmp_path):
     py = str(heavy_venv / "bin" / "python")
     state = tmp_path / "state"
-    env = dict(offline_env(heavy_wheelhouse), ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200")
+    # a TMPDIR of its own: whatever a killed pip leaves there is seen (and must be gone)
+    (tmp_path / "tmp").mkdir()
+    env = dict(offline_env(heavy_wheelhouse), ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200", TMPDIR=str(tmp_path / "tmp"))
     before = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout
     assert "x-transformers==1.30.1" in before
     fix = _doctor("fix", "--python", py, "--quick", "--only", "AD401", "--yes", "--installer", "pip")
@@ -81,7 +83,7 @@ def test_pip_step_interrupted_at_a_spread_of_moments_always_ends_as_it_began(hea
                                      lambda: subprocess.run(recover_argv, env=env, capture_output=True, text=True, timeout=300),
                                      lambda: subprocess.run(_doctor("fix", "--undo"), env=env, capture_output=True, text=True, timeout=300))
             outcomes.append(outcome)
-            assert outcome.restored and not outcome.leftovers, (outcome, table(outcomes))
+            assert outcome.restored and not outcome.leftovers and not outcome.temp_left, (outcome, table(outcomes))
             if sig == signal.SIGKILL and outcome.when == "installer":
                 assert re.search(r"restored the state before the interrupted fix|Undid \S+:|already as it was before", outcome.recovery_output), outcome
             if sig != signal.SIGKILL and outcome.when != "after":
@@ -345,3 +347,32 @@ def test_a_module_folder_another_release_of_its_family_ships_into_is_not_a_lefto
     assert inventory.collect_leftovers() == []
     (info / "RECORD").write_text("flash_attn_4-4.0.0b36.dist-info/METADATA,,\n")
     assert [(f["kind"], f["package"]) for f in inventory.collect_leftovers()] == [("no-metadata", "flash-attn")]
+
+
+def test_the_installers_temporary_folder_is_removed_only_where_this_run_made_it(tmp_path, monkeypatch):
+    """A journal is data on disk: the folder it names as its installers' TMPDIR is removed only
+    where it is one this run made (its name, a real folder, this user's), never another path."""
+    from attn_doctor.fix.journal import Journal
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    journal = Journal.create(tmp_path / "state", sys.executable, "test", ["fix"])
+    scratch = Path(journal.scratch())
+    assert scratch.parent == tmp_path / "tmp" and scratch.name.startswith(f"attn-doctor-fix-{journal.id}-")
+    assert journal.scratch() == str(scratch)  # one per run
+    (scratch / "pip-unpack-x").mkdir()
+    journal.clear_scratch()
+    assert not scratch.exists()
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep").write_text("x")
+    link = tmp_path / "tmp" / f"attn-doctor-fix-{journal.id}-link"
+    link.symlink_to(precious)
+    for named in (str(precious), str(link), str(tmp_path / "tmp" / f"attn-doctor-fix-{journal.id}-gone"), 7):
+        journal.data["scratch"] = named
+        journal.clear_scratch()
+    assert (precious / "keep").read_text() == "x" and link.is_symlink()

@@ -95,6 +95,7 @@ class Outcome:
     recovery_output: str = ""
     restored: bool = False
     leftovers: list[str] = field(default_factory=list)
+    temp_left: list[str] = field(default_factory=list)  # what remains in the doctor's TMPDIR
 
 
 def interrupt_once(argv: list[str], env: dict, sig: int, delay: float, python: str, venv: Path, before: str,
@@ -103,7 +104,8 @@ def interrupt_once(argv: list[str], env: dict, sig: int, delay: float, python: s
     """Start the doctor in its own process group, wait for its installer child (wait_child) or for
     nothing, sleep `delay`, send `sig` to the whole group as a terminal or Slurm would; after a
     SIGKILL run `recover` (fix --undo or the next fix), after a fix that finished first `undo`.
-    The outcome says whether `pip freeze` is the one before and which `~` folders remain."""
+    The outcome says whether `pip freeze` is the one before, which `~` folders remain, and what
+    remains in the TMPDIR `env` names (the installers' unpacked wheels, where a killed pip leaves them)."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             text=True, start_new_session=True)
     when = "start"
@@ -127,19 +129,26 @@ def interrupt_once(argv: list[str], env: dict, sig: int, delay: float, python: s
         outcome.recovered_by = " ".join(str(a) for a in done.args[3:])
         outcome.recovery_output = (done.stdout or "") + (done.stderr or "")
     outcome.leftovers = stash_folders(venv)
+    outcome.temp_left = temp_entries(env)
     outcome.restored = (frozen() if frozen else freeze(python)) == before
     return outcome
 
 
+def temp_entries(env: dict) -> list[str]:
+    """The entries of the TMPDIR `env` names (none where it names none)."""
+    folder = env.get("TMPDIR")
+    return sorted(p.name for p in Path(folder).iterdir()) if folder and Path(folder).is_dir() else []
+
+
 def table(outcomes: list[Outcome]) -> str:
     """tries / restored / leftovers per signal, for the report."""
-    rows = ["signal   tries  restored  leftovers  moments (installer running / before / after)"]
+    rows = ["signal   tries  restored  leftovers  temp left  moments (installer running / before / after)"]
     for name in ("SIGINT", "SIGTERM", "SIGKILL"):
         mine = [o for o in outcomes if o.signal == name]
         if not mine:
             continue
         moments = "/".join(str(sum(o.when == w for o in mine)) for w in ("installer", "start", "after"))
-        rows.append(f"{name:<8} {len(mine):>5}  {sum(o.restored for o in mine):>8}  {sum(bool(o.leftovers) for o in mine):>9}  {moments}")
+        rows.append(f"{name:<8} {len(mine):>5}  {sum(o.restored for o in mine):>8}  {sum(bool(o.leftovers) for o in mine):>9}  {sum(bool(o.temp_left) for o in mine):>9}  {moments}")
     return "\n".join(rows)
 
 

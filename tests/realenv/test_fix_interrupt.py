@@ -32,7 +32,10 @@ def test_cuda_torch_triton_fix_interrupted_at_any_moment_ends_as_it_began(realen
     before = "\n".join(freeze(Path(py)))
     assert "triton==3.6.0" in before
     state = tmp_path / "state"
-    env = dict(os.environ, ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # a TMPDIR of its own: the triton wheel a killed pip was unpacking (273 MB) is seen, and must be gone
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, ATTN_DOCTOR_STATE_DIR=str(state), COLUMNS="200", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               TMPDIR=str(tmp_path / "tmp"))
     uv = uv_binary()
     if uv:
         env["PATH"] = str(Path(uv).parent) + os.pathsep + env.get("PATH", "")
@@ -52,7 +55,7 @@ def test_cuda_torch_triton_fix_interrupted_at_any_moment_ends_as_it_began(realen
                                      frozen=lambda: "\n".join(freeze(Path(py))))
             outcomes.append(outcome)
             print(outcome, flush=True)
-            assert outcome.restored and not outcome.leftovers, (outcome, table(outcomes))
+            assert outcome.restored and not outcome.leftovers and not outcome.temp_left, (outcome, table(outcomes))
             if sig != signal.SIGKILL and outcome.when != "after":
                 assert outcome.code == 128 + sig and re.match(r"attn-doctor: interrupted: .*nothing changed$", outcome.last_line), outcome
             if sig == signal.SIGKILL and outcome.when == "installer":
