@@ -13,9 +13,18 @@ own bytecode has a place (attn_doctor/__main__.py).
 
 from __future__ import annotations
 
+import collections
 import os
+import shutil
 import stat
+import time
 from typing import Optional
+
+# The bytecode of a source folder that is gone (a deleted venv, a CI job's temporary one) is
+# never read again, and Python never removes it: looked for once a day.
+PRUNE_STAMP = ".pruned"
+PRUNE_EVERY_S = 24 * 3600.0
+PRUNE_BUDGET_S = 1.0
 
 
 def user_folder() -> str:
@@ -85,3 +94,44 @@ def private_kernels() -> tuple[Optional[str], Optional[str]]:
     (None, the note saying why there is none). Same rules as bytecode: a compiled kernel is code
     the smoke tests load and run."""
     return private_folder("kernels", "compiled kernels are not kept")
+
+
+def prune_pycache(folder: str, every_s: float = PRUNE_EVERY_S, budget_s: float = PRUNE_BUDGET_S) -> Optional[int]:
+    """Remove, from a pycache prefix, the folders that mirror a source folder which is gone: Python
+    keeps FOLDER/a/b/c/x.cpython-311.pyc for /a/b/c/x.py and never deletes it, so a user who checks
+    many short-lived environments (CI jobs, `uv venv` per experiment) would keep every one's torch
+    bytecode (some 300 MB each) for ever. At most once per `every_s` (the mtime of FOLDER/.pruned,
+    touched first, so that processes started together do not all walk), breadth first (a deleted
+    venv is near the top), for at most `budget_s`; a folder whose source is on a file system not
+    mounted now is compiled again when it is back. Returns how many folders were removed, None when
+    it was not yet time. Call only with a folder why_not_private passed: nobody else writes in it."""
+    stamp = os.path.join(folder, PRUNE_STAMP)
+    try:
+        if time.time() - os.stat(stamp).st_mtime < every_s:
+            return None
+    except OSError:
+        pass
+    try:
+        with open(stamp, "a"):
+            os.utime(stamp)
+    except OSError:
+        return None
+    deadline = time.monotonic() + budget_s
+    removed = 0
+    queue = collections.deque([(folder, os.sep)])
+    while queue and time.monotonic() < deadline:
+        mirror, source = queue.popleft()
+        try:
+            entries = list(os.scandir(mirror))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue  # bytecode files, the stamp; links Python never makes are left alone
+            origin = os.path.join(source, entry.name)
+            if os.path.isdir(origin):
+                queue.append((entry.path, origin))
+            else:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += 1
+    return removed

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import tempfile
 import statistics
 import subprocess
 import sys
@@ -56,11 +58,9 @@ WARM_BYTECODE = None  # this run's folder, whose bytecode (home/attn-doctor/pyca
 
 def wall(argv: list[str]) -> float:
     env = REFERENCE_ENV if REFERENCE_ENV and "attn_doctor" not in argv else ENV
+    cold = None
     if argv[-1] in ("--cold", "--cold-verdict"):  # an empty cache: the sample forward pass computed afresh
-        import shutil
-        import tempfile
-
-        folder = tempfile.mkdtemp(prefix="attn-doctor-cold-")
+        cold = folder = tempfile.mkdtemp(prefix="attn-doctor-cold-")
         # The user's own cache folder (XDG_CACHE_HOME) holds the bytecode, the cache folder the
         # verdicts: both empty for a cold check; "verdict only" starts with this run's bytecode.
         # (and cache/pycache, where earlier versions kept it: the bench measures those too)
@@ -74,6 +74,8 @@ def wall(argv: list[str]) -> float:
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
     elapsed = time.perf_counter() - start
+    if cold:
+        shutil.rmtree(cold, ignore_errors=True)  # a cold run's folder (its bytecode: hundreds of MB) serves once
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
     return elapsed
@@ -87,6 +89,11 @@ def main() -> None:
     parser.add_argument("--target-without-bytecode", action="store_true",
                         help="keep the target's site-packages free of bytecode (the reference rows compile into a folder of this run)")
     args = parser.parse_args()
+    import atexit
+
+    # Every folder this run makes (cold caches, bytecode: hundreds of MB each) is inside one, removed at exit.
+    tempfile.tempdir = tempfile.mkdtemp(prefix="attn-doctor-bench-")
+    atexit.register(shutil.rmtree, tempfile.tempdir, True)
 
     init = "import torch; torch.cuda.init() if torch.cuda.is_available() else None"
     commands = {
@@ -103,7 +110,6 @@ def main() -> None:
     if args.quick_only:
         commands = {name: commands[name] for name in ("collect_env (reference)", "check --quick")}
     global WARM_BYTECODE
-    import tempfile
 
     WARM_BYTECODE = tempfile.mkdtemp(prefix="attn-doctor-bench-")
     # "whole": this run's own cache folder, and its own user cache folder for the bytecode

@@ -174,6 +174,13 @@ def main() -> None:
     parser.add_argument("--odd-pythonpath", metavar="DIR", help="rank R // 2 gets DIR on its PYTHONPATH (another package set)")
     parser.add_argument("--python", metavar="PATH", help="the environment every check diagnoses (default: attn-doctor's own)")
     args = parser.parse_args()
+    import atexit
+    import shutil
+    import tempfile
+
+    # Every folder this run makes (cold caches, bytecode: hundreds of MB each) is inside one, removed at exit.
+    tempfile.tempdir = tempfile.mkdtemp(prefix="attn-doctor-bench-")
+    atexit.register(shutil.rmtree, tempfile.tempdir, True)
     mode, n = MODES[args.mode], args.ranks
     if args.python and args.mode not in ("report",):
         mode = mode + ["--python", args.python]

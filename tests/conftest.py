@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -72,6 +74,18 @@ def _isolated_cache(tmp_path_factory):
         os.environ.pop("ATTN_DOCTOR_CACHE_DIR", None)
     else:
         os.environ["ATTN_DOCTOR_CACHE_DIR"] = previous
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_bytecode_left_behind(tmp_path_factory):
+    """The checks of the session's venvs keep their torch's bytecode in the user's pycache folder
+    (attn_doctor/bytecode.py), mirrored under the venvs' path: some 300 MB each, for venvs the
+    session deletes. Removed with them, not a day later by the doctor's own pruning."""
+    yield
+    from attn_doctor.bytecode import user_folder
+
+    base = str(tmp_path_factory.getbasetemp())
+    shutil.rmtree(os.path.join(user_folder(), "pycache", base.lstrip(os.sep)), ignore_errors=True)
 
 
 def pytest_addoption(parser):

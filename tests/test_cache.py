@@ -387,6 +387,45 @@ def test_probe_children_keep_bytecode_in_the_cache_where_the_target_has_none(tmp
         assert _pycache(other).exists()
 
 
+def test_bytecode_of_an_environment_that_is_gone_is_removed_once_a_day(tmp_path):
+    # Python never removes what it wrote under a pycache prefix: every short-lived environment a
+    # user checks (a CI job's venv, one per experiment) would keep its torch bytecode for ever.
+    sites = {name: tmp_path / name for name in ("kept", "gone")}
+    for site in sites.values():
+        _package(site, "torch", "__version__ = '0.0.1+nobytecode'\n")
+    cache_dir = tmp_path / "cache"
+    prefix = _pycache(cache_dir)
+
+    def mirror(site):
+        return prefix / str(site).lstrip(os.sep)
+
+    for site in sites.values():
+        proc = _check(cache_dir, "--no-sample", PYTHONPATH=str(site))
+        assert proc.communicate(timeout=120) and proc.returncode in (0, 1, 3)
+        assert list(mirror(site).rglob("*.pyc")), site
+    kept = {p: p.stat().st_mtime_ns for p in mirror(sites["kept"]).rglob("*.pyc")}
+    shutil.rmtree(sites["gone"])
+    # A link in the prefix (Python makes none) is never followed.
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "x.pyc").write_text("")
+    (prefix / "link").symlink_to(precious)
+
+    stamp = prefix / ".pruned"
+    assert stamp.exists()  # the first check of the day looked (nothing was gone then)
+    proc = _check(cache_dir, "--no-sample", PYTHONPATH=str(sites["kept"]))
+    proc.communicate(timeout=120)
+    assert mirror(sites["gone"]).exists()  # not again the same day
+
+    os.utime(stamp, (time.time() - 2 * 86400,) * 2)
+    proc = _check(cache_dir, "--no-sample", PYTHONPATH=str(sites["kept"]))
+    proc.communicate(timeout=120)
+    assert not mirror(sites["gone"]).exists() and not (prefix / str(tmp_path / "gone").lstrip(os.sep)).exists()
+    assert {p: p.stat().st_mtime_ns for p in mirror(sites["kept"]).rglob("*.pyc")} == kept  # still used, not compiled again
+    assert (prefix / "link").is_symlink() and (precious / "x.pyc").exists()
+    assert time.time() - stamp.stat().st_mtime < 600
+
+
 def test_probe_children_keep_bytecode_in_the_cache_where_the_targets_bytecode_is_stale(tmp_path):
     # An image whose build touched the sources after compiling them (or copied them with new
     # times): a .pyc beside each file, none valid. Python compiles them again on every import, and

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Optional
@@ -266,12 +267,22 @@ def _bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
     states = [bytecode.get(name, "unknown") for name in ("torch", "transformers") if modules.get(name)]
     if all(state in ("fresh", None) for state in states):  # None: no Python sources to compile
         return {}, None
-    from ..bytecode import private_pycache
+    from ..bytecode import private_pycache, prune_pycache
 
     folder, why = private_pycache()
     if folder is None:
         return {}, ProbeRun(name="bytecode", status="skipped", error=f"{why}: the probes compile torch on every check")
+    # Once a day, beside the probes: the bytecode of environments deleted since (a daemon thread:
+    # what it has not removed when the check ends is removed next time).
+    threading.Thread(target=_quietly, args=(prune_pycache, folder), daemon=True, name="attn-doctor-prune-pycache").start()
     return {"PYTHONPYCACHEPREFIX": folder}, None
+
+
+def _quietly(function, *args) -> None:
+    try:
+        function(*args)
+    except Exception:  # noqa: BLE001 - tidying a cache never fails a check
+        pass
 
 
 def _kernel_cache() -> tuple[Optional[str], Optional[ProbeRun]]:

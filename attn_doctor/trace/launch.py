@@ -77,6 +77,9 @@ def run_child(command, kwargs, python=None, timeout=600, cwd=None, env=None, pro
             return _fail("crashed", "the trace child exited %s with unreadable output" % proc.returncode, text)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        prefix = env.get("PYTHONPYCACHEPREFIX")
+        if prefix:  # the package's bytecode, kept there under this folder's (random, gone) name
+            shutil.rmtree(os.path.join(prefix, os.path.abspath(tmp).lstrip(os.sep)), ignore_errors=True)
 
 
 def _read_stderr(stream, kept, progress):

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -109,6 +110,31 @@ def test_child_in_another_interpreter_runs_the_sample_forward():
     bad = run_child("sample", {"dtype": "fp32"}, python=sys.executable, timeout=300)
     assert bad["verdict"] == "error" and bad["exit_code"] == 1
     assert {f["sample"] for f in bad["findings"]} == {"sdpa_block", "flash_attn_block"}
+
+
+def test_the_childs_bytecode_of_the_doctor_leaves_nothing_in_a_pycache_prefix(tmp_path):
+    # The child imports attn_doctor through a temporary folder of its own; under a pycache prefix
+    # (check's, where the target's torch has no bytecode) its bytecode is mirrored under that
+    # folder's random name: removed with the folder, not kept for ever one copy per trace.
+    import torch
+
+    from attn_doctor.trace.launch import run_child
+
+    # An interpreter in which attn-doctor is not installed, as a target venv is: no site processing
+    # (an editable install's finder comes from a .pth), torch's folder on PYTHONPATH after the link.
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    python.chmod(0o755)
+    prefix = tmp_path / "prefix"
+    result = run_child("sample", {"dtype": "bf16"}, python=str(python), timeout=300, cwd=str(tmp_path),
+                       env={"PYTHONPYCACHEPREFIX": str(prefix), "PYTHONPATH": str(Path(torch.__file__).parents[1])})
+    assert result["schema"] == "attn-doctor.sample/1", result
+    assert prefix.is_dir()  # the prefix was used
+    # what is kept mirrors folders that are still there (the installed package), nothing else
+    mirrored = {p.parent for p in prefix.rglob("*.pyc")}
+    assert mirrored
+    gone = [m for m in mirrored if not (Path(os.sep) / m.relative_to(prefix)).is_dir()]
+    assert not gone, gone[:3]
 
 
 def test_a_path_that_could_not_run_is_never_under_a_bare_check_mark(tmp_path):
