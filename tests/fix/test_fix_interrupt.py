@@ -119,7 +119,10 @@ def test_a_second_ctrl_c_while_restoring_is_refused_with_a_line(heavy_venv, heav
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
     assert "SIGINT ignored: restoring the state before the fix" in err, err
-    assert re.match(r"attn-doctor: interrupted: (restored x-transformers 1\.30\.1|cleared pip's leftovers \(~).*; nothing changed$", err.strip().splitlines()[-1]), err
+    # pip gets the terminal's SIGINT too and may have put its stash back itself before the doctor
+    # looks (seen on a loaded 2-core machine): then there was nothing left to restore, and it says so.
+    assert re.match(r"attn-doctor: interrupted: ((restored x-transformers 1\.30\.1|cleared pip's leftovers \(~).*; )?nothing changed$",
+                    err.strip().splitlines()[-1]), err
     after = subprocess.run([py, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, env=env).stdout
     assert after == before and not stash_folders(heavy_venv)
 
