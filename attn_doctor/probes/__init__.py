@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -453,7 +452,9 @@ class SampleVerdict:
         if self.flight is not None:
             self.flight.abandon()
         if self.folder:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            from ..trace.launch import remove_package_dir
+
+            remove_package_dir(self.folder, dict(os.environ, **(self.child_env or {})))
 
 
 def prepare_samples(python: Optional[str], capabilities: list[Optional[str]], timeout: float = DEFAULT_TIMEOUT_S,

@@ -22,7 +22,8 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def package_dir():
     """A new temporary folder whose only entry is this ``attn_doctor`` package (a symlink, or a
-    copy where symlinks fail): put it on another interpreter's sys.path. The caller removes it."""
+    copy where symlinks fail): put it on another interpreter's sys.path. The caller removes it
+    (remove_package_dir)."""
     tmp = tempfile.mkdtemp(prefix="attn-doctor-")
     link = os.path.join(tmp, "attn_doctor")
     try:
@@ -30,6 +31,16 @@ def package_dir():
     except OSError:
         shutil.copytree(PACKAGE_DIR, link)
     return tmp
+
+
+def remove_package_dir(tmp, env=None):
+    """Remove a package_dir() folder, and the bytecode of the package under its name where the
+    child kept bytecode under a pycache prefix (PYTHONPYCACHEPREFIX in `env`): mirrored under the
+    folder's random name, it would never be read again."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    prefix = (env or {}).get("PYTHONPYCACHEPREFIX")
+    if prefix:
+        shutil.rmtree(os.path.join(prefix, os.path.abspath(tmp).lstrip(os.sep)), ignore_errors=True)
 
 
 def run_child(command, kwargs, python=None, timeout=600, cwd=None, env=None, progress=None):
@@ -76,10 +87,7 @@ def run_child(command, kwargs, python=None, timeout=600, cwd=None, env=None, pro
         except ValueError:
             return _fail("crashed", "the trace child exited %s with unreadable output" % proc.returncode, text)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        prefix = env.get("PYTHONPYCACHEPREFIX")
-        if prefix:  # the package's bytecode, kept there under this folder's (random, gone) name
-            shutil.rmtree(os.path.join(prefix, os.path.abspath(tmp).lstrip(os.sep)), ignore_errors=True)
+        remove_package_dir(tmp, env)
 
 
 def _read_stderr(stream, kept, progress):

@@ -33,3 +33,23 @@ def test_forged_torch_bytecode_in_the_shared_cache_folder_never_runs(realenv, do
     second = doctor("check", "--python", env.python, "--json", "--no-sample", "--no-smoke", env=env)
     assert second.returncode in (0, 1), second.stderr[-2000:]
     assert not marker.exists(), "the forged .pyc in the shared cache folder ran"
+
+
+def test_the_user_pycache_folder_keeps_only_bytecode_of_folders_that_are_there(realenv, doctor, tmp_path, monkeypatch):
+    # A check of an environment without bytecode, sample forward pass included: torch's bytecode is
+    # kept in the user's own folder, mirrored under torch's path, for the next check. The sample
+    # child imports attn-doctor through a temporary folder of its own: nothing may stay mirrored
+    # under that folder's name once it is gone, one copy per check.
+    env = realenv.get("torch-2.13-cpu")
+    private = tmp_path / "home-cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(private))
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    run = doctor("check", "--python", env.python, "--json", "--no-smoke", env=env)
+    assert run.returncode in (0, 1), run.stderr[-2000:]
+    assert run.json()["facts"]["dtype_path"]["status"] == "ok"  # the sample ran
+    prefix = private / "attn-doctor" / "pycache"
+    mirrored = {p.parent for p in prefix.rglob("*.pyc")}
+    assert any("torch" in m.parts for m in mirrored)
+    gone = sorted(str(m) for m in mirrored if not (Path(os.sep) / m.relative_to(prefix)).is_dir())
+    assert not gone, gone[:3]
