@@ -96,6 +96,11 @@ def private_kernels() -> tuple[Optional[str], Optional[str]]:
     return private_folder("kernels", "compiled kernels are not kept")
 
 
+def mirror(prefix: str, folder: str) -> str:
+    """Where Python keeps, under the pycache prefix `prefix`, the bytecode of the sources in `folder`."""
+    return os.path.join(prefix, os.path.abspath(folder).lstrip(os.sep))
+
+
 def prune_pycache(folder: str, every_s: float = PRUNE_EVERY_S, budget_s: float = PRUNE_BUDGET_S) -> Optional[int]:
     """Remove, from a pycache prefix, the folders that mirror a source folder which is gone: Python
     keeps FOLDER/a/b/c/x.cpython-311.pyc for /a/b/c/x.py and never deletes it, so a user who checks

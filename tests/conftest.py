@@ -82,10 +82,9 @@ def _no_bytecode_left_behind(tmp_path_factory):
     (attn_doctor/bytecode.py), mirrored under the venvs' path: some 300 MB each, for venvs the
     session deletes. Removed with them, not a day later by the doctor's own pruning."""
     yield
-    from attn_doctor.bytecode import user_folder
+    from attn_doctor.bytecode import mirror, user_folder
 
-    base = str(tmp_path_factory.getbasetemp())
-    shutil.rmtree(os.path.join(user_folder(), "pycache", base.lstrip(os.sep)), ignore_errors=True)
+    shutil.rmtree(mirror(os.path.join(user_folder(), "pycache"), str(tmp_path_factory.getbasetemp())), ignore_errors=True)
 
 
 def pytest_addoption(parser):

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 
+from ..bytecode import mirror
 from .state import PROGRESS_PREFIX
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,7 +41,7 @@ def remove_package_dir(tmp, env=None):
     shutil.rmtree(tmp, ignore_errors=True)
     prefix = (env or {}).get("PYTHONPYCACHEPREFIX")
     if prefix:
-        shutil.rmtree(os.path.join(prefix, os.path.abspath(tmp).lstrip(os.sep)), ignore_errors=True)
+        shutil.rmtree(mirror(prefix, tmp), ignore_errors=True)
 
 
 def run_child(command, kwargs, python=None, timeout=600, cwd=None, env=None, progress=None):
