@@ -267,9 +267,34 @@ class Target(Struct):
     ignored: Optional[str] = None  # an active-environment variable that named no environment
 
 
+class OtherEnvironment(Struct):
+    """Another Python environment on this machine (attn_doctor.probes.environments), read from its
+    package metadata alone: nothing was run or imported in it."""
+
+    python: str  # its interpreter as `check --python` takes it (a venv's bin/python, not resolved)
+    found: list[str] = []  # where it was found: "python3 on PATH", "conda env train", "./.venv", "pyenv 3.11.9"
+    python_version: Optional[str] = None  # "3.11", from its lib/pythonX.Y folder or pyvenv.cfg
+    torch: Optional[str] = None  # the torch version its metadata names; None: no torch there
+    command: str = ""  # the check of it, as this doctor was run: `attn-doctor check -p /x/bin/python`
+
+
+class Environments(Struct):
+    """Where else torch may be: looked for when the default target (no --python, no active venv or
+    conda env) has none, the usual case of a doctor installed apart from the training venv."""
+
+    searched: list[str] = []  # the places looked at, in words
+    doctor: str = "attn-doctor"  # how this doctor was run, as the commands start: `.venv/bin/attn-doctor`
+    candidates: list[OtherEnvironment] = []  # those with torch first
+    duration_s: float = 0.0
+    error: Optional[str] = None  # the search stopped early (a slow file system): what was found before
+
+
 class Facts(Struct):
     quick: bool = False
     target: Optional[Target] = None  # None: facts recorded before the target was reported
+    # other environments on this machine, with and without torch; None: not looked for (the
+    # target was chosen by the user, or has torch)
+    environments: Optional[Environments] = None
     platform: Platform = msgspec.field(default_factory=Platform)
     tools: dict[str, Tool] = {}
     packages: dict[str, Package] = {}  # canonical (PEP 503) names

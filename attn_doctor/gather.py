@@ -56,11 +56,27 @@ def gather_facts(options: CheckOptions, progress=None, previous: Optional[Report
                           known=_known(previous), cache_trust=options.cache_trust)
     facts.configs = config_files
     facts.target = target_facts(options.target)
+    facts.environments = _other_environments(facts, options)
     _record_steps_turned_off(facts, options)
     environment = facts.probe("environment")
     if options.python and environment and environment.status != "ok":
         raise UsageError(f"{options.target.named()}: not a working Python interpreter ({environment.error})")
     return facts
+
+
+def _other_environments(facts: Facts, options: CheckOptions):
+    """Where else torch is, when the doctor checked its own environment by default (nothing given,
+    nothing activated) and found none there: a newcomer's first check, run from the venv the
+    doctor was installed into, is then about the training environments, not the doctor's."""
+    target = options.target
+    environment = facts.probe("environment")
+    if target is None or target.source != "self" or environment is None or environment.status != "ok":
+        return None
+    if facts.version_of("torch") is not None or facts.torch.status not in ("missing", "skipped"):
+        return None
+    from .probes.environments import find_environments
+
+    return find_environments(target.python)
 
 
 def load_facts_file(path: Path) -> Facts:

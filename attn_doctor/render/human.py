@@ -69,7 +69,15 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         if summary is None and not verbose and all(r.status == "skipped" for r in results):
             continue  # e.g. the config rules when no --config was given: nothing to say
         _section(console, title, summary, results, facts, verbose)
+        if area == "system":  # no torch in the doctor's own environment: where else it is
+            from .environments import render_environments
+
+            render_environments(console, facts.environments, verbose, _here(report))
     _footer(console, report, verbose)
+
+
+def _here(report: Report) -> str:
+    return "on this machine" if report.source == "probed" else f"on {report.facts.platform.hostname or 'that machine'}"
 
 
 def target_line(target, verb: str = "checking") -> Text:
