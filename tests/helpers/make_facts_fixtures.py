@@ -20,7 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from attn_doctor.facts import (  # noqa: E402
+    Environments,
     Facts,
+    OtherEnvironment,
+    Target,
     Gpu,
     GpuInfo,
     ImportResult,
@@ -656,6 +659,40 @@ def torch_missing() -> Facts:
     )
 
 
+def first_contact() -> Facts:
+    # The Quickstart on a GPU node, as a newcomer runs it: the doctor installed into the clone's
+    # .venv and run from there with nothing activated; it checks its own torch-less venv, and
+    # names the training environments it finds from their metadata (probes/environments.py).
+    venv = "/home/dev/src/attn-doctor/.venv"
+    doctor = ".venv/bin/attn-doctor"
+    train = "/home/dev/miniforge3/envs/train/bin/python"
+    return Facts(
+        target=Target(python=f"{venv}/bin/python3", source="self", why="the interpreter attn-doctor runs in"),
+        environments=Environments(
+            searched=["python3 and python on PATH", "conda environments", "./.venv and ./venv", "pyenv versions", "uv Pythons",
+                      "~/.virtualenvs and ~/venvs"],
+            doctor=doctor,
+            candidates=[
+                OtherEnvironment(python=train, found=["conda env train"], python_version="3.11", torch="2.11.0+cu130",
+                                 command=f"{doctor} check -p {train}"),
+                OtherEnvironment(python="/home/dev/miniforge3/bin/python", found=["conda base"], python_version="3.12",
+                                 command=f"{doctor} check -p /home/dev/miniforge3/bin/python"),
+                OtherEnvironment(python="/usr/bin/python3", found=["python3 on PATH"], python_version="3.10",
+                                 command=f"{doctor} check -p /usr/bin/python3"),
+            ],
+            duration_s=0.004,
+        ),
+        platform=platform("3.11.10", f"{venv}/bin/python3", True, "a100-node-12", release="5.15.0-125-generic"),
+        tools=base_tools(pip="24.3.1"),
+        packages=packages({"pip": "24.3.1"}, {"typer": "0.15.1", "rich": "13.9.4", "msgspec": "0.19.0", "packaging": "24.2"}),
+        gpu=nvml("550.90.07", "12.4", "NVIDIA A100-SXM4-80GB", "8.0", 81920),
+        torch=TorchInfo(status="missing"),
+        imports={m: ImportResult(status="skipped") for m in IMPORT_MODULES},
+        env=environ({"CUDA_VISIBLE_DEVICES": "0"}, None),
+        probes=probes(0.021, 0.135, 0.047),
+    )
+
+
 MACHINES = {
     "cpu-only": cpu_only,
     "t4": t4,
@@ -665,6 +702,7 @@ MACHINES = {
     "rtx5090": rtx5090,
     "flash-attn-undefined-symbol": flash_attn_undefined_symbol,
     "torch-missing": torch_missing,
+    "first-contact": first_contact,
     "pip-missing": pip_missing,
 }
 
