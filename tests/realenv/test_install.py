@@ -132,6 +132,36 @@ def test_pipx_installed_doctor_with_a_stale_virtual_env(doctor_venv, tmp_path):
     assert proc.stdout.splitlines()[1].startswith(f"checking {doctor_venv / 'bin' / 'python'} — the interpreter attn-doctor runs in")
 
 
+def test_doctor_alone_names_the_training_venv_on_path_with_its_command(realenv, doctor_venv, tmp_path):
+    """First contact: a venv holding only attn-doctor, run by its path with no venv active; a
+    training venv with torch is on PATH (bin first, not activated). The check of the doctor's own
+    torch-less venv names that one, with the command that checks it, and exits 1 (torch missing)."""
+    train = realenv.get("torch-2.13-cpu")
+    doctor = doctor_venv / "bin" / "attn-doctor"
+    home = tmp_path / "home"
+    home.mkdir()
+    env = shell(home=home)
+    env["PATH"] = f"{train.path / 'bin'}{os.pathsep}{env['PATH']}"
+    for name in ("PYENV_ROOT", "CONDA_EXE", "MAMBA_EXE", "WORKON_HOME"):
+        env.pop(name, None)
+    proc = run([doctor, "check", "--json", "--no-sample"], env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    facts = json.loads(proc.stdout)["facts"]
+    assert facts["target"]["source"] == "self" and facts["torch"]["status"] == "missing"
+    first = facts["environments"]["candidates"][0]
+    command = f"{doctor} check -p {train.path / 'bin' / 'python3'}"
+    assert (first["python"], first["torch"], first["command"]) == (str(train.path / "bin" / "python3"), "2.13.0+cpu", command)
+    assert "python3 on PATH" in first["found"] and "python on PATH" in first["found"]
+    assert facts["environments"]["duration_s"] < 1.0
+    human = run([doctor, "check", "--no-sample"], env, cwd=tmp_path)
+    assert human.returncode == 1 and human.stderr == ""
+    assert f"→ torch 2.13.0+cpu is in one other environment on this machine: {train.path / 'bin' / 'python3'}" in human.stdout
+    assert f"\n        {command}\n" in human.stdout, human.stdout
+    # The command it gives works: the training venv, checked.
+    again = run(command.split(), env, cwd=tmp_path)
+    assert again.returncode in (0, 1) and "torch 2.13.0+cpu" in again.stdout and "other environment" not in again.stdout
+
+
 def test_pipx_installed_doctor_traces_in_the_activated_venv(realenv, doctor_venv, tmp_path):
     train = realenv.get("torch-2.13-cpu")
     (tmp_path / "model.py").write_text(MODEL)
