@@ -34,6 +34,11 @@ ANCHORS = [
     "CUDA Version", "CUDA used to build", "compilation tools", "Libc version", "GNU libc", "GLIBC ", "glibc ",
     "GPU 0", "GPU 1", "NVIDIA", "Tesla", "Quadro", "capability", "Capability", "_GLIBCXX_USE_CXX11_ABI",
     "you have", "cpython-3", "Building wheel", "Failed to build", "Failed building wheel", "Running setup.py install for",
+    # a GPU named in the text itself ("on my GTX2080 Ti", "V100s"): _GPU_NAMED. The short names (T4,
+    # L4, A10...) are read on lines another anchor brings ("Tesla T4", an error): alone, as anchors,
+    # they hit a log's every other hex string.
+    "RTX", "GTX", "rtx", "gtx", "TITAN", "V100", "v100", "A100", "a100", "H100", "h100", "H200", "h200", "H800", "A800", "B200",
+    "L40", "P100", "0ti", "0Ti", "0 Ti", "0TI", "0 ti",
 ]
 
 _PKG = re.compile(
@@ -56,7 +61,8 @@ _YOU_HAVE = re.compile(r"\(you have (?P<v>\d+\.\d+[\w.+]*)\)")
 _PYTHON = re.compile(r"cpython-(?P<major>3)(?P<minor>\d{1,2})-")
 _SM = re.compile(
     r"(?:compute capability|Compute Capability|capability)[:\s]+(?:sm_?)?(?P<cap>\d{1,2}\.\d|\d{2,3})\b|"
-    r"run on a sm (?P<cap2>\d{1,2}\.\d) gpu"
+    r"run on a sm (?P<cap2>\d{1,2}\.\d) gpu|"
+    r"GPU has capability \((?P<major>\d{1,2}), (?P<minor>\d)\)"  # xformers: "...but your GPU has capability (7, 5)"
 )
 _UNUSED = (
     r"(?P<name>(?:NVIDIA |Tesla |Quadro )?(?:GeForce )?(?:RTX |GTX |TITAN )?"
@@ -64,6 +70,31 @@ _UNUSED = (
     r"(?:[- ](?:SXM\d?|PCIe|NVL|HBM\d?e?|\d+GB|80GB|40GB))*)"
 )
 _GPU_LINE = re.compile(r"GPU \d+:\s*(?P<name>[^()\n]+?)\s*(?:\(UUID|$)|(?:^|\|)\s*\d+\s+(?P<smi>(?:NVIDIA|Tesla|Quadro)[^|]+?)\s{2,}(?:On|Off)\s+\||(?P<torch>(?:NVIDIA|Tesla|Quadro)[\w -]+?) with CUDA capability sm_(?P<sm>\d+)")
+
+# A GPU named in free text, as people write them: "GTX2080 Ti", "2080ti", "Tesla V100S", "v100s",
+# "RTX4090". Only forms that name a GPU and nothing else: the long model numbers in any case, the
+# short ones (T4, L4, A10...) only as NVIDIA writes them; never inside a word or a path (ASCII
+# boundaries: "在V100s等" names one).
+_GPU_NAMED = re.compile(
+    r"(?<![A-Za-z0-9_/.-])(?P<name>(?:(?i:nvidia|tesla|geforce|quadro)[ -]?)*(?:"
+    r"(?i:rtx|gtx)[ -]?(?i:pro[ -]?)?\d{3,4}(?:[ -]?(?i:ti|super|ada)\b)?"
+    r"|(?:20|30|40|50)\d0[ -]?(?i:ti|super)"
+    r"|(?i:titan)[ -](?:RTX|V|Xp)"
+    r"|(?i:gh200|gb200|a100|a800|h100|h200|h800|b200|b100|v100s?|p100|l40s?)"
+    r"|(?:T4|L4|A10G?|A30|A40|H20|P40|K80)"
+    r"))(?![A-Za-z0-9_+])"  # "A100+": a requirement, not a GPU here
+)
+# What a message requires is no GPU of the user's: "bf16 is only supported on A100 GPUs".
+_REQUIRED = re.compile(r"(?i)(?:support(?:s|ed)?|requires?|needs?|only|at least|or newer than)\W+(?:\w+\W+){0,2}$")
+
+
+def _named_gpu(name: str) -> str:
+    """A GPU name as written, spelled as the capability table reads names: `GTX2080 Ti`, `2080ti`
+    -> `RTX 2080 Ti` (no GTX was ever a 20xx or newer), `v100s` -> `V100S`."""
+    name = re.sub(r"(?i)\b(rtx|gtx)[ -]?(?=\d)", lambda m: m.group(1).upper() + " ", name)
+    name = re.sub(r"(?i)(?<=\d)[ -]?(ti|super)\b", lambda m: " Ti" if m.group(1).lower() == "ti" else " SUPER", name)
+    name = re.sub(r"(?:\bGTX )?(?<!RTX )\b((?:20|30|40|50)\d0)\b", r"RTX \1", name)
+    return re.sub(r"(?i)\b(?:[a-z]{1,2}\d{2,3}[a-z]?)\b", lambda m: m.group(0).upper(), name)
 
 
 @dataclass
@@ -139,7 +170,7 @@ class LogVersions:
         if m:
             self._add(self.python, f"{m.group('major')}.{m.group('minor')}")
         for m in _SM.finditer(line):
-            cap = m.group("cap") or m.group("cap2")
+            cap = m.group("cap") or m.group("cap2") or (f"{m.group('major')}.{m.group('minor')}" if m.group("major") else None)
             if cap and "." not in cap:
                 cap = f"{cap[:-1]}.{cap[-1]}"
             if cap:
@@ -153,6 +184,15 @@ class LogVersions:
                 sm = m.group("sm")
                 cap = f"{sm[:-1]}.{sm[-1]}"
             self.gpus[name] = cap or gpu_capability(name, gpu_table)
+        for m in _GPU_NAMED.finditer(line):
+            name = m.group("name").strip()
+            if _REQUIRED.search(line, max(0, m.start() - 40), m.start()):
+                continue
+            if name in self.gpus or any(name in known for known in self.gpus):
+                continue  # the same GPU, read from a GPU line above
+            cap = gpu_capability(_named_gpu(name), gpu_table)
+            if cap:  # a name the table does not know says nothing
+                self.gpus[name] = cap
 
     def torch_abi(self) -> tuple[Optional[bool], str]:
         """torch's C++ ABI: printed in the log, else inferred from its version (pip wheels use the

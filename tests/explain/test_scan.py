@@ -76,3 +76,37 @@ def test_versions_in_pip_freeze_collect_env_and_banners():
     assert v["torch"] == "2.5.1+cu121" and v["torch_cuda"] == "12.1" and v["glibc"] == "2.28"
     assert v["triton"] == "3.1.0" and v["transformers"] == "4.44.2" and v["flash-attn"] == "2.6.3"
     assert v["gpus"] == "NVIDIA A100-SXM4-80GB (sm80)"
+
+
+@pytest.mark.parametrize("force_regex", [False, True])
+@pytest.mark.parametrize("text, gpu", [
+    (b"RuntimeError: FlashAttention only supports Ampere GPUs or newer. (on my GTX2080 Ti)\n", "GTX2080 Ti (sm75)"),
+    (b"Tesla V100S: RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n", "Tesla V100S (sm70)"),
+    ("如何在V100s等非Ampere架构的GPU上执行？RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n".encode(), "V100s (sm70)"),
+    (b"RuntimeError: FlashAttention only supports Ampere GPUs or newer\ni have 4 2080ti 22Gb\n", "2080ti (sm75)"),
+])
+def test_a_gpu_named_in_the_text_settles_which_gpu_arch_cause(text, gpu, force_regex):
+    """flash-attn's architecture message has two causes, a GPU before Ampere (AD103) and a release
+    older than the GPU (AD104): a GPU named anywhere in the text settles it, as a recorded report's
+    GPU would, and the other is ruled out with the reason."""
+    report = _report(text, force_regex=force_regex)
+    assert report.versions["gpus"] == gpu
+    found = {m.rule: m.likelihood for m in report.matches}
+    assert found == {"AD103": "possible", "AD104": "unlikely"}, found
+    ruled_out = next(m for m in report.matches if m.rule == "AD104")
+    assert "not compute capability >9.0" in ruled_out.likelihood_reason
+
+
+def test_a_blackwell_gpu_named_in_the_text_rules_out_the_old_gpu_cause():
+    report = _report(b"my RTX5090 says: RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n")
+    assert {m.rule: m.likelihood for m in report.matches} == {"AD104": "possible", "AD103": "unlikely"}
+
+
+@pytest.mark.parametrize("line", [
+    b"bf16 is only supported on A100+ GPUs",  # xformers: a requirement, not the user's GPU
+    b"FP8 requires H100 GPUs",
+    b"loading /models/A100-tuned/config.json",
+    b"step 5 0x7A100f loss 2.3 (KT4 L4a)",
+])
+def test_a_gpu_a_message_requires_or_a_path_names_is_no_gpu_here(line):
+    assert "gpus" not in _report(line + b"\nRuntimeError: FlashAttention only supports Ampere GPUs or newer.\n").versions
