@@ -170,3 +170,13 @@ def test_a_default_check_without_torch_carries_them_and_says_the_command(bare, t
     # Chosen by the user (--python), the same interpreter is checked as asked: no search.
     chosen = run_check(CheckOptions(quick=True, python=python, target=Target(python, "option")))
     assert chosen.facts.environments is None
+
+
+def test_a_python_without_venv_finds_torch_in_the_user_site(bare, tmp_path):
+    """`pip install --user torch` with a system-like Python (no pyvenv.cfg): ~/.local counts."""
+    home = tmp_path / "home"
+    prefix = _conda_env(tmp_path / "usr", None)
+    info = home / ".local" / "lib" / "python3.11" / "site-packages" / "torch-2.4.1.dist-info"
+    info.mkdir(parents=True)
+    found = search(bare / "bin" / "python", [prefix / "bin"], home, tmp_path)
+    assert [(c.found, c.torch, c.python_version) for c in found.candidates] == [(["python on PATH"], "2.4.1", "3.11")]

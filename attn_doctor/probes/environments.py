@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+import msgspec
+
 from ..facts import Environments, OtherEnvironment
 
 DEADLINE_S = 2.0
@@ -44,7 +46,7 @@ def find_environments(target: str, doctor: Optional[str] = None, environ: Option
     doctor = doctor or doctor_command(environ)
     started = time.monotonic()
     found: list[OtherEnvironment] = []
-    state = {"stopped": None}
+    state: dict = {"stopped": None, "closed": False}
 
     def search() -> None:
         try:
@@ -55,10 +57,11 @@ def find_environments(target: str, doctor: Optional[str] = None, environ: Option
     thread = threading.Thread(target=search, name="attn-doctor-environments", daemon=True)
     thread.start()
     thread.join(deadline_s)
+    state["closed"] = True  # a search still running after the deadline changes nothing any more
     error = state["stopped"]
     if thread.is_alive():
-        state["stopped"] = error = f"stopped after {deadline_s:.0f} s (a slow file system?): what was found before"
-    candidates = list(found)  # a copy: a search still running after the deadline appends no more here
+        error = f"stopped after {deadline_s:g} s (a slow file system?): what was found before"
+    candidates = [msgspec.structs.replace(c, found=list(c.found)) for c in list(found)]
     candidates.sort(key=lambda c: c.torch is None)  # stable: with torch first, each group as found
     return Environments(searched=searched_words(), doctor=doctor, candidates=candidates,
                         duration_s=round(time.monotonic() - started, 3), error=error)
@@ -93,6 +96,8 @@ def _search(target: str, environ: dict, cwd: str, doctor: str, found: list[Other
         skip.add(_key_of_prefix(sys.prefix))
     seen: dict[tuple, OtherEnvironment] = {}
     for python, where in _places(environ, cwd):
+        if state.get("closed"):
+            return
         key = _key(python)
         if key in skip:
             continue
@@ -103,9 +108,9 @@ def _search(target: str, environ: dict, cwd: str, doctor: str, found: list[Other
         if len(seen) >= MAX_CANDIDATES:
             state["stopped"] = f"stopped after {MAX_CANDIDATES} environments"
             return
-        version, torch = _read(python)
+        version, torch = _read(python, environ)
         candidate = OtherEnvironment(python=python, found=[where], python_version=version, torch=torch,
-                              command=f"{doctor} check -p {shlex.quote(python)}")
+                                     command=f"{doctor} check -p {shlex.quote(python)}")
         seen[key] = candidate
         found.append(candidate)
 
@@ -205,10 +210,10 @@ def _conda(environ: dict, home: Path) -> Iterator[tuple[str, str]]:
 # ---------------------------------------------------------------- reading one environment
 
 
-def _read(python: str) -> tuple[Optional[str], Optional[str]]:
+def _read(python: str, environ: dict) -> tuple[Optional[str], Optional[str]]:
     """(Python version "3.11", torch version or None) from the environment's folders alone."""
     version = None
-    for folder in _site_folders(python):
+    for folder in _site_folders(python, environ):
         m = _VERSION_DIR.match(folder.parent.name)
         version = version or (m.group(1) if m else None)
         torch = _torch_in(folder)
@@ -217,7 +222,7 @@ def _read(python: str) -> tuple[Optional[str], Optional[str]]:
     return version or _version_of(python), None
 
 
-def _site_folders(python: str) -> list[Path]:
+def _site_folders(python: str, environ: dict) -> list[Path]:
     """Where this interpreter imports installed packages from, as its site module would put them
     on sys.path: a venv's own site-packages (and its base's where pyvenv.cfg includes them), else
     the prefix's site- and dist-packages (Debian's too) and the user's site-packages."""
@@ -237,7 +242,7 @@ def _site_folders(python: str) -> list[Path]:
     if real_root != root:
         folders += _prefix_sites(real_root, version)
     if version:
-        user = Path(os.environ.get("PYTHONUSERBASE") or Path.home() / ".local")
+        user = Path(environ.get("PYTHONUSERBASE") or Path(environ.get("HOME") or Path.home()) / ".local")
         folders.append(user / "lib" / f"python{version}" / "site-packages")
     return folders
 
