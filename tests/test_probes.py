@@ -374,6 +374,7 @@ FIXTURES = [
     "flash-attn-undefined-symbol",
     "torch-missing",
     "pip-missing",
+    "first-contact",
 ]
 # KNOWLEDGE.md section 3: the triton each torch minor pins.
 TRITON_FOR_TORCH = {"2.4": "3.0.0", "2.5": "3.1.0", "2.6": "3.2.0", "2.7": "3.3", "2.8": "3.4.0", "2.11": "3.6.0"}
