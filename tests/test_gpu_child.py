@@ -13,7 +13,7 @@ import pytest
 
 from attn_doctor import cache
 from attn_doctor.facts import BF16_NATIVE_FROM, Facts
-from attn_doctor.probes import _apply_cuda, _smoke
+from attn_doctor.probes.torch_run import apply_node, merge_groups, node_value
 from attn_doctor.probes.runner import GPU_CHILD_SCRIPT, start_child
 from attn_doctor.rules.engine import evaluate_rule
 from attn_doctor.rules.loader import load_recipes
@@ -163,8 +163,7 @@ def test_a_crashing_and_a_hanging_group_lose_nothing_else(tmp_path, monkeypatch)
     assert data["smoke"]["cudnn:float16"]["status"] == "timeout"
     assert data["imports"]["triton"]["status"] in ("ok", "missing")  # the import probes still ran
     facts = Facts()
-    _apply_cuda(facts, data["cuda"])
-    facts.smoke = _smoke(data["smoke"])
+    apply_node(facts, node_value(data)[0], None)
     assert facts.torch.devices[0].name == "Fake GPU"
     assert facts.smoke.status == "failed"
     assert "cudnn:bfloat16 crashed (signal 11)" in facts.smoke.error
@@ -176,7 +175,7 @@ def test_a_crashing_and_a_hanging_group_lose_nothing_else(tmp_path, monkeypatch)
 
 def test_wrong_numbers_become_a_finding():
     facts = Facts()
-    facts.smoke = _smoke(
+    facts.smoke = merge_groups(
         {
             "main": {
                 "status": "ok",
@@ -282,6 +281,7 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
 def test_smoke_results_are_reused_on_the_same_gpu_driver_code_and_boot(tmp_path, monkeypatch):
     import attn_doctor.probes as probes
     from attn_doctor.facts import Gpu, GpuInfo
+    from attn_doctor.probes import keys
 
     script = tmp_path / "counting_gpu_child.py"
     script.write_text(textwrap.dedent(COUNTING))
@@ -306,10 +306,10 @@ def test_smoke_results_are_reused_on_the_same_gpu_driver_code_and_boot(tmp_path,
     driver["version"] = "590.10"  # another driver: tested again
     assert check().smoke.cached is None and runs.read_text().split() == ["main", "main", "main"]
     def smoke_key(index):
-        return cache.key("smoke", **probes._smoke_inputs("python", first, probes.probe_gpus(), index, []))
+        return cache.key("node", **keys.node_inputs("python", first, probes.probe_gpus(), index, [], True))
 
     key = smoke_key(0)
-    monkeypatch.setattr(probes, "_boot_id", lambda: "another-boot")
+    monkeypatch.setattr(keys, "boot_id", lambda: "another-boot")
     assert smoke_key(0) != key
     assert smoke_key(1) != smoke_key(0)
 
