@@ -28,16 +28,25 @@ class OutputError(FactsFileError):
     """--output cannot be written (a usage error: the path the user gave)."""
 
 
-def run_check(options: CheckOptions, progress=None, previous: Optional[Report] = None) -> Report:
+def run_check(options: CheckOptions, progress=None, previous: Optional[Report] = None, partial=None) -> Report:
     """Validate the options, gather the facts (probe this machine, or load the recorded ones),
     diagnose, and write the JSON report to options.output. Raises UsageError, FactsFileError
     (ConfigFileError, OutputError) or RecipeError for bad input; never for a broken environment.
 
     previous: an earlier check of the same options in this session (fix's plan, when fix verifies):
-    its smoke results and sample verdict are reused where nothing they depend on changed."""
+    its smoke results and sample verdict are reused where nothing they depend on changed.
+    partial(parts, report): the report on the facts so far, as each part of the probing comes in
+    (attn_doctor.probes.PARTS); only the sections whose parts are all in are final."""
     options = validate(options)
     recipes = load_selected(options.recipes_dir, options.only, options.skip)
-    facts = gather_facts(options, progress, previous)
+    ready = None
+    if partial is not None:
+        source = "probed" if options.facts_file is None else "facts-file"
+
+        def ready(parts, facts):
+            partial(parts, make_report(facts, evaluate(recipes, facts), options.fail_on, source=source))
+
+    facts = gather_facts(options, progress, previous, ready)
     results = evaluate(recipes, facts)
     report = make_report(facts, results, options.fail_on, source="probed" if options.facts_file is None else "facts-file")
     if options.output:

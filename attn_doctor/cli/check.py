@@ -142,6 +142,8 @@ def check(
             raise typer.Exit(_distributed(options, json_out, verbose, interactive))
         from ..core import run_check
 
+        if interactive and not one_line and _stdout_terminal():
+            raise typer.Exit(_streamed(options, verbose))
         progress = _progress() if interactive else None
         try:
             report = run_check(options, progress.update if progress else None)
@@ -175,6 +177,28 @@ def check(
     emit(json_out, lambda: to_json(report), human, lambda console: human(console, summary=True))
     raise typer.Exit(report.exit_code)
 
+
+
+def _stdout_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _streamed(options, verbose: bool) -> int:
+    """The check on a terminal: each section printed as its probes finish, a live line for the rest."""
+    from ..core import run_check
+    from ..render.console import make_console
+    from ..render.stream import CheckStream
+
+    stream = CheckStream(make_console(), verbose=verbose)
+    report = None
+    try:
+        report = run_check(options, stream.progress, partial=stream.partial)
+    finally:
+        stream.finish(report)
+    return report.exit_code
 
 
 def _distributed(options, json_out: bool, verbose: bool, interactive: bool) -> int:

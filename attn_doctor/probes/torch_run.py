@@ -198,20 +198,19 @@ def merge_groups(groups: dict) -> Smoke:
 def split_known(known: Facts) -> tuple[Optional[tuple], Optional[tuple]]:
     """An earlier check's node and stack answers, as (key, value, when computed), each None where
     that check recorded no key for it (attn_doctor.probes: fix's verification reuses them)."""
-    node_smoke, stack_smoke = _split(known.smoke)
-    node = stack = None
-    torch = known.torch
-    if known.smoke.key:
-        if torch.cuda_available is False and torch.cuda_error:
-            cuda = CudaFacts(status="error", error=torch.cuda_error)
-        else:
-            cuda = CudaFacts(status="ok", **{name: getattr(torch, name) for name in _CUDA_FIELDS})
-        node = (known.smoke.key, NodeValue(cuda=cuda, smoke=node_smoke), known.smoke.cached)
-    if torch.key:
-        build = msgspec.structs.replace(torch, **{name: getattr(TorchInfo(), name) for name in _CUDA_FIELDS}, key=None, cached=None)
-        stack = (torch.key, StackValue(torch=build, imports=known.imports, builds=known.builds, builds_probed=known.builds_probed,
-                                       smoke=stack_smoke), torch.cached)
-    return node, stack
+    node, stack = values_of(known)
+    return ((known.smoke.key, node, known.smoke.cached) if known.smoke.key else None,
+            (known.torch.key, stack, known.torch.cached) if known.torch.key else None)
+
+
+def values_of(facts: Facts) -> tuple[NodeValue, StackValue]:
+    """The node's and the stack's answers that facts were assembled from (apply_node, apply_stack)."""
+    node_smoke, stack_smoke = _split(facts.smoke)
+    torch = facts.torch
+    cuda = CudaFacts(status="ok", **{name: getattr(torch, name) for name in _CUDA_FIELDS})  # folds back to the same fields
+    build = msgspec.structs.replace(torch, **{name: getattr(TorchInfo(), name) for name in _CUDA_FIELDS}, key=None, cached=None)
+    return (NodeValue(cuda=cuda, smoke=node_smoke),
+            StackValue(torch=build, imports=facts.imports, builds=facts.builds, builds_probed=facts.builds_probed, smoke=stack_smoke))
 
 
 def _split(smoke: Smoke) -> tuple[Smoke, Smoke]:
