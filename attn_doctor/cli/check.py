@@ -188,11 +188,13 @@ def _stdout_terminal() -> bool:
 
 def _streamed(options, verbose: bool) -> int:
     """The check on a terminal: each section printed as its probes finish, a live line for the rest."""
+    from .. import __version__
     from ..core import run_check
+    from ..gather import target_facts
     from ..render.console import make_console
     from ..render.stream import CheckStream
 
-    stream = CheckStream(make_console(), verbose=verbose)
+    stream = CheckStream(make_console(), verbose=verbose, version=__version__, target=target_facts(options.target))
     report = None
     try:
         report = run_check(options, stream.progress, partial=stream.partial)

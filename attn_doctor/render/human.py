@@ -60,15 +60,19 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
 
 def render_header(report: Report, console: Console) -> None:
     """The report's first lines: the tool, and which interpreter was checked and why."""
-    facts = report.facts
+    header_lines(console, report.tool.version, report.source, report.facts.target, report.facts.platform.hostname)
+
+
+def header_lines(console: Console, version: str, source: str = "probed", target=None, hostname: Optional[str] = None) -> None:
+    """render_header's lines from what is known before any probe runs (a streamed check prints
+    them at once)."""
     header = Text("attn-doctor ", style="bold")
-    header.append(report.tool.version, style="dim")
-    if report.source == "facts-file":
-        host = facts.platform.hostname or "another machine"
-        header.append(f"  (diagnosing a recorded report from {host}; nothing probed here)", style="dim")
+    header.append(version, style="dim")
+    if source == "facts-file":
+        header.append(f"  (diagnosing a recorded report from {hostname or 'another machine'}; nothing probed here)", style="dim")
     console.print(header)
-    if report.source == "probed" and facts.target is not None:
-        console.print(target_line(facts.target))
+    if source == "probed" and target is not None:
+        console.print(target_line(target))
 
 
 def render_area(report: Report, area: str, console: Console, verbose: bool = False) -> None:

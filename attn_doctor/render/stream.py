@@ -18,7 +18,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from ..report import Report
-from .human import AREAS, render_area, render_footer, render_header
+from .human import AREAS, header_lines, render_area, render_footer, render_header
 
 # The probes (attn_doctor.probes.PARTS) whose answers each section's rules read: a section is
 # final once these are in. tests/test_stream.py holds this against every rule and recorded facts.
@@ -40,11 +40,14 @@ class CheckStream:
     """Feed it `partial(parts, report)` as each part of the probing comes in, `progress(message)`
     for what the probes say they do, and `finish(report)` with the final report."""
 
-    def __init__(self, console: Console, verbose: bool = False, clock=time.monotonic):
+    def __init__(self, console: Console, verbose: bool = False, clock=time.monotonic, version: Optional[str] = None, target=None):
+        """version and target (facts.Target): the header, printed at once; else with the first part."""
         self.console, self.verbose, self.clock = console, verbose, clock
         self.started = clock()
         self.printed: set[str] = set()
-        self.header = False
+        self.header = version is not None
+        if self.header:
+            header_lines(console, version, "probed", target)
         self.parts: frozenset = frozenset()
         self.message: Optional[str] = None
         self.spinner = Spinner("dots", style="cyan")
