@@ -234,6 +234,8 @@ class Smoke(Struct):
     results: list[SmokeResult] = []
     error: Optional[str] = None
     group_seconds: dict[str, float] = {}  # wall time of each smoke process (main, cudnn:<dtype>)
+    # where each smoke process's time went (CUDA's start, the float64 reference, imports, the tests), s
+    group_phases: dict[str, dict[str, float]] = {}
     device_index: Optional[int] = None  # the GPU the tests ran on (a distributed rank's LOCAL_RANK)
     cached: Optional[str] = None  # when reused from the cache: the time SDPA's tests ran on this GPU (per boot)
     # when reused from the cache: the time the package set's kernel tests ran (compiled

@@ -472,6 +472,9 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
         importer = threading.Thread(target=import_library, name="attn-doctor-library-import", daemon=True)
         importer.start()
 
+    # The CPU work here is the float64 reference (milliseconds): a check's processes run side by
+    # side, and torch's default thread pool per process would oversubscribe the cores.
+    torch.set_num_threads(min(2, torch.get_num_threads()))
     out = {"status": "ok", "choices": [], "results": [], "device_index": index, "phases": phases}
     if not torch.cuda.is_available():
         out["status"] = "error"

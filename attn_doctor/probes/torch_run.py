@@ -159,6 +159,7 @@ def combine(node: Smoke, stack: Smoke, cached: Optional[str] = None, capability_
         results=results,
         error="; ".join(errors) or None,
         group_seconds={k: v for s in parts for k, v in s.group_seconds.items()},
+        group_phases={k: v for s in parts for k, v in s.group_phases.items()},
         device_index=next((s.device_index for s in parts if s.device_index is not None), None),
         cached=cached or node.cached,
         capability_cached=capability_cached or stack.capability_cached or node.capability_cached,
@@ -175,11 +176,14 @@ def _result_order(r: SmokeResult) -> tuple:
 
 def merge_groups(groups: dict) -> Smoke:
     """Merge the smoke groups' answers; a group whose process crashed or hung is reported as such."""
-    choices, results, errors, seconds, index = [], [], [], {}, None
+    choices, results, errors, seconds, phases, index = [], [], [], {}, {}, None
     for group, raw in groups.items():
         index = raw.get("device_index", index)
         if isinstance(raw.get("duration_s"), (int, float)):
             seconds[group] = round(float(raw["duration_s"]), 3)
+        if isinstance(raw.get("phases"), dict):
+            phases[group] = {str(k)[:40]: round(float(v), 3) for k, v in list(raw["phases"].items())[:20]
+                             if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if raw.get("status") == "ok":
             choices += [msgspec.convert(c, SdpaChoice) for c in raw.get("choices", [])]
             results += [msgspec.convert(r, SmokeResult) for r in raw.get("results", [])]
@@ -192,7 +196,7 @@ def merge_groups(groups: dict) -> Smoke:
             err = raw.get("error") or {}
             errors.append(f"smoke group {group} failed: {err.get('message') if isinstance(err, dict) else err}")
     return Smoke(status="failed" if errors else "ok", choices=choices, results=sorted(results, key=_result_order),
-                 error="; ".join(errors) or None, group_seconds=seconds, device_index=index)
+                 error="; ".join(errors) or None, group_seconds=seconds, group_phases=phases, device_index=index)
 
 
 def split_known(known: Facts) -> tuple[Optional[tuple], Optional[tuple]]:
@@ -218,11 +222,12 @@ def _split(smoke: Smoke) -> tuple[Smoke, Smoke]:
     def part(stack: bool) -> Smoke:
         results = [r for r in smoke.results if (not r.backend.startswith("sdpa-")) == stack]
         seconds = {g: v for g, v in smoke.group_seconds.items() if g.startswith(("lib:", "compile:")) == stack}
+        phases = {g: v for g, v in smoke.group_phases.items() if g.startswith(("lib:", "compile:")) == stack}
         errors = [e for e in (smoke.error or "").split("; ") if e and (" lib:" in e or " compile:" in e) == stack]
         if not results and not seconds and not errors and (stack or not smoke.choices):
             return Smoke(status="skipped")
         return Smoke(status="failed" if errors else "ok", choices=[] if stack else smoke.choices, results=results,
-                     error="; ".join(errors) or None, group_seconds=seconds, device_index=smoke.device_index)
+                     error="; ".join(errors) or None, group_seconds=seconds, group_phases=phases, device_index=smoke.device_index)
 
     return part(False), part(True)
 

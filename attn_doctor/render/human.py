@@ -161,6 +161,10 @@ def render_footer(report: Report, console: Console, verbose: bool = False) -> No
         timings = ", ".join(f"{p.name} {p.duration_s:.2f}s" for p in facts.probes)
         if timings:
             console.print(Text(f"probes: {timings}", style="dim"))
+        for group, seconds in facts.smoke.group_seconds.items():
+            phases = facts.smoke.group_phases.get(group) or {}
+            spent = ", ".join(f"{name.removesuffix('_s')} {value:.2f}s" for name, value in phases.items())
+            console.print(Text(f"smoke group {group}: {seconds:.2f}s" + (f" ({spent})" if spent else ""), style="dim"))
         for probe in facts.probes:
             for process, text in probe.stderr.items():
                 console.print(Text(f"{process} printed (kept off your terminal):", style="dim"))
