@@ -158,6 +158,8 @@ def _name_the_kernel(tracer, record, call, made, choice):
         if p["id"] == "AD603":
             p["message"] = ("%s at %s: head dim %s is over the flash and cuDNN kernels' limit of 256: SDPA runs its %s "
                             "kernel" % (record["name"], _loc(record), record.get("head_dim"), runs))
+            p["cost"] = {"measured": False, "why": "not measured: no call of the same head dim runs a faster kernel "
+                                                   "(the fix changes the model: more heads of a smaller size)"}
             continue
         half = "bfloat16" if kernels.target_of(tracer)["capability"] >= (8, 0) else "float16"
         eq_call = _equivalent(call, lambda c: [c[r].update(dtype=half, itemsize=2) for r in ("q", "k", "v")])

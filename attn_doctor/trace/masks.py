@@ -90,7 +90,9 @@ class MaskTracker(object):
         if short in _VIEWS:
             return _view(first, short, args, kwargs)
         if short == "__getitem__":
-            return first if _starts_at_zero(args[1] if len(args) > 1 else None) else _index_arange(first, args)
+            if first[0] == "arange":
+                return _index_arange(first, args)
+            return first if _starts_at_zero(args[1] if len(args) > 1 else None) else None
         if short in _CASTS:
             return _map(first, lambda v: _cast(v, out.dtype))
         if short in _NOT:
