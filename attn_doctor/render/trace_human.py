@@ -207,9 +207,9 @@ def render_kernels(report, console):
         return
     console.print(Text("kernel at each attention call:", style="bold"))
     for file, line, name, label, how, count in sites:
+        extra = ", ".join(x for x in (how, "%d calls" % count if count > 1 else "") if x)
         console.print(Text.assemble("  ", (_loc(file, line), "underline"), "  %s -> " % name, (label, "bold"),
-                                    ("  (%s%s)" % (how, ", %d calls" % count if count > 1 else "") if how or count > 1
-                                     else "", "dim")))
+                                    ("  (%s)" % extra if extra else "", "dim")))
 
 
 def _failed_line(status, err):

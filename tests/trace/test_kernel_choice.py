@@ -237,3 +237,13 @@ def test_cost_words():
                           "timed": "forward and backward", "runs": 20}) == (
         "costs 2.35x the flash kernel here (1.818 ms against 0.772 ms, forward and backward, mean of 20)")
     assert cost.describe({"measured": False, "why": "not measured: x"}) == "not measured: x"
+
+
+def test_check_sample_reports_the_kernel_per_layer():
+    from attn_doctor.trace.samples import run_sample_forward
+
+    r = run_sample_forward(device="meta", capability=(8, 0), samples=["sdpa_block"])
+    (sample,) = r["samples"]
+    assert [s["kernel"] for s in sample["sinks"]] == ["SDPA flash", "SDPA flash"]  # one per layer
+    (site,) = sample["kernels"]
+    assert site["label"] == "SDPA flash" and site["count"] == 2 and site["for"].startswith("sm80, torch ")
