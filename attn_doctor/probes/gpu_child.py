@@ -98,11 +98,12 @@ def _forced_reasons(torch, q, key, member, is_causal, k=None, v=None, mask=None,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            extra = {"enable_gqa": True} if enable_gqa else {}
+            extra = dict(((name, value) for name, value in (("attn_mask", mask), ("dropout_p", dropout),
+                                                            ("enable_gqa", enable_gqa)) if value is not None and value
+                          is not False and value != 0.0), is_causal=is_causal)
             with sdpa_kernel(backend):
-                torch.nn.functional.scaled_dot_product_attention(
-                    q, q if k is None else k, q if v is None else v, attn_mask=mask, dropout_p=dropout,
-                    is_causal=is_causal, **extra)
+                torch.nn.functional.scaled_dot_product_attention(q, q if k is None else k, q if v is None else v,
+                                                                 **extra)
         except RuntimeError:
             pass  # "No available kernel. Aborting execution."
     owner, lines = None, []
