@@ -180,6 +180,9 @@ class SampleRun(Struct):
     status: str  # ran | skipped | failed
     reason: Optional[str] = None
     summary: dict[str, int] = {}  # sinks, bad_sinks, errors, warnings, ops
+    # The kernel each attention call site runs on the GPU judged for (name, label, source: "torch"
+    # asked on the GPU or "emulated", for, file, line, count): attn_doctor/trace/kernels.py.
+    kernels: list[dict[str, Any]] = []
 
 
 class DtypePath(Struct):

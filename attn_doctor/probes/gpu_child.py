@@ -46,24 +46,27 @@ _FUSED = (
 )
 
 
-def _sdpa_params(torch, q, is_causal):
+def _sdpa_params(torch, q, is_causal, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
     cls = torch.backends.cuda.SDPAParams
+    k, v = q if k is None else k, q if v is None else v
     try:  # torch >= 2.5: enable_gqa
-        return cls(q, q, q, None, 0.0, is_causal, False)
+        return cls(q, k, v, mask, dropout, is_causal, enable_gqa)
     except TypeError:
-        return cls(q, q, q, None, 0.0, is_causal)
+        return cls(q, k, v, mask, dropout, is_causal)
 
 
-def fused_verdicts(torch, q, is_causal=True):
-    """Whether SDPA's flash / memory-efficient / cuDNN kernels accept q (as q, k and v), and
-    torch's reasons where one does not: ({key: usable}, {key: [reason, ...]}).
+def fused_verdicts(torch, q, is_causal=True, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
+    """Whether SDPA's flash / memory-efficient / cuDNN kernels accept q (as q, k and v, or with the
+    k, v, mask, dropout and enable_gqa of a traced call), and torch's reasons where one does not:
+    ({key: usable}, {key: [reason, ...]}).
 
     The reasons come from forcing that backend alone on the same inputs: SDPA raises "No available
     kernel" before running anything, having warned why, as Python warnings. (can_use_*(params,
     debug=True) prints them from C++ to stderr, out of reach of the warnings module: an H100 run
     got no reason at all that way.)"""
     usable, reasons = {}, {}
-    params = _sdpa_params(torch, q, is_causal)
+    call = dict(k=q if k is None else k, v=q if v is None else v, mask=mask, dropout=dropout, enable_gqa=enable_gqa)
+    params = _sdpa_params(torch, q, is_causal, **call)
     for key, check, member in _FUSED:
         if not hasattr(torch.backends.cuda, check):
             continue
@@ -76,7 +79,7 @@ def fused_verdicts(torch, q, is_causal=True):
             reasons[key] = ["torch's %s raised %s: %s" % (check, type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])]
             continue
         if not ok:
-            reasons[key] = _forced_reasons(torch, q, key, member, is_causal) or ["refused (torch gave no reason)"]
+            reasons[key] = _forced_reasons(torch, q, key, member, is_causal, **call) or ["refused (torch gave no reason)"]
     return usable, reasons
 
 
@@ -85,7 +88,7 @@ def fused_verdicts(torch, q, is_causal=True):
 _HEADERS = (("memory efficient", "mem_efficient"), ("flash attention", "flash"), ("cudnn attention", "cudnn"))
 
 
-def _forced_reasons(torch, q, key, member, is_causal):
+def _forced_reasons(torch, q, key, member, is_causal, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
     """The reasons SDPA gives for refusing backend `key`, from a call with it forced alone."""
     import re
     import warnings
@@ -99,8 +102,12 @@ def _forced_reasons(torch, q, key, member, is_causal):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
+            extra = dict(((name, value) for name, value in (("attn_mask", mask), ("dropout_p", dropout),
+                                                            ("enable_gqa", enable_gqa)) if value is not None and value
+                          is not False and value != 0.0), is_causal=is_causal)
             with sdpa_kernel(backend):
-                torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=is_causal)
+                torch.nn.functional.scaled_dot_product_attention(q, q if k is None else k, q if v is None else v,
+                                                                 **extra)
         except RuntimeError:
             pass  # "No available kernel. Aborting execution."
     owner, lines = None, []

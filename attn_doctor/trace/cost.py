@@ -1,0 +1,105 @@
+"""What a fallback costs, measured: on a CUDA device the call as the model makes it is timed
+against the fastest kernel that accepts the equivalent call (fallbacks.py), on the call's own
+tensors; the finding then says "costs 2.35x the cuDNN kernel here". Off the GPU nothing is timed
+and the finding says so.
+
+The timing: CUDA events around forward (and backward, in a trace with grad enabled and inputs that
+require it) after warm-up runs, the mean of ``RUNS``; the equivalent call is timed with each fused
+backend that accepts it forced alone (torch.nn.attention.sdpa_kernel), and the fastest counts.
+"""
+
+from __future__ import annotations
+
+from . import sdpa_select
+
+WARMUP = 3
+RUNS = 20
+
+
+def attach(problem, tracer, made, equivalent, eq_choice):
+    """Put ``problem["cost"]``: measured on CUDA tensors, else why not. ``made`` and
+    ``equivalent``: (q, k, v, mask, dropout, is_causal, enable_gqa) of the call and of its fix."""
+    q = made[0]
+    if q.device.type != "cuda":
+        problem["cost"] = {"measured": False, "why": "not measured: the trace ran on %s (trace --device cuda times "
+                                                      "the call against the fix)" % q.device.type}
+        return
+    tracer.in_sink += 1  # these SDPA calls are the doctor's, not the model's
+    try:
+        problem["cost"] = measure(made, equivalent, eq_choice)
+    except Exception as exc:  # noqa: BLE001 - out of memory, a kernel refusing: the finding stands
+        problem["cost"] = {"measured": False, "why": "not measured: %s: %s" % (type(exc).__name__,
+                                                                                str(exc).splitlines()[0][:200])}
+    finally:
+        tracer.in_sink -= 1
+
+
+def _runner(torch, call, backend=None):
+    import contextlib
+
+    q, k, v, mask, dropout, is_causal, enable_gqa = call
+    train = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    leaves = [t.detach().requires_grad_(train) for t in (q, k, v)]
+    extra = {"enable_gqa": True} if enable_gqa else {}
+    if backend is not None:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        ctx = lambda: sdpa_kernel(getattr(SDPBackend, sdpa_select.MEMBERS[backend]))  # noqa: E731
+    else:
+        ctx = contextlib.nullcontext
+
+    def run():
+        with ctx():
+            out = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=mask, dropout_p=dropout,
+                                                                    is_causal=is_causal, **extra)
+        if train:
+            out.backward(torch.ones_like(out))
+            for t in leaves:
+                t.grad = None
+
+    return run, train
+
+
+def time_ms(torch, run):
+    for _ in range(WARMUP):
+        run()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(RUNS):
+        run()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / RUNS
+
+
+def measure(made, equivalent, eq_choice):
+    import torch
+
+    with torch.enable_grad() if any(t.requires_grad for t in made[:3]) else torch.no_grad():
+        run, train = _runner(torch, made)
+        made_ms = time_ms(torch, run)
+        timings = {}
+        for backend in eq_choice.get("accepts") or ():
+            try:
+                timings[backend] = time_ms(torch, _runner(torch, equivalent, backend)[0])
+            except RuntimeError:  # torch and the emulation may disagree on an edge: not this one
+                continue
+        if not timings:
+            timings[eq_choice.get("kernel") or "math"] = time_ms(torch, _runner(torch, equivalent)[0])
+    fastest = min(timings, key=timings.get)
+    ratio = made_ms / timings[fastest] if timings[fastest] > 0 else None
+    return {"measured": True, "ms": round(made_ms, 4), "fastest": fastest, "fastest_ms": round(timings[fastest], 4),
+            "ratio": round(ratio, 2) if ratio else None, "timed": "forward and backward" if train else "forward",
+            "runs": RUNS, "alternatives_ms": {k: round(v, 4) for k, v in timings.items()}}
+
+
+def describe(cost):
+    """The words a finding ends with: "costs 2.35x the cuDNN kernel here", or why it was not timed."""
+    if not cost:
+        return None
+    if not cost.get("measured"):
+        return cost.get("why")
+    return "costs %.2fx the %s kernel here (%.3f ms against %.3f ms, %s, mean of %d)" % (
+        cost["ratio"] or 0, sdpa_select.LABELS.get(cost["fastest"], cost["fastest"]), cost["ms"], cost["fastest_ms"],
+        cost["timed"], cost["runs"])
