@@ -119,8 +119,9 @@ def ask_torch(q, k, v, mask, dropout, is_causal, enable_gqa):
     import torch
     from torch.nn.attention import SDPBackend
 
-    extra = (enable_gqa,) if enable_gqa else ()
-    index = torch._fused_sdp_choice(q, k, v, mask, dropout, is_causal, None, *extra)
+    # scale and enable_gqa are keyword-only; enable_gqa exists from torch 2.5
+    gqa = {"enable_gqa": True} if enable_gqa else {}
+    index = torch._fused_sdp_choice(q, k, v, mask, dropout, is_causal, scale=None, **gqa)
     kernel = _TORCH_NAMES.get(SDPBackend(index).name.lower(), SDPBackend(index).name.lower())
     usable, reasons = gpu_child().fused_verdicts(torch, q, is_causal, k=k, v=v, mask=mask, dropout=dropout,
                                                  enable_gqa=enable_gqa)

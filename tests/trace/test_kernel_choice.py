@@ -247,3 +247,24 @@ def test_check_sample_reports_the_kernel_per_layer():
     assert [s["kernel"] for s in sample["sinks"]] == ["SDPA flash", "SDPA flash"]  # one per layer
     (site,) = sample["kernels"]
     assert site["label"] == "SDPA flash" and site["count"] == 2 and site["for"].startswith("sm80, torch ")
+
+
+@pytest.mark.parametrize("gqa", [False, True])
+def test_torch_is_asked_in_its_own_signature(gqa):
+    """ask_torch calls torch's private _fused_sdp_choice as the installed torch declares it (scale
+    and enable_gqa keyword-only): on CPU tensors torch answers with a CPU backend, and the call
+    itself must not raise, or every CUDA trace would fall back to the emulation."""
+    import torch
+
+    from attn_doctor.trace import kernels
+
+    q = torch.randn(1, 4, 16, 8)
+    kv = torch.randn(1, 2 if gqa else 4, 16, 8)
+    index = None
+    try:
+        kernels.ask_torch(q, kv, kv, None, 0.0, True, gqa)
+    except TypeError as exc:  # the signature: the failure this test is about
+        pytest.fail(f"_fused_sdp_choice called with the wrong signature: {exc}")
+    except Exception:  # noqa: BLE001 - CPU tensors: the CUDA verdicts after the choice may refuse; the choice ran
+        index = "asked"
+    assert index in (None, "asked")
