@@ -134,3 +134,19 @@ def test_no_cache_reruns_both_and_no_smoke_keeps_its_own_entries(node):
     assert ran() == [] and quick.smoke.status == "skipped"
     assert check().smoke.capability_cached  # --no-smoke's entries do not stand in for the tested ones
     assert ran() == []
+
+
+def test_prepare_on_a_gpu_node_fills_the_stack_for_every_node(node, tmp_path):
+    """check --prepare on a GPU build node stores the stack's results: a node of that GPU
+    architecture and driver, after its own reboot, runs only its SDPA tests."""
+    from attn_doctor.core import prepare_cache
+    from attn_doctor.options import CheckOptions
+
+    check, ran, machine = node
+    cache = tmp_path / "shared-cache"
+    _folder, verdicts, stack = prepare_cache(CheckOptions(cache_dir=cache), [])
+    assert stack is not None and stack.torch.status == "ok" and stack.torch.key
+    assert ran() == ["compile:flex-compiled", "main"]
+    machine["boot"] = "another-node-boot"
+    facts = check()
+    assert ran() == ["main"] and facts.torch.key == stack.torch.key and facts.smoke.capability_cached

@@ -91,7 +91,7 @@ def check(
     prepare: bool = typer.Option(
         False,
         "--prepare",
-        help="Compute and cache every verdict that needs no GPU (the sample forward pass, per GPU capability), print what was stored, and exit: for a container image's build step. See examples/Dockerfile.",
+        help="Compute and cache what a cluster's nodes share, print what was stored, and exit: the sample forward pass's verdict per GPU capability (no GPU needed: a container image's build step, see examples/Dockerfile) and, on a node with GPUs, the stack's results (torch, the imports, the kernel tests: compiled flex_attention, FA2/3/4, xformers) for its GPU architecture and driver.",
     ),
     capability: Optional[list[str]] = capability_option(
         help="With --prepare: a GPU compute capability to judge the sample for (repeatable; default: this node's GPUs, else 8.0, 9.0 and 10.0, and no GPU).",
@@ -239,6 +239,6 @@ def _prepare(options, capabilities: list[str], json_out: bool, interactive: bool
             progress.stop()
     from ..render.prepare import prepared_json, prepared_ok, render_prepared
 
-    code = 0 if prepared_ok(prepared[1]) else 3  # 3: a verdict could not be computed
+    code = 0 if prepared_ok(prepared) else 3  # 3: a verdict or the stack's results could not be computed
     emit(json_out, lambda: prepared_json(prepared, code), lambda console: render_prepared(prepared, code, console))
     return code
