@@ -21,7 +21,11 @@ HELP = (
         "forward + backward through each attention backend installed (SDPA's, flash-attn's, xformers', "
         "and flex_attention compiled by torch.compile); "
         "then a sample forward pass over the installed attention paths shows the dtypes reaching the kernels. "
-        "GPU test results are cached per package set: a second check reuses them.\n\n"
+        "Each result is kept as long as what it depends on: SDPA's tests on this GPU until the machine reboots; "
+        "torch's build, the imports and the libraries' and compiled kernels' tests per package set, GPU architecture "
+        "and driver, shared through the cache folder (--cache-dir) so that one node of a cluster pays and the others "
+        "read. A check whose results are all cached takes well under a second. On a terminal the report prints "
+        "section by section as the probes finish.\n\n"
         "Examples:\n\n"
         "  attn-doctor check\n\n"
         "  attn-doctor check --python ~/venvs/train/bin/python\n\n"
@@ -59,7 +63,7 @@ def check(
     no_cache: bool = typer.Option(
         False,
         "--no-cache",
-        help="Run the sample forward pass again even if this package set was judged before (its verdict is cached per package set, Python and GPU).",
+        help="Run every test again (the torch probe, the kernel tests, the sample forward pass) instead of reusing cached results, and store the new ones.",
     ),
     no_smoke: bool = typer.Option(
         False,
@@ -80,7 +84,7 @@ def check(
         None,
         "--cache-dir",
         metavar="DIR",
-        help="Where sample verdicts are cached and shared (default: $ATTN_DOCTOR_CACHE_DIR, else the user's cache folder). On a cluster, a folder on a shared file system: one process per package set computes, every other node reuses.",
+        help="Where results are cached and shared (default: $ATTN_DOCTOR_CACHE_DIR, else the user's cache folder). On a cluster, a folder on a shared file system: one process per package set (and GPU architecture, for the kernel tests) computes, every other node reuses.",
     ),
     cache_trust: Optional[str] = typer.Option(
         None,
