@@ -44,7 +44,6 @@ from ..facts import (
     Platform,
     ProbeRun,
     Tool,
-    TorchInfo,
 )
 from ..redact import safe_environment
 from .env_probe import collect_env
@@ -194,7 +193,7 @@ def _once(kind: str, inputs: dict, start, schema, known_value, timeout: float, s
 class _Known:
     """An earlier check's answer for the same key (fix's verification): reused as it was."""
 
-    ignored: list = []
+    ignored: tuple = ()
 
     def __init__(self, value, cached: Optional[str], key: str):
         self.value, self.cached, self.key = value, cached, key
@@ -209,7 +208,7 @@ class _Known:
 class _Direct:
     """A computation with no key to cache it under (the target's environment could not be read)."""
 
-    ignored: list = []
+    ignored: tuple = ()
 
     def __init__(self, start):
         try:
@@ -349,5 +348,5 @@ def _apply_environment(facts: Facts, data: dict) -> None:
     facts.leftovers = msgspec.convert(data.get("leftovers", []), list[Leftover])
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "PARTS", "SAMPLE_MODULES", "TorchInfo", "collect_facts", "prepare_samples", "same_interpreter",
+__all__ = ["DEFAULT_TIMEOUT_S", "PARTS", "SAMPLE_MODULES", "collect_facts", "prepare_samples", "probe_gpus", "same_interpreter",
            "sample_cache_key", "trace_bytecode_env"]

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import termios
 import time
-from pathlib import Path
 
 import msgspec
 import pytest
