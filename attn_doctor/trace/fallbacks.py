@@ -19,7 +19,7 @@ import linecache
 import os
 
 from . import masks, sdpa_select
-from .patch import _arg, _enclosing_statement, _find_call, display_path
+from .patch import _arg, _enclosing_statement, _find_call, display_path, parsed_source
 
 # Slowest last: a kernel later in this list is a fallback from one earlier.
 SPEED = ("flash", "cudnn", "mem_efficient", "math")
@@ -204,13 +204,10 @@ def patch_for(record, problem, cwd=None):
     None where it is not."""
     fix = problem.get("fix")
     file, line = record.get("file"), record.get("line")
-    if not fix or not file or not os.path.isfile(file):
+    if not fix:
         return None
-    try:
-        with open(file, encoding="utf-8") as fh:
-            text = fh.read()
-        tree = ast.parse(text)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    text, tree = parsed_source(file)
+    if tree is None:
         return None
     call = _find_call(tree, line, {"scaled_dot_product_attention"})
     if call is None:
