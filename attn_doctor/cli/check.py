@@ -10,7 +10,7 @@ import typer
 
 from ._common import (EXIT_CODES_HELP, FailOn, UsageError, capability_option, check_verbosity, emit, fail, json_option,
                       no_color_option, print_schema, python_option, quiet_option, resolved, write_text,
-                      schema_option, verbose_option)
+                      schema_option, streaming_console, verbose_option)
 from ._common import progress as _progress
 
 HELP = (
@@ -146,8 +146,9 @@ def check(
             raise typer.Exit(_distributed(options, json_out, verbose, interactive))
         from ..core import run_check
 
-        if interactive and not one_line and _stdout_terminal():
-            raise typer.Exit(_streamed(options, verbose))
+        console = streaming_console() if interactive and not one_line else None
+        if console is not None:
+            raise typer.Exit(_streamed(options, console, verbose))
         progress = _progress() if interactive else None
         try:
             report = run_check(options, progress.update if progress else None)
@@ -183,22 +184,14 @@ def check(
 
 
 
-def _stdout_terminal() -> bool:
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _streamed(options, verbose: bool) -> int:
+def _streamed(options, console, verbose: bool) -> int:
     """The check on a terminal: each section printed as its probes finish, a live line for the rest."""
     from .. import __version__
     from ..core import run_check
     from ..gather import target_facts
-    from ..render.console import make_console
     from ..render.stream import CheckStream
 
-    stream = CheckStream(make_console(), verbose=verbose, version=__version__, target=target_facts(options.target))
+    stream = CheckStream(console, verbose=verbose, version=__version__, target=target_facts(options.target))
     report = None
     try:
         report = run_check(options, stream.progress, partial=stream.partial)

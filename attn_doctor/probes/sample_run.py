@@ -83,7 +83,7 @@ class SampleJob:
 
 
 def _probe(run: ProbeRun) -> dict:
-    return {"status": run.status, "error": run.error}
+    return {"status": run.status, "error": run.error, "stderr": run.stderr}
 
 
 def verdict_of(got: Got, key: str) -> tuple[DtypePath, Optional[ProbeRun]]:
@@ -104,7 +104,18 @@ def stored_run(name: str, got: Got) -> ProbeRun:
     probe = got.entry.get("probe") if isinstance(got.entry.get("probe"), dict) else {}
     status = probe.get("status") if probe.get("status") in ("ok", "failed", "timeout", "skipped") else "ok"
     error = probe.get("error") if isinstance(probe.get("error"), str) else None
-    return ProbeRun(name=name, status=status, duration_s=got.waited_s or 0.0, error=error[:2000] if error else None)
+    return ProbeRun(name=name, status=status, duration_s=got.waited_s or 0.0, error=error[:2000] if error else None,
+                    stderr=_printed(probe.get("stderr")))
+
+
+def _printed(raw) -> dict[str, str]:
+    """What the computing process's probes printed, from a cache entry: at most 64 processes, each
+    text as bounded as runner.printed keeps it (an entry is data from outside: never trusted to be)."""
+    if not isinstance(raw, dict):
+        return {}
+    from .runner import OUTPUT_KEEP
+
+    return {str(k)[:100]: v[-(OUTPUT_KEEP + 10):] for k, v in list(raw.items())[:64] if isinstance(v, str)}
 
 
 def dtype_path(raw: dict, capability: Optional[str]) -> DtypePath:

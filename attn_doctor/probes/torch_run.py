@@ -77,8 +77,9 @@ class TorchJob:
         run = ProbeRun(name=self.name, status="ok", duration_s=round(time.monotonic() - start, 3),
                        stderr=probe_output(self.name, self.child, data.get("stderr")))
         value, keep, error = self.convert(data)
-        return Done(msgspec.to_builtins(value), keep=keep, error=error, extra={"probe": {"status": "ok", "seconds": run.duration_s}},
-                    local=run)
+        # What the processes printed is evidence (-v shows it): kept with the result it came with.
+        probe = {"status": "ok", "seconds": run.duration_s, "stderr": run.stderr}
+        return Done(msgspec.to_builtins(value), keep=keep, error=error, extra={"probe": probe}, local=run)
 
     def close(self) -> None:
         if self.child.proc.poll() is None:
