@@ -234,7 +234,7 @@ def test_refusal_reasons_are_torchs_warnings_from_a_forced_backend(monkeypatch):
     reason = ("Flash attention requires q,k,v to have the same last dimension and to be less than or equal to 256. "
               "Got Query.size(-1): 512, Key.size(-1): 512, Value.size(-1): 512 instead.")
 
-    def sdpa(q, k, v, is_causal=False):  # what torch 2.11 printed on the H100, in its order
+    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):  # what torch 2.11 printed on the H100, in its order
         where = " (Triggered internally at /pytorch/aten/src/ATen/native/transformers/sdp_utils_cpp.h:552.)"
         warnings.warn("Memory efficient kernel not used because:")
         warnings.warn("Memory Efficient attention has been runtime disabled." + where)
@@ -351,3 +351,23 @@ def test_a_compile_failure_next_to_an_unpinned_triton_names_that_cause():
     assert pinned.status == "error" and "AD201" not in pinned.message
     unpinned = evaluate_rule(rule, build_facts(FixtureRef(base="h100", set={"smoke": failed, "packages.triton": {"version": "3.1.0"}})))
     assert "(triton 3.1.0 is not the release torch 2.11.0 pins, 3.6.0: AD201)" in unpinned.message
+
+
+def test_the_forced_call_gets_the_traced_calls_mask_and_dropout():
+    # Real torch on CPU: its flash backend refuses a 3-d mask, and says so as a warning. The forced
+    # call must carry the mask itself (a mask tensor once made the forced call fail before SDPA ran,
+    # so no reason came back) and the dropout.
+    import torch
+
+    from attn_doctor.probes import gpu_child
+
+    q = torch.randn(2, 4, 16, 8)
+    mask = torch.ones(1, 16, 16, dtype=torch.bool).tril()
+    (why,) = gpu_child._forced_reasons(torch, q, "flash", "FLASH_ATTENTION", False, k=q, v=q, mask=mask)
+    assert why.startswith("Please use the following attn mask shapes")
+    assert gpu_child.fused_verdicts(torch, q, False, k=q, v=q, mask=mask)[1]["flash"] == [why]
+    assert gpu_child._forced_reasons(torch, q, "flash", "FLASH_ATTENTION", False, k=q, v=q,
+                                     mask=torch.ones(16, 16, dtype=torch.bool).tril()) == []  # a 2-d mask runs
+    dropout = gpu_child._forced_reasons(torch, q.clone().requires_grad_(True), "flash", "FLASH_ATTENTION", False,
+                                        dropout=0.1)
+    assert dropout == ["Both fused kernels do not support non-zero dropout."]

@@ -102,12 +102,12 @@ def _forced_reasons(torch, q, key, member, is_causal, k=None, v=None, mask=None,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            extra = dict(((name, value) for name, value in (("attn_mask", mask), ("dropout_p", dropout),
-                                                            ("enable_gqa", enable_gqa)) if value is not None and value
-                          is not False and value != 0.0), is_causal=is_causal)
+            # Exactly the call's arguments: the mask, dropout and GQA are what a backend refuses.
+            extra = {"enable_gqa": True} if enable_gqa else {}  # a keyword from torch 2.5
             with sdpa_kernel(backend):
                 torch.nn.functional.scaled_dot_product_attention(q, q if k is None else k, q if v is None else v,
-                                                                 **extra)
+                                                                 attn_mask=mask, dropout_p=dropout,
+                                                                 is_causal=is_causal, **extra)
         except RuntimeError:
             pass  # "No available kernel. Aborting execution."
     owner, lines = None, []

@@ -387,6 +387,13 @@ def _standin_words(facts: Facts) -> Optional[str]:
     return f"flash-attn {state}: judged with a stand-in"
 
 
+def _site_kernel(site: dict) -> str:
+    # from a facts file too: bounded and printable only
+    label = "".join(c for c in str(site.get("label") or "?")[:60] if c.isprintable())
+    count = site.get("count")
+    return label + (f" ×{count}" if isinstance(count, int) and count > 1 else "")
+
+
 def _dtype_path(facts: Facts, source: str) -> Optional[str]:
     dp = facts.dtype_path
     if dp.status == "skipped":
@@ -409,6 +416,8 @@ def _dtype_path(facts: Facts, source: str) -> Optional[str]:
         text = f"{sample.name} {'✗' if bad or sample.status == 'failed' else marks.get(sample.status, '?')}"
         if standin and sample.name in _FLASH_ATTN_SAMPLES and sample.status == "ran":
             text += f" ({standin})"  # a ✓ is a claim about what ran: here, not flash-attn itself
+        if sample.kernels:  # the kernel at each of its attention call sites
+            text += " → " + ", ".join(_site_kernel(site) for site in sample.kernels[:4])
         ran.append(text)
     skipped = [s.name for s in dp.samples if s.status == "skipped"]
     where = f"{dp.device}, {dp.dtype}" + (f", autocast {dp.autocast}" if dp.autocast else "")

@@ -3,9 +3,14 @@ against the fastest kernel that accepts the equivalent call (fallbacks.py), on t
 tensors; the finding then says "costs 2.35x the cuDNN kernel here". Off the GPU nothing is timed
 and the finding says so.
 
-The timing: CUDA events around forward (and backward, in a trace with grad enabled and inputs that
-require it) after warm-up runs, the mean of ``RUNS``; the equivalent call is timed with each fused
-backend that accepts it forced alone (torch.nn.attention.sdpa_kernel), and the fastest counts.
+The timing is the call as a training step runs it: forward, then (in a trace with grad enabled and
+inputs that require it) backward from a gradient the shape of the output, the inputs' gradients
+dropped rather than accumulated (in a model q, k and v are intermediates, not leaves). After
+warm-up runs, ``RUNS`` calls go back to back between two CUDA events and their mean counts: a
+synchronize after each call would add the host's launch time to every call, which a training step
+hides behind the GPU's work. The equivalent call is timed the same way, forward and backward
+whenever the call itself is, with each fused backend that accepts it forced alone
+(torch.nn.attention.sdpa_kernel); the fastest counts.
 """
 
 from __future__ import annotations
@@ -34,11 +39,10 @@ def attach(problem, tracer, made, equivalent, eq_choice):
         tracer.in_sink -= 1
 
 
-def _runner(torch, call, backend=None):
+def _runner(torch, call, train, backend=None):
     import contextlib
 
     q, k, v, mask, dropout, is_causal, enable_gqa = call
-    train = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     leaves = [t.detach().requires_grad_(train) for t in (q, k, v)]
     extra = {"enable_gqa": True} if enable_gqa else {}
     if backend is not None:
@@ -53,11 +57,13 @@ def _runner(torch, call, backend=None):
             out = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=mask, dropout_p=dropout,
                                                                     is_causal=is_causal, **extra)
         if train:
-            out.backward(torch.ones_like(out))
+            out.backward(grad)
             for t in leaves:
                 t.grad = None
 
-    return run, train
+    # made once, as the step's upstream gradient is: no fill kernel timed with the call
+    grad = torch.ones(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device) if train else None
+    return run
 
 
 def time_ms(torch, run):
@@ -76,17 +82,17 @@ def time_ms(torch, run):
 def measure(made, equivalent, eq_choice):
     import torch
 
-    with torch.enable_grad() if any(t.requires_grad for t in made[:3]) else torch.no_grad():
-        run, train = _runner(torch, made)
-        made_ms = time_ms(torch, run)
+    train = any(t.requires_grad for t in made[:3])
+    with torch.enable_grad() if train else torch.no_grad():
+        made_ms = time_ms(torch, _runner(torch, made, train))
         timings = {}
         for backend in eq_choice.get("accepts") or ():
             try:
-                timings[backend] = time_ms(torch, _runner(torch, equivalent, backend)[0])
+                timings[backend] = time_ms(torch, _runner(torch, equivalent, train, backend))
             except RuntimeError:  # torch and the emulation may disagree on an edge: not this one
                 continue
         if not timings:
-            timings[eq_choice.get("kernel") or "math"] = time_ms(torch, _runner(torch, equivalent)[0])
+            timings[eq_choice.get("kernel") or "math"] = time_ms(torch, _runner(torch, equivalent, train))
     fastest = min(timings, key=timings.get)
     ratio = made_ms / timings[fastest] if timings[fastest] > 0 else None
     return {"measured": True, "ms": round(made_ms, 4), "fastest": fastest, "fastest_ms": round(timings[fastest], 4),

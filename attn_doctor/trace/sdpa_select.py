@@ -11,9 +11,10 @@ Sources read: sdp_utils.cpp of pytorch main (2026: cuDNN first on sm9x/sm10x wit
 above 9.15, ``TORCH_CUDNN_SDPA_DEPRIORITIZED``) and of the 2.9 era (``TORCH_CUDNN_SDPA_PREFERRED``,
 cuDNN first on sm90/sm100 with cuDNN >= 9.9 at build time, no cuDNN dropout check, no GQA in the
 memory-efficient kernel). Recorded on an H100 with torch 2.11.0+cu130 and cuDNN 9.19
-(tests/fixtures/facts/h100.json): a causal bf16 call at head dim 128 picks cuDNN; issue 32's table:
-dropout 0.1 picks flash (cuDNN takes dropout in steps of 1/16 only). Version bounds not read in a
-tagged release are marked [inferred] where they are set.
+(tests/fixtures/facts/h100.json): a causal bf16 call at head dim 128 picks cuDNN, and so does a
+causal one with dropout 0.1 (tests/gpu/test_gpu_kernel_choice.py): 2.11 has no cuDNN dropout check
+yet (main takes dropout in steps of 1/16 only). Version bounds not read in a tagged release are
+marked [inferred] where they are set.
 
 Standard library only: a call is described by plain dicts (``describe`` in kernels.py).
 """
@@ -334,8 +335,8 @@ CHECKS = {
     "dtypes_mem_efficient": (check_dtypes_mem_efficient, None, None),
     "cudnn_hardware": (check_cudnn_hardware, None, None),
     "attn_mask_shape": (check_attn_mask_shape, None, None),
-    # issue 32's table (2.11, H100): dropout 0.1 runs flash, so cuDNN refused it
-    "cudnn_dropout": (check_cudnn_dropout, (2, 11), None),
+    # in main's source; torch 2.11.0 on an H100 picks cuDNN for dropout 0.1 [inferred: from 2.12]
+    "cudnn_dropout": (check_cudnn_dropout, (2, 12), None),
     "cudnn_tensor_shapes": (check_cudnn_tensor_shapes, None, None),
     "cudnn_d256_backward": (check_cudnn_d256_backward, (2, 12), None),  # [inferred]
 }

@@ -70,32 +70,33 @@ def _fix(pattern, call):
 
 
 def _direct_ms(call, backend=None):
-    """A direct timing, written apart from attn_doctor/trace/cost.py: forward and backward."""
+    """A direct timing, written apart from attn_doctor/trace/cost.py, by the same method: forward and
+    backward as a training step runs them (an upstream gradient made once, the inputs' gradients not
+    accumulated, calls back to back between two CUDA events after warm-up), the mean of 20."""
+    import contextlib
+
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q, k, v, mask, dropout, is_causal = call
     leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
+    upstream = torch.randn(*q.shape[:-1], v.shape[-1], device="cuda", dtype=q.dtype)
+    ctx = sdpa_kernel(getattr(SDPBackend, sdpa_select.MEMBERS[backend])) if backend else contextlib.nullcontext()
 
     def once():
         out = F.scaled_dot_product_attention(*leaves, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
-        out.sum().backward()
+        torch.autograd.grad(out, leaves, upstream)
 
-    import contextlib
-
-    ctx = sdpa_kernel(getattr(SDPBackend, sdpa_select.MEMBERS[backend])) if backend else contextlib.nullcontext()
     with ctx:
         for _ in range(3):
             once()
         torch.cuda.synchronize()
-        times = []
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         for _ in range(20):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
             once()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-    return sum(times) / len(times)
+        end.record()
+        torch.cuda.synchronize()
+    return start.elapsed_time(end) / 20
 
 
 @pytest.mark.parametrize("pattern", sorted(TABLE))

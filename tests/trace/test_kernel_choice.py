@@ -68,8 +68,11 @@ def test_versions_change_the_order_and_the_checks():
     old = sdpa_select.target_for(sm90, "2.6.0")
     assert sdpa_select.priority_order(old) == sdpa_select.DEFAULT_ORDER
     assert sdpa_select.select(_call("causal"), old)["kernel"] == "flash"
-    # before 2.11 cuDNN had no 1/16 dropout check: dropout 0.1 stayed on cuDNN
-    assert sdpa_select.select(_call("dropout"), sdpa_select.target_for(sm90, "2.10.1"))["kernel"] == "cudnn"
+    # 2.11's cuDNN has no 1/16 dropout check (torch asked on an H100): dropout 0.1 stays on cuDNN;
+    # later source refuses it, and flash runs
+    assert sdpa_select.select(_call("dropout"), sdpa_select.target_for(sm90, "2.11.0"))["kernel"] == "cudnn"
+    later = sdpa_select.select(_call("dropout"), sdpa_select.target_for(sm90, "2.12.0"))
+    assert later["kernel"] == "flash" and "1/16" in later["refused"]["cudnn"]
     # a torch built without flash (Windows) says so, as torch does
     win = sdpa_select.target_for((8, 0), "2.11.0", flash_compiled=False)
     choice = sdpa_select.select(_call("causal"), win)
