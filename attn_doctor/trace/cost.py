@@ -6,9 +6,10 @@ and the finding says so.
 The timing is the call as a training step runs it: forward, then (in a trace with grad enabled and
 inputs that require it) backward from a gradient the shape of the output, the inputs' gradients
 dropped rather than accumulated (in a model q, k and v are intermediates, not leaves). After
-warm-up runs, ``RUNS`` calls go back to back between two CUDA events and their mean counts: a
-synchronize after each call would add the host's launch time to every call, which a training step
-hides behind the GPU's work. The equivalent call is timed the same way, forward and backward
+warm-up runs, ``ROUNDS`` rounds of ``RUNS`` calls go back to back between two CUDA events, and the
+median of the rounds' means counts (a kernel's first rounds in a process, with cuDNN's plan cache
+and the clocks still rising, must not decide a ratio): a synchronize after each call would add the
+host's launch time to every call, which a training step hides behind the GPU's work. The equivalent call is timed the same way, forward and backward
 whenever the call itself is, with each fused backend that accepts it forced alone
 (torch.nn.attention.sdpa_kernel); the fastest counts.
 """
@@ -19,6 +20,7 @@ from . import sdpa_select
 
 WARMUP = 3
 RUNS = 20
+ROUNDS = 3
 
 
 def attach(problem, tracer, made, equivalent, eq_choice):
@@ -66,17 +68,21 @@ def _runner(torch, call, train, backend=None):
     return run
 
 
-def time_ms(torch, run):
+def time_ms(torch, run, rounds=ROUNDS):
+    """Milliseconds per call: the median of `rounds` rounds' means of RUNS calls each."""
     for _ in range(WARMUP):
         run()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(RUNS):
-        run()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / RUNS
+    means = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(RUNS):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+        means.append(start.elapsed_time(end) / RUNS)
+    return sorted(means)[len(means) // 2]
 
 
 def measure(made, equivalent, eq_choice):
@@ -97,7 +103,7 @@ def measure(made, equivalent, eq_choice):
     ratio = made_ms / timings[fastest] if timings[fastest] > 0 else None
     return {"measured": True, "ms": round(made_ms, 4), "fastest": fastest, "fastest_ms": round(timings[fastest], 4),
             "ratio": round(ratio, 2) if ratio else None, "timed": "forward and backward" if train else "forward",
-            "runs": RUNS, "alternatives_ms": {k: round(v, 4) for k, v in timings.items()}}
+            "runs": RUNS, "rounds": ROUNDS, "alternatives_ms": {k: round(v, 4) for k, v in timings.items()}}
 
 
 def describe(cost):
@@ -106,6 +112,8 @@ def describe(cost):
         return None
     if not cost.get("measured"):
         return cost.get("why")
-    return "costs %.2fx the %s kernel here (%.3f ms against %.3f ms, %s, mean of %d)" % (
+    how = ("median of %d rounds of %d" % (cost["rounds"], cost["runs"]) if cost.get("rounds", 1) > 1
+           else "mean of %d" % cost["runs"])
+    return "costs %.2fx the %s kernel here (%.3f ms against %.3f ms, %s, %s)" % (
         cost["ratio"] or 0, sdpa_select.LABELS.get(cost["fastest"], cost["fastest"]), cost["ms"], cost["fastest_ms"],
-        cost["timed"], cost["runs"])
+        cost["timed"], how)

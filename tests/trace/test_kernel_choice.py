@@ -239,6 +239,9 @@ def test_cost_words():
     assert cost.describe({"measured": True, "ratio": 2.35, "fastest": "flash", "ms": 1.818, "fastest_ms": 0.772,
                           "timed": "forward and backward", "runs": 20}) == (
         "costs 2.35x the flash kernel here (1.818 ms against 0.772 ms, forward and backward, mean of 20)")
+    assert cost.describe({"measured": True, "ratio": 2.35, "fastest": "flash", "ms": 1.818, "fastest_ms": 0.772,
+                          "timed": "forward", "runs": 20, "rounds": 3}) == (
+        "costs 2.35x the flash kernel here (1.818 ms against 0.772 ms, forward, median of 3 rounds of 20)")
     assert cost.describe({"measured": False, "why": "not measured: x"}) == "not measured: x"
 
 
