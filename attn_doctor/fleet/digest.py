@@ -30,9 +30,10 @@ VOLATILE_KEYS = frozenset(
     # `cached`, `computed_by`, `waited_s`: when and by which process the sample verdict was
     # computed (one rank computes it, the others with its key reuse it); `device_index`: the GPU
     # a rank smoke-tested (its own, LOCAL_RANK); `stderr`: what a probe process printed, evidence
-    # that can name a pid, a temporary path or a time
+    # that can name a pid, a temporary path or a time; `capability_cached`, `key`: when the stack's
+    # results were computed, and the hash of what they and a node's depend on (a boot id among it)
     {"duration_s", "hostname", "uuid", "serial", "pci_bus_id", "rel_err", "rel_err_grad", "cached", "computed_by", "waited_s",
-     "device_index", "group_seconds", "stderr"}
+     "device_index", "group_seconds", "group_phases", "capability_cached", "key", "stderr"}
 )
 # Environment variables that differ per rank or per node by design.
 PER_RANK_ENV = frozenset(
