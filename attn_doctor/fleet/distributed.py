@@ -291,7 +291,7 @@ def _rank_report(blob: bytes, digest: str) -> dict:
     inflated to at most REPORT_MAX_BYTES (never a decompression bomb), of the report schema, and
     of the digest it was sent under (recomputed: a report must not stand for another group)."""
     from ..inputs import REPORT_MAX_BYTES
-    from .files import report_from_json
+    from .view import read_full
 
     try:
         inflate = zlib.decompressobj()
@@ -300,10 +300,10 @@ def _rank_report(blob: bytes, digest: str) -> dict:
         raise ValueError(f"not a compressed report ({_one_line(exc)})") from None
     if len(raw) > REPORT_MAX_BYTES or inflate.unconsumed_tail:
         raise ValueError(f"larger than {REPORT_MAX_BYTES // (1 << 20)} MiB inflated: not a report")
-    doc = report_from_json(raw)
-    if report_digest(doc) != digest:
+    report, its_digest = read_full(raw)
+    if its_digest != digest:
         raise ValueError("its content does not match the digest it was sent under")
-    return doc
+    return msgspec.to_builtins(report)
 
 
 # What a rank says about itself beside its report (host names, a failure's reason): one line each,
