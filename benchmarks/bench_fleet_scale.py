@@ -91,8 +91,8 @@ def generate(n: int, folder: Path, reports: dict[str, dict]) -> None:
         doc["created"] = f"2026-11-24T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00"
         for holder, key in timings[name]:
             holder[key] = round(rng.uniform(0.01, 30.0), 3)
-        (folder / f"{host}.json").write_bytes(encoder.encode(doc))
-    whole = encoder.encode(docs["majority"])
+        (folder / f"{host}.json").write_bytes(msgspec.json.format(encoder.encode(doc), indent=2) + b"\n")  # as --json prints
+    whole = msgspec.json.format(encoder.encode(docs["majority"]), indent=2)
     (folder / "node99999.json").write_bytes(whole[: len(whole) // 3])  # a node died while writing it
 
 
@@ -124,7 +124,7 @@ def main() -> None:
             changed = copy.deepcopy(facts)
             change(changed)
             reports[name] = _report(changed, work, name)
-        size = len(msgspec.json.encode(reports["majority"]))
+        size = len(msgspec.json.format(msgspec.json.encode(reports["majority"]), indent=2)) + 1
         print(f"report: {FACTS.relative_to(ROOT)} through check --from-report --json, {size:,} B; odd groups: "
               + ", ".join(f"{name} x{count}" for name, (count, _, _) in ODD.items()) + "; 1 broken report")
         folders = {}
