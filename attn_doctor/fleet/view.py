@@ -2,17 +2,19 @@
 
 A fleet reads thousands of reports, so the bounds (attn_doctor/inputs.py) are enforced where they
 cost least: the size before decoding (read_bounded); the types, and with them the depth of every
-typed part, by msgspec's typed decoding of the report in one pass; what the fleet never shows (a
-result's evidence, remedies, links, traceback) is skipped by the decoder, its JSON checked and no
-object made (deeper than the interpreter's recursion limit: refused); and the depth and number of
-values (check_structure) only in the few parts the schema leaves free-form that the fleet reads
-(the tracer's findings, a config's settings).
+typed part, by msgspec's typed decoding; what the fleet never shows (a result's evidence,
+remedies, links, traceback) is skipped by the decoder, its JSON checked and no object made
+(deeper than the interpreter's recursion limit: refused); the depth and number of values
+(check_structure) only in the few free-form parts the fleet reads (the tracer's findings, a
+config's settings).
 
-The fleet view (digest.py) is decoded the same way: view structs generated from the report's own
-structs, less what differs per node by design, so msgspec skips those fields in C and a field
-added to the report is part of the view without a word here. What a type cannot say is done on
-the decoded view: launcher variables out of the env, probes and results keyed by name (their order
-is not a difference), free-form parts stripped as before.
+Each report is decoded twice, both typed, into structs generated from the report's own (Family):
+the fleet view (VIEW: less what differs per node by design, digest.py says what), whose hash is
+the report's digest, and the rest (REST: just what the view leaves out and the fleet reads, the
+timings and a result's title, to check their types). A field added to the report is in one of
+them without a word here. What a type cannot say is done on the decoded view: launcher variables
+out of the env, probes and results keyed by name (their order is no difference), free-form parts
+stripped of volatile keys. Only one report per group is kept (compressed) and read whole.
 """
 
 from __future__ import annotations
@@ -99,8 +101,37 @@ UNREAD = {Result: frozenset({"evidence", "remedies", "links", "traceback"})}
 READ = Family("Read", lambda struct, name: name in UNREAD.get(struct, ()))
 # The fleet view: less what differs per node by design (the host name stays, for the node's
 # member: typed_view blanks it).
-VIEW = Family("View", lambda struct, name: (_volatile(name) and not (struct is Platform and name == "hostname"))
-              or name in DROP.get(struct, ()) or (struct in KEEP_ONLY and name not in KEEP_ONLY[struct]), envelope=True)
+def _out_of_view(struct: type, name: str) -> bool:
+    return ((_volatile(name) and not (struct is Platform and name == "hostname"))
+            or name in DROP.get(struct, ()) or (struct in KEEP_ONLY and name not in KEEP_ONLY[struct]))
+
+
+VIEW = Family("View", _out_of_view, envelope=True)
+
+
+def _rest_below(tp: Any, seen: frozenset = frozenset()) -> bool:
+    """Whether a value of type `tp` holds fields the fleet reads that the view leaves out."""
+    if _is_struct(tp):
+        return tp not in seen and any(
+            (name not in UNREAD.get(tp, ())) and (_out_of_view(tp, name) or _rest_below(ftype, seen | {tp}))
+            for name, ftype in ((f.name, f.type) for f in msgspec.structs.fields(tp)))
+    return any(_rest_below(a, seen) for a in typing.get_args(tp))
+
+
+_FIELD_TYPES = {}
+
+
+def _field_type(struct: type, name: str) -> Any:
+    if struct not in _FIELD_TYPES:
+        _FIELD_TYPES[struct] = {f.name: f.type for f in msgspec.structs.fields(struct)}
+    return _FIELD_TYPES[struct][name]
+
+
+# The rest: what the fleet reads that the view leaves out (timings, host names, a result's title),
+# and the way to it. Decoded beside the view, so that every report is checked in every field the
+# fleet reads (its type, its presence where required), whichever of its group describes the group.
+REST = Family("Rest", lambda struct, name: name in UNREAD.get(struct, ())
+              or not (_out_of_view(struct, name) or _rest_below(_field_type(struct, name))))
 
 
 def view_type(struct: type) -> type:
@@ -168,11 +199,13 @@ def free_form(obj: Any, plan: Plan) -> Iterator[tuple[Any, str, Any]]:
 
 REPORT_READ = READ.of(Report)
 REPORT_DECODER = msgspec.json.Decoder(REPORT_READ)
-REPORT_PLAN = plan_of(REPORT_READ)
 
 REPORT_VIEW = view_type(Report)
 VIEW_DECODER = msgspec.json.Decoder(REPORT_VIEW)
 VIEW_PLAN = plan_of(REPORT_VIEW)
+REST_DECODER = msgspec.json.Decoder(REST.of(Report))
+if plan_of(REST.of(Report)):  # free-form values outside the view would go unbounded: keep them in it
+    raise TypeError("free-form (Any) fields outside the fleet view")
 
 # Environment variables that differ per rank or per node by design.
 PER_RANK_ENV = frozenset(
@@ -184,11 +217,11 @@ PER_RANK_ENV_PREFIXES = ("SLURM_", "SLURMD_", "TORCHELASTIC_")
 
 def read_report(raw: bytes) -> tuple[Any, str]:
     """A report's bytes (already size-bounded) as its decoded view (a REPORT_VIEW, which also
-    carries who the node is: host name, env, summary, exit code) and its fleet digest, in one typed
-    decode; or ValueError saying in one line why not: not JSON, not an attn-doctor report, a schema
-    version this doctor does not read, a field the view holds of another type, or free-form parts
-    nested deeper than MAX_DEPTH or holding more than MAX_VALUES values. Every field the fleet
-    uses is checked here; read_full checks the rest, for the one report a group is described by."""
+    carries who the node is: host name, env, summary, exit code) and its fleet digest; or
+    ValueError saying in one line why not: not JSON, not an attn-doctor report, a schema version
+    this doctor does not read, a field the fleet reads of another type (the view's and the rest's,
+    decoded beside it), or free-form parts nested deeper than MAX_DEPTH or holding more than
+    MAX_VALUES values."""
     try:
         view = VIEW_DECODER.decode(raw)
     except msgspec.ValidationError as exc:
@@ -198,22 +231,19 @@ def read_report(raw: bytes) -> tuple[Any, str]:
     refusal = _refusal(view)
     if refusal:
         raise ValueError(refusal)
+    try:
+        REST_DECODER.decode(raw)  # checked, then dropped: the digest leaves it out, the group's report has it
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"invalid report: {str(exc)[:300]}") from None
     _bounded(view, VIEW_PLAN)
     return view, _digest(view)
 
 
 def read_full(raw: bytes) -> tuple[Any, str]:
-    """read_report, then the whole report validated as well (a REPORT_READ: a Report less what the
-    fleet never shows): for the report that describes a group, and for a rank's or a node's."""
-    view, digest = read_report(raw)
-    try:
-        report = REPORT_DECODER.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise ValueError(f"invalid report: {str(exc)[:300]}") from None
-    except (msgspec.DecodeError, RecursionError):
-        raise ValueError(_not_json(raw)) from None
-    _bounded(report, REPORT_PLAN)
-    return report, digest
+    """read_report, and the report as the fleet reads it whole (a REPORT_READ: a Report less what
+    the fleet never shows): for the report that describes a group, a rank's, a Ray node's."""
+    _, digest = read_report(raw)
+    return REPORT_DECODER.decode(raw), digest
 
 
 def _bounded(decoded: Any, plan: Plan) -> None:
@@ -311,10 +341,8 @@ class Representatives(Mapping):
         self._blobs: dict[str, bytes] = {}
 
     def keep(self, digest: str, raw: bytes) -> None:
-        """Keep `raw` for `digest` unless a report is kept for it already; ValueError (one line)
-        when the report, read whole (read_full), is not valid: the next one of that digest is tried."""
+        """Keep `raw` (a report read_report took) for `digest` unless one is kept for it already."""
         if digest not in self._blobs:
-            read_full(raw)
             self._blobs[digest] = zlib.compress(raw, 1)
 
     def __getitem__(self, digest: str) -> dict:
