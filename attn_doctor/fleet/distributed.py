@@ -45,6 +45,7 @@ from ..options import CheckOptions, expand, host_name
 from ..report import EXIT_PROBE_FAILED, Summary
 from .aggregate import FleetReport, Member, Problem, aggregate
 from .digest import report_digest
+from .view import Representatives
 
 GATHER_TIMEOUT_ENV = "ATTN_DOCTOR_GATHER_TIMEOUT"
 SLURM_PORT_BASE = 15000  # MASTER_PORT under srun when unset: 15000 + SLURM_JOB_ID % 20000
@@ -286,12 +287,13 @@ def report_failure(store, placement: Placement, host: str, message: str) -> None
         pass
 
 
-def _rank_report(blob: bytes, digest: str) -> dict:
+def _rank_report(blob: bytes, digest: str) -> bytes:
     """A rank's report as sent (compressed JSON), validated as a report file is (fleet.files):
     inflated to at most REPORT_MAX_BYTES (never a decompression bomb), of the report schema, and
-    of the digest it was sent under (recomputed: a report must not stand for another group)."""
+    of the digest it was sent under (recomputed: a report must not stand for another group).
+    Returns its JSON."""
     from ..inputs import REPORT_MAX_BYTES
-    from .view import read_full
+    from .view import read_report
 
     try:
         inflate = zlib.decompressobj()
@@ -300,10 +302,10 @@ def _rank_report(blob: bytes, digest: str) -> dict:
         raise ValueError(f"not a compressed report ({_one_line(exc)})") from None
     if len(raw) > REPORT_MAX_BYTES or inflate.unconsumed_tail:
         raise ValueError(f"larger than {REPORT_MAX_BYTES // (1 << 20)} MiB inflated: not a report")
-    report, its_digest = read_full(raw)
+    _, its_digest = read_report(raw)
     if its_digest != digest:
         raise ValueError("its content does not match the digest it was sent under")
-    return msgspec.to_builtins(report)
+    return raw
 
 
 # What a rank says about itself beside its report (host names, a failure's reason): one line each,
@@ -398,19 +400,17 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
     silent = [r for r in range(world) if r in hello and r not in members and r not in failed]
     alive = _still_checking(store, silent) if silent and not stopped else {}
 
-    reports: dict[str, dict] = {}
+    reports = Representatives()  # kept compressed: rank 0's memory grows by ~7 KB per distinct report
     rejected: dict[str, str] = {}  # digest -> why its report was not taken
-    pending = {m.digest for m in members.values()}
+    pending = sorted({m.digest for m in members.values()})
     upload_deadline = time.monotonic() + min(2.0, max(timeout, 0.5))
     while pending:
-        for digest in sorted(pending):
-            key = f"report/{digest}"
-            if store.check([key]):
-                try:
-                    reports[digest] = _rank_report(store.get(key), digest)
-                except ValueError as exc:
-                    rejected[digest] = str(exc)
-                pending.discard(digest)
+        for digest, blob in _uploads(store, pending).items():
+            try:
+                reports.keep(digest, _rank_report(blob, digest), compressed=blob)
+            except ValueError as exc:
+                rejected[digest] = str(exc)
+        pending = [d for d in pending if d not in reports and d not in rejected]
         if not pending or time.monotonic() >= upload_deadline:
             break  # an uploader that died mid-upload: its group is shown without its report
         time.sleep(0.02)
@@ -447,6 +447,15 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
         launcher=placement.launcher,
         fail_on=fail_on,
     )
+
+
+def _uploads(store, digests: list[str]) -> dict[str, bytes]:
+    """The reports uploaded under `digests` so far: all in one request when all are there (a
+    thousand distinct reports are a thousand round trips otherwise), else one by one."""
+    keys = [f"report/{d}" for d in digests]
+    if len(keys) > 1 and hasattr(store, "multi_get") and store.check(keys):
+        return dict(zip(digests, store.multi_get(keys)))
+    return {d: store.get(k) for d, k in zip(digests, keys) if store.check([k])}
 
 
 def _still_checking(store, ranks: list[int]) -> dict[int, tuple[float, str]]:

@@ -340,10 +340,11 @@ class Representatives(Mapping):
     def __init__(self):
         self._blobs: dict[str, bytes] = {}
 
-    def keep(self, digest: str, raw: bytes) -> None:
-        """Keep `raw` (a report read_report took) for `digest` unless one is kept for it already."""
+    def keep(self, digest: str, raw: bytes, compressed: Optional[bytes] = None) -> None:
+        """Keep `raw` (a report read_report took) for `digest` unless one is kept for it already;
+        `compressed`: raw as zlib compressed it already (a rank's upload)."""
         if digest not in self._blobs:
-            self._blobs[digest] = zlib.compress(raw, 1)
+            self._blobs[digest] = compressed if compressed is not None else zlib.compress(raw, 1)
 
     def __getitem__(self, digest: str) -> dict:
         return msgspec.to_builtins(REPORT_DECODER.decode(zlib.decompress(self._blobs[digest])))
