@@ -42,7 +42,7 @@ from typing import Optional
 import msgspec
 
 from ..options import CheckOptions, expand, host_name
-from ..report import EXIT_PROBE_FAILED, Summary
+from ..report import EXIT_FINDINGS, EXIT_PROBE_FAILED, Summary
 from .aggregate import FleetReport, Member, Problem, aggregate
 from .digest import report_digest
 from .view import Representatives
@@ -278,6 +278,31 @@ def publish(store, placement: Placement, host: str, doc: dict, digest: str) -> N
         raise GatherError(f"handing the report to rank 0 failed: {_one_line(exc)}") from None
 
 
+def publish_within(store, placement: Placement, host: str, doc: dict, digest: str, timeout: float) -> None:
+    """publish, given up after `timeout` seconds: a store whose host is frozen (SIGSTOP, swapping,
+    a partition that drops packets) never answers, and TCPStore's own timeout does not bound a
+    request once it is sent (measured: `check` waited past 40 s on a store of 3 s). The hand-over
+    runs in a thread left behind when it does not return (the process exits normally beside it)."""
+    outcome: dict = {}
+
+    def hand_over() -> None:
+        try:
+            publish(store, placement, host, doc, digest)
+            outcome["done"] = True
+        except BaseException as exc:  # noqa: BLE001 - carried to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=hand_over, name="attn-doctor-fleet-handover", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        where = "torchrun's store" if placement.agent_store else "rank 0's store"
+        raise GatherError(f"{where} at {placement.master_addr}:{placement.master_port} took no report within {timeout:g} s "
+                          f"(frozen, overloaded or cut off; raise {GATHER_TIMEOUT_ENV} if it is only slow)")
+    if "error" in outcome:
+        raise outcome["error"]
+
+
 def report_failure(store, placement: Placement, host: str, message: str) -> None:
     """A rank whose check cannot run tells rank 0 why, so that rank 0 need not wait it out."""
     try:
@@ -487,11 +512,14 @@ def _still_checking(store, ranks: list[int]) -> dict[int, tuple[float, str]]:
 
 
 class FleetError(Exception):
-    """This rank cannot take part: the message (prefixed with the rank) and the exit code."""
+    """This rank cannot take part: the message (prefixed with the rank), the exit code, and this
+    rank's own report when its check ran (the CLI prints its verdict: it must not be lost with the
+    fleet's)."""
 
-    def __init__(self, message: str, code: int):
+    def __init__(self, message: str, code: int, report=None):
         super().__init__(message)
         self.code = code
+        self.report = report
 
 
 def run_distributed_check(options: CheckOptions, progress_factory=None) -> Optional[FleetReport]:
@@ -541,17 +569,20 @@ def run_distributed_check(options: CheckOptions, progress_factory=None) -> Optio
             raise FleetError(f"{who}: {exc}", 2) from None
 
         doc = msgspec.to_builtins(report)
+        # Without the fleet this rank's verdict is all there is: 1 when its own check fails, as
+        # check's; else 3, the fleet's report being incomplete without it.
+        own_code = EXIT_FINDINGS if report.exit_code == EXIT_FINDINGS else EXIT_PROBE_FAILED
         try:
             note("joining the rendezvous")
             store = connection.result()
-            publish(store, placement, host, doc, report_digest(doc))
+            publish_within(store, placement, host, doc, report_digest(doc), gather_timeout)
             if not is_reporter:
                 return None
             return gather(store, placement, timeout=gather_timeout, fail_on=options.fail_on, progress=progress.update if progress else None, stop=stop)
         except GatherError as exc:
-            raise FleetError(f"{who}: {exc}", EXIT_PROBE_FAILED) from None
+            raise FleetError(f"{who}: {exc}", own_code, report) from None
         except Exception as exc:  # noqa: BLE001 - torch.distributed raised: one line, exit 3
-            raise FleetError(f"{who}: the gather failed: {_one_line(exc)}", EXIT_PROBE_FAILED) from None
+            raise FleetError(f"{who}: the gather failed: {_one_line(exc)}", own_code, report) from None
     finally:
         connection.stop_heartbeat()
         stop.__exit__()

@@ -160,3 +160,13 @@ def render_summary(fleet: FleetReport, console: Console) -> None:
     if s.skipped:
         parts.append(f"{s.skipped:,} skipped")
     console.print(Text(", ".join(parts) + f"  (exit code {fleet.exit_code})", style="bold"))
+
+
+def render_own_verdict(report, why: str, console: Console) -> None:
+    """A rank that could not hand its report over (`why`: 'rank 3 (node07): ...'): its own check's
+    verdict in one line, so that it is not lost with the fleet's."""
+    from .oneline import oneline
+
+    who = why.split(":", 1)[0]
+    status = "error" if report.exit_code == 1 else "crashed" if report.exit_code == 3 else "pass"
+    _line(console, status, f"{who}, its own check only (not handed to rank 0): {oneline(report, limit=240)}")
