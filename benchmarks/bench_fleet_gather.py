@@ -96,6 +96,9 @@ def _rank_doc(reports: dict, rank: int, world: int, distinct: bool) -> dict:
 
 def worker(port: int, ranks: list[int], world: int, distinct: bool, reports: dict) -> None:
     """Some ranks: connect (each its own client), say hello, wait for the go, hand the report over."""
+    import faulthandler
+
+    faulthandler.enable()  # a client that crashes says where
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     from torch.distributed import PrefixStore, TCPStore
 
@@ -160,6 +163,11 @@ def one_gather(world: int, workers: int, distinct: bool, reports: dict) -> dict:
     for p in procs:
         p.start()
     while store.add("bench/connected", 0) < world:
+        dead = [p.exitcode for p in procs if p.exitcode is not None]
+        if dead:  # a client process that died before connecting would leave this loop waiting forever
+            for p in procs:
+                p.kill()
+            raise SystemExit(f"{len(dead)} client process(es) died before connecting (exit {dead[0]}): see their output above")
         time.sleep(0.05)
     watched = Watched(store, world)
     placement = Placement(rank=0, world_size=world, local_rank=0, master_addr="127.0.0.1", master_port=port,
