@@ -39,11 +39,12 @@ import secrets
 import socket
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from . import __version__
 
@@ -419,26 +420,161 @@ class Flight:
         self._release()
 
 
+@dataclass
+class Done:
+    """What one computation gave (a Job's finish): `value` to share; `keep`: later processes may
+    reuse it (else it is a failure record, for the processes that waited on this one only, and
+    `error` says why); `extra`: fields stored beside the value (JSON); `local`: what only this
+    process sees (its probe's own run, what its child printed)."""
+
+    value: Optional[dict]
+    keep: bool = True
+    error: Optional[str] = None
+    extra: dict = field(default_factory=dict)
+    local: Any = None
+
+
+class Job(Protocol):
+    def finish(self, timeout: float) -> Done: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Got:
+    """A cached computation's answer. source: "cache" (stored earlier), "computed" (by this
+    process), "shared" (computed by another process while this one waited), "failed" (that other
+    process's computation failed: `error`), "none" (no answer: `error` says why)."""
+
+    value: Optional[dict]
+    source: str
+    computed: Optional[str] = None  # when the value was computed (UTC, ISO 8601)
+    by: Optional[str] = None  # who computed it: "host:pid"
+    waited_s: float = 0.0
+    error: Optional[str] = None
+    local: Any = None
+    entry: dict = field(default_factory=dict)  # the stored entry (its extra fields: "probe"...)
+
+
+class Once:
+    """One cached computation: its key (a kind and the inputs the result depends on) and the
+    function that computes it, in one call. Every result a check caches goes through here.
+
+        once = Once("stack", inputs, start, schema=Value).begin()   # cached, claimed, or waited for
+        ...                                                        # the check's other probes run
+        got = once.result(timeout)   # the stored value, another process's, or this one's
+        once.close()                 # no claim and no child left behind, whatever happened
+
+    start() begins the computation and returns a Job. It runs at once when this process claims
+    the key, or later, in the waiting thread, when the process holding the key goes away without
+    an answer. A value is stored when its Done says keep, else published as a failure record for
+    the waiters alone. use_cache=False computes afresh (and stores); wait_s bounds the wait for
+    another process (its own computation is bounded by its job's timeout)."""
+
+    def __init__(self, kind: str, inputs: dict, start: Callable[[], Job], *, root: Optional[os.PathLike] = None,
+                 trust: Optional[str] = None, schema: Any = None, use_cache: bool = True, wait_s: float = 150.0,
+                 progress: Optional[Callable[[str], None]] = None):
+        self.kind, self.inputs, self._start = kind, inputs, start
+        self.key = key(kind, **inputs)
+        self.flight = Flight(kind, self.key, root, inputs=inputs, schema=schema, trust=trust)
+        self.use_cache, self.wait_s, self._progress = use_cache, wait_s, progress
+        self._entry: Optional[dict] = None
+        self._failure: Optional[dict] = None
+        self._job: Optional[Job] = None
+        self._error: Optional[str] = None
+        self._thread: Optional[threading.Thread] = None
+        self._computing = False
+        self._closed = False
+        self._lock = threading.Lock()  # a late claim in the waiting thread never starts after close()
+        self.waited_s = 0.0
+
+    @property
+    def ignored(self) -> list[str]:
+        """One note per cache entry not believed (shown with -v)."""
+        return self.flight.ignored
+
+    @property
+    def hit(self) -> bool:
+        """Answered from the cache without waiting or computing (known once begin() returned)."""
+        return self._entry is not None and self._thread is None
+
+    def begin(self) -> "Once":
+        if self.use_cache:
+            self._entry = self.flight.cached()
+            if self._entry is not None:
+                return self
+        if self.flight.claim(fresh=not self.use_cache):
+            self._run()
+        else:
+            self._thread = threading.Thread(target=self._wait, name=f"attn-doctor-{self.kind}-wait", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._computing = True
+            try:
+                self._job = self._start()
+            except Exception as exc:  # noqa: BLE001 - a computation that cannot start is an answer too
+                self._error = str(exc) or type(exc).__name__
+
+    def _wait(self) -> None:
+        outcome = self.flight.wait(self.wait_s, self._progress)
+        self.waited_s = outcome.waited_s
+        if outcome.status == "hit":
+            self._entry = outcome.entry
+        elif outcome.status == "failed":
+            self._failure = outcome.entry
+        elif outcome.status == "claimed":
+            self._run()  # the holder went away without an answer: this process computes
+        else:
+            self._error = f"{outcome.holder or 'another process'} was still computing this {self.kind} result after {outcome.waited_s:.0f} s"
+
+    def result(self, timeout: float) -> Got:
+        """The answer, within `timeout` seconds of this call (a computation cut short is a failure)."""
+        deadline = time.monotonic() + timeout
+        if self._thread is not None:
+            self._thread.join(max(0.0, timeout))
+            if self._thread.is_alive():
+                return Got(None, "none", waited_s=round(time.monotonic() - deadline + timeout, 3),
+                           error=f"still waiting for another process computing this {self.kind} result")
+        if self._entry is not None:
+            return self._got(self._entry, "shared" if self._thread is not None else "cache")
+        if self._failure is not None:
+            got = self._got(self._failure, "failed")
+            got.error = str(self._failure.get("error") or "failed")[:2000]
+            return got
+        if self._job is None:
+            error = self._error or f"the {self.kind} computation did not start"
+            if self._computing:
+                self.flight.fail({}, error)
+            return Got(None, "none", waited_s=self.waited_s, error=error)
+        done = self._job.finish(max(1.0, deadline - time.monotonic()))
+        if done.value is not None and done.keep:
+            entry = self.flight.store(done.value, **done.extra)
+        else:
+            entry = self.flight.fail(done.value or {}, done.error or f"the {self.kind} computation failed", **done.extra)
+        return Got(done.value, "computed", computed=entry.get("computed"), by=entry.get("by"), waited_s=self.waited_s,
+                   error=done.error, local=done.local, entry=entry)
+
+    def _got(self, entry: dict, source: str) -> Got:
+        return Got(entry.get("value"), source, computed=entry.get("computed"), by=entry.get("by"), waited_s=self.waited_s, entry=entry)
+
+    def close(self) -> None:
+        """Never leave a claim or a computation behind (an interrupted check): the waiters go on."""
+        with self._lock:
+            self._closed = True
+            job = self._job
+        if job is not None:
+            job.close()
+        self.flight.abandon()
+
+
 def _entry(digest: str, value: dict, inputs: Optional[dict], **extra: Any) -> dict:
     return {"nonce": secrets.token_hex(8), "key": digest, "by": _me(), "writer": {"uid": os.geteuid(), "host": _host()},
             "computed": _stamp(), **extra, "inputs": inputs, "value": value}
-
-
-def load(kind: str, digest: str, root: Optional[os.PathLike] = None, schema: Any = None, trust: Optional[str] = None,
-         ignored: Optional[list] = None) -> Optional[dict]:
-    """A stored entry ({"value", "computed", "by", ...}) of a result that one process computes
-    for itself (no single-flight: a GPU's smoke tests belong to the process on that GPU), if it is
-    believed (Flight.cached); `ignored` gets the note of one that is not."""
-    flight = Flight(kind, digest, root, schema=schema, trust=trust)
-    entry = flight.cached()
-    if ignored is not None:
-        ignored.extend(flight.ignored)
-    return entry
-
-
-def save(kind: str, digest: str, value: dict, root: Optional[os.PathLike] = None, inputs: Optional[dict] = None) -> None:
-    folder = cache_dir(root) / kind
-    _write(folder / f"{digest}.json", _entry(digest, value, inputs))
 
 
 def computations(kind: str, digest: Optional[str] = None, root: Optional[os.PathLike] = None) -> list[dict]:

@@ -28,16 +28,25 @@ class OutputError(FactsFileError):
     """--output cannot be written (a usage error: the path the user gave)."""
 
 
-def run_check(options: CheckOptions, progress=None, previous: Optional[Report] = None) -> Report:
+def run_check(options: CheckOptions, progress=None, previous: Optional[Report] = None, partial=None) -> Report:
     """Validate the options, gather the facts (probe this machine, or load the recorded ones),
     diagnose, and write the JSON report to options.output. Raises UsageError, FactsFileError
     (ConfigFileError, OutputError) or RecipeError for bad input; never for a broken environment.
 
     previous: an earlier check of the same options in this session (fix's plan, when fix verifies):
-    its smoke results and sample verdict are reused where nothing they depend on changed."""
+    its smoke results and sample verdict are reused where nothing they depend on changed.
+    partial(parts, report): the report on the facts so far, as each part of the probing comes in
+    (attn_doctor.probes.PARTS); only the sections whose parts are all in are final."""
     options = validate(options)
     recipes = load_selected(options.recipes_dir, options.only, options.skip)
-    facts = gather_facts(options, progress, previous)
+    ready = None
+    if partial is not None:
+        source = "probed" if options.facts_file is None else "facts-file"
+
+        def ready(parts, facts):
+            partial(parts, make_report(facts, evaluate(recipes, facts), options.fail_on, source=source))
+
+    facts = gather_facts(options, progress, previous, ready)
     results = evaluate(recipes, facts)
     report = make_report(facts, results, options.fail_on, source="probed" if options.facts_file is None else "facts-file")
     if options.output:
@@ -67,8 +76,10 @@ PREPARE_CAPABILITIES = ("8.0", "9.0", "10.0")
 
 def prepare_cache(options: CheckOptions, capabilities: list[str], progress=None):
     """`check --prepare`: compute and store the sample verdict for each GPU capability (default:
-    this node's weakest GPU, else PREPARE_CAPABILITIES), and for no GPU. Returns (cache folder,
-    the DtypePaths). Raises UsageError for a bad --capability or --python."""
+    this node's weakest GPU, else PREPARE_CAPABILITIES), and for no GPU; on a node with GPUs, the
+    stack's results too (attn_doctor/probes/keys.py). Returns (cache folder, the DtypePaths, the
+    Facts that computed the stack's results or None without a GPU). Raises UsageError for a bad
+    --capability or --python."""
     import re
 
     from .cache import cache_dir
@@ -78,13 +89,19 @@ def prepare_cache(options: CheckOptions, capabilities: list[str], progress=None)
     for value in capabilities:
         if not re.fullmatch(r"\d{1,2}\.\d", value):
             raise UsageError(f"--capability {value}: expected a compute capability such as 9.0 or 8.6")
-    if not capabilities:
-        from .probes import _weakest_capability
-        from .probes.gpu import probe_gpus
+    from .probes import _weakest_capability, collect_facts, probe_gpus
 
-        weakest = _weakest_capability(probe_gpus())
+    gpus = probe_gpus()
+    if not capabilities:
+        weakest = _weakest_capability(gpus)
         capabilities = [weakest] if weakest else list(PREPARE_CAPABILITIES)
     wanted: list[Optional[str]] = list(dict.fromkeys(capabilities)) + [None]
     root = str(options.cache_dir) if options.cache_dir else None
     verdicts = prepare_samples(options.python, wanted, options.timeout, options.use_cache, root, progress, options.cache_trust)
-    return cache_dir(root), verdicts
+    stack = None
+    if gpus.devices:
+        # A GPU build node also fills the stack's results (torch, the imports, the kernel tests):
+        # every node of this GPU architecture and driver then reads them.
+        stack = collect_facts(options.python, timeout=options.timeout, progress=progress, sample=False, use_cache=options.use_cache,
+                              cache_root=root, cache_trust=options.cache_trust)
+    return cache_dir(root), verdicts, stack

@@ -169,6 +169,10 @@ class TorchInfo(Struct):
     sdpa_error: Optional[str] = None
     error: Optional[ImportError_] = None
     duration_s: Optional[float] = None
+    # When reused from the cache: the time torch, the imports and the extensions were probed (they
+    # are reused while the package set, the GPU architecture and the driver stay the same).
+    cached: Optional[str] = None
+    key: Optional[str] = None  # what they depend on (attn_doctor/probes/keys.py), hashed
 
 
 class SampleRun(Struct):
@@ -176,6 +180,9 @@ class SampleRun(Struct):
     status: str  # ran | skipped | failed
     reason: Optional[str] = None
     summary: dict[str, int] = {}  # sinks, bad_sinks, errors, warnings, ops
+    # The kernel each attention call site runs on the GPU judged for (name, label, source: "torch"
+    # asked on the GPU or "emulated", for, file, line, count): attn_doctor/trace/kernels.py.
+    kernels: list[dict[str, Any]] = []
 
 
 class DtypePath(Struct):
@@ -230,9 +237,14 @@ class Smoke(Struct):
     results: list[SmokeResult] = []
     error: Optional[str] = None
     group_seconds: dict[str, float] = {}  # wall time of each smoke process (main, cudnn:<dtype>)
+    # where each smoke process's time went (CUDA's start, the float64 reference, imports, the tests), s
+    group_phases: dict[str, dict[str, float]] = {}
     device_index: Optional[int] = None  # the GPU the tests ran on (a distributed rank's LOCAL_RANK)
-    cached: Optional[str] = None  # when reused from the cache: the time the tests ran
-    key: Optional[str] = None  # what the results depend on (GPU, driver, code, shapes, boot), hashed
+    cached: Optional[str] = None  # when reused from the cache: the time SDPA's tests ran on this GPU (per boot)
+    # when reused from the cache: the time the package set's kernel tests ran (compiled
+    # flex_attention, FA2/3/4, xformers: per package set, GPU architecture and driver)
+    capability_cached: Optional[str] = None
+    key: Optional[str] = None  # what SDPA's results depend on (GPU, driver, code, shapes, boot), hashed
 
 
 class ConfigFile(Struct):

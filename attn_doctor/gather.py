@@ -28,7 +28,7 @@ class ConfigFileError(FactsFileError):
     would pass a broken training config as fine."""
 
 
-def gather_facts(options: CheckOptions, progress=None, previous: Optional[Report] = None) -> Facts:
+def gather_facts(options: CheckOptions, progress=None, previous: Optional[Report] = None, ready=None) -> Facts:
     """The facts of a check of validated `options` (attn_doctor.options.validate). Raises
     UsageError, FactsFileError or ConfigFileError for bad input; never for a broken environment.
 
@@ -49,14 +49,22 @@ def gather_facts(options: CheckOptions, progress=None, previous: Optional[Report
     # Configs first (file reads): a usage error before any probing, and the model's head dim and
     # dtype for the smoke probe's question "which kernel will these inputs get?".
     config_files = _probe_configs(configs, options.naming) if configs else []
+
+    def complete(facts: Facts) -> None:  # what the probes do not know, on the facts so far too
+        facts.configs = config_files
+        facts.target = target_facts(options.target)
+        _record_steps_turned_off(facts, options)
+
+    def arrived(parts, facts):
+        complete(facts)
+        ready(parts, facts)
+
     facts = collect_facts(python=options.python, quick=options.quick, timeout=options.timeout, progress=progress,
                           sample=options.sample, smoke=options.smoke, use_cache=options.use_cache,
                           gpu_index=options.gpu_index, shapes=attention_shapes(config_files),
                           cache_root=str(options.cache_dir) if options.cache_dir else None,
-                          known=_known(previous), cache_trust=options.cache_trust)
-    facts.configs = config_files
-    facts.target = target_facts(options.target)
-    _record_steps_turned_off(facts, options)
+                          known=_known(previous), cache_trust=options.cache_trust, ready=arrived if ready else None)
+    complete(facts)
     environment = facts.probe("environment")
     if options.python and environment and environment.status != "ok":
         raise UsageError(f"{options.target.named()}: not a working Python interpreter ({environment.error})")
@@ -121,7 +129,9 @@ def _known(previous: Optional[Report]) -> Optional[Facts]:
     facts = previous.facts
     return msgspec.structs.replace(
         facts,
-        smoke=msgspec.structs.replace(facts.smoke, cached=facts.smoke.cached or previous.created),
+        torch=msgspec.structs.replace(facts.torch, cached=facts.torch.cached or previous.created),
+        smoke=msgspec.structs.replace(facts.smoke, cached=facts.smoke.cached or previous.created,
+                                      capability_cached=facts.smoke.capability_cached or previous.created),
         dtype_path=msgspec.structs.replace(facts.dtype_path, cached=facts.dtype_path.cached or previous.created),
     )
 

@@ -1,160 +1,182 @@
-"""`check` wall time against `python -m torch.utils.collect_env`, measured in the same run.
+"""`check`'s wall time against `import torch; torch.cuda.init()` (and `check --quick` against
+`python -m torch.utils.collect_env`), measured in the same run, fresh processes, medians.
 
-Targets: `check --quick` <= 0.12x and tiers 1-2 (`check --no-sample --no-smoke`) <= 1.0x
-collect_env; the whole `check` (with the sample forward pass and, on a GPU node, the smoke tests)
-against importing torch and initialising CUDA (on a CPU machine the reference is the torch
-import): a node's first check, with an empty cache, <= 2.0x; a repeated check, whose sample
-verdict is cached, <= 1.3x.
+Each condition is what a real node meets:
 
-    python benchmarks/bench_check.py [--repeat 5] [--python PATH] [--quick-only] [--target-without-bytecode]
+| condition | what is cached | target |
+|---|---|---|
+| cold: a new package set on a new cluster | nothing (empty result cache, empty user cache) | <= 3.0x |
+| reboot: a node's first check after a reboot, another node having checked the stack | the stack's results and the sample verdict in the shared cache; no node results (this boot's); empty user cache | <= 2.0x |
+| cached: a repeated check | everything | <= 1.0x |
+| (new package set, user cache warm) | bytecode and compiled kernels only | shown |
+| check --quick | | <= 0.12x collect_env |
 
---quick-only measures only the reference and `check --quick` (a minute instead of ten).
+"first line" is the time until the report's first line is on a terminal (a pty), for a cold and a
+cached check: the streamed report's header comes before any probe answers.
 
---target-without-bytecode: the target was installed without bytecode (uv's default, `pip install
---no-compile`) and stays so, as a read-only site-packages does: the reference rows keep their
-bytecode in a folder of this run (PYTHONPYCACHEPREFIX) instead of writing it beside the target's
-sources, after which a check would find it there and no longer compile anything itself.
+    python benchmarks/bench_check.py [--repeat 3] [--python PATH] [--compile-target] [--quick-only]
 
-Rows in parentheses are shown for comparison, not targets: what the cold check's sample pass
-cannot avoid (transformers' import after torch's), and the cold check with its bytecode cache
-kept (only differs where the target has no bytecode of its own: a uv install).
-
-Each command runs as a fresh process (what a user or an onboarding script pays), alternating
-between commands so that drifting machine load hits all of them alike; the median is reported.
+--compile-target byte-compiles the target's torch, triton, transformers and attention libraries
+where they lie, as pip leaves them (an image built with PYTHONDONTWRITEBYTECODE, or by uv, has
+none; a check then compiles them into the user's cache, which the cold rows start without).
+Commands alternate, so drifting machine load hits all of them alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pty
+import select
 import shutil
-import tempfile
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-
 
 # As installed for a user: bytecode caches are written and used.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+INIT = "import torch; torch.cuda.init() if torch.cuda.is_available() else None"
+COMPILED = ("torch", "triton", "transformers", "flash_attn", "flash_attn_interface", "xformers", "fla", "cutlass", "quack",
+            "attn_doctor", "typer", "rich", "click", "msgspec", "ruamel", "platformdirs", "filelock", "packaging", "sympy",
+            "huggingface_hub", "safetensors", "tokenizers", "jinja2", "networkx", "fsspec", "pygments", "markdown_it")
+
+TARGETS = {"cold": 3.0, "reboot": 2.0, "cached": 1.0}
 
 
-# Whether the target's libraries carry bytecode (a uv install does not, unless told to): without
-# it every probe process compiles them, which the cold rows pay and the cache then keeps.
-BYTECODE = """
-import glob, importlib.util, os
-out = []
-for name in ("torch", "transformers"):
-    spec = importlib.util.find_spec(name)
-    if spec and spec.submodule_search_locations:
-        folder = list(spec.submodule_search_locations)[0]
-        pyc = glob.glob(os.path.join(glob.escape(folder), "__pycache__", "__init__.*.pyc"))
-        out.append("%s %s bytecode" % (name, "with" if pyc else "WITHOUT"))
-print(", ".join(out))
-"""
-REFERENCE_ENV: dict = {}  # with --target-without-bytecode: the reference rows' environment
-WARM_BYTECODE = None  # this run's folder, whose bytecode (home/attn-doctor/pycache) the "verdict only" cold rows reuse
+class Folders:
+    """The warm folders one untimed check filled, and a fresh copy of what each condition starts with."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.warm_cache = os.path.join(root, "warm", "cache")
+        self.warm_home = os.path.join(root, "warm", "home")
+
+    def env_for(self, condition: str) -> tuple[dict, str | None]:
+        if condition == "cached":
+            return dict(ENV, ATTN_DOCTOR_CACHE_DIR=self.warm_cache, XDG_CACHE_HOME=self.warm_home), None
+        run = tempfile.mkdtemp(dir=self.root)
+        cache, home = os.path.join(run, "cache"), os.path.join(run, "home")
+        if condition == "reboot" and os.path.isdir(self.warm_cache):
+            shutil.copytree(self.warm_cache, cache, symlinks=True)
+        if condition == "reboot":
+            shutil.rmtree(os.path.join(cache, "node"), ignore_errors=True)  # no entry for this boot
+        if condition == "newset" and os.path.isdir(self.warm_home):  # (nothing there where the target has its bytecode and no GPU)
+            shutil.copytree(self.warm_home, home, symlinks=True)
+        return dict(ENV, ATTN_DOCTOR_CACHE_DIR=cache, XDG_CACHE_HOME=home), run
 
 
-def wall(argv: list[str]) -> float:
-    env = REFERENCE_ENV if REFERENCE_ENV and "attn_doctor" not in argv else ENV
-    cold = None
-    if argv[-1] in ("--cold", "--cold-verdict"):  # an empty cache: the sample forward pass computed afresh
-        cold = folder = tempfile.mkdtemp(prefix="attn-doctor-cold-")
-        # The user's own cache folder (XDG_CACHE_HOME) holds the bytecode, the cache folder the
-        # verdicts: both empty for a cold check; "verdict only" starts with this run's bytecode.
-        # (and cache/pycache, where earlier versions kept it: the bench measures those too)
-        home = os.path.join(folder, "home")
-        for kept in (os.path.join("home", "attn-doctor", "pycache"), os.path.join("cache", "pycache")):
-            warm = os.path.join(WARM_BYTECODE or "", kept)
-            if argv[-1] == "--cold-verdict" and WARM_BYTECODE and os.path.isdir(warm):
-                shutil.copytree(warm, os.path.join(folder, kept))
-        argv = argv[:-1]
-        env = dict(ENV, ATTN_DOCTOR_CACHE_DIR=os.path.join(folder, "cache"), XDG_CACHE_HOME=home)
+def timed(argv: list[str], env: dict) -> float:
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
     elapsed = time.perf_counter() - start
-    if cold:
-        shutil.rmtree(cold, ignore_errors=True)  # a cold run's folder (its bytecode: hundreds of MB) serves once
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
     return elapsed
 
 
+def first_line(argv: list[str], env: dict, marker: bytes = b"attn-doctor") -> float:
+    """Seconds until `marker` is on the terminal, and the command is then left to finish."""
+    master, slave = pty.openpty()
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=dict(env, TERM="xterm-256color"))
+    os.close(slave)
+    seen, at = b"", None
+    try:
+        while proc.poll() is None or select.select([master], [], [], 0)[0]:
+            if select.select([master], [], [], 0.01)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                seen += chunk
+                if at is None and marker in seen:
+                    at = time.perf_counter() - start
+    finally:
+        proc.wait()
+        os.close(master)
+    return at if at is not None else float("nan")
+
+
+def compile_target(python: str) -> None:
+    script = ("import compileall, importlib.util, os, sys\n"
+              "for name in sys.argv[1:]:\n"
+              "    spec = importlib.util.find_spec(name)\n"
+              "    if spec and spec.submodule_search_locations:\n"
+              "        for folder in spec.submodule_search_locations:\n"
+              "            compileall.compile_dir(folder, quiet=1, workers=0)\n")
+    start = time.perf_counter()
+    subprocess.run([python, "-c", script, *COMPILED], check=False, env=ENV, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    print(f"byte-compiled the target's libraries as pip does ({time.perf_counter() - start:.1f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--python", default=sys.executable, help="interpreter that has torch (reference and target)")
+    parser.add_argument("--compile-target", action="store_true", help="byte-compile the target's libraries first, as pip does")
     parser.add_argument("--quick-only", action="store_true", help="only collect_env and check --quick")
-    parser.add_argument("--target-without-bytecode", action="store_true",
-                        help="keep the target's site-packages free of bytecode (the reference rows compile into a folder of this run)")
     args = parser.parse_args()
-    import atexit
+    root = tempfile.mkdtemp(prefix="attn-doctor-bench-")
+    try:
+        run(args, Folders(root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
-    # Every folder this run makes (cold caches, bytecode: hundreds of MB each) is inside one, removed at exit.
-    tempfile.tempdir = tempfile.mkdtemp(prefix="attn-doctor-bench-")
-    atexit.register(shutil.rmtree, tempfile.tempdir, True)
 
-    init = "import torch; torch.cuda.init() if torch.cuda.is_available() else None"
+def run(args, folders: Folders) -> None:
+    if args.compile_target:
+        compile_target(args.python)
+    check = [sys.executable, "-m", "attn_doctor", "check", "--python", args.python]
     commands = {
-        "collect_env (reference)": [args.python, "-W", "ignore", "-m", "torch.utils.collect_env"],
-        "torch import + CUDA init": [args.python, "-W", "ignore", "-c", init],
-        "check --quick": [sys.executable, "-m", "attn_doctor", "check", "--quick", "--json", "--python", args.python],
-        "check (tiers 1-2)": [
-            sys.executable, "-m", "attn_doctor", "check", "--no-sample", "--no-smoke", "--json", "--python", args.python,
-        ],
-        "check (whole)": [sys.executable, "-m", "attn_doctor", "check", "--json", "--python", args.python],
-        "check (whole, cold cache)": [sys.executable, "-m", "attn_doctor", "check", "--json", "--python", args.python, "--cold"],
-        "(cold verdict, bytecode kept)": [sys.executable, "-m", "attn_doctor", "check", "--json", "--python", args.python, "--cold-verdict"],
+        "collect_env": ([args.python, "-W", "ignore", "-m", "torch.utils.collect_env"], None),
+        "torch+init": ([args.python, "-W", "ignore", "-c", INIT], None),
+        "check --quick": (check + ["--quick", "--json"], "cached"),
     }
-    if args.quick_only:
-        commands = {name: commands[name] for name in ("collect_env (reference)", "check --quick")}
-    global WARM_BYTECODE
-
-    WARM_BYTECODE = tempfile.mkdtemp(prefix="attn-doctor-bench-")
-    # "whole": this run's own cache folder, and its own user cache folder for the bytecode
-    os.environ["ATTN_DOCTOR_CACHE_DIR"] = ENV["ATTN_DOCTOR_CACHE_DIR"] = os.path.join(WARM_BYTECODE, "cache")
-    os.environ["XDG_CACHE_HOME"] = ENV["XDG_CACHE_HOME"] = os.path.join(WARM_BYTECODE, "home")
-    probe = subprocess.run([args.python, "-c", "import importlib.util as u; print(u.find_spec('transformers') is not None)"],
-                           capture_output=True, text=True, check=False)
-    if probe.stdout.strip() == "True" and not args.quick_only:
-        # What the cold check's transformers sample cannot avoid: transformers' own import (after
-        # torch's, which the sample's process inherits). Shown for comparison, not a target.
-        commands["(transformers Llama import)"] = [
-            args.python, "-W", "ignore", "-c", "import torch, transformers.models.llama.modeling_llama"]
-    if args.target_without_bytecode:
-        REFERENCE_ENV.update(ENV, PYTHONPYCACHEPREFIX=os.path.join(WARM_BYTECODE, "reference-pycache"))
-    facts = subprocess.run([args.python, "-c", BYTECODE], capture_output=True, text=True, check=False, env=ENV).stdout.strip()
-    print(f"target {args.python}: {facts or 'torch not found'}; {os.cpu_count()} CPUs, median of {args.repeat}")
-    for argv in commands.values():  # warm the page cache once, untimed
-        wall(argv)
+    if not args.quick_only:
+        commands.update({
+            "cold": (check + ["--json"], "cold"),
+            "reboot": (check + ["--json"], "reboot"),
+            "cached": (check + ["--json"], "cached"),
+            "(new package set, user cache warm)": (check + ["--json"], "newset"),
+            "(check --no-smoke, cold)": (check + ["--json", "--no-smoke"], "cold"),
+        })
+    # The warm folders: one check fills them (and the page cache), untimed.
+    warm = dict(ENV, ATTN_DOCTOR_CACHE_DIR=folders.warm_cache, XDG_CACHE_HOME=folders.warm_home)
+    timed(check + ["--json"], warm)
+    for argv, _condition in commands.values():
+        timed(argv, warm)
     samples: dict[str, list[float]] = {name: [] for name in commands}
+    firsts: dict[str, list[float]] = {"cold": [], "cached": []}
     for _ in range(args.repeat):
-        for name, argv in commands.items():
-            samples[name].append(wall(argv))
-
-    collect = statistics.median(samples["collect_env (reference)"])
-    torch_init = statistics.median(samples.get("torch import + CUDA init") or [float("nan")])
-    # name -> (reference name, reference seconds, target ratio)
-    targets = {
-        "check --quick": ("collect_env", collect, 0.12),
-        "check (tiers 1-2)": ("collect_env", collect, 1.0),
-        "check (whole)": ("torch+init", torch_init, 1.3),
-        "check (whole, cold cache)": ("torch+init", torch_init, 2.0),
-    }
-    print(f"{'command':28} {'median s':>9} {'min s':>7}   {'ratio':>20} {'target':>8}")
-    # "whole" reuses the sample forward verdict cached by the warm-up run (a repeated check on a
-    # node); "cold cache" computes it every time with an empty cache (a node's first check).
+        for name, (argv, condition) in commands.items():
+            env, scratch = folders.env_for(condition) if condition else (ENV, None)
+            samples[name].append(timed(argv, env))
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+        if not args.quick_only:
+            for condition in firsts:
+                env, scratch = folders.env_for(condition)
+                firsts[condition].append(first_line(check, env))
+                if scratch:
+                    shutil.rmtree(scratch, ignore_errors=True)
+    ref = statistics.median(samples["torch+init"])
+    collect = statistics.median(samples["collect_env"])
+    print(f"target {args.python}; {os.cpu_count()} CPUs; median of {args.repeat} fresh processes")
+    print(f"{'condition':38} {'median s':>9} {'min s':>7} {'ratio':>8}  {'target':>8}")
     for name, values in samples.items():
         med = statistics.median(values)
-        line = f"{name:28} {med:9.3f} {min(values):7.3f}"
-        if name in targets:
-            ref_name, ref, target = targets[name]
-            verdict = "ok" if med / ref <= target else "MISSED"
-            line += f"   {med / ref:7.3f}x {ref_name:>11} {'<= %.2f' % target:>8} {verdict}"
-        elif name.startswith("("):
-            line += f"   {med / torch_init:7.3f}x  torch+init"
-        print(line)
+        if name in ("collect_env", "torch+init"):
+            print(f"{name + ' (reference)':38} {med:9.3f} {min(values):7.3f}")
+            continue
+        base, label, target = (collect, "collect_env", 0.12) if name == "check --quick" else (ref, "torch+init", TARGETS.get(name))
+        verdict = "" if target is None else ("ok" if med / base <= target else "MISSED")
+        goal = f"<= {target:.2f}" if target else ""
+        print(f"{name:38} {med:9.3f} {min(values):7.3f} {med / base:7.3f}x  {goal:>8} {verdict}  ({label})")
+    for condition, values in firsts.items():
+        if values:
+            print(f"{'first line on a terminal, ' + condition:38} {statistics.median(values):9.3f} {min(values):7.3f}")
 
 
 if __name__ == "__main__":

@@ -346,3 +346,18 @@ def test_a_sample_judged_with_the_stand_in_says_so(tmp_path, flash_attn):
         assert f"flash_attn_block ✓ ({words}: judged with a stand-in)," in line, line
     else:
         assert "flash_attn_block ✓," in line and "stand-in" not in line, line
+
+
+def test_the_dtype_path_names_the_kernel_at_each_call_site_of_a_sample(tmp_path):
+    # A report's kernels are input: shown bounded and without control characters.
+    doc = json.loads((FIXTURES / "h100.json").read_text())
+    (sample,) = [s for s in doc["dtype_path"]["samples"] if s["name"] == "sdpa_block"]
+    sample["kernels"] = [{"name": "cudnn", "label": "SDPA cuDNN", "source": "torch", "for": "this GPU",
+                          "file": "attn_doctor/trace/samples.py", "line": 40, "count": 2},
+                         {"name": "math", "label": "SDPA math\x1b[2J", "source": "torch", "for": "this GPU",
+                          "file": "attn_doctor/trace/samples.py", "line": 41, "count": 1}]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(doc))
+    proc = run("check", "--from-report", str(path))
+    line = next(l for l in proc.stdout.splitlines() if "] Dtype path:" in l)
+    assert "sdpa_block ✓ → SDPA cuDNN ×2, SDPA math[2J" in line and "\x1b" not in proc.stdout, line

@@ -13,7 +13,7 @@ import pytest
 
 from attn_doctor import cache
 from attn_doctor.facts import BF16_NATIVE_FROM, Facts
-from attn_doctor.probes import _apply_cuda, _smoke
+from attn_doctor.probes.torch_run import apply_node, merge_groups, node_value
 from attn_doctor.probes.runner import GPU_CHILD_SCRIPT, start_child
 from attn_doctor.rules.engine import evaluate_rule
 from attn_doctor.rules.loader import load_recipes
@@ -163,8 +163,7 @@ def test_a_crashing_and_a_hanging_group_lose_nothing_else(tmp_path, monkeypatch)
     assert data["smoke"]["cudnn:float16"]["status"] == "timeout"
     assert data["imports"]["triton"]["status"] in ("ok", "missing")  # the import probes still ran
     facts = Facts()
-    _apply_cuda(facts, data["cuda"])
-    facts.smoke = _smoke(data["smoke"])
+    apply_node(facts, node_value(data)[0], None)
     assert facts.torch.devices[0].name == "Fake GPU"
     assert facts.smoke.status == "failed"
     assert "cudnn:bfloat16 crashed (signal 11)" in facts.smoke.error
@@ -176,7 +175,7 @@ def test_a_crashing_and_a_hanging_group_lose_nothing_else(tmp_path, monkeypatch)
 
 def test_wrong_numbers_become_a_finding():
     facts = Facts()
-    facts.smoke = _smoke(
+    facts.smoke = merge_groups(
         {
             "main": {
                 "status": "ok",
@@ -235,7 +234,7 @@ def test_refusal_reasons_are_torchs_warnings_from_a_forced_backend(monkeypatch):
     reason = ("Flash attention requires q,k,v to have the same last dimension and to be less than or equal to 256. "
               "Got Query.size(-1): 512, Key.size(-1): 512, Value.size(-1): 512 instead.")
 
-    def sdpa(q, k, v, is_causal=False):  # what torch 2.11 printed on the H100, in its order
+    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):  # what torch 2.11 printed on the H100, in its order
         where = " (Triggered internally at /pytorch/aten/src/ATen/native/transformers/sdp_utils_cpp.h:552.)"
         warnings.warn("Memory efficient kernel not used because:")
         warnings.warn("Memory Efficient attention has been runtime disabled." + where)
@@ -282,6 +281,7 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
 def test_smoke_results_are_reused_on_the_same_gpu_driver_code_and_boot(tmp_path, monkeypatch):
     import attn_doctor.probes as probes
     from attn_doctor.facts import Gpu, GpuInfo
+    from attn_doctor.probes import keys
 
     script = tmp_path / "counting_gpu_child.py"
     script.write_text(textwrap.dedent(COUNTING))
@@ -306,10 +306,10 @@ def test_smoke_results_are_reused_on_the_same_gpu_driver_code_and_boot(tmp_path,
     driver["version"] = "590.10"  # another driver: tested again
     assert check().smoke.cached is None and runs.read_text().split() == ["main", "main", "main"]
     def smoke_key(index):
-        return cache.key("smoke", **probes._smoke_inputs("python", first, probes.probe_gpus(), index, []))
+        return cache.key("node", **keys.node_inputs("python", first, probes.probe_gpus(), index, [], True))
 
     key = smoke_key(0)
-    monkeypatch.setattr(probes, "_boot_id", lambda: "another-boot")
+    monkeypatch.setattr(keys, "boot_id", lambda: "another-boot")
     assert smoke_key(0) != key
     assert smoke_key(1) != smoke_key(0)
 
@@ -351,3 +351,23 @@ def test_a_compile_failure_next_to_an_unpinned_triton_names_that_cause():
     assert pinned.status == "error" and "AD201" not in pinned.message
     unpinned = evaluate_rule(rule, build_facts(FixtureRef(base="h100", set={"smoke": failed, "packages.triton": {"version": "3.1.0"}})))
     assert "(triton 3.1.0 is not the release torch 2.11.0 pins, 3.6.0: AD201)" in unpinned.message
+
+
+def test_the_forced_call_gets_the_traced_calls_mask_and_dropout():
+    # Real torch on CPU: its flash backend refuses a 3-d mask, and says so as a warning. The forced
+    # call must carry the mask itself (a mask tensor once made the forced call fail before SDPA ran,
+    # so no reason came back) and the dropout.
+    import torch
+
+    from attn_doctor.probes import gpu_child
+
+    q = torch.randn(2, 4, 16, 8)
+    mask = torch.ones(1, 16, 16, dtype=torch.bool).tril()
+    (why,) = gpu_child._forced_reasons(torch, q, "flash", "FLASH_ATTENTION", False, k=q, v=q, mask=mask)
+    assert why.startswith("Please use the following attn mask shapes")
+    assert gpu_child.fused_verdicts(torch, q, False, k=q, v=q, mask=mask)[1]["flash"] == [why]
+    assert gpu_child._forced_reasons(torch, q, "flash", "FLASH_ATTENTION", False, k=q, v=q,
+                                     mask=torch.ones(16, 16, dtype=torch.bool).tril()) == []  # a 2-d mask runs
+    dropout = gpu_child._forced_reasons(torch, q.clone().requires_grad_(True), "flash", "FLASH_ATTENTION", False,
+                                        dropout=0.1)
+    assert dropout == ["Both fused kernels do not support non-zero dropout."]

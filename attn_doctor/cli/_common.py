@@ -197,6 +197,21 @@ class Progress:
         self._status.stop()
 
 
+def streaming_console():
+    """The console a report streams to as it forms (section by section, a live line beneath), or
+    None: only where stdout is a terminal someone watches, never with -q; a pipe, a file or a
+    log gets the whole report at once."""
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    if not terminal or _quiet:
+        return None
+    from ..render.console import make_console
+
+    return make_console()
+
+
 def progress(message: str = "probing") -> Progress:
     return Progress(message)
 

@@ -10,7 +10,7 @@ import typer
 
 from ._common import (EXIT_CODES_HELP, FailOn, UsageError, capability_option, check_verbosity, emit, fail, json_option,
                       no_color_option, print_schema, python_option, quiet_option, resolved, write_text,
-                      schema_option, verbose_option)
+                      schema_option, streaming_console, verbose_option)
 from ._common import progress as _progress
 
 HELP = (
@@ -21,7 +21,11 @@ HELP = (
         "forward + backward through each attention backend installed (SDPA's, flash-attn's, xformers', "
         "and flex_attention compiled by torch.compile); "
         "then a sample forward pass over the installed attention paths shows the dtypes reaching the kernels. "
-        "GPU test results are cached per package set: a second check reuses them.\n\n"
+        "Each result is kept as long as what it depends on: SDPA's tests on this GPU until the machine reboots; "
+        "torch's build, the imports and the libraries' and compiled kernels' tests per package set, GPU architecture "
+        "and driver, shared through the cache folder (--cache-dir) so that one node of a cluster pays and the others "
+        "read. A check whose results are all cached takes well under a second. On a terminal the report prints "
+        "section by section as the probes finish.\n\n"
         "Examples:\n\n"
         "  attn-doctor check\n\n"
         "  attn-doctor check --python ~/venvs/train/bin/python\n\n"
@@ -59,7 +63,7 @@ def check(
     no_cache: bool = typer.Option(
         False,
         "--no-cache",
-        help="Run the sample forward pass again even if this package set was judged before (its verdict is cached per package set, Python and GPU).",
+        help="Run every test again (the torch probe, the kernel tests, the sample forward pass) instead of reusing cached results, and store the new ones.",
     ),
     no_smoke: bool = typer.Option(
         False,
@@ -80,7 +84,7 @@ def check(
         None,
         "--cache-dir",
         metavar="DIR",
-        help="Where sample verdicts are cached and shared (default: $ATTN_DOCTOR_CACHE_DIR, else the user's cache folder). On a cluster, a folder on a shared file system: one process per package set computes, every other node reuses.",
+        help="Where results are cached and shared (default: $ATTN_DOCTOR_CACHE_DIR, else the user's cache folder). On a cluster, a folder on a shared file system: one process per package set (and GPU architecture, for the kernel tests) computes, every other node reuses.",
     ),
     cache_trust: Optional[str] = typer.Option(
         None,
@@ -91,7 +95,7 @@ def check(
     prepare: bool = typer.Option(
         False,
         "--prepare",
-        help="Compute and cache every verdict that needs no GPU (the sample forward pass, per GPU capability), print what was stored, and exit: for a container image's build step. See examples/Dockerfile.",
+        help="Compute and cache what a cluster's nodes share, print what was stored, and exit: the sample forward pass's verdict per GPU capability (no GPU needed: a container image's build step, see examples/Dockerfile) and, on a node with GPUs, the stack's results (torch, the imports, the kernel tests: compiled flex_attention, FA2/3/4, xformers) for its GPU architecture and driver.",
     ),
     capability: Optional[list[str]] = capability_option(
         help="With --prepare: a GPU compute capability to judge the sample for (repeatable; default: this node's GPUs, else 8.0, 9.0 and 10.0, and no GPU).",
@@ -142,6 +146,9 @@ def check(
             raise typer.Exit(_distributed(options, json_out, verbose, interactive))
         from ..core import run_check
 
+        console = streaming_console() if interactive and not one_line else None
+        if console is not None:
+            raise typer.Exit(_streamed(options, console, verbose))
         progress = _progress() if interactive else None
         try:
             report = run_check(options, progress.update if progress else None)
@@ -175,6 +182,22 @@ def check(
     emit(json_out, lambda: to_json(report), human, lambda console: human(console, summary=True))
     raise typer.Exit(report.exit_code)
 
+
+
+def _streamed(options, console, verbose: bool) -> int:
+    """The check on a terminal: each section printed as its probes finish, a live line for the rest."""
+    from .. import __version__
+    from ..core import run_check
+    from ..gather import target_facts
+    from ..render.stream import CheckStream
+
+    stream = CheckStream(console, verbose=verbose, version=__version__, target=target_facts(options.target))
+    report = None
+    try:
+        report = run_check(options, stream.progress, partial=stream.partial)
+    finally:
+        stream.finish(report)
+    return report.exit_code
 
 
 def _distributed(options, json_out: bool, verbose: bool, interactive: bool) -> int:
@@ -218,6 +241,6 @@ def _prepare(options, capabilities: list[str], json_out: bool, interactive: bool
             progress.stop()
     from ..render.prepare import prepared_json, prepared_ok, render_prepared
 
-    code = 0 if prepared_ok(prepared[1]) else 3  # 3: a verdict could not be computed
+    code = 0 if prepared_ok(prepared) else 3  # 3: a verdict or the stack's results could not be computed
     emit(json_out, lambda: prepared_json(prepared, code), lambda console: render_prepared(prepared, code, console))
     return code

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from ._common import (capability_option, json_option, no_color_option, python_option, quiet_option, schema_option,
+from ._common import (FailOn, capability_option, json_option, no_color_option, python_option, quiet_option, schema_option,
                       verbose_option)
 
 TARGET_HELP = (
@@ -96,6 +96,10 @@ def trace(
     schema: bool = schema_option("trace"),
     patch_only: bool = typer.Option(False, "--patch", help="Print only the suggested patches, as one unified diff "
                                                             "for `git apply` / `patch -p1`."),
+    fail_on: FailOn = typer.Option(
+        FailOn.error, "--fail-on",
+        help="Exit 1 on errors (default), or on warnings too: a call that falls back to a slower kernel (AD603, "
+             "AD604, AD610-AD613, AD277) then fails CI."),
     quiet: bool = quiet_option(),
     verbose: bool = verbose_option("Show every attention call and tracebacks."),
     no_color: bool = no_color_option(),
@@ -113,7 +117,12 @@ def trace(
     fails at model.py:42". With --device cuda the installed path is the verdict and the other is advice; on meta
     and cpu both count.
 
-    Exit codes: 0 clean (warnings allowed); 1 errors found; 2 usage error; 3 the trace could not run (the model
+    Each call site's kernel on the target GPU is named (SDPA's flash, cuDNN, mem-efficient or math: torch asked with
+    --device cuda, else its choice emulated for --capability, default sm90), and a call that falls back to a slower
+    kernel is a warning naming the change that gives it the faster one; with --device cuda the cost is timed.
+
+    Exit codes: 0 clean (warnings allowed, unless --fail-on warning); 1 errors found (warnings too with --fail-on
+    warning); 2 usage error; 3 the trace could not run (the model
     does not build or import, transformers refuses the config) or it reached no attention call, so nothing was
     judged.
 
@@ -176,6 +185,8 @@ def trace(
         if progress:
             progress.stop()
     code = int(report.get("exit_code", 3))
+    if fail_on == FailOn.warning and code == 0 and (report.get("summary") or {}).get("warnings"):
+        code = 1
     if report.get("status") == "usage_error":
         # Bad input is one line on stderr, as for every command; the traceback with -v.
         from ._common import fail

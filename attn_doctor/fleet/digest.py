@@ -11,6 +11,9 @@ what legitimately differs per node or per run taken out:
 - timings and measurements: every ``duration_s`` and ``*_ms`` (the smoke tests' ``kernel_ms``,
   ``total_ms``), what a probe process printed (``stderr``), and the smoke tests' ``rel_err`` / ``rel_err_grad`` (backward kernels accumulate
   in a nondeterministic order; the verdict, ``status`` against ``tolerance``, stays);
+- which process computed a shared result and when: ``cached``, ``computed_by``, ``waited_s``,
+  ``capability_cached``, the cache ``key`` (a hash with the node's boot id among its inputs), the
+  smoke groups' ``group_seconds`` and ``group_phases``, and ``device_index`` (each rank tests its own GPU);
 - a result's ``evidence``, ``remedies``, ``links`` and ``traceback`` (its ``status`` and ``message``
   stay: they carry the versions and GPUs the rule looked at).
 

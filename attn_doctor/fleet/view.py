@@ -34,7 +34,7 @@ from ..facts import Gpu, Platform, TorchDevice
 # Fields dropped wherever they appear (and any field ending in _ms: a timing); digest.py says why.
 VOLATILE_KEYS = frozenset(
     {"duration_s", "hostname", "uuid", "serial", "pci_bus_id", "rel_err", "rel_err_grad", "cached", "computed_by", "waited_s",
-     "device_index", "group_seconds", "stderr"}
+     "device_index", "group_seconds", "group_phases", "capability_cached", "key", "stderr"}
 )
 # Per struct: the only fields the view keeps (the report's envelope, a result's verdict), or more to drop.
 KEEP_ONLY: dict[type, frozenset] = {

@@ -16,6 +16,10 @@ import time
 # The smoke problem: small enough to cost milliseconds, large enough to run the real kernels
 # (several blocks per head, causal masking). [batch, heads, seq, head_dim]
 SHAPE = (2, 4, 256, 128)
+# The compiled test's problem: the least that still runs Inductor's flex_attention template over
+# more than one key block with causal masking. Its compile is the test's cost (a third less than
+# at SHAPE, cold), not its run.
+COMPILE_SHAPE = (1, 1, 128, 16)
 # ||out - ref|| / ||ref|| against a float64 reference; gradients get twice the room.
 TOLERANCE = {"float16": 5e-3, "bfloat16": 4e-2}
 TIMED_RUNS = 5
@@ -42,24 +46,27 @@ _FUSED = (
 )
 
 
-def _sdpa_params(torch, q, is_causal):
+def _sdpa_params(torch, q, is_causal, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
     cls = torch.backends.cuda.SDPAParams
+    k, v = q if k is None else k, q if v is None else v
     try:  # torch >= 2.5: enable_gqa
-        return cls(q, q, q, None, 0.0, is_causal, False)
+        return cls(q, k, v, mask, dropout, is_causal, enable_gqa)
     except TypeError:
-        return cls(q, q, q, None, 0.0, is_causal)
+        return cls(q, k, v, mask, dropout, is_causal)
 
 
-def fused_verdicts(torch, q, is_causal=True):
-    """Whether SDPA's flash / memory-efficient / cuDNN kernels accept q (as q, k and v), and
-    torch's reasons where one does not: ({key: usable}, {key: [reason, ...]}).
+def fused_verdicts(torch, q, is_causal=True, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
+    """Whether SDPA's flash / memory-efficient / cuDNN kernels accept q (as q, k and v, or with the
+    k, v, mask, dropout and enable_gqa of a traced call), and torch's reasons where one does not:
+    ({key: usable}, {key: [reason, ...]}).
 
     The reasons come from forcing that backend alone on the same inputs: SDPA raises "No available
     kernel" before running anything, having warned why, as Python warnings. (can_use_*(params,
     debug=True) prints them from C++ to stderr, out of reach of the warnings module: an H100 run
     got no reason at all that way.)"""
     usable, reasons = {}, {}
-    params = _sdpa_params(torch, q, is_causal)
+    call = dict(k=q if k is None else k, v=q if v is None else v, mask=mask, dropout=dropout, enable_gqa=enable_gqa)
+    params = _sdpa_params(torch, q, is_causal, **call)
     for key, check, member in _FUSED:
         if not hasattr(torch.backends.cuda, check):
             continue
@@ -72,7 +79,7 @@ def fused_verdicts(torch, q, is_causal=True):
             reasons[key] = ["torch's %s raised %s: %s" % (check, type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])]
             continue
         if not ok:
-            reasons[key] = _forced_reasons(torch, q, key, member, is_causal) or ["refused (torch gave no reason)"]
+            reasons[key] = _forced_reasons(torch, q, key, member, is_causal, **call) or ["refused (torch gave no reason)"]
     return usable, reasons
 
 
@@ -81,7 +88,7 @@ def fused_verdicts(torch, q, is_causal=True):
 _HEADERS = (("memory efficient", "mem_efficient"), ("flash attention", "flash"), ("cudnn attention", "cudnn"))
 
 
-def _forced_reasons(torch, q, key, member, is_causal):
+def _forced_reasons(torch, q, key, member, is_causal, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
     """The reasons SDPA gives for refusing backend `key`, from a call with it forced alone."""
     import re
     import warnings
@@ -95,8 +102,12 @@ def _forced_reasons(torch, q, key, member, is_causal):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
+            # Exactly the call's arguments: the mask, dropout and GQA are what a backend refuses.
+            extra = {"enable_gqa": True} if enable_gqa else {}  # a keyword from torch 2.5
             with sdpa_kernel(backend):
-                torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=is_causal)
+                torch.nn.functional.scaled_dot_product_attention(q, q if k is None else k, q if v is None else v,
+                                                                 attn_mask=mask, dropout_p=dropout,
+                                                                 is_causal=is_causal, **extra)
         except RuntimeError:
             pass  # "No available kernel. Aborting execution."
     owner, lines = None, []
@@ -335,7 +346,8 @@ def smoke_one(torch, name, call, dtype, ref, inputs32, grad_out32):
     """Forward + backward of one backend in one dtype, against the float64 reference."""
     import warnings
 
-    result = {"backend": name, "dtype": str(dtype).replace("torch.", ""), "head_dim": SHAPE[-1], "seq": SHAPE[2]}
+    shape = tuple(inputs32[0].shape)
+    result = {"backend": name, "dtype": str(dtype).replace("torch.", ""), "head_dim": shape[-1], "seq": shape[2]}
     started = time.perf_counter()
     q, k, v = (t.to(dtype).requires_grad_(True) for t in inputs32)
     grad_out = grad_out32.to(dtype)
@@ -391,6 +403,12 @@ def _refusals(torch, q):
     return fused_verdicts(torch, q, is_causal=True)[1]
 
 
+def stack_group(group):
+    """Whether a group tests the package set (an attention library, a compiler: its result holds
+    for every node of one GPU architecture and driver) rather than this node's GPU (SDPA)."""
+    return group.startswith(("lib:", "compile:"))
+
+
 def smoke_groups(capability, libraries=(), compiled=()):
     """How the smoke tests are split across parallel processes, for a GPU of this capability
     ("8.6", (8, 6), or None when unknown), the attention `libraries` installed (names of
@@ -442,8 +460,28 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
     kernel_caches(kernel_cache)
     started = time.perf_counter()
     phases = {}
+    import threading
+
     import torch
 
+    kind, _, what = group.partition(":")
+    what, _, only = what.partition(":")
+    # A library's import (FA4's: 2 s; Inductor's for the compiled test: 2 s) runs beside CUDA's
+    # start and the float64 reference, in a thread: neither waits for the other.
+    imported = {}
+    importer = None
+    if kind in ("lib", "compile"):
+        def import_library():
+            mark = time.perf_counter()
+            imported.update(_library_backends([what]))
+            phases["library_imports_s"] = round(time.perf_counter() - mark, 3)
+
+        importer = threading.Thread(target=import_library, name="attn-doctor-library-import", daemon=True)
+        importer.start()
+
+    # The CPU work here is the float64 reference (milliseconds): a check's processes run side by
+    # side, and torch's default thread pool per process would oversubscribe the cores.
+    torch.set_num_threads(min(2, torch.get_num_threads()))
     out = {"status": "ok", "choices": [], "results": [], "device_index": index, "phases": phases}
     if not torch.cuda.is_available():
         out["status"] = "error"
@@ -457,8 +495,6 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
     if groups is None:
         groups = smoke_groups(capability)
     apart = [g.split(":", 1)[1] for g in groups if g.startswith("cudnn:")]  # dtypes whose cuDNN test has a group of its own
-    kind, _, what = group.partition(":")
-    what, _, only = what.partition(":")
     if kind == "cudnn":
         only = what
     elif kind == "compile":
@@ -466,7 +502,7 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
     if only:
         dtypes = [d for d in dtypes if str(d).replace("torch.", "") == only]
     gen = torch.Generator().manual_seed(1234)
-    cpu32 = [torch.randn(SHAPE, generator=gen) for _ in range(4)]
+    cpu32 = [torch.randn(COMPILE_SHAPE if kind == "compile" else SHAPE, generator=gen) for _ in range(4)]
     inputs32 = [t.to(device) for t in cpu32[:3]]
     grad_out32 = cpu32[3].to(device)
     torch.cuda.synchronize()
@@ -487,9 +523,11 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
         return call
 
     sdpa = _sdpa_backends(torch)
-    mark = time.perf_counter()
-    libraries = sorted(_library_backends([what]).items()) if kind in ("lib", "compile") else []
-    phases["library_imports_s"] = round(time.perf_counter() - mark, 3)
+    if importer is not None:
+        mark = time.perf_counter()
+        importer.join()
+        phases["library_import_wait_s"] = round(time.perf_counter() - mark, 3)
+    libraries = sorted(imported.items())
     for dtype in dtypes:
         name_of = str(dtype).replace("torch.", "")
         if kind == "main":

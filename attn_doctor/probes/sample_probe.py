@@ -35,7 +35,13 @@ def _sample_names(sample):
 
 def sample_probe(name, sample, distributions=None):
     def job():
+        import torch
+
         from attn_doctor.trace.samples import run_sample_forward
+
+        # Tiny models: one thread computes them as fast, and a check's other processes (the
+        # compile test, the GPU tests) keep the cores that torch's default thread pools would take.
+        torch.set_num_threads(1)
 
         capability = tuple(sample["capability"]) if sample.get("capability") else None
         return run_sample_forward(

@@ -145,19 +145,27 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
         distributions = finish_distributions_prefetch(prefetch)
         jobs += [("sample:" + name, sample_probe(name, sample, distributions)) for name in names]
     groups, gpu_error = [], None
+    # gpu["part"]: "node" runs the CUDA facts and SDPA's groups, "stack" the libraries' and the
+    # compiled groups (gpu_child.stack_group), absent: all of them.
+    part = gpu.get("part") if gpu is not None else None
     if gpu is not None:
         try:
             gpu_module = _load_file_module("attn_doctor_gpu_child", gpu["script"])
             gpu_module.BF16_NATIVE_FROM = tuple(gpu["bf16_native_from"])  # before the forks: they inherit it
-            jobs.append(("cuda", gpu_module.cuda_facts))
+            if part != "stack":
+                jobs.append(("cuda", gpu_module.cuda_facts))
             if gpu.get("smoke"):
                 libraries = [name for name, probe in gpu_module.LIBRARIES.items() if installed(probe)]
                 compiled = [name for name, needs in gpu_module.COMPILED.items() if installed(needs)]
                 groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability"), libraries, compiled)
+                if part is not None:
+                    stack_group = getattr(gpu_module, "stack_group", lambda g: False)
+                    groups = [g for g in groups if bool(stack_group(g)) == (part == "stack")]
                 index = int(gpu.get("index") or 0)
                 shapes = gpu.get("shapes") or []
                 cache = gpu.get("kernel_cache")
-                jobs += [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes, cache)) for g in groups]
+                # First: the slowest forks (a compile, a JIT library) start before the imports'.
+                jobs[:0] = [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes, cache)) for g in groups]
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)
@@ -178,7 +186,10 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
     if sample is not None:
         out["dtype_path"] = _merge_samples(names, results, sample, sample_error)
     if gpu is not None:
-        out["cuda"] = results.get("cuda") or {"status": "error", "error": gpu_error or {"message": "the CUDA probe did not run"}}
+        if part != "stack":
+            out["cuda"] = results.get("cuda") or {"status": "error", "error": gpu_error or {"message": "the CUDA probe did not run"}}
+        elif gpu_error:
+            out["smoke_error"] = gpu_error
         out["smoke"] = {g: results.get("smoke:" + g, {"status": "timeout"}) for g in groups}
     return out
 

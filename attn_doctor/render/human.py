@@ -52,24 +52,38 @@ def worst(results: list[Result]) -> str:
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
-    facts = report.facts
+    render_header(report, console)
+    for area, _title in AREAS:
+        render_area(report, area, console, verbose)
+    render_footer(report, console, verbose)
+
+
+def render_header(report: Report, console: Console) -> None:
+    """The report's first lines: the tool, and which interpreter was checked and why."""
+    header_lines(console, report.tool.version, report.source, report.facts.target, report.facts.platform.hostname)
+
+
+def header_lines(console: Console, version: str, source: str = "probed", target=None, hostname: Optional[str] = None) -> None:
+    """render_header's lines from what is known before any probe runs (a streamed check prints
+    them at once)."""
     header = Text("attn-doctor ", style="bold")
-    header.append(report.tool.version, style="dim")
-    if report.source == "facts-file":
-        host = facts.platform.hostname or "another machine"
-        header.append(f"  (diagnosing a recorded report from {host}; nothing probed here)", style="dim")
+    header.append(version, style="dim")
+    if source == "facts-file":
+        header.append(f"  (diagnosing a recorded report from {hostname or 'another machine'}; nothing probed here)", style="dim")
     console.print(header)
-    if report.source == "probed" and facts.target is not None:
-        console.print(target_line(facts.target))
-    for area, title in AREAS:
-        results = [r for r in report.results if r.area == area]
-        summary = section_summary(area, facts, report.source)
-        if not results and summary is None:
-            continue
-        if summary is None and not verbose and all(r.status == "skipped" for r in results):
-            continue  # e.g. the config rules when no --config was given: nothing to say
-        _section(console, title, summary, results, facts, verbose)
-    _footer(console, report, verbose)
+    if source == "probed" and target is not None:
+        console.print(target_line(target))
+
+
+def render_area(report: Report, area: str, console: Console, verbose: bool = False) -> None:
+    """One section: its line with a mark and a summary, then its problems and their remedies."""
+    results = [r for r in report.results if r.area == area]
+    summary = section_summary(area, report.facts, report.source)
+    if not results and summary is None:
+        return
+    if summary is None and not verbose and all(r.status == "skipped" for r in results):
+        return  # e.g. the config rules when no --config was given: nothing to say
+    _section(console, dict(AREAS)[area], summary, results, report.facts, verbose)
 
 
 def target_line(target, verb: str = "checking") -> Text:
@@ -137,7 +151,8 @@ def _problem(console: Console, result: Result, facts: Facts, verbose: bool) -> N
             console.print(Text(f"      see {link}", style="dim"))
 
 
-def _footer(console: Console, report: Report, verbose: bool) -> None:
+def render_footer(report: Report, console: Console, verbose: bool = False) -> None:
+    """After the sections: the probes that could not run, notes, timings (-v), the summary line."""
     facts = report.facts
     failed = [p for p in facts.probes if p.status in ("failed", "timeout")]
     for probe in failed:
@@ -146,6 +161,10 @@ def _footer(console: Console, report: Report, verbose: bool) -> None:
         timings = ", ".join(f"{p.name} {p.duration_s:.2f}s" for p in facts.probes)
         if timings:
             console.print(Text(f"probes: {timings}", style="dim"))
+        for group, seconds in facts.smoke.group_seconds.items():
+            phases = facts.smoke.group_phases.get(group) or {}
+            spent = ", ".join(f"{name.removesuffix('_s')} {value:.2f}s" for name, value in phases.items())
+            console.print(Text(f"smoke group {group}: {seconds:.2f}s" + (f" ({spent})" if spent else ""), style="dim"))
         for probe in facts.probes:
             for process, text in probe.stderr.items():
                 console.print(Text(f"{process} printed (kept off your terminal):", style="dim"))
@@ -264,7 +283,14 @@ def _torch(facts: Facts) -> str:
         parts.append("SDPA " + " ".join(f"{k.replace('_', '-')} {'✓' if v else '✗'}" for k, v in backends))
     elif t.sdpa and t.cuda:
         parts.append("SDPA flash " + ("compiled in" if t.sdpa.get("flash_compiled") else "not compiled in"))
-    return ", ".join(parts)
+    line = ", ".join(parts)
+    if t.cached:
+        line += f" (imports probed {_when(t.cached)}, reused for this package set; --no-cache probes again)"
+    return line
+
+
+def _when(stamp: str) -> str:
+    return stamp[:16].replace("T", " ")
 
 
 _KERNEL_MODULES = [("flash_attn", "flash-attn"), ("flash_attn_interface", "FA3"), ("flash_attn_4", "FA4"), ("xformers", "xformers"), ("triton", "triton"), ("fla", "fla"), ("liger_kernel", "liger-kernel")]
@@ -290,7 +316,13 @@ def _smoke(facts: Facts) -> Optional[str]:
         parts.append(f"{dtype} (head dim {smoke.results[0].head_dim}): " + ", ".join(marks) + picked)
     if smoke.status == "failed":
         parts.append(f"stopped: {smoke.error}")
-    when = f" (results of {smoke.cached}, reused until the machine reboots; --no-cache runs them again)" if smoke.cached else ""
+    reused = []
+    if smoke.cached:
+        reused.append(f"SDPA tested {_when(smoke.cached)}, reused until the machine reboots")
+    if smoke.capability_cached and any(not r.backend.startswith("sdpa-") for r in smoke.results):
+        reused.append(f"libraries and compiled kernels tested {_when(smoke.capability_cached)}, reused for this package set, "
+                      "GPU architecture and driver")
+    when = f" ({'; '.join(reused)}; --no-cache tests again)" if reused else ""
     return "\n    ".join([f"smoke{when} " + " | ".join(parts), *_model_choices(smoke)])
 
 
@@ -355,6 +387,13 @@ def _standin_words(facts: Facts) -> Optional[str]:
     return f"flash-attn {state}: judged with a stand-in"
 
 
+def _site_kernel(site: dict) -> str:
+    # from a facts file too: bounded and printable only
+    label = "".join(c for c in str(site.get("label") or "?")[:60] if c.isprintable())
+    count = site.get("count")
+    return label + (f" ×{count}" if isinstance(count, int) and count > 1 else "")
+
+
 def _dtype_path(facts: Facts, source: str) -> Optional[str]:
     dp = facts.dtype_path
     if dp.status == "skipped":
@@ -377,6 +416,8 @@ def _dtype_path(facts: Facts, source: str) -> Optional[str]:
         text = f"{sample.name} {'✗' if bad or sample.status == 'failed' else marks.get(sample.status, '?')}"
         if standin and sample.name in _FLASH_ATTN_SAMPLES and sample.status == "ran":
             text += f" ({standin})"  # a ✓ is a claim about what ran: here, not flash-attn itself
+        if sample.kernels:  # the kernel at each of its attention call sites
+            text += " → " + ", ".join(_site_kernel(site) for site in sample.kernels[:4])
         ran.append(text)
     skipped = [s.name for s in dp.samples if s.status == "skipped"]
     where = f"{dp.device}, {dp.dtype}" + (f", autocast {dp.autocast}" if dp.autocast else "")

@@ -75,7 +75,11 @@ def finding_renderable(f, verbose=False, plain=False):
                                        ("  [%s] %s" % (sink.get("layout"), dtypes), "dim")))
     if sink.get("source"):
         sink_node.add(Text(sink["source"], style="green"))
-    sink_node.add(Text.assemble(("kernel says: ", "dim"), (f.get("kernel_message") or "", "red")))
+    if f.get("kernel_message"):
+        sink_node.add(Text.assemble(("kernel says: ", "dim"), (f["kernel_message"], "red")))
+    cost = f.get("cost") or {}
+    if cost and not cost.get("measured") and cost.get("why"):
+        sink_node.add(Text("cost " + cost["why"], style="dim"))
     parts = [tree]
     if f.get("patch"):
         parts.append(diff_renderable(f["patch"], whole=plain))
@@ -166,6 +170,7 @@ def render_trace(report, console=None, verbose=False):
             console.print(Text(labels.get(current, current or "") + ":", style="bold"))
         console.print(finding_renderable(f, verbose, plain))
     _render_advice(console, routes, verbose, plain)
+    render_kernels(report, console)
     if verbose:
         for s in report.get("sinks") or ():
             console.print(Text.assemble(_mark("ok" if s["ok"] else "warning"), s["name"], "  ",
@@ -176,6 +181,35 @@ def render_trace(report, console=None, verbose=False):
         if verbose and err.get("traceback"):
             console.print(Text(err["traceback"], style="dim"))
     render_summary(report, console)
+
+
+def kernel_sites(sinks):
+    """(file, line, name, kernel label, where judged, count) per call site: one per layer merged."""
+    sites = {}
+    for s in sinks or ():
+        kernel = s.get("kernel") or {}
+        if not kernel.get("label"):
+            continue
+        key = (s.get("file"), s.get("line"), s.get("name"), kernel["label"])
+        if key in sites:
+            sites[key][-1] += 1
+        else:
+            how = "asked torch on this GPU" if kernel.get("source") == "torch" else (
+                "emulated for %s" % kernel["for"] if kernel.get("for") else "")
+            sites[key] = [s.get("file"), s.get("line"), s.get("name"), kernel["label"], how, 1]
+    return [tuple(v) for v in sites.values()]
+
+
+def render_kernels(report, console):
+    """The kernel each attention call site runs on the target GPU."""
+    sites = kernel_sites(report.get("sinks"))
+    if not sites:
+        return
+    console.print(Text("kernel at each attention call:", style="bold"))
+    for file, line, name, label, how, count in sites:
+        extra = ", ".join(x for x in (how, "%d calls" % count if count > 1 else "") if x)
+        console.print(Text.assemble("  ", (_loc(file, line), "underline"), "  %s -> " % name, (label, "bold"),
+                                    ("  (%s)" % extra if extra else "", "dim")))
 
 
 def _failed_line(status, err):

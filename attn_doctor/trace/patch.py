@@ -61,18 +61,28 @@ def display_path(path, cwd=None):
     return apath
 
 
+def parsed_source(file):
+    """(the text, its AST) of a source file a patch edits; (None, None) where it cannot be read
+    or parsed (a patch is then not offered)."""
+    if not file or not os.path.isfile(file):
+        return None, None
+    try:
+        with open(file, encoding="utf-8") as fh:
+            text = fh.read()
+        return text, ast.parse(text)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None, None
+
+
 def sink_patch(file, line, call_names, roles, dtypes, target, cwd=None, rule_id="AD601"):
     """Diff text casting the q/k/v arguments whose dtype differs from ``target`` to it.
 
     ``roles``: {"q": (pos, keyword), ...}; ``dtypes``: role -> dtype name; ``target``: dtype name.
     """
-    if not file or not os.path.isfile(file) or target is None:
+    if target is None:
         return None
-    try:
-        with open(file, encoding="utf-8") as fh:
-            text = fh.read()
-        tree = ast.parse(text)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    text, tree = parsed_source(file)
+    if tree is None:
         return None
     call = _find_call(tree, line, set(call_names))
     if call is None:

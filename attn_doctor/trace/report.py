@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import linecache
 
-from . import patch, sinks
+from . import cost as cost_mod
+from . import fallbacks, kernels, patch, sinks
 
 
 _CALL_NAMES = {
@@ -42,6 +43,8 @@ def public_sink(record):
         out["other_inputs"] = others
     out["source"] = linecache.getline(record["file"], record["line"]).strip() if record.get("file") else None
     out["ok"] = not record["problems"]
+    if "kernel" not in out and record.get("family") in kernels.NAMES:
+        out["kernel"] = {"name": record["family"], "label": kernels.NAMES[record["family"]], "source": "call"}
     return out
 
 
@@ -107,9 +110,15 @@ def _finding(tracer, record, public, problems, expected_dtype, cwd):
         sink[role] = info
     if public.get("other_inputs"):
         sink["other_inputs"] = public["other_inputs"]
-    message = _message(rid, record, first, chain, public)
+    message = first["message"] if first.get("message") and rid == first["id"] else _message(
+        rid, record, first, chain, public)
+    cost = first.get("cost")
+    if cost and cost.get("measured"):
+        message += "; " + cost_mod.describe(cost)
     patch_text = None
-    if first["check"] in ("dtype", "same_dtype"):
+    if first.get("fix"):
+        patch_text = fallbacks.patch_for(record, first, cwd)
+    elif first["check"] in ("dtype", "same_dtype"):
         roles = _roles_for(record)
         target = sinks.target_dtype(eff, expected_dtype)
         if roles is not None and target is not None and record.get("file"):
@@ -127,6 +136,8 @@ def _finding(tracer, record, public, problems, expected_dtype, cwd):
         "count": 1,
         "module_paths": [record["module_path"]] if record["module_path"] else [],
         "continued_with": record.get("continued_with"),
+        "kernel": {"runs": first.get("runs"), "instead": first.get("instead")} if first.get("runs") else None,
+        "cost": cost,
     }
 
 

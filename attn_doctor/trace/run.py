@@ -191,6 +191,7 @@ def _prepare(built, device, dtype, seq_len=16):
         notes.append("the model is torch.compile'd (%s); traced the model it wraps (_orig_mod, %s) eagerly"
                      % (type(model).__name__, type(compiled).__name__))
         model = built["model"] = compiled
+        built["compiled"] = True
     want = torch.device(device)
     devices = {p.device.type for p in model.parameters()} | {b.device.type for b in model.buffers()}
     if devices and devices != {want.type}:
@@ -337,6 +338,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     tracer = Tracer(autocast_dtype=ac_dtype, emulate_autocast=emulate and bool(autocast), capability=capability,
                     continue_after_bad_sink=continue_after, expected_dtype=expected)
     tracer.label_model(model)
+    tracer.compiled_model = bool(built.get("compiled"))  # its flex_attention runs fused (kernels.py)
     for i, a in enumerate(args):
         tracer.label_input(a, "input[%d]" % i)
     for k, a in kwargs.items():

@@ -202,6 +202,20 @@ def sample_table():
     return table
 
 
+def kernel_sites(sinks):
+    """The kernel at each call site (one entry per file:line and kernel, with how many calls)."""
+    sites = {}
+    for s in sinks:
+        k = s.get("kernel") or {}
+        key = (s.get("file"), s.get("line"), k.get("name"))
+        if k.get("label") and key in sites:
+            sites[key]["count"] += 1
+        elif k.get("label"):
+            sites[key] = {"name": k.get("name"), "label": k["label"], "source": k.get("source"), "for": k.get("for"),
+                          "file": s.get("file"), "line": s.get("line"), "count": 1}
+    return list(sites.values())
+
+
 def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=None, samples=None,
                        distributions=None):
     """distributions: importlib.metadata.packages_distributions() computed ahead (see
@@ -250,9 +264,10 @@ def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=No
                            capability=capability)
             entry.update(status="ran" if report["status"] in ("ok", "partial") else "failed",
                          summary=report["summary"], findings=report["findings"],
-                         sinks=[{k: s.get(k) for k in ("name", "file", "line", "effective_dtypes", "head_dim", "ok")}
+                         sinks=[dict({k: s.get(k) for k in ("name", "file", "line", "module_path", "effective_dtypes",
+                                                            "head_dim", "ok")}, kernel=(s.get("kernel") or {}).get("label"))
                                 for s in report["sinks"][:8]],
-                         notes=report.get("notes", []))
+                         kernels=kernel_sites(report["sinks"]), notes=report.get("notes", []))
             if report.get("error"):
                 entry["reason"] = report["error"]["message"]
             for f in report["findings"]:

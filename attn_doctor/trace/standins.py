@@ -560,6 +560,7 @@ def _repoint(d, ids):
         if new is None:
             compiled = _compiled_original(value)
             new = ids.get(id(compiled)) if compiled is not None else None
+            new = getattr(new, "attn_doctor_compiled", new)  # flex_attention: it ran compiled
         if new is not None and value is not new:
             d[key] = new
             count += 1
@@ -766,8 +767,23 @@ def wrap_flex():
     hop = sys.modules.get("torch._higher_order_ops.flex_attention")
     spec = sinks.flex_spec(autocast=hasattr(hop, "_autocast_cast"))
     wrapper = _make_wrapper(spec, orig, lambda args, kwargs: _flex_run)
+    wrapper.attn_doctor_compiled = _compiled_call(wrapper)
     mod.flex_attention = wrapper
     return [(orig, wrapper), (wrapper, wrapper)]
+
+
+def _compiled_call(wrapper):
+    """What a torch.compile'd flex_attention is re-pointed at: the same wrapper, telling the trace
+    the call runs compiled (kernels.py names the kernel from it)."""
+    def compiled(*args, **kwargs):
+        state.FLEX_COMPILED[0] = True
+        try:
+            return wrapper(*args, **kwargs)
+        finally:
+            state.FLEX_COMPILED[0] = False
+
+    compiled.__wrapped__, compiled.__attn_doctor_wrapper__ = wrapper, True
+    return compiled
 
 
 def wrap_installed(model=None):

@@ -19,3 +19,7 @@ def say(message):
     hook = PROGRESS[0]
     if hook is not None:
         hook(message)
+
+# True while a torch.compile'd flex_attention (or a wrapper of it) is being called: the trace runs
+# it eagerly, but on the GPU it is the fused kernel (attn_doctor/trace/kernels.py).
+FLEX_COMPILED = [False]

@@ -30,7 +30,7 @@ try:
 except ImportError:  # pragma: no cover - torch < 2.0
     WeakIdKeyDictionary = None
 
-from . import policy, sinks, state
+from . import kernels, masks, policy, sinks, state
 
 F = torch.nn.functional
 
@@ -88,16 +88,8 @@ class Node(object):
                  name=None, short=None, shapes=None):
         self.short = short  # the op's short name (policy.short_name)
         self.shapes = shapes  # input shapes, kept for matmuls only (an inline attention's q @ k^T)
-        self.seq = seq
-        self.kind = kind
-        self.dtype = dtype
-        self.op = op
-        self.file = file
-        self.line = line
-        self.module = module
-        self.inputs = inputs
-        self.promo = promo
-        self.name = name
+        self.seq, self.kind, self.dtype, self.op, self.file, self.line = seq, kind, dtype, op, file, line
+        self.module, self.inputs, self.promo, self.name = module, inputs, promo, name
 
 
 def _autocast_state_fns():
@@ -177,8 +169,7 @@ def _lower_eligible(t):
     return t.is_floating_point() and t.dtype != torch.float64
 
 
-def _half(t):
-    return t.dtype in HALF_DTYPES
+_half = lambda t: t.dtype in HALF_DTYPES  # noqa: E731
 
 
 def op_display_name(func):
@@ -223,6 +214,7 @@ class Tracer(object):
         self._hooks = []
         self.torch_sinks = {F.scaled_dot_product_attention: sinks.SDPA, F.multi_head_attention_forward: sinks.MHA}
         self.op_sinks = dict(sinks.FLASH_ATTN2_CUSTOM_OPS)
+        self.masks = masks.MaskTracker()  # which masks are the causal one (kernels.py, fallbacks.py)
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -342,6 +334,8 @@ class Tracer(object):
             if inline is not None:
                 self._raised(inline[0], exc)
             raise
+        if short in masks.WATCHED:
+            self.masks.note(short, args, kwargs, out)
         outs = _output_tensors(out)
         if outs:
             self.record(func, args, kwargs, outs, applied)
@@ -486,6 +480,7 @@ class Tracer(object):
             record["_extra_nodes"] = {r: self.node_of(t) for r, t in extra.items() if t.is_floating_point()}
         if standin:
             record["standin"] = True
+        kernels.annotate(self, spec, record, args, kwargs)  # the kernel it runs, and why not a faster one
         self.sinks.append(record)
         if spec.outer:
             before = len(self.sinks)
@@ -735,9 +730,8 @@ def _cast_in_place(call_args, call_kwargs, spots, dtype, pred):
                 call_args[pos] = call_args[pos].to(dtype)
 
 
-def _lower_eligible_or_bad(t):
-    # a mask the kernel refused: any floating mask is cast (float64 too), bool masks stay
-    return t.is_floating_point()
+# a mask the kernel refused: any floating mask is cast (float64 too), bool masks stay
+_lower_eligible_or_bad = lambda t: t.is_floating_point()  # noqa: E731
 
 
 _MISSING_KERNEL = ("not installed", "is not available", "not available on", "No module named", "kernels",

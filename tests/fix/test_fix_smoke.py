@@ -26,6 +26,7 @@ def gpu(tmp_path, monkeypatch):
     """A fake GPU at the hardware boundary; returns the list of smoke runs so far."""
     import attn_doctor.probes as probes
     from attn_doctor.facts import Gpu, GpuInfo
+    from attn_doctor.probes import keys
 
     runs = tmp_path / "smoke-runs"
     runs.write_text("")
@@ -34,8 +35,8 @@ def gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTN_DOCTOR_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(probes, "GPU_CHILD_SCRIPT", COUNTING_CHILD)
     # attn-doctor's own files are part of the key; other work on this tree must not change it mid-test.
-    stamp = probes._doctor_stamp()
-    monkeypatch.setattr(probes, "_doctor_stamp", lambda: stamp)
+    stamp = keys.doctor_stamp()
+    monkeypatch.setattr(keys, "doctor_stamp", lambda: stamp)
     monkeypatch.setattr(probes, "probe_gpus", lambda: GpuInfo(source="nvml", driver_version="580.159.04", cuda_driver_version="13.0",
                                                              devices=[Gpu(index=0, name="Fake GPU", capability="9.0", memory_mib=81559)]))
     return lambda: runs.read_text().split()

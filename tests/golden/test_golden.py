@@ -55,6 +55,7 @@ def normalise(text: str, tmp: Path | None = None) -> str:
     text = re.sub(r"\battn-doctor \d+\.\d+\S*", "attn-doctor <version>", text)
     text = re.sub(r"\b\d+\.\d+ ?s\b", "<s>", text)  # durations measured here
     text = re.sub(r"\b\d+ ops traced", "<n> ops traced", text)  # how many ops a torch release dispatches
+    text = re.sub(r"(emulated for [^\n]*?, torch )\d+\.\d+", r"\1<version>", text)  # the installed torch's rules
     return text
 
 

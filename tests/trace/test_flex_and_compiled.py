@@ -14,8 +14,9 @@ MIXED = ("Mixed query, key, and value dtype is not supported on this platform, g
 
 
 def _finding(report):
+    """The one dtype finding; flex_attention called eagerly is also AD277 (it runs unfused)."""
     assert report["status"] == "ok", report["error"]
-    (f,) = report["findings"]
+    (f,) = [f for f in report["findings"] if f["id"] != "AD277"]
     return f
 
 
@@ -36,7 +37,9 @@ def test_fp32_scale_promoting_q_before_flex_attention_is_found(trace, device, fa
 @pytest.mark.parametrize("device", ["meta", "cpu"])
 def test_flex_attention_without_promotion_traces_clean(trace, device):
     r = trace(toy_target(TOY, "build_clean"), device=device)
-    assert r["status"] == "ok" and r["findings"] == [] and [s["name"] for s in r["sinks"]] == ["flex_attention"]
+    assert r["status"] == "ok" and [s["name"] for s in r["sinks"]] == ["flex_attention"]
+    # no dtype problem; called without torch.compile, it runs unfused: a warning, exit 0
+    assert [(f["id"], f["severity"]) for f in r["findings"]] == [("AD277", "warning")] and r["exit_code"] == 0
     assert any(n.startswith("flex_attention runs as SDPA in the trace") for n in r["notes"])
 
 
