@@ -145,11 +145,15 @@ def read_bounded(path: PathLike, limit: int, allow_stdin: bool = True) -> bytes:
     """The whole input (a regular file or stdin), at most `limit` bytes."""
     stream, from_stdin = open_input(path, allow_stdin)
     try:
+        want = limit + 1
         if not from_stdin:
             size = os.fstat(stream.fileno()).st_size
             if size > limit:
                 raise InputError(f"{_size(size)}, larger than the {_size(limit)} this input accepts")
-        data = stream.read(limit + 1)
+            want = size + 1  # a buffer of the file's size, not of the limit (a fleet reads thousands)
+        data = stream.read(want)
+        if len(data) == want and want <= limit:  # it grew since fstat: on to the limit
+            data += stream.read(limit + 1 - len(data))
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}") from None
     finally:

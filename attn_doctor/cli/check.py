@@ -211,6 +211,11 @@ def _distributed(options, json_out: bool, verbose: bool, interactive: bool) -> i
             import traceback
 
             traceback.print_exc()
+        if exc.report is not None:  # its check ran: its own verdict, one line (its JSON with --json)
+            from ..render.fleet_human import render_own_verdict
+            from ..schemas import to_json as report_json
+
+            emit(json_out, lambda: report_json(exc.report), lambda console: render_own_verdict(exc.report, str(exc), console))
         raise fail(str(exc), exc.code) from None
     if fleet is None:
         return 0  # not rank 0: its report was handed over

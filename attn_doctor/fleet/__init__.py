@@ -1,6 +1,7 @@
 """Fleet mode: one report for many ranks or nodes.
 
-- ``digest``: what must agree between nodes (the fleet view) and its digest;
+- ``digest``: what must agree between nodes (the fleet view) and its digest; ``view``: reports
+  read at the decoder's speed (typed structs generated from the report's, bounded), one kept per group;
 - ``aggregate``: group reports by digest, name the differences against the majority (pure);
 - ``distributed`` and ``group``: ``check --distributed`` under torchrun / srun (each rank's check
   through core.run_check), gathered through torch.distributed's TCPStore;

@@ -6,6 +6,7 @@ digest (the group's representative), never one full report per rank.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Optional
 
 import msgspec
@@ -224,17 +225,47 @@ def _member_order(m: Member) -> tuple:
 
 
 def compact_ranks(ranks: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
-    out = []
-    ranks = sorted(set(ranks))
-    i = 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ",".join(out)
+    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8' (ClusterShell's RangeSet: Slurm's range syntax)."""
+    from ClusterShell.RangeSet import RangeSet
+
+    return str(RangeSet.fromlist([str(r) for r in set(ranks) if r >= 0])) if ranks else ""
+
+
+# A host name that Slurm's syntax can fold: letters, digits, dots, dashes, underscores. Anything
+# else (a bracket, a comma, a space, an escape: what a broken or hostile report may carry) is
+# listed after, as it is, never parsed as a host list (node[1-99999999] would be expanded).
+_PLAIN_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}\Z")
+
+
+def compact_hosts(hosts: list[str], width: int = 0) -> tuple[str, int]:
+    """Host names as Slurm writes them, 'node[0012-0015,0133],login1' (ClusterShell's NodeSet, made
+    for that syntax), and how many are left out: with width > 0, whole entries up to about that many
+    characters, the rest counted (listed in --json and with -v)."""
+    from ClusterShell.NodeSet import NOGROUP_RESOLVER, NodeSet
+
+    plain = [h for h in hosts if _PLAIN_HOST.match(h)]
+    other = sorted({h for h in hosts if not _PLAIN_HOST.match(h)})
+    nodes = NodeSet.fromlist(plain, resolver=NOGROUP_RESOLVER)
+    total = len(nodes) + len(other)
+    text = str(nodes)
+    if not width or len(text) <= width:
+        shown, count = ([text] if text else []), len(nodes)
+    else:  # contiguous runs, folded together while they fit
+        shown_set, count = NodeSet(resolver=NOGROUP_RESOLVER), 0
+        for run in nodes.contiguous():
+            trial = shown_set | run
+            if len(str(trial)) > width and count:
+                break
+            shown_set, count = trial, len(trial)
+        shown = [str(shown_set)]
+    used = sum(len(t) + 1 for t in shown)
+    for h in other:
+        if width and used + len(h) > width and count:
+            break
+        shown.append(h)
+        used += len(h) + 1
+        count += 1
+    return ",".join(shown), total - count
 
 
 def to_json(report: FleetReport) -> bytes:

@@ -3,96 +3,50 @@
 Two nodes are "identical" when their fleet views are equal. The view is the report as JSON with
 what legitimately differs per node or per run taken out:
 
-- when and how the report was made: ``created``, ``command``, ``source``, ``summary``, ``exit_code``
-  (the last two follow from the results);
+- when and how the report was made: ``schema``, ``created``, ``command``, ``source``, ``summary``,
+  ``exit_code`` (the last two follow from the results);
 - who the node is: ``facts.platform.hostname``, device ``index`` (and any ``uuid``, ``serial``,
   ``pci_bus_id`` a probe may add), launcher variables in ``facts.env`` (RANK, LOCAL_RANK, SLURM_*,
   TORCHELASTIC_*, CUDA_VISIBLE_DEVICES, ...);
 - timings and measurements: every ``duration_s`` and ``*_ms`` (the smoke tests' ``kernel_ms``,
   ``total_ms``), what a probe process printed (``stderr``), and the smoke tests' ``rel_err`` / ``rel_err_grad`` (backward kernels accumulate
   in a nondeterministic order; the verdict, ``status`` against ``tolerance``, stays);
+- which process computed a shared result and when: ``cached``, ``computed_by``, ``waited_s``,
+  ``capability_cached``, the cache ``key`` (a hash with the node's boot id among its inputs), the
+  smoke groups' ``group_seconds`` and ``group_phases``, and ``device_index`` (each rank tests its own GPU);
 - a result's ``evidence``, ``remedies``, ``links`` and ``traceback`` (its ``status`` and ``message``
   stay: they carry the versions and GPUs the rule looked at).
 
 Everything else must agree: tool version, driver, GPU models and capabilities, torch / triton /
 flash-attn versions and builds, import statuses and errors, packages, the dtype path, rule results.
+
+The view is decoded from the report's bytes as typed structs (view.py): the fields above are left
+out of the view's types (wherever they appear, and every field ending in ``_ms``), and the digest is
+a hash of the view encoded with sorted keys, so that telling thousands of identical nodes apart
+costs a typed decode each; only a group's representative is made builtins and compared in full.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import msgspec
 
-# Keys dropped wherever they appear in the facts (and any key ending in _ms: a timing).
-VOLATILE_KEYS = frozenset(
-    # `cached`, `computed_by`, `waited_s`: when and by which process the sample verdict was
-    # computed (one rank computes it, the others with its key reuse it); `device_index`: the GPU
-    # a rank smoke-tested (its own, LOCAL_RANK); `stderr`: what a probe process printed, evidence
-    # that can name a pid, a temporary path or a time; `capability_cached`, `key`: when the stack's
-    # results were computed, and the hash of what they and a node's depend on (a boot id among it)
-    {"duration_s", "hostname", "uuid", "serial", "pci_bus_id", "rel_err", "rel_err_grad", "cached", "computed_by", "waited_s",
-     "device_index", "group_seconds", "group_phases", "capability_cached", "key", "stderr"}
-)
-# Environment variables that differ per rank or per node by design.
-PER_RANK_ENV = frozenset(
-    {
-        "RANK",
-        "LOCAL_RANK",
-        "GROUP_RANK",
-        "ROLE_RANK",
-        "NODE_RANK",
-        "LOCAL_WORLD_SIZE",
-        "GROUP_WORLD_SIZE",
-        "ROLE_WORLD_SIZE",
-        "CUDA_VISIBLE_DEVICES",
-        "NVIDIA_VISIBLE_DEVICES",
-        "HOSTNAME",
-        "PMI_RANK",
-        "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_LOCAL_RANK",
-    }
-)
-PER_RANK_ENV_PREFIXES = ("SLURM_", "SLURMD_", "TORCHELASTIC_")
+from .view import PER_RANK_ENV, PER_RANK_ENV_PREFIXES, VOLATILE_KEYS, view_digest
+from .view import fleet_view as _fleet_view
+
+__all__ = ["PER_RANK_ENV", "PER_RANK_ENV_PREFIXES", "VOLATILE_KEYS", "differences", "fleet_view", "flatten", "report_digest"]
 
 
-def fleet_view(doc: dict) -> dict:
-    """The part of a report (as JSON builtins) that must be the same on every node."""
-    facts = doc.get("facts") or {}
-    view_facts = _strip(facts)
-    env = view_facts.get("env")
-    if isinstance(env, dict):
-        view_facts["env"] = {k: v for k, v in env.items() if k not in PER_RANK_ENV and not k.startswith(PER_RANK_ENV_PREFIXES)}
-    for path in (("gpu", "devices"), ("torch", "devices")):
-        devices = view_facts.get(path[0], {}).get(path[1])
-        if isinstance(devices, list):
-            view_facts[path[0]][path[1]] = [{k: v for k, v in d.items() if k != "index"} if isinstance(d, dict) else d for d in devices]
-    probes = view_facts.get("probes")
-    if isinstance(probes, list):  # by name: the order the probes finished in is not a difference
-        view_facts["probes"] = {p.get("name", str(i)): {k: v for k, v in p.items() if k != "name"} for i, p in enumerate(probes) if isinstance(p, dict)}
-    results = {}
-    for r in doc.get("results") or []:
-        if isinstance(r, dict) and "rule" in r:
-            results[r["rule"]] = {"status": r.get("status"), "message": r.get("message")}
-    return {"tool": (doc.get("tool") or {}).get("version"), "facts": view_facts, "results": results}
+def fleet_view(doc: Any) -> dict:
+    """The part of a valid report (JSON builtins or a Report) that must be the same on every node."""
+    return _fleet_view(msgspec.json.encode(doc))
 
 
-def _strip(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE_KEYS and not k.endswith("_ms")}
-    if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
-
-
-def digest_of(view: dict) -> str:
-    """A short, stable hash of a fleet view (sorted keys: the same view always hashes the same)."""
-    return hashlib.sha256(msgspec.json.encode(view, order="sorted")).hexdigest()[:16]
-
-
-def report_digest(doc: dict) -> str:
-    return digest_of(fleet_view(doc))
+def report_digest(doc: Any) -> str:
+    """The fleet digest of a valid report (JSON builtins or a Report); view.read_report gives it
+    for a report's bytes in the same pass that validates them."""
+    return view_digest(msgspec.json.encode(doc))
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -144,11 +98,27 @@ def _rank_of(path: str) -> tuple[int, str]:
 
 
 def differences(reference: dict, other: dict) -> list[tuple[str, Any, Any]]:
-    """(path, reference value, other value) for every leaf of two fleet views that differs."""
-    a, b = flatten(reference), flatten(other)
-    out = []
-    for path in sorted(set(a) | set(b), key=_rank_of):
-        va, vb = a.get(path, ABSENT), b.get(path, ABSENT)
+    """(path, reference value, other value) for every leaf of two fleet views that differs, most
+    telling first. Equal subtrees are passed over whole (compared in C), so that an odd group costs
+    by what differs, not by the size of the report: flatten's leaves, only where they differ."""
+    out: list[tuple[str, Any, Any]] = []
+    _differ(reference, other, "", out)
+    return sorted(out, key=lambda d: _rank_of(d[0]))
+
+
+def _differ(a: Any, b: Any, prefix: str, out: list) -> None:
+    if a == b:
+        return
+    if isinstance(a, dict) and isinstance(b, dict) and (a and b or not prefix):
+        for key in {**a, **b}:  # both orders' keys, once each
+            va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
+            if va != vb:
+                _differ(va, vb, f"{prefix}.{key}" if prefix else str(key), out)
+        return
+    # a leaf, a list, or a side that is absent or empty: flatten both here and compare their leaves
+    fa = flatten(a, prefix) if a is not ABSENT else {}
+    fb = flatten(b, prefix) if b is not ABSENT else {}
+    for path in {**fa, **fb}:
+        va, vb = fa.get(path, ABSENT), fb.get(path, ABSENT)
         if va != vb:
             out.append((path, va, vb))
-    return out

@@ -42,9 +42,10 @@ from typing import Optional
 import msgspec
 
 from ..options import CheckOptions, expand, host_name
-from ..report import EXIT_PROBE_FAILED, Summary
+from ..report import EXIT_FINDINGS, EXIT_PROBE_FAILED, Summary
 from .aggregate import FleetReport, Member, Problem, aggregate
 from .digest import report_digest
+from .view import Representatives
 
 GATHER_TIMEOUT_ENV = "ATTN_DOCTOR_GATHER_TIMEOUT"
 SLURM_PORT_BASE = 15000  # MASTER_PORT under srun when unset: 15000 + SLURM_JOB_ID % 20000
@@ -277,6 +278,31 @@ def publish(store, placement: Placement, host: str, doc: dict, digest: str) -> N
         raise GatherError(f"handing the report to rank 0 failed: {_one_line(exc)}") from None
 
 
+def publish_within(store, placement: Placement, host: str, doc: dict, digest: str, timeout: float) -> None:
+    """publish, given up after `timeout` seconds: a store whose host is frozen (SIGSTOP, swapping,
+    a partition that drops packets) never answers, and TCPStore's own timeout does not bound a
+    request once it is sent (measured: `check` waited past 40 s on a store of 3 s). The hand-over
+    runs in a thread left behind when it does not return (the process exits normally beside it)."""
+    outcome: dict = {}
+
+    def hand_over() -> None:
+        try:
+            publish(store, placement, host, doc, digest)
+            outcome["done"] = True
+        except BaseException as exc:  # noqa: BLE001 - carried to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=hand_over, name="attn-doctor-fleet-handover", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        where = "torchrun's store" if placement.agent_store else "rank 0's store"
+        raise GatherError(f"{where} at {placement.master_addr}:{placement.master_port} took no report within {timeout:g} s "
+                          f"(frozen, overloaded or cut off; raise {GATHER_TIMEOUT_ENV} if it is only slow)")
+    if "error" in outcome:
+        raise outcome["error"]
+
+
 def report_failure(store, placement: Placement, host: str, message: str) -> None:
     """A rank whose check cannot run tells rank 0 why, so that rank 0 need not wait it out."""
     try:
@@ -286,12 +312,13 @@ def report_failure(store, placement: Placement, host: str, message: str) -> None
         pass
 
 
-def _rank_report(blob: bytes, digest: str) -> dict:
+def _rank_report(blob: bytes, digest: str) -> bytes:
     """A rank's report as sent (compressed JSON), validated as a report file is (fleet.files):
     inflated to at most REPORT_MAX_BYTES (never a decompression bomb), of the report schema, and
-    of the digest it was sent under (recomputed: a report must not stand for another group)."""
+    of the digest it was sent under (recomputed: a report must not stand for another group).
+    Returns its JSON."""
     from ..inputs import REPORT_MAX_BYTES
-    from .files import report_from_json
+    from .view import read_report
 
     try:
         inflate = zlib.decompressobj()
@@ -300,10 +327,10 @@ def _rank_report(blob: bytes, digest: str) -> dict:
         raise ValueError(f"not a compressed report ({_one_line(exc)})") from None
     if len(raw) > REPORT_MAX_BYTES or inflate.unconsumed_tail:
         raise ValueError(f"larger than {REPORT_MAX_BYTES // (1 << 20)} MiB inflated: not a report")
-    doc = report_from_json(raw)
-    if report_digest(doc) != digest:
+    _, its_digest = read_report(raw)
+    if its_digest != digest:
         raise ValueError("its content does not match the digest it was sent under")
-    return doc
+    return raw
 
 
 # What a rank says about itself beside its report (host names, a failure's reason): one line each,
@@ -398,19 +425,17 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
     silent = [r for r in range(world) if r in hello and r not in members and r not in failed]
     alive = _still_checking(store, silent) if silent and not stopped else {}
 
-    reports: dict[str, dict] = {}
+    reports = Representatives()  # kept compressed: rank 0's memory grows by ~7 KB per distinct report
     rejected: dict[str, str] = {}  # digest -> why its report was not taken
-    pending = {m.digest for m in members.values()}
+    pending = sorted({m.digest for m in members.values()})
     upload_deadline = time.monotonic() + min(2.0, max(timeout, 0.5))
     while pending:
-        for digest in sorted(pending):
-            key = f"report/{digest}"
-            if store.check([key]):
-                try:
-                    reports[digest] = _rank_report(store.get(key), digest)
-                except ValueError as exc:
-                    rejected[digest] = str(exc)
-                pending.discard(digest)
+        for digest, blob in _uploads(store, pending).items():
+            try:
+                reports.keep(digest, _rank_report(blob, digest), compressed=blob)
+            except ValueError as exc:
+                rejected[digest] = str(exc)
+        pending = [d for d in pending if d not in reports and d not in rejected]
         if not pending or time.monotonic() >= upload_deadline:
             break  # an uploader that died mid-upload: its group is shown without its report
         time.sleep(0.02)
@@ -449,6 +474,15 @@ def gather(store, placement: Placement, *, timeout: float, fail_on: str, progres
     )
 
 
+def _uploads(store, digests: list[str]) -> dict[str, bytes]:
+    """The reports uploaded under `digests` so far: all in one request when all are there (a
+    thousand distinct reports are a thousand round trips otherwise), else one by one."""
+    keys = [f"report/{d}" for d in digests]
+    if len(keys) > 1 and hasattr(store, "multi_get") and store.check(keys):
+        return dict(zip(digests, store.multi_get(keys)))
+    return {d: store.get(k) for d, k in zip(digests, keys) if store.check([k])}
+
+
 def _still_checking(store, ranks: list[int]) -> dict[int, tuple[float, str]]:
     """The ranks whose heartbeat moved within a beat and a half: rank -> (seconds checking, doing what)."""
 
@@ -478,11 +512,14 @@ def _still_checking(store, ranks: list[int]) -> dict[int, tuple[float, str]]:
 
 
 class FleetError(Exception):
-    """This rank cannot take part: the message (prefixed with the rank) and the exit code."""
+    """This rank cannot take part: the message (prefixed with the rank), the exit code, and this
+    rank's own report when its check ran (the CLI prints its verdict: it must not be lost with the
+    fleet's)."""
 
-    def __init__(self, message: str, code: int):
+    def __init__(self, message: str, code: int, report=None):
         super().__init__(message)
         self.code = code
+        self.report = report
 
 
 def run_distributed_check(options: CheckOptions, progress_factory=None) -> Optional[FleetReport]:
@@ -532,17 +569,20 @@ def run_distributed_check(options: CheckOptions, progress_factory=None) -> Optio
             raise FleetError(f"{who}: {exc}", 2) from None
 
         doc = msgspec.to_builtins(report)
+        # Without the fleet this rank's verdict is all there is: 1 when its own check fails, as
+        # check's; else 3, the fleet's report being incomplete without it.
+        own_code = EXIT_FINDINGS if report.exit_code == EXIT_FINDINGS else EXIT_PROBE_FAILED
         try:
             note("joining the rendezvous")
             store = connection.result()
-            publish(store, placement, host, doc, report_digest(doc))
+            publish_within(store, placement, host, doc, report_digest(doc), gather_timeout)
             if not is_reporter:
                 return None
             return gather(store, placement, timeout=gather_timeout, fail_on=options.fail_on, progress=progress.update if progress else None, stop=stop)
         except GatherError as exc:
-            raise FleetError(f"{who}: {exc}", EXIT_PROBE_FAILED) from None
+            raise FleetError(f"{who}: {exc}", own_code, report) from None
         except Exception as exc:  # noqa: BLE001 - torch.distributed raised: one line, exit 3
-            raise FleetError(f"{who}: the gather failed: {_one_line(exc)}", EXIT_PROBE_FAILED) from None
+            raise FleetError(f"{who}: the gather failed: {_one_line(exc)}", own_code, report) from None
     finally:
         connection.stop_heartbeat()
         stop.__exit__()

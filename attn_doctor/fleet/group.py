@@ -26,7 +26,7 @@ from ..options import host_name
 from ..report import EXIT_FINDINGS, Report
 from .aggregate import FleetReport, member_fails
 from .digest import report_digest
-from .distributed import GatherError, Placement, default_gather_timeout, gather, publish, report_failure
+from .distributed import GatherError, Placement, default_gather_timeout, gather, publish_within, report_failure
 
 VERDICT_GRACE_S = 30.0  # the other ranks wait this much longer than rank 0's own gather deadline
 
@@ -64,7 +64,7 @@ def gather_in_process_group(report: Report, *, fail_on: str, quick: bool, timeou
     doc = msgspec.to_builtins(report)
     try:
         store.append("hello", f"{rank}\t{placement.local_rank}\t{host}\n")
-        publish(store, placement, host, doc, report_digest(doc))
+        publish_within(store, placement, host, doc, report_digest(doc), gather_timeout)
     except GatherError as exc:
         report_failure(store, placement, host, str(exc))
         return Outcome(rank, None, False, "", note=f"could not hand the report to rank 0: {exc}")

@@ -7,11 +7,13 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..fleet.aggregate import FleetReport, Group, compact_ranks, member_fails
+from ..fleet.aggregate import FleetReport, Group, compact_hosts, compact_ranks, member_fails
 from .human import MARKS
 
 DIFFERENCES_SHOWN = 12  # per group without -v; --json and -v list them all
-HOSTS_SHOWN = 8
+HOSTS_WIDTH = 100  # characters of compacted host names per group without -v; --json lists every host
+FILES_SHOWN = 8
+PROBLEMS_SHOWN = 20  # missing ranks, unreadable files: one line each up to this many without -v
 
 
 def _line(console: Console, status: str, text: str, indent: int = 0, style: str = "") -> None:
@@ -28,9 +30,15 @@ def _value(value: Any) -> str:
 
 
 def _hosts(hosts: list[str]) -> str:
-    if len(hosts) <= HOSTS_SHOWN:
-        return ", ".join(hosts)
-    return ", ".join(hosts[:HOSTS_SHOWN]) + f" +{len(hosts) - HOSTS_SHOWN} more"
+    """Hosts as Slurm writes them (node[0012-0015,0133]), cut at about HOSTS_WIDTH characters."""
+    text, more = compact_hosts(hosts, HOSTS_WIDTH)
+    return text + (f" +{more:,} more" if more else "")
+
+
+def _files(files: list[str]) -> str:
+    if len(files) <= FILES_SHOWN:
+        return ", ".join(files)
+    return ", ".join(files[:FILES_SHOWN]) + f" +{len(files) - FILES_SHOWN:,} more"
 
 
 def _who(group: Group) -> str:
@@ -39,14 +47,15 @@ def _who(group: Group) -> str:
     if nodes:
         per_gpu = any(m.local_rank is not None for m in group.members)  # --per-gpu: a node may hold several
         noun = ("check" if n == 1 else "checks") if per_gpu else ("node" if n == 1 else "nodes")
-        text = f"{n} {noun}" + (f" ({_hosts(nodes)})" if n <= HOSTS_SHOWN else "")
+        text = f"{n:,} {noun}" + (f" ({_files(nodes)})" if n <= FILES_SHOWN else "")
     elif group.ranks:
         noun = "rank" if n == 1 else "ranks"
-        text = f"{n} {noun} ({compact_ranks(group.ranks)})"
+        text = f"{n:,} {noun} ({compact_ranks(group.ranks)})"
     else:
         noun = "report" if n == 1 else "reports"
         files = [m.file for m in group.members if m.file]
-        text = f"{n} {noun}" + (f" ({_hosts(files)})" if files and n <= HOSTS_SHOWN else "")
+        # the host names say which nodes (the files are in -v and --json); without them, the files
+        text = f"{n:,} {noun}" + (f" ({_files(files)})" if files and not group.hosts else "")
     if group.hosts:
         text += f" on {_hosts(group.hosts)}"
     return text
@@ -87,18 +96,21 @@ def render_fleet(fleet: FleetReport, console: Console, verbose: bool = False) ->
     header = Text("attn-doctor fleet ", style="bold")
     header.append(fleet.tool.version, style="dim")
     unit = "check" if fleet.launcher == "ray" else "rank" if fleet.command != "fleet" else "report"
-    scope = f"{s.received} {unit}{'s' if s.received != 1 else ''}"
+    scope = f"{s.received:,} {unit}{'s' if s.received != 1 else ''}"
     if s.expected is not None:
-        scope += f" of {s.expected}"
-    scope += f" on {s.hosts} host{'s' if s.hosts != 1 else ''}"
+        scope += f" of {s.expected:,}"
+    scope += f" on {s.hosts:,} host{'s' if s.hosts != 1 else ''}"
     if fleet.launcher:
         scope += f" ({fleet.launcher})"
     header.append(f"  {scope}", style="dim")
     console.print(header)
 
-    for problem in fleet.problems:
+    problems = fleet.problems if verbose else fleet.problems[:PROBLEMS_SHOWN]
+    for problem in problems:
         label = f"{problem.file}: {problem.kind}: " if problem.kind in ("unreadable", "skipped") and problem.file else ""
         _line(console, "crashed", label + problem.message)
+    if len(fleet.problems) > len(problems):
+        console.print(Text(f"    ... {len(fleet.problems) - len(problems):,} more problems (-v or --json lists them all)", style="dim"))
 
     for group in fleet.groups:
         status = _group_status(group, fleet.fail_on)
@@ -130,21 +142,31 @@ def render_summary(fleet: FleetReport, console: Console) -> None:
     s = fleet.summary
     parts = []
     if s.expected is not None and fleet.launcher == "ray":
-        parts.append(f"{s.received} of {s.expected} checks reported")
+        parts.append(f"{s.received:,} of {s.expected:,} checks reported")
     elif s.expected is not None and fleet.command != "fleet":
-        parts.append(f"{s.received} of {s.expected} ranks reported")
+        parts.append(f"{s.received:,} of {s.expected:,} ranks reported")
     else:
-        parts.append(f"{s.received} report{'s' if s.received != 1 else ''}")
+        parts.append(f"{s.received:,} report{'s' if s.received != 1 else ''}")
     if s.groups > 1:
-        parts.append(f"{s.groups} distinct configurations, {s.differing} differ{'s' if s.differing == 1 else ''} from the majority")
+        parts.append(f"{s.groups:,} distinct configurations, {s.differing:,} differ{'s' if s.differing == 1 else ''} from the majority")
     elif s.groups == 1:
         parts.append("all identical")
     if s.failing:
-        parts.append(f"{s.failing} failing")
+        parts.append(f"{s.failing:,} failing")
     if s.missing:
-        parts.append(f"{s.missing} missing")
+        parts.append(f"{s.missing:,} missing")
     if s.unreadable:
-        parts.append(f"{s.unreadable} unreadable")
+        parts.append(f"{s.unreadable:,} unreadable")
     if s.skipped:
-        parts.append(f"{s.skipped} skipped")
+        parts.append(f"{s.skipped:,} skipped")
     console.print(Text(", ".join(parts) + f"  (exit code {fleet.exit_code})", style="bold"))
+
+
+def render_own_verdict(report, why: str, console: Console) -> None:
+    """A rank that could not hand its report over (`why`: 'rank 3 (node07): ...'): its own check's
+    verdict in one line, so that it is not lost with the fleet's."""
+    from .oneline import oneline
+
+    who = why.split(":", 1)[0]
+    status = "error" if report.exit_code == 1 else "crashed" if report.exit_code == 3 else "pass"
+    _line(console, status, f"{who}, its own check only (not handed to rank 0): {oneline(report, limit=240)}")

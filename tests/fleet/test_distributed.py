@@ -189,6 +189,53 @@ def test_rank_without_its_rank_0_fails_in_one_line(tmp_path):
     assert len(lines) == 1 and "rank 1" in lines[0] and "cannot reach the rendezvous" in lines[0]
     assert "timed out" in lines[0] and "no answer within" not in lines[0]  # TCPStore's own outcome, waited for
     assert "Traceback" not in stderr and "c10d" not in stderr
+    # its own verdict is not lost with the fleet's: one line on stdout
+    (own,) = stdout.splitlines()
+    assert own.startswith("[✓] rank 1 (") and "its own check only (not handed to rank 0): OK no errors" in own
+
+
+def test_a_rank_whose_rank_0_froze_prints_its_own_verdict_within_the_deadline(tmp_path):
+    # Rank 0's store up, then frozen (SIGSTOP: a hung node, a partition that drops packets) after
+    # this rank joined it: TCPStore's own timeout does not bound a request once sent, so the
+    # hand-over has a deadline of its own. The rank's check is slowed (its --python sleeps) so that
+    # the store freezes between its rendezvous and its hand-over.
+    from datetime import timedelta
+
+    from torch.distributed import PrefixStore, TCPStore
+
+    port = free_port()
+    host = subprocess.Popen([sys.executable, "-c", "import sys, time; from datetime import timedelta; from torch.distributed import TCPStore; "
+                             f"s = TCPStore('127.0.0.1', {port}, None, True, timeout=timedelta(seconds=60), wait_for_workers=False, "
+                             "multi_tenant=True); print('up', flush=True); time.sleep(300)"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env())
+    slow = tmp_path / "slow-python"
+    slow.write_text(f"#!/bin/sh\nsleep 6\nexec {sys.executable} \"$@\"\n")
+    slow.chmod(0o755)
+    rank = None
+    try:
+        assert host.stdout.readline().strip() == "up"
+        rank = _srun_like(1, 2, port, "--quick", "--python", str(slow), ATTN_DOCTOR_GATHER_TIMEOUT="3")
+        store = PrefixStore("attn-doctor/fleet/slurm-77.0", TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=60)))
+        while not store.check(["hello"]):  # the rank joined: freeze the store's host under it
+            assert rank.poll() is None, rank.communicate()
+            time.sleep(0.01)
+        os.kill(host.pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        stdout, stderr = rank.communicate(timeout=90)
+        waited = time.monotonic() - frozen
+    finally:
+        host.kill()
+        host.communicate()
+        if rank is not None and rank.poll() is None:
+            rank.kill()
+            rank.communicate()
+    assert rank.returncode == 3, stderr
+    assert waited < 6 + 3 + 15, waited  # its check, the 3 s deadline, start-up and exit: never the store's mercy
+    (line,) = last_error_lines(stderr)
+    assert "rank 1 (" in line and "rank 0's store at 127.0.0.1:" in line and "took no report within 3 s" in line
+    (own,) = stdout.splitlines()
+    assert "rank 1 (" in own and "its own check only (not handed to rank 0):" in own
+    assert "Traceback" not in stderr
 
 
 def test_a_rank_whose_check_cannot_run_is_named_without_waiting(tmp_path):

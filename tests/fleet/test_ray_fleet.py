@@ -84,7 +84,10 @@ def test_a_nodes_report_is_validated_as_a_report_file_is(report_bytes):
     ({"python": "/x/\npython", "error": "two\nlines"}, "two lines (/x/ python)"),
     ({"python": "/x/python", "returncode": 0, "stdout": "text, not bytes"}, "printed no report"),
     ({"python": "/x/python", "returncode": 0, "stdout": b'{"schema": "someone/else"}'}, "not an attn-doctor report"),
-    ({"python": "/x/python", "returncode": 0, "stdout": b"[" * 100 + b"]" * 100}, "nested deeper"),
+    ({"python": "/x/python", "returncode": 0, "stdout": b"[" * 100 + b"]" * 100}, "not an attn-doctor report (not a JSON object"),
+    # deep where the schema leaves values free-form (the tracer's findings): the depth bound holds there
+    ({"python": "/x/python", "returncode": 0, "stdout": b'{"schema": "attn-doctor/report", "schema_version": 1, '
+      b'"facts": {"dtype_path": {"findings": [{"x": ' + b"[" * 100 + b"]" * 100 + b'}]}}}'}, "nested deeper"),
     ({"python": "/x/python", "returncode": 0, "stdout": b"{" + b" " * REPORT_MAX_BYTES}, "not a report"),
     ({"python": "/x/python", "returncode": 0, "stdout": b'{"schema": "attn-doctor/report", "schema_version": 99}'}, "newer than"),
 ])
