@@ -90,3 +90,23 @@ def _no_bytecode_left_behind(tmp_path_factory):
 def pytest_addoption(parser):
     parser.addoption("--update-goldens", action="store_true", default=False,
                      help="rewrite tests/golden/ from the current output (or ATTN_DOCTOR_UPDATE_GOLDENS=1)")
+
+
+# The realenv matrix's time per environment under pytest-xdist: each worker sends its table at its
+# end (tests/realenv/conftest.py), the controller (which collects nothing, so never loads that
+# conftest) adds them up and prints one.
+_REALENV_TIMES: dict = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    from realenv.times import merge_times
+
+    merge_times(_REALENV_TIMES, getattr(node, "workeroutput", {}).get("realenv_times") or {})
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _REALENV_TIMES:
+        from realenv.times import write_times
+
+        write_times(terminalreporter, _REALENV_TIMES)

@@ -208,7 +208,11 @@ def test_inputs_that_never_end_are_refused_at_once(hostile, tmp_path, reader, ki
 def test_deeply_nested_json_is_a_usage_error_not_a_recursion_error(hostile, tmp_path, reader, kind):
     before, after = READERS[reader]
     line = one_line_usage_error(cli(*before, str(hostile[kind]), *after, state=tmp_path / "state"))
-    assert "nested deeper than 64 levels" in line
+    if reader == "fleet" and kind == "deep":
+        # fleet decodes a report as its typed view: an array, however deep, is refused at its first byte
+        assert "not a JSON object" in line
+    else:
+        assert "nested deeper than 64 levels" in line
 
 
 @pytest.mark.parametrize("kind,needle", [

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -18,14 +17,13 @@ from typing import Optional
 import pytest
 
 from .envs import Builder, Env, uv_binary
+from .times import TIMES, write_times
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FACTS = REPO / "tests" / "fixtures" / "facts"
 FIRED = ("error", "warning", "info", "crashed")
 
-# environment -> {"build": s, "reused": bool, "cli": s, "calls": n}
-TIMES: dict = defaultdict(lambda: {"build": None, "reused": False, "cli": 0.0, "calls": 0})
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,7 +35,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def realenv(tmp_path_factory) -> Builder:
     kept = os.environ.get("ATTN_DOCTOR_REALENV_DIR")
-    root = Path(kept).expanduser() if kept else tmp_path_factory.mktemp("realenv")
+    # Under pytest-xdist each worker keeps environments of its own: a test may change one (fix,
+    # then undo), which a test on the other worker must not see half done.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = (Path(kept).expanduser() / (worker or "")) if kept else tmp_path_factory.mktemp("realenv")
     root.mkdir(parents=True, exist_ok=True)
     return _Timed(root)
 
@@ -132,13 +133,11 @@ def actions(fix_doc: dict) -> dict:
     return {a["rule"]: a for a in fix_doc["actions"]}
 
 
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its table goes to the controller (tests/conftest.py)
+        workeroutput["realenv_times"] = {name: dict(t) for name, t in TIMES.items()}
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not TIMES:
-        return
-    tr = terminalreporter
-    tr.section("realenv: time per environment")
-    tr.write_line(f"{'environment':28} {'build s':>9} {'attn-doctor s':>14} {'calls':>6}")
-    for name in sorted(TIMES):
-        t = TIMES[name]
-        build = "kept" if t["reused"] else (f"{t['build']:.1f}" if t["build"] is not None else "-")
-        tr.write_line(f"{name:28} {build:>9} {t['cli']:>14.1f} {t['calls']:>6}")
+    write_times(terminalreporter, TIMES)  # a run without workers (under xdist, tests/conftest.py writes it)
