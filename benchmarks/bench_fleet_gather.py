@@ -125,6 +125,9 @@ def worker(port: int, ranks: list[int], world: int, distinct: bool, reports: dic
         placement = Placement(rank=rank, world_size=world, local_rank=rank % 8, master_addr="127.0.0.1", master_port=port,
                               launcher="torchrun", run_id="bench", agent_store=False)
         publish(store, placement, host, docs[rank], report_digest(docs[rank]))
+    # Stay until rank 0 is done: sixteen processes tearing torch down on two cores would be timed as
+    # rank 0's work (on a cluster each rank exits on its own node).
+    first.wait(["bench/done"])
 
 
 class Watched:
@@ -187,6 +190,7 @@ def one_gather(world: int, workers: int, distinct: bool, reports: dict) -> dict:
     store.set("bench/go", "1")
     fleet = gather(watched, placement, timeout=600, fail_on="error")
     end = time.perf_counter()
+    store.set("bench/done", "1")
     for p in procs:
         p.join()
     assert fleet.summary.received == world, fleet.summary
