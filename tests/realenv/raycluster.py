@@ -10,9 +10,11 @@ down to their workers and those to the checks), and stop() ends exactly those pr
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +34,9 @@ class RayCluster:
         self.ray = str(venv / "bin" / "ray")
         self.python = str(venv / "bin" / "python")
         self.root = root
+        # Ray's session folders hold AF_UNIX sockets, whose paths may not exceed 107 bytes: a short
+        # folder of their own, whatever the depth of pytest's (an xdist worker's is deeper)
+        self.temp = Path(tempfile.mkdtemp(prefix="ray-"))
         self.id = uuid.uuid4().hex
         self.env = dict(base_env if base_env is not None else os.environ)
         for name in [n for n in self.env if n.startswith("RAY_")]:
@@ -42,7 +47,7 @@ class RayCluster:
         self.nodes: dict[str, subprocess.Popen] = {}
 
     def _start(self, name: str, args: list, env_extra: Optional[dict]) -> None:
-        temp = self.root / name
+        temp = self.temp / name
         temp.mkdir(parents=True, exist_ok=True)
         env = dict(self.env, **(env_extra or {}))
         log = open(self.root / f"{name}.log", "wb")
@@ -138,13 +143,14 @@ class RayCluster:
         for _ in range(3):
             left = self.processes()
             if not left:
-                return
+                break
             for pid in left:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             time.sleep(0.5)
+        shutil.rmtree(self.temp, ignore_errors=True)
 
     def processes(self) -> list[int]:
         """The processes that carry this cluster's marker."""

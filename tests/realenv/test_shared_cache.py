@@ -43,6 +43,8 @@ def test_the_user_pycache_folder_keeps_only_bytecode_of_folders_that_are_there(r
     env = realenv.get("torch-2.13-cpu")
     private = tmp_path / "home-cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(private))
+    # a cache of its own: results an earlier check of this venv cached would start no torch here
+    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     run = doctor("check", "--python", env.python, "--json", "--no-smoke", env=env)
