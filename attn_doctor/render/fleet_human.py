@@ -29,10 +29,11 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else repr(value) if not isinstance(value, (list, dict)) else str(value)
 
 
-def _hosts(hosts: list[str]) -> str:
-    """Hosts as Slurm writes them (node[0012-0015,0133]), cut at about HOSTS_WIDTH characters."""
-    text, more = compact_hosts(hosts, HOSTS_WIDTH)
-    return text + (f" +{more:,} more" if more else "")
+def _hosts(hosts: list[str], verbose: bool = False) -> str:
+    """Hosts as Slurm writes them (node[0012-0015,0133]), cut at about HOSTS_WIDTH characters
+    unless verbose."""
+    text, more = compact_hosts(hosts, 0 if verbose else HOSTS_WIDTH)
+    return text + (f" +{more:,} more (-v or --json lists them all)" if more else "")
 
 
 def _files(files: list[str]) -> str:
@@ -41,7 +42,7 @@ def _files(files: list[str]) -> str:
     return ", ".join(files[:FILES_SHOWN]) + f" +{len(files) - FILES_SHOWN:,} more"
 
 
-def _who(group: Group) -> str:
+def _who(group: Group, verbose: bool = False) -> str:
     n = group.size
     nodes = [_node(m) for m in group.members if m.node]
     if nodes:
@@ -57,7 +58,7 @@ def _who(group: Group) -> str:
         # the host names say which nodes (the files are in -v and --json); without them, the files
         text = f"{n:,} {noun}" + (f" ({_files(files)})" if files and not group.hosts else "")
     if group.hosts:
-        text += f" on {_hosts(group.hosts)}"
+        text += f" on {_hosts(group.hosts, verbose)}"
     return text
 
 
@@ -116,9 +117,9 @@ def render_fleet(fleet: FleetReport, console: Console, verbose: bool = False) ->
         status = _group_status(group, fleet.fail_on)
         if group.majority:
             agree = "agree" if group.size > 1 else "reports"
-            head = f"{_who(group)} {agree}" + (" (the majority)" if len(fleet.groups) > 1 else "") + f": {_key_facts(group)}"
+            head = f"{_who(group, verbose)} {agree}" + (" (the majority)" if len(fleet.groups) > 1 else "") + f": {_key_facts(group)}"
         else:
-            head = f"{_who(group)} differ{'s' if group.size == 1 else ''} from the majority: {_key_facts(group)}"
+            head = f"{_who(group, verbose)} differ{'s' if group.size == 1 else ''} from the majority: {_key_facts(group)}"
         if not group.report_received:
             head += " (its report never arrived: the uploading rank died)"
         _line(console, status, head)

@@ -126,6 +126,18 @@ def test_compact_hosts_folds_plain_names_and_never_parses_the_others():
     assert compact_ranks([5, 0, 1, 2, 7, 8, 10]) == "0-2,5,7-8,10"
 
 
+def test_a_cut_host_list_says_where_the_rest_is_and_verbose_lists_them_all():
+    from ClusterShell.NodeSet import NodeSet
+
+    from attn_doctor.render.fleet_human import _hosts
+
+    hosts = [f"node{i:05d}" for i in range(0, 20_000, 7)]
+    cut = _hosts(hosts)
+    assert cut.endswith(" more (-v or --json lists them all)") and len(NodeSet(cut.split(" ")[0])) < len(hosts)
+    whole = _hosts(hosts, verbose=True)
+    assert set(NodeSet(whole)) == set(hosts)
+
+
 def test_the_view_leaves_out_exactly_what_differs_per_node(report):
     """Every leaf of a real report is in its fleet view unless it is named per node or per run:
     the view is generated from the report's structs, so a field added to them is compared at once."""
