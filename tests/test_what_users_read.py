@@ -22,7 +22,7 @@ from attn_doctor.facts import Facts
 from attn_doctor.remedies import Target
 from attn_doctor.rules import templates
 from attn_doctor.rules.conditions import base_evidence
-from attn_doctor.rules.engine import evaluate_rule, remedies
+from attn_doctor.diagnosis.engine import evaluate_rule, remedies
 from attn_doctor.rules.fixtures import build_facts
 from attn_doctor.rules.loader import load_recipes
 
@@ -230,7 +230,7 @@ def test_check_reports_the_smoke_failure_of_an_extension_that_does_not_load_once
 
 
 def test_a_smoke_failure_of_another_backend_is_still_its_own_finding():
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
 
     facts = build_facts("h100-xformers")
     broken = next(r for r in facts.smoke.results if r.backend.startswith("sdpa"))

@@ -119,7 +119,7 @@ def test_a_rule_without_when_needs_signatures(tmp_path):
 
 
 def test_signature_only_rules_are_not_reported_by_check():
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
     from attn_doctor.rules.fixtures import build_facts
 
     results = {r.rule for r in evaluate(RECIPES, build_facts("h100"))}

@@ -113,7 +113,7 @@ def test_inductor_compiles_an_attention_block():
 def test_check_smoke_tests_compiled_flex_attention(gpu_facts):
     """check compiles flex_attention with torch.compile on this GPU, runs it against float64 and
     reports it (AD703 passes); its kernels land in the doctor's private cache folder."""
-    from attn_doctor.rules.engine import evaluate_rule
+    from attn_doctor.diagnosis.engine import evaluate_rule
     from attn_doctor.rules.loader import load_recipes
 
     results = [r for r in gpu_facts.smoke.results if r.backend == "flex-compiled"]
