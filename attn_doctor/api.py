@@ -6,7 +6,7 @@ return the objects its JSON output serialises, and never print or exit::
     import attn_doctor
 
     report = attn_doctor.check(quick=True)            # -> attn_doctor.report.Report
-    explained = attn_doctor.explain(traceback_text)    # -> attn_doctor.explain.report.ExplainReport
+    explained = attn_doctor.explain(traceback_text)    # -> attn_doctor.explaining.report.ExplainReport
     traced = attn_doctor.trace(model, (x,), dtype="bf16")  # -> TraceReport
     attn_doctor.preflight(model, example_inputs=(x,))  # raises attn_doctor.PreflightError on findings
 
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 from .errors import AttnDoctorError, ProbeError, UsageError
 # The classes the annotations name, imported at run time (msgspec structs, no torch):
 # typing.get_type_hints() resolves the API's annotations in this module's namespace.
-from .explain.report import ExplainReport
+from .explaining.report import ExplainReport
 from .fleet.aggregate import FleetReport
 from .report import Report
 # The result types (attn_doctor/results.py), public here too: `attn_doctor.api.Finding`.
@@ -194,7 +194,7 @@ def explain(
         from .probes import collect_facts
 
         live = collect_facts(python=target)
-    from .explain.core import explain as run_explain
+    from .explaining.core import explain as run_explain
 
     try:
         # commands name the environment check would diagnose: python=, else the active one
@@ -270,14 +270,14 @@ def trace(
 def _trace_copy(module: "torch.nn.Module", example_inputs: Any, device: str, options: dict) -> dict:
     """The core tracer on a copy of `module` (meta where the trace device is meta), with a CPU retry
     on a real copy where meta cannot run the forward."""
-    from .trace.run import CPU_RETRY_LIMIT_BYTES
+    from .tracing.run import CPU_RETRY_LIMIT_BYTES
 
     copy, note = _model_copy(module, device)
     data = _core_trace(copy, example_inputs, device, options)
     data.setdefault("notes", []).insert(0, note)
     error = data.get("error") or {}
     if data.get("status") == "failed" and error.get("kind") == "meta":
-        from .trace.run import model_bytes
+        from .tracing.run import model_bytes
 
         size = model_bytes(module)
         if size > CPU_RETRY_LIMIT_BYTES:
@@ -297,8 +297,8 @@ def _core_trace(copy: "torch.nn.Module", example_inputs: Any, device: str, optio
     path) is removed again, or the user's own later imports would get it."""
     import warnings
 
-    from .trace import standins
-    from .trace.api import trace as core_trace
+    from .tracing import standins
+    from .tracing.api import trace as core_trace
 
     had_standin = standins.standin_installed()
     try:
@@ -333,7 +333,7 @@ def _model_copy(model: "torch.nn.Module", device: str) -> tuple["torch.nn.Module
 
     import torch
 
-    from .trace.run import CPU_RETRY_LIMIT_BYTES, model_bytes
+    from .tracing.run import CPU_RETRY_LIMIT_BYTES, model_bytes
 
     target = torch.device("cuda" if device == "cuda" else device)
     memo: dict[int, Any] = {}

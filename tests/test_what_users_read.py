@@ -138,7 +138,7 @@ def test_every_rule_and_remedy_reads_true_on_every_report():
 def corpus_reports():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import score_explain
-    from attn_doctor.explain.core import explain
+    from attn_doctor.explaining.core import explain
 
     cases, _ = score_explain.load_corpus()
     return [(case.id, explain(io.BytesIO(case.text.encode("utf-8")), RECIPES, kind="text", python=sys.executable))
@@ -189,7 +189,7 @@ FA_LINE = "ImportError: /x/site-packages/flash_attn_2_cuda.cpython-310-x86_64-li
 
 
 def _explain(text: str):
-    from attn_doctor.explain.core import explain
+    from attn_doctor.explaining.core import explain
 
     return explain(io.BytesIO(text.encode()), RECIPES, kind="text", python=sys.executable)
 

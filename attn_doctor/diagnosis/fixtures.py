@@ -40,7 +40,7 @@ def check_rule_fixtures(rule: Rule, recipes: Recipes, directory: Optional[Path] 
     if rule.when is None:
         if signature_fixtures is None:
             return [FixtureFailure(rule.id, "-", "be checked (a signature-only rule: its log snippets)", "not checked",
-                                   "pass signature_fixtures=attn_doctor.explain.fixtures.check_signature_fixtures")]
+                                   "pass signature_fixtures=attn_doctor.explaining.fixtures.check_signature_fixtures")]
         return [FixtureFailure(rule.id, f.snippet, f.expected, f.got) for f in signature_fixtures(rule, recipes)]
     if not rule.fixtures.trigger or not rule.fixtures.pass_:
         failures.append(FixtureFailure(rule.id, "-", "exist (at least one trigger and one pass fixture)", "missing"))

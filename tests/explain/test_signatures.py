@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from attn_doctor.rules.causes import CAUSES
-from attn_doctor.explain.fixtures import check_signature_fixtures, matching_rules
+from attn_doctor.explaining.fixtures import check_signature_fixtures, matching_rules
 from attn_doctor.rules.signatures import SignatureError, anchors_of, normalise
 from attn_doctor.rules.loader import RecipeError, load_recipes
 from attn_doctor.rules.model import CauseClass

@@ -3,8 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_doctor.trace import policy, sinks
-from attn_doctor.trace.tracer import Tracer, activate
+from attn_doctor.tracing import policy, sinks
+from attn_doctor.tracing.tracer import Tracer, activate
 
 
 def test_flash_attn_rules_in_flash_api_order():
@@ -109,7 +109,7 @@ def test_flash_attn_custom_op_is_a_sink():
 
 
 def test_standin_enforces_flash_attn_checks_outside_a_trace():
-    from attn_doctor.trace import standins
+    from attn_doctor.tracing import standins
 
     q = torch.randn(1, 4, 2, 8, dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="^FlashAttention only support fp16 and bf16 data type$"):
