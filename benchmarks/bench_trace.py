@@ -152,7 +152,8 @@ def overhead(shape, device, repeats):
     import torch
 
     sys.path.insert(0, REPO)
-    from attn_doctor.tracing.tracer import Tracer, activate
+    from attn_doctor.tracing.mode import activate
+    from attn_doctor.tracing.tracer import Tracer
 
     torch.manual_seed(0)
     with torch.device(device):

@@ -181,7 +181,7 @@ def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info,
 def _prepare(built, device, dtype, seq_len=16):
     import torch
 
-    from .tracer import NAME_TO_DTYPE
+    from .nodes import NAME_TO_DTYPE
 
     model, inputs, notes = built["model"], built["inputs"], []
     compiled = getattr(model, "_orig_mod", None)
@@ -328,7 +328,9 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     import torch
 
     from . import standins as standins_mod
-    from .tracer import NAME_TO_DTYPE, Tracer, activate
+    from .mode import activate
+    from .nodes import NAME_TO_DTYPE
+    from .tracer import Tracer
 
     model, (args, kwargs), prep_notes = _prepare(built, device, dtype)
     expected = autocast and {"bf16": "bfloat16", "fp16": "float16"}[autocast]

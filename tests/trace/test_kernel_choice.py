@@ -88,7 +88,8 @@ def test_versions_change_the_order_and_the_checks():
 @pytest.mark.parametrize("pattern,causal", [("tril", True), ("additive", True), ("causal", False)])
 def test_masks_are_followed_on_meta(pattern, causal):
     tracker = masks.MaskTracker()
-    from attn_doctor.tracing.tracer import Tracer, activate
+    from attn_doctor.tracing.mode import activate
+    from attn_doctor.tracing.tracer import Tracer
 
     built = {}
     tracer = Tracer()
@@ -106,7 +107,8 @@ def test_masks_are_followed_on_meta(pattern, causal):
 
 def test_arange_comparison_is_the_causal_mask():
     # transformers' sdpa_mask: kv_idx <= q_idx over aranges
-    from attn_doctor.tracing.tracer import Tracer, activate
+    from attn_doctor.tracing.mode import activate
+    from attn_doctor.tracing.tracer import Tracer
 
     tracer = Tracer()
     with activate(tracer), torch.device("meta"):

@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 
 from attn_doctor.tracing import policy, sinks
-from attn_doctor.tracing.tracer import Tracer, activate
+from attn_doctor.tracing.mode import activate
+from attn_doctor.tracing.tracer import Tracer
 
 
 def test_flash_attn_rules_in_flash_api_order():
