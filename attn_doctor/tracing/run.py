@@ -329,6 +329,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
 
     from . import standins as standins_mod
     from .mode import activate
+    from .wrappers import wrap_installed
     from .nodes import NAME_TO_DTYPE
     from .tracer import Tracer
 
@@ -345,7 +346,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
         tracer.label_input(a, "input[%d]" % i)
     for k, a in kwargs.items():
         tracer.label_input(a, "input %s" % k)
-    prep_notes.extend(n for n in standins_mod.wrap_installed(model) if n.startswith("flex_attention"))
+    prep_notes.extend(n for n in wrap_installed(model) if n.startswith("flex_attention"))
     model.train(bool(train))
     forward_error = None
     emulated = ac_dtype if (emulate and ac_dtype is not None) else None

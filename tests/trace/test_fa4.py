@@ -64,7 +64,7 @@ def test_what_flash_attn_4_takes_traces_clean(trace):
 def test_the_stand_in_raises_flash_attn_4s_assertions_outside_a_trace():
     import torch
 
-    from attn_doctor.tracing.standins import fa4_flash_attn_func
+    from attn_doctor.tracing.fa4_standin import fa4_flash_attn_func
 
     q = torch.randn(1, 8, 2, 64, dtype=torch.bfloat16)
     out, lse = fa4_flash_attn_func(q, q, q, causal=True)
