@@ -56,7 +56,7 @@ LAYERS = [
     [["remedies"], ["report"]],
     [["diagnosis"]],
     [["core", "options", "gather"]],
-    [["api", "results", "fleet", "fix", "explaining", "integrations"]],
+    [["api", "results", "findings", "fleet", "fix", "explaining", "integrations"]],
     [["render"]],
     [["cli", "__main__"]],
 ]
