@@ -6,7 +6,8 @@ versions.py reads the versions a log prints; core.py turns matches into explaine
 report.py is its JSON document; fixtures.py runs the recipes' log-snippet fixtures through the
 real scanner.
 
-May import (the layering contract, pyproject.toml): its layer's siblings (api, results, fleet,
-fix, integrations), the pipeline, rules (the recipes and their signature language), report,
-remedies, probes and the bottom layer. Never render or the CLI.
+May import (the layering contract, pyproject.toml): the pipeline, the engine (diagnosis), rules
+(the recipes and their signature language), report, remedies, probes and the ground floor. Not
+fleet or fix (its independent siblings), nor the API above it (results, findings, api,
+integrations), render or the CLI.
 """
