@@ -10,7 +10,9 @@ __version__ = "0.1.0"
 # name -> the module that defines it (loaded on first access)
 _EXPORTS = {
     "check": "api",
+    "explain": "api",
     "preflight": "api",
+    "trace": "api",
     "Finding": "results",
     "PreflightResult": "results",
     "TraceReport": "results",
@@ -19,17 +21,12 @@ _EXPORTS = {
     "ProbeError": "errors",
     "PreflightError": "results",
 }
-# Subpackages that, called, run the API function of their name (attn_doctor/_callable.py).
-_CALLABLE_SUBPACKAGES = ("trace", "explain")
-
-__all__ = sorted([*_EXPORTS, *_CALLABLE_SUBPACKAGES])
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name):
     import importlib
 
-    if name in _CALLABLE_SUBPACKAGES:
-        return importlib.import_module(f".{name}", __name__)
     if name in _EXPORTS:
         value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
         globals()[name] = value

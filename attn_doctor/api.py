@@ -6,7 +6,7 @@ return the objects its JSON output serialises, and never print or exit::
     import attn_doctor
 
     report = attn_doctor.check(quick=True)            # -> attn_doctor.report.Report
-    explained = attn_doctor.explain(traceback_text)    # -> attn_doctor.explain.report.ExplainReport
+    explained = attn_doctor.explain(traceback_text)    # -> attn_doctor.explaining.report.ExplainReport
     traced = attn_doctor.trace(model, (x,), dtype="bf16")  # -> TraceReport
     attn_doctor.preflight(model, example_inputs=(x,))  # raises attn_doctor.PreflightError on findings
 
@@ -27,10 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
+from . import findings as findings_mod
 from .errors import AttnDoctorError, ProbeError, UsageError
 # The classes the annotations name, imported at run time (msgspec structs, no torch):
 # typing.get_type_hints() resolves the API's annotations in this module's namespace.
-from .explain.report import ExplainReport
+from .explaining.report import ExplainReport
 from .fleet.aggregate import FleetReport
 from .report import Report
 # The result types (attn_doctor/results.py), public here too: `attn_doctor.api.Finding`.
@@ -59,7 +60,6 @@ __all__ = [
 PathLike = Union[str, "os.PathLike[str]"]
 ConfigArg = Union[None, PathLike, Sequence[PathLike]]
 FailOn = Literal["error", "warning"]
-Severity = Literal["error", "warning", "info"]
 # A dtype as the CLI spells it ("bf16"), as torch names it ("bfloat16"), or the torch.dtype itself.
 DtypeArg = Union[None, str, "torch.dtype"]
 
@@ -194,7 +194,7 @@ def explain(
         from .probes import collect_facts
 
         live = collect_facts(python=target)
-    from .explain.core import explain as run_explain
+    from .explaining.core import explain as run_explain
 
     try:
         # commands name the environment check would diagnose: python=, else the active one
@@ -270,14 +270,14 @@ def trace(
 def _trace_copy(module: "torch.nn.Module", example_inputs: Any, device: str, options: dict) -> dict:
     """The core tracer on a copy of `module` (meta where the trace device is meta), with a CPU retry
     on a real copy where meta cannot run the forward."""
-    from .trace.run import CPU_RETRY_LIMIT_BYTES
+    from .tracing.run import CPU_RETRY_LIMIT_BYTES
 
     copy, note = _model_copy(module, device)
     data = _core_trace(copy, example_inputs, device, options)
     data.setdefault("notes", []).insert(0, note)
     error = data.get("error") or {}
     if data.get("status") == "failed" and error.get("kind") == "meta":
-        from .trace.run import model_bytes
+        from .tracing.run import model_bytes
 
         size = model_bytes(module)
         if size > CPU_RETRY_LIMIT_BYTES:
@@ -297,8 +297,8 @@ def _core_trace(copy: "torch.nn.Module", example_inputs: Any, device: str, optio
     path) is removed again, or the user's own later imports would get it."""
     import warnings
 
-    from .trace import standins
-    from .trace.api import trace as core_trace
+    from .tracing import standins
+    from .tracing.api import trace as core_trace
 
     had_standin = standins.standin_installed()
     try:
@@ -333,7 +333,7 @@ def _model_copy(model: "torch.nn.Module", device: str) -> tuple["torch.nn.Module
 
     import torch
 
-    from .trace.run import CPU_RETRY_LIMIT_BYTES, model_bytes
+    from .tracing.run import CPU_RETRY_LIMIT_BYTES, model_bytes
 
     target = torch.device("cuda" if device == "cuda" else device)
     memo: dict[int, Any] = {}
@@ -425,7 +425,7 @@ def preflight(
                            timeout=_timeout(timeout), sample=sample, smoke=smoke,
                            gpu_index=_local_rank() if group else 0, naming=API)
     report = _run_check(options)
-    own = _check_findings(report)
+    own = findings_mod.from_check(report)
     fleet = None
     rank = None
     if group:
@@ -434,14 +434,14 @@ def preflight(
         outcome = gather_in_process_group(report, fail_on=fail_on, quick=quick, timeout=options.timeout)
         rank, fleet = outcome.rank, outcome.fleet
         if fleet is not None:
-            own = _fleet_findings(fleet)  # rank 0: the fleet's findings include its own, with ranks
-        elif outcome.fleet_failed and not _fails(own, fail_on):
+            own = findings_mod.from_fleet(fleet)  # rank 0: the fleet's findings include its own, with ranks
+        elif outcome.fleet_failed and not findings_mod.fails(own, fail_on):
             own = own + [Finding(source="fleet", rule="fleet", severity="error", title="the fleet fails",
                                  message=f"rank 0 reports that the fleet fails: {outcome.message}")]
         if outcome.note:
             logger.warning("attn-doctor preflight (rank %s): %s", rank, outcome.note)
     findings = own + trace_findings
-    failed = [f for f in findings if _at_or_above(f.severity, fail_on)]
+    failed = [f for f in findings if findings_mod.at_or_above(f.severity, fail_on)]
     result = PreflightResult(ok=not failed, findings=tuple(findings), failed=tuple(failed), report=report,
                              trace=traced, fleet=fleet, rank=rank)
     quiet = rank not in (None, 0)  # rank 0 reports the fleet; the others would repeat it N times
@@ -463,116 +463,21 @@ def _preflight_trace(model: Any, example_inputs: Any, dtype: DtypeArg, autocast:
     try:
         traced = trace(model, example_inputs, dtype=dtype, autocast=autocast)
     except ProbeError as exc:
-        crash = _forward_crash(exc.report)
+        crash = findings_mod.forward_crash(exc.report)
         if crash is not None:
             return exc.report, [crash]
         # The meta forward can fail where the real one does not: say it, do not stop training for it.
         return exc.report, [Finding(source="trace", rule="trace", severity="warning", title="the model could not be traced",
                                     message=str(exc))]
-    findings = []
-    for f in traced.findings:
-        sink = f.get("sink") or {}
-        where = f"{sink.get('file')}:{sink.get('line')}" if sink.get("file") else None
-        findings.append(Finding(source="trace", rule=str(f.get("id")), severity=_severity(f.get("severity")),
-                                title=str(f.get("message") or f.get("id")), message=str(f.get("message") or ""),
-                                where=where))
+    findings = findings_mod.from_trace(traced)
     if traced.status == "no_attention":
         findings.append(Finding(source="trace", rule="trace", severity="warning", title="no attention call reached",
                                 message=_message(traced, "the model's forward reached no attention call")))
     if traced.status == "partial" and not any(f.severity == "error" for f in findings):
-        crash = _forward_crash(traced)  # raised after attention, for a cause no attention finding names
+        crash = findings_mod.forward_crash(traced)  # raised after attention, for a cause no attention finding names
         if crash is not None:
             findings.append(crash)
     return traced, findings
-
-
-def _forward_crash(report: Optional[TraceReport]) -> Optional[Finding]:
-    """The model's own forward pass raised (before attention, or after it): training raises the
-    same at its first step, so it is an error, named with the line it raised at. A failure of the
-    trace itself (a meta-device limitation, a factory that did not build) is not."""
-    error = (report.error or {}) if report is not None else {}
-    message = " ".join(str(error.get("message") or "").split())
-    if error.get("kind") != "forward" or not message or "meta" in message.lower():
-        return None
-    tb = str(error.get("traceback") or "")
-    where = _raising_line(tb)
-    last = (tb.strip().splitlines() or [""])[-1].strip()
-    raised = " ".join(last.split())[:300] if last and not last.startswith("File ") else message
-    when = "after reaching attention" if report.status == "partial" else "before reaching attention"
-    return Finding(source="trace", rule="trace:forward", severity="error", title="the forward pass raises",
-                   message=f"the model's forward pass raised {raised}" + (f" at {where}" if where else "")
-                   + f" ({when}): training stops there at its first step", where=where)
-
-
-def _raising_line(traceback_text: str) -> Optional[str]:
-    """file:line of the innermost frame outside torch and attn-doctor: where the model raised."""
-    import re
-
-    skip = [os.path.dirname(os.path.abspath(__file__))]
-    torch = sys.modules.get("torch")
-    if torch is not None and getattr(torch, "__file__", None):
-        skip.append(os.path.dirname(os.path.abspath(torch.__file__)))
-    where = None
-    for path, line in re.findall(r'File "([^"]+)", line (\d+)', traceback_text):
-        if path.startswith("<") or any(path == d or path.startswith(d + os.sep) for d in skip):
-            continue
-        where = f"{path}:{line}"
-    return where
-
-
-def _check_findings(report: "Report") -> list[Finding]:
-    from .remedies import command_line
-
-    out = []
-    for r in report.results:
-        if r.status in ("error", "warning", "info"):
-            remedies = tuple(filter(None, (_remedy_text(m, report.facts, command_line) for m in r.remedies)))
-            out.append(Finding(source="check", rule=r.rule, severity=r.status, title=r.title,
-                               message=r.message or r.title, remedies=remedies))
-        elif r.status == "crashed":
-            last = (r.traceback or "").strip().splitlines()[-1:]
-            out.append(Finding(source="check", rule=r.rule, severity="warning", title=r.title,
-                               message=f"the check crashed ({last[0] if last else 'no traceback'}): not judged"))
-    for probe in report.facts.probes:
-        if probe.status in ("failed", "timeout"):
-            out.append(Finding(source="check", rule=f"probe:{probe.name}", severity="warning",
-                               title=f"the {probe.name} probe could not run",
-                               message=f"the {probe.name} probe {probe.status}: {probe.error or 'no detail'}; what it "
-                                       "covers was not judged"))
-    return out
-
-
-def _remedy_text(remedy: Any, facts: Any, command_line: Any) -> Optional[str]:
-    from .remedies import edit_line
-
-    try:
-        command = command_line(remedy, facts) or edit_line(remedy)
-    except Exception:  # noqa: BLE001 - a remedy without a command still has its summary
-        command = None
-    summary = getattr(remedy, "summary", None) or getattr(remedy, "title", None)
-    if summary and command:
-        return f"{summary} -- {command}"
-    return summary or command
-
-
-def _fleet_findings(fleet: "FleetReport") -> list[Finding]:
-    out = []
-    for problem in fleet.problems:
-        out.append(Finding(source="fleet", rule=f"fleet:{problem.kind}", severity="warning",
-                           title=f"rank {problem.rank} not checked", message=problem.message,
-                           ranks=(problem.rank,) if problem.rank is not None else ()))
-    for group in fleet.groups:
-        ranks = tuple(group.ranks)
-        for f in group.findings:
-            severity = "warning" if f.status == "crashed" else _severity(f.status)
-            out.append(Finding(source="fleet", rule=f.rule, severity=severity, title=f.name,
-                               message=f.message or f.name, ranks=ranks))
-        if group.differences:
-            diffs = "; ".join(f"{d.path}: {d.value} (majority: {d.majority})" for d in group.differences[:8])
-            out.append(Finding(source="fleet", rule="fleet:differs", severity="warning",
-                               title="ranks differ from the majority", message=f"differs from the majority: {diffs}",
-                               ranks=ranks))
-    return out
 
 
 def _failure_message(failed: list[Finding], rank: Optional[int]) -> str:
@@ -601,21 +506,6 @@ def _local_rank() -> int:
         return int(os.environ.get("LOCAL_RANK", "0"))
     except ValueError:
         return 0
-
-
-_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
-
-def _at_or_above(severity: str, fail_on: str) -> bool:
-    return _SEVERITY_ORDER.get(severity, 2) <= _SEVERITY_ORDER[fail_on]
-
-
-def _fails(findings: list[Finding], fail_on: str) -> bool:
-    return any(_at_or_above(f.severity, fail_on) for f in findings)
-
-
-def _severity(value: Any) -> Severity:
-    return value if value in ("error", "warning", "info") else "warning"
 
 
 # -------------------------------------------------------------------------------- argument checks

@@ -4,7 +4,7 @@ Python API's check), as one story, each step one call into the module that owns 
     options  -> validate       (attn_doctor/options.py: the target resolved)
     recipes  -> load_selected  (attn_doctor/rules/loader.py: before any probing, a bad recipe is a usage error)
     facts    -> gather_facts   (attn_doctor/gather.py: probed, with the probes' cache, or a recorded report)
-    results  -> evaluate       (attn_doctor/rules/engine.py: pure)
+    results  -> evaluate       (attn_doctor/diagnosis/engine.py: pure)
     report   -> make_report    (attn_doctor/report.py), written to --output here; the caller renders it.
 
 A report loaded from a file (`--from-report` / `--facts`) enters at the facts and takes the same
@@ -20,7 +20,7 @@ from .facts import Facts
 from .gather import FactsFileError, gather_facts
 from .options import CLI, CheckOptions, Naming, UsageError, validate
 from .report import Report, make_report
-from .rules.engine import evaluate
+from .diagnosis.engine import evaluate
 from .rules.loader import Recipes, load_selected
 
 

@@ -9,7 +9,7 @@ configs (`--config`), logs (`explain --file`). The bounds, and why:
 - Size: a report is read whole (a real one is ~50 KB) up to REPORT_MAX_BYTES; a config up to
   CONFIG_MAX_BYTES (JSON) or YAML_MAX_BYTES (YAML: the pure-Python YAML 1.1 loader reads ~0.3 MB/s,
   and a training YAML is a few KB). A log is streamed, so its size is not bounded: what explain
-  keeps in memory is (attn_doctor/explain/scan.py).
+  keeps in memory is (attn_doctor/explaining/scan.py).
 - Structure: MAX_DEPTH levels of nested lists and objects (a report has 10), and at most
   MAX_VALUES values once YAML aliases are expanded (an alias "bomb" is a few lines of text).
 - A fleet folder: the *.json files directly inside it (not below), at most FLEET_MAX_FILES.

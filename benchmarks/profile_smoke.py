@@ -116,7 +116,7 @@ t0 = time.perf_counter()
 import torch
 out = {"torch_s": round(time.perf_counter() - t0, 3), "samples": {}}
 sys.path.insert(0, %(root)r)
-from attn_doctor.trace.samples import run_sample_forward, sample_table
+from attn_doctor.tracing.samples import run_sample_forward, sample_table
 HEAVY = ("transformers", "sympy", "torch._dynamo", "torch._inductor", "torch.distributed", "torch.onnx", "sklearn", "scipy",
          "numpy", "pandas", "PIL", "torchvision", "jinja2", "huggingface_hub", "tokenizers", "safetensors", "x_transformers", "fla", "triton")
 for name, _needs, _build in sample_table():
@@ -140,7 +140,7 @@ sys.path.insert(0, %(root)r)
 mode = sys.argv[1]  # whole | sample | profile
 %(load_child)s
 sample_probe = importlib.import_module("attn_doctor_child.sample_probe")  # standalone, as check runs it
-from attn_doctor.trace import samples
+from attn_doctor.tracing import samples
 t0 = time.perf_counter()
 prefetch = sample_probe.start_distributions_prefetch() if mode == "sample" else None
 import torch

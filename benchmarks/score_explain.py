@@ -185,7 +185,7 @@ def score_case(case: Case, report, variant: str = "") -> Outcome:
 
 
 def run(cases: list[Case], variants: bool = False):
-    from attn_doctor.explain.core import explain
+    from attn_doctor.explaining.core import explain
     from attn_doctor.rules.loader import load_recipes
 
     recipes = load_recipes()

@@ -15,10 +15,14 @@ defined here, so that both are measured the same way:
   longest path (a room that imports nothing is floor 1).
 - circles: strongly connected components of the module (file-level) import graph with more than one
   member.
+- room circles (strict): strongly connected components of the room import graph (an edge for every
+  import between two rooms, function-level and TYPE_CHECKING ones included) with more than one
+  room, whatever the layering contract allows between siblings or exempts: rooms that can only be
+  understood together.
 - upward imports: imports from a room into a room of a higher layer of LAYERS below (the layering
   contract, kept the same as pyproject's [tool.importlinter]), or between rooms of one layer that
-  the layer keeps independent; the imports in ALLOWED (the contract's ignore_imports) are named
-  apart. Rooms not named in LAYERS are reported as unplaced. The same LAYERS measure every tree.
+  the layer keeps independent. Rooms not named in LAYERS are reported as unplaced. The same LAYERS
+  measure every tree.
 - lines: physical lines of every module; the total and each module over 450 and over 900 lines.
 - the walk of run_check: `attn_doctor.core.run_check` as `check --from-report FIXTURE --config
   CONFIG --output DIR/report-{host}.json` runs it (no probes, no GPU), under sys.setprofile. A call is recorded when one of
@@ -47,19 +51,28 @@ FIXTURE = "tests/fixtures/facts/h100.json"
 CONFIG = "tests/fixtures/configs"
 
 # The layering, lowest first. A layer is a list of groups; rooms of one group may import each other,
-# groups of one layer may not (import-linter's `|`: independent siblings). Mirrors pyproject.toml.
+# groups of one layer may not (import-linter's `|`: independent siblings). Mirrors pyproject.toml,
+# where every group is one room now (no `:`) and no import is exempted (no ignore_imports).
 LAYERS = [
-    [["errors", "facts", "failures", "redact", "bytecode", "inputs", "cache", "schemas", "_callable"]],
-    [["trace"]],
+    [["errors"], ["facts"], ["redact"], ["bytecode"], ["inputs"], ["cache"], ["schemas"]],
+    [["failures"]],
+    [["tracing"]],
     [["probes"]],
-    [["rules", "remedies", "report"]],
-    [["core", "options", "gather"]],
-    [["api", "results", "fleet", "fix", "explain", "integrations"]],
+    [["rules"]],
+    [["remedies"], ["report"]],
+    [["diagnosis"]],
+    [["options"]],
+    [["gather"]],
+    [["core"]],
+    [["fleet"], ["fix"], ["explaining"]],
+    [["results"]],
+    [["findings"]],
+    [["api"]],
+    [["integrations"]],
     [["render"]],
-    [["cli", "__main__"]],
+    [["cli"]],
+    [["__main__"]],
 ]
-# Imports the contract allows all the same (pyproject's ignore_imports), each with its reason there.
-ALLOWED = {("attn_doctor._callable", "attn_doctor.api")}
 
 
 def module_name(path: Path, package_dir: Path) -> str:
@@ -140,6 +153,13 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return components
 
 
+def strict_room_circles(room_graph: dict[str, set[str]]) -> list[list[str]]:
+    """The room graph's strongly connected components of more than one room: rooms that import one
+    another, directly or around a circle, counting every import (in functions and under
+    TYPE_CHECKING too) whatever the layering contract allows or exempts."""
+    return [c for c in strongly_connected(room_graph) if len(c) > 1]
+
+
 def floors(graph: dict[str, set[str]]) -> int:
     components = strongly_connected(graph)
     where = {m: i for i, c in enumerate(components) for m in c}
@@ -197,14 +217,15 @@ def static_structure(package_dir: Path) -> None:
     print(f"circles: {len(circles)}")
     for circle in circles:
         print(f"  {' , '.join(circle)}")
+    room_circles = strict_room_circles(room_graph)
+    print(f"room circles (strict: every import between rooms, no sibling allowance, no exemption): {len(room_circles)}")
+    for circle in room_circles:
+        print(f"  {' , '.join(circle)}")
     unplaced = [r for r in rooms if layer_of(r) is None]
     if unplaced:
         print(f"unplaced rooms (not in LAYERS): {', '.join(unplaced)}")
     up = sorted({(a, b, line, t) for a, b, line, t in edges if room_of(a) and room_of(b) and upward(room_of(a), room_of(b))})
-    allowed = [e for e in up if (e[0], e[1]) in ALLOWED]
-    up = [e for e in up if (e[0], e[1]) not in ALLOWED]
-    print(f"upward imports: {len(up)} ({len({(a, b) for a, b, _l, _t in up})} module pairs)"
-          + (f"; allowed by the contract: {', '.join(sorted({f'{a} -> {b}' for a, b, _l, _t in allowed}))}" if allowed else ""))
+    print(f"upward imports: {len(up)} ({len({(a, b) for a, b, _l, _t in up})} module pairs)")
     for a, b, line, t in up:
         print(f"  {modules[a].relative_to(package_dir.parent)}:{line}  {a} -> {b}{'  (TYPE_CHECKING)' if t else ''}")
     counts = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules.items()}

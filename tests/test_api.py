@@ -127,12 +127,19 @@ def test_public_names_and_one_usage_error():
     assert attn_doctor.PreflightError is PreflightError
     import inspect
 
-    # trace and explain are subpackages too: still the API's signatures, and the modules reachable
+    from attn_doctor import api
+
     assert list(inspect.signature(attn_doctor.trace).parameters)[:2] == ["model", "example_inputs"]
     assert list(inspect.signature(attn_doctor.explain).parameters)[0] == "text"
-    import attn_doctor.trace.api as core
+    # The tracer and the explainer are packages named apart from the API's functions: importing
+    # them leaves attn_doctor.trace and attn_doctor.explain the plain functions of the API.
+    import importlib
 
-    assert core.__name__ == "attn_doctor.trace.api"
+    importlib.import_module("attn_doctor.explaining.core")
+    core = importlib.import_module("attn_doctor.tracing.api")
+    assert core.__name__ == "attn_doctor.tracing.api"
+    assert attn_doctor.trace is api.trace and attn_doctor.explain is api.explain
+    assert inspect.isfunction(attn_doctor.trace) and inspect.isfunction(attn_doctor.explain)
     with pytest.raises(AttributeError):
         attn_doctor.no_such_name  # noqa: B018
 
@@ -206,7 +213,7 @@ def test_type_hints_resolve_to_the_real_classes():
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {
         "check": "attn_doctor.report.Report", "python": "typing.Union[str, os.PathLike[str], NoneType]", "torch": False,
-        "explain": "attn_doctor.explain.report.ExplainReport", "trace": "attn_doctor.results.TraceReport",
+        "explain": "attn_doctor.explaining.report.ExplainReport", "trace": "attn_doctor.results.TraceReport",
         "preflight": "attn_doctor.results.PreflightResult", "model": "<class 'torch.nn.modules.module.Module'>", "report": "Report",
     }
     # PEP 561: the package says its annotations are meant for type checkers (the wheel ships it:
@@ -237,7 +244,7 @@ def test_check_bad_report_file_is_a_usage_error(tmp_path):
 
 
 def test_explain_text_and_file(tmp_path, capsys):
-    from attn_doctor.explain.report import ExplainReport
+    from attn_doctor.explaining.report import ExplainReport
 
     message = "RuntimeError: FlashAttention only supports Ampere GPUs or newer."
     report = attn_doctor.explain(message)

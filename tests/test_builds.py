@@ -142,7 +142,7 @@ def test_recorded_h100_xformers_names_the_build_behind_the_smoke_failure():
     # import succeeds with its kernels disabled, so the failure must name the build it expected.
     from attn_doctor.rules.fixtures import build_facts
     from attn_doctor.rules.loader import load_recipes
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
 
     facts = build_facts("h100-xformers", Path(__file__).parent / "fixtures" / "facts")
     results = {r.rule: r for r in evaluate(load_recipes(), facts)}
@@ -150,7 +150,7 @@ def test_recorded_h100_xformers_names_the_build_behind_the_smoke_failure():
     assert "built for torch 2.10.0+cu128" in results["AD312"].message and "torch 2.11.0+cu130" in results["AD312"].message
     # one cause, one finding: xformers' smoke failure is that build's symptom, reported by AD312
     assert results["AD701"].status == "skipped" and "AD312" in results["AD701"].reason
-    from attn_doctor.rules.engine import evaluate_rule
+    from attn_doctor.diagnosis.engine import evaluate_rule
 
     alone = evaluate_rule(load_recipes().get("AD701"), facts)  # on its own it still names the build
     assert alone.status == "error" and "built for torch 2.10.0+cu128: AD312" in alone.message
@@ -170,7 +170,7 @@ def _with_build(facts, name: str, cxx11_abi, torch_abi, status: str = "ok"):
 def test_a_build_for_the_other_cxx_abi_is_named_from_recorded_facts(built, torch_abi):
     """The H100's recorded facts with one extension built for its very torch release: only the C++
     ABI differs, and the finding says which ABI each side has."""
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
     from attn_doctor.rules.fixtures import build_facts
     from attn_doctor.rules.loader import load_recipes
 
@@ -191,7 +191,7 @@ def test_a_build_for_the_other_cxx_abi_is_named_from_recorded_facts(built, torch
 
 def test_an_abi_mismatch_that_does_not_load_is_an_error_naming_both():
     from attn_doctor.facts import ImportError_
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
     from attn_doctor.rules.fixtures import build_facts
     from attn_doctor.rules.loader import load_recipes
 

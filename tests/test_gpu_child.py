@@ -15,7 +15,7 @@ from attn_doctor import cache
 from attn_doctor.facts import BF16_NATIVE_FROM, Facts
 from attn_doctor.probes.torch_run import apply_node, merge_groups, node_value
 from attn_doctor.probes.runner import GPU_CHILD_SCRIPT, start_child
-from attn_doctor.rules.engine import evaluate_rule
+from attn_doctor.diagnosis.engine import evaluate_rule
 from attn_doctor.rules.loader import load_recipes
 
 
@@ -317,7 +317,7 @@ def test_smoke_results_are_reused_on_the_same_gpu_driver_code_and_boot(tmp_path,
 def test_a_compile_failure_from_a_triton_that_does_not_import_is_one_finding():
     """The compile failure is the symptom of triton's import failure: AD318 names the cause and
     AD703 steps aside; with triton importing, AD703 reports the failure itself."""
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
     from attn_doctor.rules.fixtures import build_facts
     from attn_doctor.rules.model import FixtureRef
 
@@ -340,7 +340,7 @@ def test_a_compile_failure_from_a_triton_that_does_not_import_is_one_finding():
 
 
 def test_a_compile_failure_next_to_an_unpinned_triton_names_that_cause():
-    from attn_doctor.rules.engine import evaluate_rule
+    from attn_doctor.diagnosis.engine import evaluate_rule
     from attn_doctor.rules.fixtures import build_facts
     from attn_doctor.rules.model import FixtureRef
 

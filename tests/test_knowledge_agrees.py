@@ -13,7 +13,7 @@ from conftest import load_facts
 from packaging.version import Version
 
 from attn_doctor.core import diagnose
-from attn_doctor.explain.fixtures import explained_rules, matching_rules
+from attn_doctor.explaining.fixtures import explained_rules, matching_rules
 from attn_doctor.facts import BF16_NATIVE_FROM, ErrorKind, ImportResult, bf16_native
 from attn_doctor.failures import classify
 from attn_doctor.rules.checks.config import llamafactory_flash_attn_intent, llamafactory_flash_attn_values

@@ -1,9 +1,11 @@
 """The layering contract (pyproject.toml, [tool.importlinter]) holds: no module imports from a layer
-above its own, annotations included. import-linter reads the code's imports, as
+above its own, annotations included; and, whatever the contract says, the imports between the
+package's top-level rooms form a graph without a circle. import-linter reads the code's imports, as
 benchmarks/structure.py does to draw the structure."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -34,3 +36,44 @@ def test_an_import_for_annotations_only_against_the_layering_breaks_it(tmp_path)
     proc = _lint_imports(tmp_path)
     assert proc.returncode == 1 and "0 kept, 1 broken" in proc.stdout, proc.stdout + proc.stderr
     assert "attn_doctor.errors -> attn_doctor.api" in proc.stdout
+
+
+# The room graph from the code alone (grimp, the graph import-linter checks): an edge for every
+# import between two top-level rooms of attn_doctor, in functions and under TYPE_CHECKING too.
+# Prints one circle of rooms, or [] where there is none.
+_ROOM_CIRCLE = """
+import graphlib, json, grimp
+graph = {}
+full = grimp.build_graph("attn_doctor", cache_dir=None)
+for importer in full.modules:
+    for imported in full.find_modules_directly_imported_by(importer):
+        a, b = importer.split(".")[1:2], imported.split(".")[1:2]
+        if a and b and a != b:
+            graph.setdefault(a[0], set()).add(b[0])
+try:
+    graphlib.TopologicalSorter(graph).prepare()
+    print(json.dumps([]))
+except graphlib.CycleError as exc:
+    print(json.dumps(exc.args[1]))
+"""
+
+
+def _room_circle(root: Path) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", _ROOM_CIRCLE], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_the_rooms_import_one_another_without_a_circle():
+    # Counted from the code, not from the contract: siblings allowed to import each other (":") or
+    # an exempted import (ignore_imports) would let a circle back in that lint-imports accepts.
+    assert _room_circle(ROOT) == []
+
+
+def test_a_circle_between_rooms_is_found_even_inside_a_function(tmp_path):
+    shutil.copytree(ROOT / "attn_doctor", tmp_path / "attn_doctor", ignore=shutil.ignore_patterns("__pycache__"))
+    model = tmp_path / "attn_doctor" / "rules" / "model.py"
+    model.write_text(model.read_text() + "\n\ndef _result():\n    from ..report import Result\n\n    return Result\n")
+    circle = _room_circle(tmp_path)
+    assert {"rules", "report"} <= set(circle) and circle[0] == circle[-1], circle

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from attn_doctor.explain.fixtures import check_signature_fixtures
-from attn_doctor.rules.fixtures import build_facts, check_rule_fixtures
+from attn_doctor.diagnosis.fixtures import check_rule_fixtures
+from attn_doctor.explaining.fixtures import check_signature_fixtures
+from attn_doctor.rules.fixtures import build_facts
 from attn_doctor.rules.loader import RecipeError, load_recipes
 
 RECIPES = load_recipes(signatures=True)  # the shipped recipes, every signature compiled and validated

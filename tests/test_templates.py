@@ -8,7 +8,7 @@ import re
 import pytest
 
 from attn_doctor.rules import templates
-from attn_doctor.rules.engine import remedies
+from attn_doctor.diagnosis.engine import remedies
 from attn_doctor.rules.loader import load_recipes
 
 RECIPES = load_recipes()

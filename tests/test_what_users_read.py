@@ -22,7 +22,7 @@ from attn_doctor.facts import Facts
 from attn_doctor.remedies import Target
 from attn_doctor.rules import templates
 from attn_doctor.rules.conditions import base_evidence
-from attn_doctor.rules.engine import evaluate_rule, remedies
+from attn_doctor.diagnosis.engine import evaluate_rule, remedies
 from attn_doctor.rules.fixtures import build_facts
 from attn_doctor.rules.loader import load_recipes
 
@@ -138,7 +138,7 @@ def test_every_rule_and_remedy_reads_true_on_every_report():
 def corpus_reports():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import score_explain
-    from attn_doctor.explain.core import explain
+    from attn_doctor.explaining.core import explain
 
     cases, _ = score_explain.load_corpus()
     return [(case.id, explain(io.BytesIO(case.text.encode("utf-8")), RECIPES, kind="text", python=sys.executable))
@@ -189,7 +189,7 @@ FA_LINE = "ImportError: /x/site-packages/flash_attn_2_cuda.cpython-310-x86_64-li
 
 
 def _explain(text: str):
-    from attn_doctor.explain.core import explain
+    from attn_doctor.explaining.core import explain
 
     return explain(io.BytesIO(text.encode()), RECIPES, kind="text", python=sys.executable)
 
@@ -230,7 +230,7 @@ def test_check_reports_the_smoke_failure_of_an_extension_that_does_not_load_once
 
 
 def test_a_smoke_failure_of_another_backend_is_still_its_own_finding():
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
 
     facts = build_facts("h100-xformers")
     broken = next(r for r in facts.smoke.results if r.backend.startswith("sdpa"))

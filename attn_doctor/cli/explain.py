@@ -74,7 +74,7 @@ def explain(
             traceback.print_exc()
         raise fail(str(exc)) from None
 
-    from ..explain.core import explain as run_explain
+    from ..explaining.core import explain as run_explain
     from ..options import resolve_target
 
     status = progress_on_terminal(json_out, "reading the input")

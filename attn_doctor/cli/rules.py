@@ -42,7 +42,7 @@ def rules(
             raise fail(f"--markdown prints every rule as one page; it does not take {'a rule ID' if rule_id else '--json'}")
         from ..render.rules import rules_markdown
         from ..rules.checks import CHECKS
-        from ..rules.fixtures import first_example
+        from ..diagnosis.fixtures import first_example
 
         examples = {r.id: e for r in loaded.rules if (e := first_example(r, loaded)) is not None}
         write_text(rules_markdown(loaded.rules, loaded.sources, CHECKS, examples))

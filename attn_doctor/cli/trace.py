@@ -44,9 +44,9 @@ def _trace_here(kwargs, bytecode, progress):
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     # torch's own import-time notice on machines without numpy says nothing about the model
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    from ..trace import state
-    from ..trace.api import trace as run_trace
-    from ..trace.child import stdout_to_stderr
+    from ..tracing import state
+    from ..tracing.api import trace as run_trace
+    from ..tracing.child import stdout_to_stderr
 
     state.PROGRESS[0] = progress.update if progress else None
     try:
@@ -139,8 +139,8 @@ def trace(
     if schema:
         raise print_schema("trace")
     check_verbosity(verbose)
-    from ..trace.errors import TraceError
-    from ..trace.factory import parse_factory_args
+    from ..tracing.errors import TraceError
+    from ..tracing.factory import parse_factory_args
 
     if json_out and patch_only:
         from ._common import fail
@@ -173,7 +173,7 @@ def trace(
         bytecode = trace_bytecode_env(where.python)
         if where.source == "option" or not where.own:
             from ..schemas import envelope
-            from ..trace.launch import run_child
+            from ..tracing.launch import run_child
 
             # the child's report, or the failure run_child describes, in the envelope
             report = envelope("trace", run_child("trace", kwargs, python=where.python, timeout=1800, env=bytecode,

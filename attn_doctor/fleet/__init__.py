@@ -7,7 +7,7 @@
   through core.run_check), gathered through torch.distributed's TCPStore;
 - ``files``: ``attn-doctor fleet`` over per-node JSON reports; ``rayfleet``: one check per Ray node.
 
-May import (the layering contract, pyproject.toml): its layer's siblings (api, results, fix,
-explain, integrations), the pipeline (core, options, gather), rules, report, probes and the
-bottom layer. Never render or the CLI.
+May import (the layering contract, pyproject.toml): the pipeline (core, options, gather), the
+engine, rules, report, probes and the ground floor. Not fix or explaining (its independent
+siblings), nor the API above it (results holds a FleetReport), render or the CLI.
 """

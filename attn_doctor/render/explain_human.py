@@ -7,7 +7,7 @@ import textwrap
 from rich.console import Console
 from rich.text import Text
 
-from ..explain.report import ExplainReport, Match
+from ..explaining.report import ExplainReport, Match
 from .console import whole_lines
 from .remedy import remedy_lines
 

@@ -49,7 +49,7 @@ def generated(name: str):
     if name == "report":
         return report_schema()
     if name == "explain":
-        from ..explain.report import explain_schema
+        from ..explaining.report import explain_schema
 
         return explain_schema()
     if name == "fleet":

@@ -15,7 +15,7 @@ from rich.text import Text
 from ..rules.model import Rule
 
 if TYPE_CHECKING:
-    from ..rules.fixtures import Example
+    from ..diagnosis.fixtures import Example
 from .console import whole_lines
 
 SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -208,7 +208,7 @@ def _remedy_lines(rule: Rule, evidence: dict) -> list[str]:
     """Each remedy as a report words it from this evidence (optional parts left out where a fact
     is unknown), its commands for `python`: the interpreter of the environment checked."""
     from ..remedies import Target, edit_line
-    from ..rules.engine import remedies
+    from ..diagnosis.engine import remedies
 
     lines = []
     for template, remedy in zip(rule.remedies, remedies(rule, evidence, Target("python"))):

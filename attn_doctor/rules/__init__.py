@@ -1,10 +1,10 @@
 """Rules: the recipes (recipes/*.toml: data, validated by loader.py against model.py), the
-language they are written in (conditions.py, the named checks in checks.py, signatures.py with the
-analyzers they name, templates.py, the cause classes in causes.py), and the engine that evaluates
-them against Facts, purely, into Results with their remedies (engine.py).
+language they are written in (conditions.py, the named checks in checks/, signatures.py with the
+analyzers they name, templates.py, the cause classes in causes.py), and the facts fixtures each
+rule is tested on (fixtures.py). Evaluating them is the engine's (attn_doctor/diagnosis/), above.
 
-May import (the layering contract, pyproject.toml): its layer's siblings report (Result) and
-remedies (a remedy's command for a target), probes (what a probe child defines, such as the smoke
-tests' libraries), trace, and the bottom layer (facts, errors, failures, ...). Never the pipeline
-(core, options, gather), the API, fix, explain, fleet, render or the CLI.
+May import (the layering contract, pyproject.toml): probes (what a probe child defines, such as the
+smoke tests' libraries) and the bottom layer (facts, errors, failures, ...). Nothing that holds a
+result: not report, remedies or the engine, the pipeline, the API, fix, explain, fleet, render or
+the CLI.
 """

@@ -84,7 +84,7 @@ PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}|<[A-Za-z_]+>|cu<|\[\?|\?\]|\b(?:PACK
 
 
 def test_remedies_explain_prints_for_the_real_corpus_show_no_placeholder():
-    from attn_doctor.explain.core import explain
+    from attn_doctor.explaining.core import explain
 
     recipes = load_recipes()
     bad = []

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_doctor.explain import scan as scan_mod
-from attn_doctor.explain.core import explain
+from attn_doctor.explaining import scan as scan_mod
+from attn_doctor.explaining.core import explain
 from attn_doctor.rules.loader import load_recipes
 
 RECIPES = load_recipes()

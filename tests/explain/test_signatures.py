@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from attn_doctor.rules.causes import CAUSES
-from attn_doctor.explain.fixtures import check_signature_fixtures, matching_rules
+from attn_doctor.explaining.fixtures import check_signature_fixtures, matching_rules
 from attn_doctor.rules.signatures import SignatureError, anchors_of, normalise
 from attn_doctor.rules.loader import RecipeError, load_recipes
 from attn_doctor.rules.model import CauseClass
@@ -119,7 +119,7 @@ def test_a_rule_without_when_needs_signatures(tmp_path):
 
 
 def test_signature_only_rules_are_not_reported_by_check():
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
     from attn_doctor.rules.fixtures import build_facts
 
     results = {r.rule for r in evaluate(RECIPES, build_facts("h100"))}

@@ -167,7 +167,7 @@ def test_the_triton_torch_pins_is_installed_as_it_is():
 
 def _fa4_plan(cuda: str, libs: list, **more):
     """check's rules and fix's plan on an H100 with flash-attn-4 and these CuTe DSL libraries."""
-    from attn_doctor.rules.engine import evaluate
+    from attn_doctor.diagnosis.engine import evaluate
     from attn_doctor.rules.fixtures import build_facts
     from attn_doctor.rules.loader import load_recipes
     from attn_doctor.rules.model import FixtureRef

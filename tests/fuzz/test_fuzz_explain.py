@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from attn_doctor.explain.core import explain
+from attn_doctor.explaining.core import explain
 from attn_doctor.rules.signatures import normalise
 from attn_doctor.render.explain_human import render
 from attn_doctor.rules.loader import load_recipes

@@ -27,7 +27,7 @@ from attn_doctor.facts import Facts
 from attn_doctor.probes import PARTS
 from attn_doctor.probes.torch_run import apply_node, apply_stack, values_of
 from attn_doctor.render.stream import AREA_NEEDS
-from attn_doctor.rules.engine import evaluate
+from attn_doctor.diagnosis.engine import evaluate
 from attn_doctor.rules.loader import load_recipes
 
 from .test_golden import FACTS, ROOT, compare

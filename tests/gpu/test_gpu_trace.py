@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_doctor.trace import policy
-from attn_doctor.trace.api import trace
+from attn_doctor.tracing import policy
+from attn_doctor.tracing.api import trace
 
 from .conftest import toy_target
 

@@ -7,7 +7,7 @@ findings come from really tracing the VAR-style and RWKV7-style toys (run by han
 import json
 from pathlib import Path
 
-from attn_doctor.trace import trace
+from attn_doctor.tracing import trace
 
 HERE = Path(__file__).resolve().parents[1]
 FACTS = HERE / "fixtures" / "facts"

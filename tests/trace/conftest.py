@@ -53,7 +53,7 @@ def write_module(tmp_path, name, body):
 
 @pytest.fixture(scope="session")
 def trace():
-    from attn_doctor.trace.api import trace as _trace
+    from attn_doctor.tracing.api import trace as _trace
 
     return _trace
 

@@ -43,7 +43,7 @@ def test_on_cuda_the_installed_path_is_the_verdict(trace):
     # The combination rule, applied to the two real traces of the same model: with --device cuda the
     # path this machine takes decides; the stand-in's failure is advice.
     from attn_doctor.render.trace_human import render_trace
-    from attn_doctor.trace.routes import combine_routes
+    from attn_doctor.tracing.routes import combine_routes
 
     standin = trace(toy_target(TOY, "build_fallback"), autocast="bf16", routes=False)
     installed = trace(toy_target(TOY, "build_fallback"), autocast="bf16", routes=False, standins=False)
@@ -86,7 +86,7 @@ def test_stand_in_is_an_installed_distribution():
     # What transformers 5.x reads (packages_distributions, version) agrees with `import flash_attn`.
     code = (
         "import importlib.metadata as md\n"
-        "from attn_doctor.trace import standins\n"
+        "from attn_doctor.tracing import standins\n"
         "standins.install_standins()\n"
         "import flash_attn\n"
         "print(md.version('flash-attn'), md.version('flash_attn'), flash_attn.__version__,\n"

@@ -3,8 +3,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_doctor.trace import policy, sinks
-from attn_doctor.trace.tracer import Tracer, activate
+from attn_doctor.tracing import policy, sinks
+from attn_doctor.tracing.mode import activate
+from attn_doctor.tracing.tracer import Tracer
 
 
 def test_flash_attn_rules_in_flash_api_order():
@@ -109,17 +110,17 @@ def test_flash_attn_custom_op_is_a_sink():
 
 
 def test_standin_enforces_flash_attn_checks_outside_a_trace():
-    from attn_doctor.trace import standins
+    from attn_doctor.tracing import fa2_standin
 
     q = torch.randn(1, 4, 2, 8, dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="^FlashAttention only support fp16 and bf16 data type$"):
-        standins.flash_attn_func(q.float(), q, q)
+        fa2_standin.flash_attn_func(q.float(), q, q)
     with pytest.raises(RuntimeError, match="^query and value must have the same dtype$"):
-        standins.flash_attn_func(q, q, q.half())
+        fa2_standin.flash_attn_func(q, q, q.half())
     with pytest.raises(RuntimeError, match="head dimension at most 256"):
         big = torch.randn(1, 2, 1, 320, dtype=torch.float16)
-        standins.flash_attn_func(big, big, big)
-    out = standins.flash_attn_func(q, q, q, causal=True)
+        fa2_standin.flash_attn_func(big, big, big)
+    out = fa2_standin.flash_attn_func(q, q, q, causal=True)
     ref = F.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, 2), is_causal=True)
     assert torch.allclose(out.transpose(1, 2).float(), ref.float())
 

@@ -4,7 +4,7 @@ CPU autocast and CUDA autocast disagree on exactly the ops that break flash atte
 norms, ``normalize``, ``softmax``, ``exp``, ``pow``, ``sum``... in float32 inside an fp16/bf16
 region, CPU keeps several of them in half precision, and the ``meta`` device has no autocast at
 all. To let a CPU or meta trace see what the GPU would do, the tracer applies this table itself
-(see ``tracer.TraceMode``). ``--device cuda`` uses the real CUDA autocast and not this table.
+(see ``mode.TraceMode``). ``--device cuda`` uses the real CUDA autocast and not this table.
 
 The source of truth is ``aten/src/ATen/autocast_mode.cpp`` (CUDA section). The table is keyed by
 the *short name* of the callable the tracer sees (``short_name``): ``F.layer_norm``,

@@ -1,14 +1,13 @@
 """The dtype tracer: find where a half-precision tensor is promoted to float32 on its way to an
-attention kernel, and point at the source line (`attn-doctor trace`, the API's trace, and the
-sample forward passes that check's probes run).
+attention kernel, and point at the source line (`attn-doctor trace`, the API's `attn_doctor.trace`,
+named apart from this package, and the sample forward passes that check's probes run).
 
 Runtime code here depends on the standard library and torch only (it also runs inside another
-interpreter, ``python -m attn_doctor.trace.child``) and returns plain JSON-able dicts:
+interpreter, ``python -m attn_doctor.tracing.child``) and returns plain JSON-able dicts:
 ``trace(...) -> dict``, ``run_sample_forward(...) -> dict``. Importing it does not import torch.
 
 May import (the layering contract, pyproject.toml): the bottom layer only (schemas' envelope,
-_callable). Not probes (which run it), rules, the pipeline or the API: ``attn_doctor.trace(model)``
-reaches the API's trace through _callable, which looks it up when called.
+bytecode). Not probes (which run it), rules, the pipeline or the API.
 """
 
 
@@ -25,8 +24,3 @@ def run_sample_forward(*args, **kwargs):
 
 
 __all__ = ["trace", "run_sample_forward"]
-
-# attn_doctor.trace(model, example_inputs, ...) is the Python API's trace (attn_doctor/api.py).
-from .._callable import make_callable  # noqa: E402
-
-make_callable(__name__)

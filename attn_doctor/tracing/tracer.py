@@ -1,4 +1,5 @@
-"""The dtype tracer: a TorchFunctionMode that records every op's dtypes and its caller's line.
+"""The dtype tracer: every op's dtypes and its caller's line, seen through a TorchFunctionMode
+(mode.py switches it on).
 
 Why a TorchFunctionMode (KNOWLEDGE.md section 5): it sees ``F.normalize``, ``Tensor.mul``,
 ``Tensor.addcmul`` and ``F.scaled_dot_product_attention`` each as one op, with the frame of the
@@ -9,7 +10,8 @@ For every floating tensor an op produces the tracer keeps a small ``Node`` (op, 
 module path, input nodes, dtype), in a weak-keyed table so that no tensor is kept alive. At an
 attention sink it records q/k/v and judges them (``sinks.judge``); for each bad input it walks
 the nodes back to the implicit promotions (half in, fp32 out, not an explicit cast and not an op
-given ``dtype=``) and to the origin of each fp32 operand (``explain``).
+given ``dtype=``) and to the origin of each fp32 operand (provenance.py). Attention written out
+as matmuls and a softmax is recognised from the nodes too (inline.py).
 
 Module hooks (global forward pre/post hooks that return None, so outputs are untouched) only keep
 the current module path.
@@ -17,13 +19,10 @@ the current module path.
 
 from __future__ import annotations
 
-import linecache
 import os
-import re
 import sys
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 try:
     from torch.utils.weak import WeakIdKeyDictionary
@@ -31,25 +30,11 @@ except ImportError:  # pragma: no cover - torch < 2.0
     WeakIdKeyDictionary = None
 
 from . import kernels, masks, policy, sinks, state
+from .autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
+from .inline import PV_OPS, QK_OPS, inline_attention
+from .nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name
 
 F = torch.nn.functional
-
-HALF_DTYPES = (torch.float16, torch.bfloat16)
-DTYPE_NAMES = {
-    torch.float32: "float32",
-    torch.float16: "float16",
-    torch.bfloat16: "bfloat16",
-    torch.float64: "float64",
-}
-# Width of a floating dtype: an op whose output is wider than one of its floating inputs widened it.
-RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
-WIDE_NAMES = ("float32", "float64")
-NAME_TO_DTYPE = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
-                 "float16": torch.float16, "half": torch.float16, "bf16": torch.bfloat16,
-                 "bfloat16": torch.bfloat16}
-
-# Explicit casts: their fp32 output is what the user asked for, never a promotion.
-CAST_OPS = frozenset(("float", "double", "half", "bfloat16", "to", "type", "type_as"))
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -72,60 +57,6 @@ def _transparent_dirs():
     except (ImportError, ValueError):
         pass
     return tuple(dirs)
-
-
-def dtype_name(dtype):
-    return DTYPE_NAMES.get(dtype) or str(dtype).replace("torch.", "")
-
-
-class Node(object):
-    """Where one tensor came from. kind: op, cast, param, buffer, input, tensor (made outside
-    the trace), sink (an attention kernel's output)."""
-
-    __slots__ = ("seq", "kind", "op", "file", "line", "module", "inputs", "dtype", "promo", "name", "short", "shapes")
-
-    def __init__(self, seq, kind, dtype, op=None, file=None, line=None, module=None, inputs=(), promo=None,
-                 name=None, short=None, shapes=None):
-        self.short = short  # the op's short name (policy.short_name)
-        self.shapes = shapes  # input shapes, kept for matmuls only (an inline attention's q @ k^T)
-        self.seq, self.kind, self.dtype, self.op, self.file, self.line = seq, kind, dtype, op, file, line
-        self.module, self.inputs, self.promo, self.name = module, inputs, promo, name
-
-
-def _autocast_state_fns():
-    """(is_enabled(), get_dtype()) for CUDA autocast, across torch versions."""
-    try:
-        torch.is_autocast_enabled("cuda")
-
-        def enabled():
-            return torch.is_autocast_enabled("cuda")
-
-        def get_dtype():
-            return torch.get_autocast_dtype("cuda")
-    except TypeError:  # torch < 2.4
-        def enabled():
-            return torch.is_autocast_enabled()
-
-        def get_dtype():
-            return torch.get_autocast_gpu_dtype()
-    return enabled, get_dtype
-
-
-AUTOCAST_ENABLED, AUTOCAST_DTYPE = _autocast_state_fns()
-
-
-def set_emulated_autocast(enabled, dtype=None):
-    """Switch CUDA autocast's thread-local state without a CUDA device. The dispatcher only applies
-    it to CUDA tensors, so on CPU/meta it changes nothing by itself; the tracer reads it (and user
-    code's ``autocast(enabled=False)`` regions turn it off, as on the GPU)."""
-    try:
-        torch.set_autocast_enabled("cuda", enabled)
-        if dtype is not None:
-            torch.set_autocast_dtype("cuda", dtype)
-    except TypeError:  # torch < 2.4
-        torch.set_autocast_enabled(enabled)
-        if dtype is not None:
-            torch.set_autocast_gpu_dtype(dtype)
 
 
 def _floating_tensors(args, kwargs):
@@ -161,10 +92,6 @@ def _cast_args(args, kwargs, pred, dtype):
     return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
 
 
-# The floating dtypes autocast lowers (all but float64), by name.
-LOWER_ELIGIBLE = ("float32", "float16", "bfloat16")
-
-
 def _lower_eligible(t):
     return t.is_floating_point() and t.dtype != torch.float64
 
@@ -185,9 +112,6 @@ def op_display_name(func):
     if name == "__get__":  # property access such as .T / .mT
         return "Tensor.<property>"
     return "torch." + name
-
-
-_ASSIGN = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*(?::[^=]*)?=(?!=)")
 
 
 class Tracer(object):
@@ -316,8 +240,8 @@ class Tracer(object):
         applied = None
         inline = None
         short = self.short(func)
-        if short in _PV_OPS and not self.in_sink:
-            inline = self.inline_attention(short, args, kwargs)
+        if short in PV_OPS and not self.in_sink:
+            inline = inline_attention(self, short, args, kwargs)
             if inline is not None:
                 call_args, call_kwargs = inline[1], inline[2]
         if self.emulate and AUTOCAST_ENABLED():
@@ -340,57 +264,6 @@ class Tracer(object):
         if outs:
             self.record(func, args, kwargs, outs, applied)
         return out
-
-    # ------------------------------------------------------------ attention written inline
-
-    def inline_attention(self, short, args, kwargs):
-        """``probs @ v`` where probs come from a softmax over ``q @ k^T`` (eager attention written
-        out: transformers' older and encoder models, T5, custom code): record it as an attention
-        call, judged like transformers' eager attention. Returns (record, call_args, call_kwargs)
-        or None when this matmul is not the second half of an attention."""
-        operands = [a for a in args if isinstance(a, torch.Tensor)]
-        if len(operands) == 1 and isinstance(args[-1], (list, tuple)):  # einsum(eq, [a, b])
-            operands = [a for a in args[-1] if isinstance(a, torch.Tensor)]
-        if len(operands) != 2 or not all(t.is_floating_point() for t in operands):
-            return None
-        probs_t, v_t = operands
-        probs = self.nodes.get(probs_t)
-        soft = _walk_back(probs, _SOFTMAX_OPS, _BETWEEN_SOFTMAX_AND_PV, 6)
-        if soft is None:
-            return None
-        qk = _walk_back(soft.inputs[0] if soft.inputs else None, _QK_OPS, _BETWEEN_QK_AND_SOFTMAX, 10)
-        if qk is None or len(qk.inputs) < 2:
-            return None
-        q_node, k_node = qk.inputs[-2], qk.inputs[-1]
-        shapes = qk.shapes or [None, None]
-        file, line = self.caller()
-        effective = {"q": q_node.dtype, "k": k_node.dtype, "v": dtype_name(v_t.dtype)}
-        autocast_now = None
-        if AUTOCAST_ENABLED() and policy.policy_for(short) == "lower":
-            # autocast casts both matmuls' inputs: the mix never reaches them
-            autocast_now = dtype_name(AUTOCAST_DTYPE())
-            effective = {r: (autocast_now if d in LOWER_ELIGIBLE else d) for r, d in effective.items()}
-        dim = int(v_t.shape[-1]) if v_t.dim() else None
-        problems = sinks.judge("eager", effective, (dim, dim), self.capability)
-        record = {
-            "name": "eager attention (inline)", "family": "eager", "layout": "B,H,S,D", "file": file, "line": line,
-            "module_path": self.current_module(),
-            "inputs": {"q": {"dtype": q_node.dtype, "shape": shapes[-2]}, "k": {"dtype": k_node.dtype,
-                                                                             "shape": shapes[-1]},
-                       "v": {"dtype": dtype_name(v_t.dtype), "shape": list(v_t.shape)}},
-            "effective_dtypes": effective, "autocast": autocast_now, "head_dim": dim, "head_dim_v": dim,
-            "problems": problems, "via": None, "seq": self.seq,
-            "_nodes": {"q": q_node, "k": k_node, "v": self.node_of(v_t)},
-        }
-        self.sinks.append(record)
-        call_args, call_kwargs = args, kwargs
-        if problems and self.continue_after:
-            name = sinks.target_dtype(effective, self.expected_dtype)
-            if name is not None:
-                target = NAME_TO_DTYPE[name]
-                call_args = tuple(a.to(target) if (a is probs_t or a is v_t) else a for a in args)
-                record["continued_with"] = name
-        return record, call_args, call_kwargs
 
     def record(self, func, args, kwargs, outs, applied):
         ins = _floating_tensors(args, kwargs)
@@ -420,7 +293,7 @@ class Tracer(object):
             self.seq += 1
             self.nodes[o] = Node(self.seq, kind, dtype_name(o.dtype), op=self.display(func), file=file, line=line,
                                  module=module, inputs=in_nodes, promo=promo, short=short,
-                                 shapes=[list(t.shape) for t in ins] if short in _QK_OPS else None)
+                                 shapes=[list(t.shape) for t in ins] if short in QK_OPS else None)
 
     # ------------------------------------------------------------ sinks
 
@@ -580,144 +453,6 @@ class Tracer(object):
             self.seq += 1
             self.nodes[o] = Node(self.seq, "sink", dtype_name(o.dtype), op=spec.name)
 
-    # ------------------------------------------------------------ provenance
-
-    def promotions_behind(self, start, budget=20000):
-        """The implicit promotions a float32 tensor went through, oldest first."""
-        found, mixed, stack, seen = [], [], [start], set()
-        while stack and budget > 0:
-            n = stack.pop()
-            budget -= 1
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            if n.kind != "op":
-                continue
-            if n.promo:
-                found.append(n)
-            elif len(n.inputs) >= 2:
-                # An op whose float32 inputs include a parameter, buffer or explicit cast: on its
-                # own it would promote a half tensor too (VAR's ``.mul(scale_mul)`` after an
-                # autocast-fp32 normalize). Reported only next to a real promotion.
-                mixed.append(n)
-            for i in n.inputs:
-                if i.dtype in WIDE_NAMES:
-                    stack.append(i)
-        if found:
-            for n in mixed:
-                kinds = [self.origin(i)["kind"] for i in n.inputs if i.dtype in WIDE_NAMES]
-                if any(k in ("parameter", "buffer", "explicit_cast") for k in kinds) and any(
-                        k == "promotion" for k in kinds):
-                    found.append(n)
-        found.sort(key=lambda n: n.seq)
-        return found
-
-    def origin(self, n, limit=200):
-        """Follow a float32 (or float64) operand back to what made it that wide."""
-        first = n
-        while limit > 0:
-            limit -= 1
-            if n.kind in ("param", "buffer", "input"):
-                out = {"kind": {"param": "parameter"}.get(n.kind, n.kind), "name": n.name}
-                break
-            if n.kind == "cast":
-                out = {"kind": "explicit_cast", "op": n.op}
-                out.update(_where(n))
-                break
-            if n.kind == "sink":
-                out = {"kind": "attention_output", "op": n.op}
-                break
-            if n.kind == "tensor":
-                out = {"kind": "tensor", "detail": "a %s tensor the trace did not see being made (before the "
-                                                   "forward, or by code torch does not report)" % n.dtype}
-                break
-            if n.promo:
-                out = {"kind": "promotion", "op": n.op}
-                out.update(_where(n))
-                break
-            fp32_inputs = [i for i in n.inputs if i.dtype == n.dtype]
-            if not fp32_inputs:
-                out = {"kind": "created", "op": n.op}
-                out.update(_where(n))
-                break
-            # Prefer a named parameter or buffer, then a direct cast (.float(), .to()) over one that
-            # copies another tensor's dtype (type_as): it is what the user can change.
-            n = min(fp32_inputs, key=_origin_rank)
-        else:
-            out = {"kind": "unknown"}
-        if first.kind == "op" and not first.promo:
-            out["via"] = dict(_where(first), op=first.op)
-        return out
-
-    def explain_sink(self, record):
-        """Chains of promotions behind each fp32 input of a bad sink."""
-        chains = {}
-        for role, node in record["_nodes"].items():
-            if node.dtype not in WIDE_NAMES:
-                continue
-            promos = self.promotions_behind(node)
-            if promos:
-                chains[role] = [self.chain_entry(p) for p in promos]
-        return chains
-
-    def chain_entry(self, n):
-        entry = {"op": n.op, "kind": n.promo, "dtype": n.dtype}
-        entry.update(_where(n))
-        entry["module_path"] = n.module
-        fp32_inputs = [i for i in n.inputs if i.dtype == n.dtype]
-        if n.promo == "autocast":
-            entry["operand"] = None
-            entry["operand_origin"] = None
-            entry["reason"] = "CUDA autocast runs %s in float32 (its half input comes out float32)" % n.op
-        elif fp32_inputs:
-            origins = [(i, self.origin(i)) for i in fp32_inputs]
-            ranked = [p for p in origins if p[1]["kind"] in ("parameter", "buffer", "explicit_cast", "created",
-                                                              "input")] or origins
-            operand, origin = ranked[0]
-            entry["operand"] = _operand_label(operand, origin, n.line)
-            entry["operand_origin"] = origin
-            if n.promo:
-                entry["reason"] = ("a narrower tensor meets a %s operand; type promotion makes the result %s"
-                                   % (n.dtype, n.dtype))
-            else:
-                entry["kind"] = "fp32_operand"
-                entry["reason"] = ("combines the promoted tensor with a %s operand: this op alone would "
-                                   "promote a half-precision input too" % n.dtype)
-        else:
-            entry["operand"] = None
-            entry["operand_origin"] = None
-            entry["reason"] = "the op returns %s from a narrower input" % n.dtype
-        return entry
-
-
-# Inline attention: probs @ v, probs = softmax(q @ k^T [* scale] [+ mask] [softcap]) [dropout] [cast].
-_PV_OPS = frozenset(("matmul", "bmm", "einsum"))
-_QK_OPS = frozenset(("matmul", "bmm", "baddbmm", "einsum"))
-_SOFTMAX_OPS = frozenset(("softmax", "_softmax"))
-_BETWEEN_SOFTMAX_AND_PV = frozenset(("dropout", "to", "type", "type_as", "float", "half", "bfloat16", "contiguous",
-                                     "masked_fill", "masked_fill_", "where", "nan_to_num"))
-_BETWEEN_QK_AND_SOFTMAX = frozenset(("add", "add_", "__iadd__", "__add__", "__radd__", "sub", "__sub__", "mul", "mul_",
-                                     "__mul__", "__rmul__", "div", "div_", "__truediv__", "__itruediv__", "tanh",
-                                     "masked_fill", "masked_fill_", "where", "to", "type", "type_as", "float",
-                                     "clamp", "clamp_min", "max", "maximum", "view", "reshape"))
-
-
-def _walk_back(node, names, through, depth):
-    """The nearest node behind ``node`` made by an op in ``names``, passing only through ops in
-    ``through`` (any of their floating inputs); None if there is none within ``depth`` hops."""
-    stack = [(node, 0)]
-    seen = set()
-    while stack:
-        n, d = stack.pop()
-        if n is None or id(n) in seen or d > depth:
-            continue
-        seen.add(id(n))
-        if n.short in names:
-            return n
-        if n.short in through:
-            stack.extend((i, d + 1) for i in reversed(n.inputs))
-    return None
-
 
 def _cast_in_place(call_args, call_kwargs, spots, dtype, pred):
     """Cast the tensors at ``spots`` ({(pos, key): role}) of a call's arguments to ``dtype``."""
@@ -772,117 +507,3 @@ def _transformers_flash_effective(args, effective, autocast_now):
     if target is None:
         return effective
     return {r: (target if d == "float32" else d) for r, d in effective.items()}
-
-
-def _origin_rank(n):
-    if n.kind in ("param", "buffer"):
-        return 0
-    if n.kind == "cast":
-        return 2 if n.op == "Tensor.type_as" else 1
-    if n.kind == "input":
-        return 3
-    return 4
-
-
-def _source(file, line):
-    if not file or not line:
-        return None
-    text = linecache.getline(file, line)
-    return text.strip() or None
-
-
-def _where(n):
-    return {"file": n.file, "line": n.line, "source": _source(n.file, n.line)}
-
-
-def _operand_label(node, origin, promoting_line=None):
-    if node.kind in ("param", "buffer", "input") and node.name:
-        return node.name
-    m = _ASSIGN.match(linecache.getline(node.file, node.line) or "") if node.file and node.line else None
-    if m and node.line != (promoting_line or -1):
-        return m.group(1)
-    if origin.get("name"):
-        return origin["name"]
-    m = _ASSIGN.match(linecache.getline(origin["file"], origin["line"]) or "") if origin.get("line") else None
-    if m:
-        return m.group(1)
-    if origin.get("kind") == "explicit_cast":
-        return "the result of %s (float32 since %s at line %s)" % (node.op, origin.get("op"), origin.get("line"))
-    return "the result of %s" % node.op
-
-
-class TraceMode(TorchFunctionMode):
-    """Routes every torch call through the tracer."""
-
-    def __init__(self, tracer):
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if kwargs is None:
-            kwargs = {}
-        tracer = self.tracer
-        if tracer.in_sink:
-            return func(*args, **kwargs)
-        try:
-            spec = tracer.torch_sinks.get(func)
-        except TypeError:
-            spec = None
-        if spec is None and isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-            qual = getattr(func, "_qualified_op_name", None) or (func.name() if hasattr(func, "name") else "")
-            qual = qual.split(".", 1)[0] if isinstance(qual, str) else ""
-            spec = tracer.op_sinks.get(qual)
-        if spec is not None:
-            return tracer.sink_call(spec, func, args, kwargs)
-        return tracer.handle_op(func, args, kwargs)
-
-
-def _watch_from_numpy(tracer):
-    """``torch.from_numpy`` is no torch function a mode sees; its float64 tables (rotary, ALiBi)
-    are a classic origin of a promotion, so it is wrapped for the trace. Returns the original."""
-    original = getattr(torch, "from_numpy", None)
-    if original is None:
-        return None
-
-    def from_numpy(array):
-        out = original(array)
-        if out.is_floating_point():
-            tracer.record(original, (), {}, (out,), None)
-        return out
-
-    torch.from_numpy = from_numpy
-    return original
-
-
-class activate(object):
-    """Context manager: make ``tracer`` the active one, with its mode, hooks and autocast state."""
-
-    def __init__(self, tracer, emulated_autocast_dtype=None):
-        self.tracer = tracer
-        self.emulated = emulated_autocast_dtype
-        self.mode = TraceMode(tracer)
-        self._saved = None
-
-    def __enter__(self):
-        if state.ACTIVE[0] is not None:
-            raise RuntimeError("a dtype trace is already running in this process")
-        state.ACTIVE[0] = self.tracer
-        if self.emulated is not None:
-            self._saved = (AUTOCAST_ENABLED(), AUTOCAST_DTYPE())
-            set_emulated_autocast(True, self.emulated)
-        self.tracer.install_hooks()
-        self._from_numpy = _watch_from_numpy(self.tracer)
-        self.mode.__enter__()
-        return self.tracer
-
-    def __exit__(self, *exc):
-        try:
-            self.mode.__exit__(*exc)
-        finally:
-            if self._from_numpy is not None:
-                torch.from_numpy = self._from_numpy
-            self.tracer.remove_hooks()
-            if self._saved is not None:
-                set_emulated_autocast(*self._saved)
-            state.ACTIVE[0] = None
-        return False

@@ -1,33 +1,28 @@
-"""Evaluating rules against Facts: a Result per rule. Pure."""
+"""Evaluating rules against Facts: a Result per rule, its remedies filled for the environment. Pure."""
 
 from __future__ import annotations
 
 import re
 import traceback
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ..facts import Facts
+from ..remedies import Target, pip_command, resolve
 from ..report import Result
-from .checks import CHECKS
-from .conditions import Evaluator, Unknown
-from .loader import Recipes
-from . import templates
-from .model import Remedy, Rule
-
-if TYPE_CHECKING:  # remedies imports rules.templates: imported where it is used
-    from ..remedies import Target
-
+from ..rules import templates
+from ..rules.checks import CHECKS
+from ..rules.conditions import Evaluator, Unknown
+from ..rules.loader import Recipes
+from ..rules.model import Remedy, Rule
 
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-def remedies(rule: Rule, evidence: dict[str, Any], target: Optional["Target"] = None) -> list[Remedy]:
+def remedies(rule: Rule, evidence: dict[str, Any], target: Optional[Target] = None) -> list[Remedy]:
     """A rule's remedies filled from a finding's evidence: the exact wheel or version it points to
     where known; where not, the sentence without it and a line saying how to find it, never a
     placeholder. Each command is resolved for `target` (the environment the finding is about):
     an argument list that runs as it is, or None."""
-    from ..remedies import Target, pip_command, resolve
-
     target = target or Target(None)
     out = []
     for remedy in rule.remedies:
@@ -60,8 +55,6 @@ def remedies(rule: Rule, evidence: dict[str, Any], target: Optional["Target"] = 
 
 
 def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=None) -> Result:
-    from ..remedies import Target
-
     base = dict(rule=rule.id, name=rule.name, area=rule.area, title=rule.title, links=list(rule.links))
     if rule.when is None:
         return Result(status="skipped", reason="recognised from error messages only (attn-doctor explain)", **base)

@@ -1,7 +1,7 @@
 """Run the tracer in another interpreter (``check --python /other/venv/bin/python``).
 
 The other interpreter need not have attn-doctor installed: a temporary folder holding a symlink to
-this ``attn_doctor`` package is put first on its PYTHONPATH, and ``attn_doctor.trace.child`` is run
+this ``attn_doctor`` package is put first on its PYTHONPATH, and ``attn_doctor.tracing.child`` is run
 with ``-m``. Standard library only.
 """
 
@@ -47,7 +47,7 @@ def remove_package_dir(tmp, env=None):
 def run_child(command, kwargs, python=None, timeout=600, cwd=None, env=None, progress=None):
     """Run ``child.py COMMAND JSON`` under ``python``; return its JSON object, or a failure dict.
     env: variables to add (PYTHONPYCACHEPREFIX: the children's bytecode in the doctor's cache);
-    progress: called with each step the child reports (attn_doctor/trace/state.py)."""
+    progress: called with each step the child reports (attn_doctor/tracing/state.py)."""
     python = python or sys.executable
     tmp = package_dir()
     try:
@@ -59,7 +59,7 @@ def run_child(command, kwargs, python=None, timeout=600, cwd=None, env=None, pro
             env["ATTN_DOCTOR_TRACE_PROGRESS"] = "1"
         try:
             proc = subprocess.Popen(
-                [python, "-m", "attn_doctor.trace.child", command, json.dumps(kwargs)],
+                [python, "-m", "attn_doctor.tracing.child", command, json.dumps(kwargs)],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
         except OSError as exc:
             return _fail("environment", "could not run %s: %s" % (python, exc))

@@ -181,7 +181,7 @@ def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info,
 def _prepare(built, device, dtype, seq_len=16):
     import torch
 
-    from .tracer import NAME_TO_DTYPE
+    from .nodes import NAME_TO_DTYPE
 
     model, inputs, notes = built["model"], built["inputs"], []
     compiled = getattr(model, "_orig_mod", None)
@@ -328,7 +328,10 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     import torch
 
     from . import standins as standins_mod
-    from .tracer import NAME_TO_DTYPE, Tracer, activate
+    from .mode import activate
+    from .wrappers import wrap_installed
+    from .nodes import NAME_TO_DTYPE
+    from .tracer import Tracer
 
     model, (args, kwargs), prep_notes = _prepare(built, device, dtype)
     expected = autocast and {"bf16": "bfloat16", "fp16": "float16"}[autocast]
@@ -343,7 +346,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
         tracer.label_input(a, "input[%d]" % i)
     for k, a in kwargs.items():
         tracer.label_input(a, "input %s" % k)
-    prep_notes.extend(n for n in standins_mod.wrap_installed(model) if n.startswith("flex_attention"))
+    prep_notes.extend(n for n in wrap_installed(model) if n.startswith("flex_attention"))
     model.train(bool(train))
     forward_error = None
     emulated = ac_dtype if (emulate and ac_dtype is not None) else None

@@ -11,7 +11,7 @@ from ..facts import Facts, canonical_name, distribution_of
 from ..report import now
 from ..rules.conditions import Evaluator, Unknown, base_evidence
 from ..rules import templates
-from ..rules.engine import evaluate_rule, remedies as fill_remedies
+from ..diagnosis.engine import evaluate_rule, remedies as fill_remedies
 from ..rules.loader import Recipes
 from ..rules.model import Condition, Rule
 from ..rules import causes

@@ -123,7 +123,7 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
                 setattr(config, key, min(2, getattr(config, key)))
         notes.append("built a 2-layer copy of the config for the CPU retry (head dim and dtypes unchanged)")
     want_dtype = dtype_name or _config_dtype(config)
-    from .tracer import NAME_TO_DTYPE
+    from .nodes import NAME_TO_DTYPE
 
     torch_dtype = NAME_TO_DTYPE.get(want_dtype) if want_dtype else None
     config_impl = getattr(config, "_attn_implementation_internal", None)

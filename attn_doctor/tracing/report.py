@@ -71,18 +71,20 @@ def build(tracer, expected_dtype=None, cwd=None):
                         f["module_paths"]) < 8:
                     f["module_paths"].append(record["module_path"])
                 continue
-            f = _finding(tracer, record, public, group, expected_dtype, cwd)
+            f = _finding(record, public, group, expected_dtype, cwd)
             by_key[key] = f
             findings.append(f)
     return sink_list, findings
 
 
-def _finding(tracer, record, public, problems, expected_dtype, cwd):
+def _finding(record, public, problems, expected_dtype, cwd):
+    from .provenance import explain_sink  # its nodes.py imports torch: this module does not
+
     first = problems[0]
     chain, rid, severity = [], first["id"], first["severity"]
     eff = record["effective_dtypes"]
     if first["check"] in ("dtype", "same_dtype"):
-        chains = tracer.explain_sink(record)
+        chains = explain_sink(record)
         merged = {}
         for role in ("q", "k", "v"):
             for entry in chains.get(role, ()):

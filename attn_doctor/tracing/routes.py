@@ -16,7 +16,8 @@ ROUTE_STANDIN = "flash_attn_standin"
 
 def _standin_label(report=None):
     """Which stand-ins the route ran through: flash-attn 2's, FlashAttention 4's, or both."""
-    from .standins import STANDIN_FLASH_ATTN_4_VERSION, STANDIN_FLASH_ATTN_VERSION
+    from .fa2_standin import STANDIN_FLASH_ATTN_VERSION
+    from .fa4_standin import STANDIN_FLASH_ATTN_4_VERSION
 
     families = {s.get("family") for s in (report or {}).get("sinks") or () if s.get("standin")}
     labels = ["flash-attn %s" % STANDIN_FLASH_ATTN_VERSION] if families - {"flash_attn4"} or not families else []

@@ -1,0 +1,45 @@
+"""What the tracer keeps for each floating tensor an op makes (a ``Node``: op, file:line, module
+path, input nodes, dtype), and the dtype vocabulary of its judgements: half and wide dtypes, their
+names, how wide each is, and the ops that are explicit casts."""
+
+from __future__ import annotations
+
+import torch
+
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+DTYPE_NAMES = {
+    torch.float32: "float32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float64: "float64",
+}
+# Width of a floating dtype: an op whose output is wider than one of its floating inputs widened it.
+RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
+WIDE_NAMES = ("float32", "float64")
+NAME_TO_DTYPE = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
+                 "float16": torch.float16, "half": torch.float16, "bf16": torch.bfloat16,
+                 "bfloat16": torch.bfloat16}
+
+# Explicit casts: their fp32 output is what the user asked for, never a promotion.
+CAST_OPS = frozenset(("float", "double", "half", "bfloat16", "to", "type", "type_as"))
+
+# The floating dtypes autocast lowers (all but float64), by name.
+LOWER_ELIGIBLE = ("float32", "float16", "bfloat16")
+
+
+def dtype_name(dtype):
+    return DTYPE_NAMES.get(dtype) or str(dtype).replace("torch.", "")
+
+
+class Node(object):
+    """Where one tensor came from. kind: op, cast, param, buffer, input, tensor (made outside
+    the trace), sink (an attention kernel's output)."""
+
+    __slots__ = ("seq", "kind", "op", "file", "line", "module", "inputs", "dtype", "promo", "name", "short", "shapes")
+
+    def __init__(self, seq, kind, dtype, op=None, file=None, line=None, module=None, inputs=(), promo=None,
+                 name=None, short=None, shapes=None):
+        self.short = short  # the op's short name (policy.short_name)
+        self.shapes = shapes  # input shapes, kept for matmuls only (an inline attention's q @ k^T)
+        self.seq, self.kind, self.dtype, self.op, self.file, self.line = seq, kind, dtype, op, file, line
+        self.module, self.inputs, self.promo, self.name = module, inputs, promo, name
