@@ -48,18 +48,20 @@ def _equivalent(call, change):
     return eq
 
 
-def sdpa_fallbacks(tracer, record, call, tensors, choice):
-    """Findings for one SDPA call (a list of problem dicts for record["problems"])."""
-    from . import cost, kernels
+def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
+    """Findings for one SDPA call (a list of problem dicts for record["problems"]). `choose(call,
+    tensors)` picks an equivalent call's kernel the way the call's own was picked (kernels.py, which
+    calls this: passed in, not imported back); `target` is the GPU judged for."""
+    from . import cost
 
     q, k, v, mask = tensors
     made = (q, k, v, mask, call["dropout"], call["is_causal"], call["enable_gqa"])
-    order = choice.get("order") or sdpa_select.priority_order(kernels.target_of(tracer))
+    order = choice.get("order") or sdpa_select.priority_order(target)
     runs = sdpa_select.LABELS.get(choice.get("kernel"), "no kernel")
     out = []
 
     def pick(eq_call, eq_tensors):
-        return kernels.sdpa_choice(tracer, eq_call, eq_tensors)
+        return choose(eq_call, eq_tensors)
 
     # An explicit causal mask that is_causal=True replaces.
     if mask is not None and not call["is_causal"]:
@@ -68,7 +70,7 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice):
             eq_call = _equivalent(call, lambda c: c.update(mask=None, is_causal=True))
             eq_args = (q, k, v, None, call["dropout"], True, call["enable_gqa"])
             eq = pick(eq_call, eq_args)
-            kind = "additive %s" % kernels.dtype_name(mask.dtype) if mask.is_floating_point() else "boolean"
+            kind = "additive %s" % str(mask.dtype).replace("torch.", "") if mask.is_floating_point() else "boolean"
             message = ("%s at %s gets an explicit causal mask (%s, %s) where is_causal=True computes the same: SDPA runs "
                        "its %s kernel reading a [%s] mask; with is_causal=True and no mask it runs %s, which skips the "
                        "masked half" % (record["name"], _loc(record), kind, how, runs,
@@ -141,14 +143,14 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice):
                            " and no grad" if mask.requires_grad else "", sdpa_select.LABELS.get(eq["kernel"])))
             out.append(_problem("AD612", "mask_shape", message, why[0] if why else "", choice, eq))
             cost.attach(out[-1], tracer, made, eq_args, eq)
-    _name_the_kernel(tracer, record, call, made, choice)
+    _name_the_kernel(tracer, record, call, made, choice, choose, target)
     return out
 
 
-def _name_the_kernel(tracer, record, call, made, choice):
+def _name_the_kernel(tracer, record, call, made, choice, choose, target):
     """AD604 (fp32 inputs) and AD603 (head dim over 256) at SDPA are fallbacks too: say which
     kernel runs, and for fp32 which one the half-precision call gets."""
-    from . import cost, kernels
+    from . import cost
 
     runs = sdpa_select.LABELS.get(choice.get("kernel"), "no kernel")
     for p in record["problems"]:
@@ -161,7 +163,7 @@ def _name_the_kernel(tracer, record, call, made, choice):
             p["cost"] = {"measured": False, "why": "not measured: no call of the same head dim runs a faster kernel "
                                                    "(the fix changes the model: more heads of a smaller size)"}
             continue
-        half = "bfloat16" if kernels.target_of(tracer)["capability"] >= (8, 0) else "float16"
+        half = "bfloat16" if target["capability"] >= (8, 0) else "float16"
         eq_call = _equivalent(call, lambda c: [c[r].update(dtype=half, itemsize=2) for r in ("q", "k", "v")])
         import torch
 
@@ -169,7 +171,7 @@ def _name_the_kernel(tracer, record, call, made, choice):
         cast = getattr(torch, half)
         eq_mask = mask.to(cast) if mask is not None and mask.is_floating_point() else mask
         eq_args = (q.to(cast), k.to(cast), v.to(cast), eq_mask) + made[4:]
-        eq = kernels.sdpa_choice(tracer, eq_call, eq_args)
+        eq = choose(eq_call, eq_args)
         p["instead"] = eq.get("kernel")
         dtypes = ", ".join("%s %s" % (r, record["effective_dtypes"][r]) for r in ("q", "k", "v"))
         p["message"] = ("%s at %s gets float32 inputs (%s): SDPA runs its %s kernel; in %s (the model in %s, or under "

@@ -179,7 +179,9 @@ def _annotate(tracer, spec, record, args, kwargs):
         call = describe(q, k, v, mask, dropout, is_causal, enable_gqa, torch.is_grad_enabled(), effective)
         choice = sdpa_choice(tracer, call, (q, k, v, mask, dropout, is_causal, enable_gqa))
         record["kernel"] = dict(choice, name=choice["kernel"], label=label(choice["kernel"]))
-        record["problems"].extend(fallbacks.sdpa_fallbacks(tracer, record, call, (q, k, v, mask), choice))
+        record["problems"].extend(fallbacks.sdpa_fallbacks(
+            tracer, record, call, (q, k, v, mask), choice,
+            choose=lambda eq_call, eq_tensors: sdpa_choice(tracer, eq_call, eq_tensors), target=target_of(tracer)))
         return
     if family == "flex":
         compiled = bool(state.FLEX_COMPILED[0] or getattr(tracer, "compiled_model", False))
