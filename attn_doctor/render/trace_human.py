@@ -12,7 +12,7 @@ from rich.tree import Tree
 
 from .console import diff_renderable, make_console, whole_lines
 
-MARKS = {"error": ("✗", "bold red"), "warning": ("!", "bold yellow"), "ok": ("✓", "bold green"),
+MARKS = {"error": ("✗", "bold red"), "warning": ("!", "bold yellow"), "info": ("i", "cyan"), "ok": ("✓", "bold green"),
          "failed": ("✗", "bold magenta"), "skipped": ("-", "dim")}
 
 
@@ -235,13 +235,17 @@ def render_summary(report, console):
     judged = "" if not unjudged else " on %d of %d paths" % (len(routes) - len(unjudged), len(routes))
     not_judged = "; not judged: " + ", ".join("%s (%s)" % (r.get("label") or r.get("name"), r.get("verdict"))
                                                for r in unjudged) if unjudged else ""
-    if not findings and not err:
+    notes = sum(1 for f in findings if f.get("severity") == "info")
+    if len(findings) == notes and not err:
         console.print(Text.assemble(_mark("warning" if unjudged else "ok"), "no dtype problems at %d attention call%s%s "
-                                    "(%d ops traced)%s" % (summary.get("sinks", 0), "" if summary.get("sinks") == 1 else "s",
-                                                           judged, summary.get("ops", 0), not_judged)))
-    elif findings or err:
-        console.print(Text("%d error(s), %d warning(s) at %d of %d attention calls%s; %d ops traced in %.2fs%s" % (
-            summary.get("errors", 0), summary.get("warnings", 0), summary.get("bad_sinks", 0), summary.get("sinks", 0),
+                                    "(%d ops traced)%s%s" % (summary.get("sinks", 0), "" if summary.get("sinks") == 1 else "s",
+                                                             judged, summary.get("ops", 0), not_judged,
+                                                             "; %d note%s above" % (notes, "" if notes == 1 else "s")
+                                                             if notes else "")))
+    else:
+        console.print(Text("%d error(s), %d warning(s)%s at %d of %d attention calls%s; %d ops traced in %.2fs%s" % (
+            summary.get("errors", 0), summary.get("warnings", 0), ", %d note(s)" % notes if notes else "",
+            summary.get("bad_sinks", 0), summary.get("sinks", 0),
             judged or (" (%d paths)" % len(routes) if several else ""), summary.get("ops", 0),
             report.get("duration_s") or 0, not_judged), style="bold"))
 

@@ -63,21 +63,28 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
     def pick(eq_call, eq_tensors):
         return choose(eq_call, eq_tensors)
 
-    # An explicit causal mask that is_causal=True replaces.
+    # A mask: the causal one (is_causal=True replaces it), or one that forces a mask-reading kernel
+    # for a reason of its own (a window, a bias, padding), named with what skips the work instead.
     if mask is not None and not call["is_causal"]:
-        causal, how = masks.is_causal_mask(getattr(tracer, "masks", None), mask, q.shape[-2], k.shape[-2])
-        if causal:
+        verdict = masks.classify(getattr(tracer, "masks", None), mask, q.shape[-2], k.shape[-2], tracer)
+        record["mask"] = {key: verdict[key] for key in ("kind", "lo", "hi", "how", "from_batch", "parameters",
+                                                         "buffers", "window") if verdict.get(key) not in (None, [])}
+        if verdict["kind"] == "causal" and not verdict["from_batch"]:
             eq_call = _equivalent(call, lambda c: c.update(mask=None, is_causal=True))
             eq_args = (q, k, v, None, call["dropout"], True, call["enable_gqa"])
             eq = pick(eq_call, eq_args)
             kind = "additive %s" % str(mask.dtype).replace("torch.", "") if mask.is_floating_point() else "boolean"
             message = ("%s at %s gets an explicit causal mask (%s, %s) where is_causal=True computes the same: SDPA runs "
                        "its %s kernel reading a [%s] mask; with is_causal=True and no mask it runs %s, which skips the "
-                       "masked half" % (record["name"], _loc(record), kind, how, runs,
+                       "masked half" % (record["name"], _loc(record), kind, verdict["how"], runs,
                                         ", ".join(str(x) for x in mask.shape), sdpa_select.LABELS.get(eq["kernel"])))
             out.append(_problem("AD610", "causal_mask", message, choice["refused"].get("flash", ""), choice, eq,
                                 fix="causal"))
             cost.attach(out[-1], tracer, made, eq_args, eq)
+        else:
+            found = _mask_of_its_own(record, verdict, mask, runs, choice)
+            if found is not None:
+                out.append(found)
     # A last dimension that is not contiguous: every fused kernel refuses it.
     strided = [r for r, t in (("q", q), ("k", k), ("v", v)) if t.shape[-1] != 1 and t.stride(-1) != 1]
     if strided:
@@ -145,6 +152,66 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
             cost.attach(out[-1], tracer, made, eq_args, eq)
     _name_the_kernel(tracer, record, call, made, choice, choose, target)
     return out
+
+
+def _mask_words(verdict):
+    """What the mask is, in words, and the alternative that skips the masked work (never
+    is_causal=True, which would compute another attention)."""
+    kind, how = verdict["kind"], verdict.get("how")
+    if kind == "window":
+        w = verdict["window"]
+        return ("a sliding-window causal mask (each query sees its %d latest keys, %s)" % (w, how),
+                "flex_attention with a block mask (create_block_mask(lambda b, h, q, kv: (kv <= q) & (q - kv < %d), "
+                "...)) or flash-attn's flash_attn_func(..., causal=True, window_size=(%d, 0)) skip the blocks outside "
+                "the window" % (w, w - 1))
+    if kind == "local":
+        w = verdict["hi"]
+        return ("a local-window mask (|i - j| <= %d, %s)" % (w, how),
+                "flex_attention with a block mask (mask_mod: (q - kv).abs() <= %d) or flash-attn's "
+                "window_size=(%d, %d) skip the blocks outside the window" % (w, w, w))
+    if kind == "band":
+        lo, hi = verdict.get("lo"), verdict.get("hi")
+        span = "%s <= j - i <= %s" % ("-inf" if lo is None else lo, "inf" if hi is None else hi)
+        return ("a band mask (%s, %s)" % (span, how),
+                "flex_attention with a block mask of the same band skips the blocks outside it")
+    if kind == "bias" and verdict.get("parameters"):
+        return ("an additive bias computed from parameter %s (a learned bias)" % ", ".join(verdict["parameters"][:3]),
+                "flex_attention's score_mod adds the bias inside its fused kernel (score + bias[h, q_idx, kv_idx]), "
+                "with no [.., L, S] tensor in memory")
+    if kind == "bias":
+        origin = (" computed from buffer %s" % ", ".join(verdict["buffers"][:3])) if verdict.get("buffers") else ""
+        return ("an additive position bias%s (ALiBi or relative positions)" % origin,
+                "flash-attn's alibi_slopes= (for ALiBi) or flex_attention's score_mod compute it inside the kernel")
+    return None
+
+
+def _mask_of_its_own(record, verdict, mask, runs, choice):
+    """AD616 (a note): a mask that is not the causal one forces SDPA onto a mask-reading kernel.
+    Made from the batch (padding) and equal to the causal mask on this example: said as such, never
+    as is_causal's equivalent. A window, band or bias: named, with what skips the work instead."""
+    if verdict["from_batch"]:
+        if verdict["kind"] != "causal":
+            return None  # a padding mask the model needs: nothing to say
+        words = ("a mask made from the batch (from %s) that equals the causal mask on this example" % (
+            verdict["from_batch"]),
+            "where a batch has no padding, is_causal=True (no mask) does the same; with padding keep the mask, or "
+            "pack the sequences without padding (flash_attn_varlen_func with cu_seqlens, a block-diagonal "
+            "flex_attention mask)")
+    else:
+        words = _mask_words(verdict)
+    if words is None:
+        return None
+    what, instead = words
+    reads = ("reading a [%s] bias from memory" if verdict["kind"] == "bias" else
+             "reading a [%s] mask, computing the masked positions too") % ", ".join(str(x) for x in mask.shape)
+    message = "%s at %s gets %s: SDPA runs its %s kernel %s; %s" % (record["name"], _loc(record), what, runs, reads,
+                                                                    instead)
+    problem = {"id": "AD616", "severity": "info", "check": "mask_of_its_own", "message": message,
+               "kernel_message": choice["refused"].get("flash", ""), "runs": choice.get("kernel"), "instead": None,
+               "fix": None, "equivalent_change": "mask_of_its_own",
+               "cost": {"measured": False, "why": "not measured: the alternative is another kernel (flex_attention, "
+                                                  "flash-attn), not an SDPA call"}}
+    return problem
 
 
 def _name_the_kernel(tracer, record, call, made, choice, choose, target):

@@ -1,33 +1,64 @@
-"""Is an attention mask the causal one? Followed through the ops that build it, so that a ``meta``
-trace (no values) can tell that ``torch.ones(T, T, dtype=torch.bool).tril()`` or
-``torch.full((T, T), -inf).triu(1)`` is exactly what ``is_causal=True`` computes.
+"""What an attention mask is, and where it comes from: the causal mask (``is_causal=True`` computes
+the same), a sliding window, another band, a bias, and whether its values were made from the batch
+(padding) or from parameters (a learned bias). Followed through the ops that build it, so that a
+``meta`` trace (no values) can tell that ``torch.ones(T, T, dtype=torch.bool).tril()``, a
+``register_buffer("bias", torch.tril(torch.ones(n, n)))`` sliced in forward, or
+``(j <= i) & (j > i - w)`` over aranges is what it is.
 
 Each tensor an interesting op makes gets a *pattern* over its last two dimensions (row i, column
-j): ``("const", c)``, ``("arange", axis)`` (0..n-1 along rows "i" or columns "j"), or
-``("tri", side, d, inside, outside)``: the value ``inside`` where j - i <= d (side "lower") or
-j - i >= d (side "upper"), ``outside`` elsewhere. Ops that do not keep a pattern simply give none:
-a mask combined with a padding mask is no longer the causal one, and says nothing.
+j):
 
-On CPU (real values) ``is_causal_mask`` also compares the values themselves, which covers masks
-built in ways the patterns do not follow. Standard library plus torch (imported lazily).
+- ``("const", c)``;
+- ``("vec", k, c)``: a 1-D ``k * index + c`` (an arange) not yet placed on rows or columns (a 1-D
+  tensor broadcasts along the columns, j);
+- ``("lin", a, b, c)``: the value ``a * i + b * j + c`` (aranges placed with ``[:, None]``,
+  ``unsqueeze``, ``view(1, -1)``, and sums and differences of them);
+- ``("absdiff", k)``: ``k * |j - i|``;
+- ``("band", lo, hi, inside, outside)``: the value ``inside`` where ``lo <= j - i <= hi`` (None:
+  unbounded), ``outside`` elsewhere. ``tril(d)`` is the band (None, d), ``triu(d)`` is (d, None).
+
+Ops that do not keep a pattern give none: a mask combined with a padding mask says nothing.
+
+The *provenance* of the values is kept apart (``MaskTracker.from_batch``): a tensor is marked as
+made from the batch when any op that made it read a tensor made from the model's inputs (shape-only
+ops such as ``ones_like`` excepted). A mask made from the batch is never declared the causal one,
+even where one example's values are: the next batch may be padded. The tracker also watches the
+model being built (``recording``), so a mask kept as a buffer made in ``__init__`` keeps its pattern
+on meta.
+
+On CPU (real values) ``classify`` also reads the values, which covers masks built in ways the
+patterns do not follow. Standard library plus torch (imported lazily).
 """
 
 from __future__ import annotations
 
 NEG_LIMIT = -1.0e4  # an additive mask value at or below this blocks a position (finfo.min, -1e9, -inf)
+VALUE_LIMIT = 1 << 24  # masks read by value on CPU: at most this many elements
 
-_VIEWS = frozenset(("view", "reshape", "unsqueeze", "expand", "expand_as", "contiguous", "clone", "detach",
-                    "repeat", "broadcast_to", "cuda", "cpu", "requires_grad_"))
+_VIEWS = frozenset(("view", "reshape", "expand", "expand_as", "contiguous", "clone", "detach", "repeat",
+                    "broadcast_to", "cuda", "cpu", "requires_grad_", "squeeze", "flatten"))
 _CASTS = frozenset(("to", "type", "type_as", "bool", "float", "half", "bfloat16", "double", "int", "long"))
 _NOT = frozenset(("logical_not", "bitwise_not", "__invert__"))
 _COMPARE = {"le": "<=", "__le__": "<=", "lt": "<", "__lt__": "<", "ge": ">=", "__ge__": ">=", "gt": ">",
-            "__gt__": ">"}
-_FLIP = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
+            "__gt__": ">", "eq": "==", "__eq__": "==", "ne": "!=", "__ne__": "!="}
+_AND = frozenset(("__and__", "logical_and", "bitwise_and", "__iand__", "logical_and_"))
 _FACTORIES = {"ones": 1, "ones_like": 1, "new_ones": 1, "zeros": 0, "zeros_like": 0, "new_zeros": 0}
-WATCHED = (_VIEWS | _CASTS | _NOT | frozenset(_COMPARE) | frozenset(_FACTORIES) | frozenset((
-    "tril", "triu", "tril_", "triu_", "full", "full_like", "new_full", "arange", "masked_fill", "masked_fill_",
-    "where", "eq", "__eq__", "ne", "__ne__", "mul", "__mul__", "__rmul__", "add", "__add__", "__radd__", "sub",
-    "__sub__", "rsub", "__rsub__", "__getitem__", "__and__", "logical_and")))
+_ADD = frozenset(("add", "__add__", "__radd__", "add_", "__iadd__"))
+_SUB = frozenset(("sub", "__sub__", "sub_", "__isub__"))
+_RSUB = frozenset(("rsub", "__rsub__"))
+_MUL = frozenset(("mul", "__mul__", "__rmul__", "mul_", "__imul__"))
+WATCHED = (_VIEWS | _CASTS | _NOT | frozenset(_COMPARE) | frozenset(_FACTORIES) | _AND | _ADD | _SUB | _RSUB | _MUL
+           | frozenset(("tril", "triu", "tril_", "triu_", "full", "full_like", "new_full", "arange", "masked_fill",
+                        "masked_fill_", "where", "__getitem__", "unsqueeze", "abs", "neg", "__neg__")))
+
+# Ops whose output depends on their tensor arguments' shape, dtype or device only, not on values:
+# they do not carry "made from the batch" over.
+_SHAPE_ONLY = frozenset(("ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like",
+                         "new_ones", "new_zeros", "new_empty", "new_full", "new_tensor", "size", "dim", "numel",
+                         "arange", "ones", "zeros", "full", "empty"))
+# In-place writes: what is written into the first argument makes it of the writer's provenance.
+_WRITES = frozenset(("__setitem__", "copy_", "index_copy_", "index_put_", "masked_scatter_", "scatter_",
+                     "masked_fill_", "add_", "mul_", "__iand__", "__ior__", "logical_and_", "logical_or_"))
 
 
 def _scalar(x):
@@ -39,12 +70,14 @@ def _scalar(x):
 
 
 class MaskTracker(object):
-    """Patterns of the tensors a trace made (weakly keyed: no tensor is kept alive)."""
+    """Patterns and provenance of the tensors a trace (and the model's construction) made, weakly
+    keyed: no tensor is kept alive."""
 
     def __init__(self):
         from torch.utils.weak import WeakIdKeyDictionary
 
         self.patterns = WeakIdKeyDictionary()
+        self.batch = WeakIdKeyDictionary()  # tensors made from the model's inputs -> the input's name
 
     def of(self, t):
         import torch
@@ -54,6 +87,58 @@ class MaskTracker(object):
         s = _scalar(t)
         return ("const", s) if s is not None else None
 
+    # ------------------------------------------------------------ provenance: made from the batch
+
+    def mark_batch(self, tensor, name="the inputs"):
+        import torch
+
+        if isinstance(tensor, torch.Tensor) and tensor not in self.batch:
+            self.batch[tensor] = name
+
+    def from_batch(self, tensor):
+        """The name of the input a tensor was made from, or None."""
+        return self.batch.get(tensor) if tensor is not None else None
+
+    def propagate(self, short, args, kwargs, out):
+        """After an op: its outputs are made from the batch when a tensor argument was."""
+        import torch
+
+        if short in _SHAPE_ONLY:
+            return
+        batch = self.batch
+        hit = None
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                hit = batch.get(a)
+            elif isinstance(a, (list, tuple)):
+                hit = next((batch[b] for b in a if isinstance(b, torch.Tensor) and b in batch), None)
+            if hit is not None:
+                break
+        if hit is None and kwargs:
+            hit = next((batch[v] for v in kwargs.values() if isinstance(v, torch.Tensor) and v in batch), None)
+        if hit is None:
+            return
+        if isinstance(out, torch.Tensor):
+            batch.setdefault(out, hit)
+        elif isinstance(out, (list, tuple)):
+            for o in out:
+                if isinstance(o, torch.Tensor):
+                    batch.setdefault(o, hit)
+        if short in _WRITES and args and isinstance(args[0], torch.Tensor):
+            batch.setdefault(args[0], hit)
+
+    # ------------------------------------------------------------ patterns
+
+    def observe(self, short, args, kwargs, out):
+        """After any op: its output's pattern, and an in-place write to a tensor with a pattern
+        (``mask[1, 12:] = 0``, ``fill_``) forgets that pattern unless the op keeps one."""
+        if short in WATCHED:
+            self.note(short, args, kwargs, out)
+        elif args and (short == "__setitem__" or (short.endswith("_") and not short.startswith("_"))
+                       or (short.startswith("__i") and short.endswith("__"))):
+            if _is_tensor(args[0]):
+                self.patterns.pop(args[0], None)
+
     def note(self, short, args, kwargs, out):
         """Record the pattern of ``out`` made by op ``short`` from ``args``/``kwargs``."""
         import torch
@@ -62,10 +147,12 @@ class MaskTracker(object):
             return
         try:
             pattern = self._pattern(short, args, kwargs or {}, out)
-        except (TypeError, ValueError, IndexError, AttributeError):
+        except (TypeError, ValueError, IndexError, AttributeError, OverflowError, ZeroDivisionError):
             pattern = None
         if pattern is not None:
             self.patterns[out] = pattern
+        elif out in self.patterns:  # an in-place op that broke the pattern
+            del self.patterns[out]
 
     def _pattern(self, short, args, kwargs, out):
         import torch
@@ -77,56 +164,110 @@ class MaskTracker(object):
             value = _scalar(args[-1] if len(args) > 1 else kwargs.get("fill_value"))
             return None if value is None else ("const", _cast(value, out.dtype))
         if short == "arange":
-            numbers = [a for a in args if _scalar(a) is not None]
-            return ("arange", None) if len(numbers) == 1 or (len(numbers) == 2 and numbers[0] == 0) else None
+            return _arange(args, kwargs)
         if short in ("tril", "triu", "tril_", "triu_"):
             d = int(args[1] if len(args) > 1 else kwargs.get("diagonal", 0))
-            if first is None or first[0] != "const":
-                return None
             zero = False if out.dtype == torch.bool else 0.0
-            return ("tri", "lower" if short.startswith("tril") else "upper", d, first[1], zero)
+            lower = short.startswith("tril")
+            if first is None:
+                return None
+            if first[0] == "const":
+                return ("band", None, d, first[1], zero) if lower else ("band", d, None, first[1], zero)
+            if first[0] == "band" and _is_zero(first[4]):
+                _, lo, hi, inside, outside = first
+                return ("band", lo, _min(hi, d), inside, outside) if lower else ("band", _max(lo, d), hi, inside, outside)
+            return None
         if first is None:
             return None
         if short in _VIEWS:
             return _view(first, short, args, kwargs)
+        if short == "unsqueeze":
+            dim = int(args[1] if len(args) > 1 else kwargs.get("dim"))
+            return _place(first, "j" if dim == 0 else "i" if dim in (1, -1) else None) if first[0] == "vec" else first
         if short == "__getitem__":
-            if first[0] == "arange":
-                return _index_arange(first, args)
+            if first[0] == "vec":
+                return _index_vec(first, args)
             return first if _starts_at_zero(args[1] if len(args) > 1 else None) else None
         if short in _CASTS:
             return _map(first, lambda v: _cast(v, out.dtype))
         if short in _NOT:
             return _map(first, lambda v: not v)
-        if short in ("eq", "__eq__", "ne", "__ne__"):
-            other = _scalar(args[1]) if len(args) > 1 else None
-            if other is None:
-                return None
-            return _map(first, (lambda v: v == other) if "eq" in short else (lambda v: v != other))
+        other = self.of(args[1]) if len(args) > 1 else self.of(kwargs.get("other"))
         if short in _COMPARE:
-            return _compare(first, self.of(args[1]) if len(args) > 1 else None, _COMPARE[short])
+            return _compare(first, other, _COMPARE[short])
+        if short in _AND:
+            return _intersect(first, other)
         if short in ("masked_fill", "masked_fill_"):
             cond = self.of(args[1] if len(args) > 1 else kwargs.get("mask"))
             value = _scalar(args[2] if len(args) > 2 else kwargs.get("value"))
-            if first[0] != "const" or value is None or not _is_bool_tri(cond):
-                return None
-            return _select(cond, value, first[1])
+            return _masked_fill(first, cond, value)
         if short == "where":
             a, b = (self.of(x) for x in args[1:3]) if len(args) >= 3 else (None, None)
-            if not (_is_bool_tri(first) and a and b and a[0] == "const" and b[0] == "const"):
+            if not (_is_bool_band(first) and a and b and a[0] == "const" and b[0] == "const"):
                 return None
             return _select(first, a[1], b[1])
-        scalar = _scalar(args[1]) if len(args) > 1 else None
-        if scalar is None or isinstance(scalar, bool):
+        if short == "abs":
+            return _abs(first)
+        if short in ("neg", "__neg__"):
+            return _linear(first, -1.0, 0.0)
+        if other is None:
             return None
-        if short in ("mul", "__mul__", "__rmul__"):
-            return _map(first, lambda v: float(v) * scalar)
-        if short in ("add", "__add__", "__radd__"):
-            return _map(first, lambda v: float(v) + scalar)
-        if short in ("sub", "__sub__"):
-            return _map(first, lambda v: float(v) - scalar)
-        if short in ("rsub", "__rsub__"):
-            return _map(first, lambda v: scalar - float(v))
+        if short in _ADD:
+            return _combine(first, other, 1.0)
+        if short in _SUB:
+            return _combine(first, other, -1.0)
+        if short in _RSUB:
+            return _combine(other, first, -1.0)
+        if short in _MUL:
+            if other[0] == "const" and not isinstance(other[1], bool):
+                return _linear(first, float(other[1]), 0.0)
+            if first[0] == "const" and not isinstance(first[1], bool):
+                return _linear(other, float(first[1]), 0.0)
+            return _intersect(first, other)  # 0/1 masks multiplied: both must allow
         return None
+
+    # ------------------------------------------------------------ watching the model being built
+
+    def recording(self):
+        """A context manager: the patterns of what the model's construction makes (buffers), and of
+        its move and cast to the trace device and dtype, are kept."""
+        from torch.overrides import TorchFunctionMode
+
+        from .policy import short_name
+
+        tracker = self
+
+        class _Record(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                try:
+                    short = short_name(func)
+                except Exception:  # noqa: BLE001 - an odd callable: nothing to learn from it
+                    return out
+                tracker.observe(short, args, kwargs, out)
+                return out
+
+        return _Record()
+
+
+def _is_tensor(x):
+    import torch
+
+    return isinstance(x, torch.Tensor)
+
+
+def _arange(args, kwargs):
+    numbers = [float(a) for a in args if _scalar(a) is not None and not isinstance(a, bool)]
+    start = float(kwargs["start"]) if _scalar(kwargs.get("start")) is not None else None
+    step = float(kwargs["step"]) if _scalar(kwargs.get("step")) is not None else None
+    if len(numbers) == 1:
+        return ("vec", step or 1.0, start or 0.0)
+    if len(numbers) == 2:
+        return ("vec", step or 1.0, numbers[0])
+    if len(numbers) == 3:
+        return ("vec", numbers[2], numbers[0])
+    return None
 
 
 def _cast(value, dtype):
@@ -134,39 +275,206 @@ def _cast(value, dtype):
 
     if dtype == torch.bool:
         return bool(value)
-    return float(value)
+    if dtype.is_floating_point:
+        return float(value)
+    return float(int(value))
+
+
+def _is_zero(value):
+    return value is False or (not isinstance(value, bool) and value == 0.0)
+
+
+def _min(a, b):
+    return b if a is None else (a if b is None else min(a, b))
+
+
+def _max(a, b):
+    return b if a is None else (a if b is None else max(a, b))
 
 
 def _map(pattern, fn):
     if pattern[0] == "const":
         return ("const", fn(pattern[1]))
-    if pattern[0] == "tri":
-        return ("tri", pattern[1], pattern[2], fn(pattern[3]), fn(pattern[4]))
+    if pattern[0] == "band":
+        return ("band", pattern[1], pattern[2], fn(pattern[3]), fn(pattern[4]))
     return None
 
 
-def _is_bool_tri(p):
-    return p is not None and p[0] == "tri" and isinstance(p[3], bool) and p[3] != p[4]
+def _as_lin(p):
+    """A pattern as a linear form (a, b, c) over (i, j), or None. A 1-D vec broadcasts along j."""
+    if p[0] == "lin":
+        return p[1], p[2], p[3]
+    if p[0] == "vec":
+        return 0.0, p[1], p[2]
+    if p[0] == "const" and not isinstance(p[1], bool):
+        return 0.0, 0.0, float(p[1])
+    return None
+
+
+def _place(p, axis):
+    if p[0] != "vec" or axis is None:
+        return None if p[0] == "vec" else p
+    k, c = p[1], p[2]
+    return ("lin", k, 0.0, c) if axis == "i" else ("lin", 0.0, k, c)
+
+
+def _linear(p, scale, shift):
+    if p[0] == "const" and not isinstance(p[1], bool):
+        return ("const", p[1] * scale + shift)
+    if p[0] == "vec":
+        return ("vec", p[1] * scale, p[2] * scale + shift)
+    if p[0] == "lin":
+        return ("lin", p[1] * scale, p[2] * scale, p[3] * scale + shift)
+    if p[0] == "absdiff" and scale > 0:
+        return ("absdiff", p[1] * scale) if shift == 0 else None
+    if p[0] == "band" and not isinstance(p[3], bool):
+        return ("band", p[1], p[2], p[3] * scale + shift, p[4] * scale + shift)
+    return None
+
+
+def _combine(left, right, sign):
+    """left + sign * right, for linear forms (and a constant added to a band's values)."""
+    if right[0] == "const" and not isinstance(right[1], bool):
+        return _linear(left, 1.0, sign * float(right[1]))
+    if left[0] == "const" and not isinstance(left[1], bool):
+        return _linear(right, sign, float(left[1]))
+    if left[0] == right[0] == "vec":
+        return ("vec", left[1] + sign * right[1], left[2] + sign * right[2])
+    a, b = _as_lin(left), _as_lin(right)
+    if a is None or b is None:
+        return None
+    return ("lin", a[0] + sign * b[0], a[1] + sign * b[1], a[2] + sign * b[2])
+
+
+def _abs(p):
+    lin = _as_lin(p) if p[0] in ("lin",) else None
+    if lin and lin[2] == 0 and lin[0] == -lin[1] and lin[1] != 0:
+        return ("absdiff", abs(lin[1]))
+    return None
+
+
+def _compare(left, right, op):
+    """A comparison of linear forms: over (i, j) it is a band of j - i (True inside)."""
+    if left is None or right is None:
+        return None
+    if op in ("==", "!="):
+        if right[0] == "const" and left[0] in ("const", "band"):
+            value = right[1]
+            fn = (lambda v: v == value) if op == "==" else (lambda v: v != value)
+            return _map(left, fn)
+        if left[0] == "const" and right[0] == "band":
+            value = left[1]
+            fn = (lambda v: v == value) if op == "==" else (lambda v: v != value)
+            return _map(right, fn)
+        return None
+    if left[0] == "absdiff" and right[0] == "const" and not isinstance(right[1], bool):
+        w = float(right[1]) / left[1]
+        bound = {"<=": (_floor(w), True), "<": (_below(w), True), ">": (_floor(w), False), ">=": (_below(w), False)}[op]
+        edge, inside = bound
+        if edge is None or edge < 0:
+            return ("const", not inside)
+        return ("band", -edge, edge, inside, not inside)
+    a, b = _as_lin(left), _as_lin(right)
+    if a is None or b is None:
+        return None
+    # left - right = A*i + B*j + C  op  0; a band of j - i needs A = -B != 0
+    A, B, C = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+    if B == 0 or A != -B:
+        return None
+    # B * (j - i) + C op 0  ->  (j - i) op' -C / B (the comparison flips for a negative B)
+    t = -C / B
+    if B < 0:
+        op = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}[op]
+    if op == "<=":
+        return ("band", None, _floor(t), True, False)
+    if op == "<":
+        return ("band", None, _ceil(t) - 1, True, False)
+    if op == ">=":
+        return ("band", _ceil(t), None, True, False)
+    return ("band", _floor(t) + 1, None, True, False)
+
+
+def _floor(x):
+    import math
+
+    return int(math.floor(x))
+
+
+def _ceil(x):
+    import math
+
+    return int(math.ceil(x))
+
+
+def _below(w):
+    """The largest whole number below w (|j - i| < w means |j - i| <= this)."""
+    import math
+
+    return int(math.ceil(w)) - 1
+
+
+def _is_bool_band(p):
+    return p is not None and p[0] == "band" and isinstance(p[3], bool) and p[3] != p[4]
+
+
+def _allowing(p):
+    """A pattern as (lo, hi, True-inside) when it is 1/True inside a band and 0/False outside."""
+    if p is None or p[0] != "band":
+        return None
+    inside, outside = p[3], p[4]
+    if _is_zero(outside) and (inside is True or (not isinstance(inside, bool) and inside == 1.0)):
+        return p[1], p[2]
+    return None
+
+
+def _intersect(left, right):
+    if left is None or right is None:
+        return None
+    if left[0] == "const" and right[0] == "band":
+        left, right = right, left
+    if left[0] == "band" and right[0] == "const":
+        v = right[1]
+        if v is True or (not isinstance(v, bool) and v == 1.0):
+            return left
+        return None
+    a, b = _allowing(left), _allowing(right)
+    if a is None or b is None:
+        return None
+    return ("band", _max(a[0], b[0]), _min(a[1], b[1]), left[3], left[4])
+
+
+def _masked_fill(first, cond, value):
+    if value is None or not _is_bool_band(cond):
+        return None
+    if first[0] == "const":
+        return _select(cond, value, first[1])
+    if first[0] == "band" and _is_zero(first[3]) and first[4] == value:
+        # already `value` outside a band; filled where cond holds: the band narrows when cond holds
+        # outside another band (the allowed region is the intersection)
+        _, lo, hi, inside, _ = cond
+        if inside is False:  # cond is True outside (lo, hi): the allowed part is that band
+            return ("band", _max(first[1], lo), _min(first[2], hi), first[3], value)
+    return None
 
 
 def _select(cond, if_true, if_false):
-    _, side, d, inside, _ = cond
-    return ("tri", side, d, if_true, if_false) if inside else ("tri", side, d, if_false, if_true)
+    _, lo, hi, inside, _ = cond
+    return ("band", lo, hi, if_true, if_false) if inside else ("band", lo, hi, if_false, if_true)
 
 
 def _view(pattern, short, args, kwargs):
-    if pattern[0] != "arange":
+    if pattern[0] != "vec":
         return pattern
-    if short == "unsqueeze":
-        dim = int(args[1] if len(args) > 1 else kwargs.get("dim"))
-        return ("arange", "j" if dim == 0 else "i" if dim in (1, -1) else None)
     if short in ("view", "reshape"):
         rest = args[1:]
         shape = list(rest[0]) if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else list(rest)
-        if list(shape) == [1, -1]:
-            return ("arange", "j")
-        if list(shape) == [-1, 1]:
-            return ("arange", "i")
+        if shape == [1, -1]:
+            return _place(pattern, "j")
+        if shape == [-1, 1]:
+            return _place(pattern, "i")
+        return None
+    if short in ("expand", "expand_as", "broadcast_to", "repeat"):
+        return None
     return pattern
 
 
@@ -181,42 +489,19 @@ def _starts_at_zero(index):
     return True
 
 
-def _index_arange(pattern, args):
+def _index_vec(pattern, args):
     """``arange(n)[None, :]`` is a row (varies along j), ``arange(n)[:, None]`` a column (along i)."""
-    if pattern[0] != "arange" or len(args) < 2 or not isinstance(args[1], tuple) or len(args[1]) != 2:
-        return None
+    if len(args) < 2 or not isinstance(args[1], tuple) or len(args[1]) != 2:
+        return pattern if len(args) > 1 and isinstance(args[1], slice) and _starts_at_zero(args[1]) else None
     a, b = args[1]
-    if a is None and isinstance(b, slice):
-        return ("arange", "j")
-    if isinstance(a, slice) and b is None:
-        return ("arange", "i")
+    if a is None and isinstance(b, slice) and _starts_at_zero(b):
+        return _place(pattern, "j")
+    if isinstance(a, slice) and b is None and _starts_at_zero(a):
+        return _place(pattern, "i")
     return None
 
 
-def _compare(left, right, op):
-    """``j <= i`` over a row and a column arange: the lower triangle (True inside)."""
-    if not (left and right and left[0] == right[0] == "arange" and {left[1], right[1]} == {"i", "j"}):
-        return None
-    if left[1] == "i":
-        op = _FLIP[op]  # i >= j  is  j <= i
-    return {"<=": ("tri", "lower", 0, True, False), "<": ("tri", "lower", -1, True, False),
-            ">=": ("tri", "upper", 0, True, False), ">": ("tri", "upper", 1, True, False)}[op]
-
-
-def pattern_is_causal(pattern, is_bool):
-    """Whether a tri pattern lets position (i, j) through exactly when j <= i (is_causal=True)."""
-    if not pattern or pattern[0] != "tri":
-        return False
-    _, side, d, inside, outside = pattern
-    allowed_inside = _allows(inside, is_bool)
-    allowed_outside = _allows(outside, is_bool)
-    if allowed_inside is None or allowed_outside is None or allowed_inside == allowed_outside:
-        return False
-    if side == "lower" and d == 0:
-        return allowed_inside
-    if side == "upper" and d == 1:
-        return allowed_outside
-    return False
+# ---------------------------------------------------------------- what a mask is
 
 
 def _allows(value, is_bool):
@@ -225,27 +510,146 @@ def _allows(value, is_bool):
     v = float(value)
     if v == 0.0:
         return True
-    return False if v <= NEG_LIMIT else None  # another finite bias is no mask
+    return False if v <= NEG_LIMIT else None  # another finite value is a bias, not a mask
+
+
+def allowed_band(pattern, is_bool):
+    """The (lo, hi) of j - i a band pattern lets through, or None where it is no band of allowed
+    positions (a bias, a band blocked inside)."""
+    if not pattern or pattern[0] != "band":
+        return None
+    _, lo, hi, inside, outside = pattern
+    a_in, a_out = _allows(inside, is_bool), _allows(outside, is_bool)
+    if a_in is None or a_out is None or a_in == a_out:
+        return None
+    if a_in:
+        return (lo, hi)
+    # allowed outside a one-sided band: the other side
+    if lo is None and hi is not None:
+        return (hi + 1, None)
+    if hi is None and lo is not None:
+        return (None, lo - 1)
+    return None
+
+
+def kind_of_band(lo, hi):
+    """causal, window (causal sliding window), local (a window on both sides), band."""
+    if lo is None and hi is None:
+        return "full"
+    if hi == 0 and lo is None:
+        return "causal"
+    if hi == 0 and lo is not None and lo < 0:
+        return "window"
+    if lo is not None and hi is not None and lo == -hi and hi > 0:
+        return "local"
+    return "band"
+
+
+def _band_of_values(mask, q_len, k_len):
+    """On real values: ("causal" | "window" | "local" | "band", lo, hi), ("bias",), ("varies",)
+    (one batch element or head differs from another: padding) or None."""
+    import torch
+
+    with torch.no_grad():
+        m = mask.reshape(-1, q_len, k_len)
+        if m.is_floating_point():
+            f = m.float()
+            if not bool(((f == 0) | (f <= NEG_LIMIT)).all()):
+                return ("bias",)
+        if m.shape[0] > 1 and not bool((m == m[:1]).all()):
+            return ("varies",)
+        m = m[0]
+        if m.dtype == torch.bool:
+            allowed = m
+        elif m.is_floating_point():
+            f = m.float()
+            allowed = f == 0
+            if not bool((allowed | (f <= NEG_LIMIT)).all()):
+                return ("bias",)
+        else:
+            return None
+        if not bool(allowed.any()):
+            return None
+        i = torch.arange(q_len, device=m.device)[:, None]
+        j = torch.arange(k_len, device=m.device)[None, :]
+        d = (j - i).expand(q_len, k_len)
+        lo, hi = int(d[allowed].min()), int(d[allowed].max())
+        if not bool((allowed == ((d >= lo) & (d <= hi))).all()):
+            return None
+        lo_b = None if lo <= -(q_len - 1) else lo
+        hi_b = None if hi >= k_len - 1 else hi
+        return (kind_of_band(lo_b, hi_b), lo_b, hi_b)
+
+
+def _mask_ancestry(tracer, mask, limit=2000):
+    """For a floating mask: the parameters and buffers its values were computed from (the tracer's
+    nodes), as ({"parameter": [names], "buffer": [names]})."""
+    out = {"parameter": [], "buffer": []}
+    nodes = getattr(tracer, "nodes", None)
+    if nodes is None or not mask.is_floating_point():
+        return out
+    start = nodes.get(mask)
+    named = getattr(tracer, "names", {}).get(id(mask))
+    if start is None and named and named[0] in ("param", "buffer"):
+        out["parameter" if named[0] == "param" else "buffer"].append(named[1])
+    stack, seen = ([start] if start is not None else []), set()
+    while stack and limit > 0:
+        n = stack.pop()
+        limit -= 1
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.kind == "param" and n.name and n.name not in out["parameter"]:
+            out["parameter"].append(n.name)
+        elif n.kind == "buffer" and n.name and n.name not in out["buffer"]:
+            out["buffer"].append(n.name)
+        stack.extend(n.inputs or ())
+    return out
+
+
+def classify(tracker, mask, q_len, k_len, tracer=None):
+    """What a mask at an attention call is: a dict with ``kind`` ("causal", "window", "local",
+    "band", "bias" or None: not known), ``lo``/``hi`` (the band of j - i it lets through),
+    ``window`` (for a sliding window), ``how`` ("built by tril/triu", "its values"),
+    ``from_batch`` (the input its values were made from: padding; None), ``parameters`` and
+    ``buffers`` (what a floating mask was computed from)."""
+    import torch
+
+    out = {"kind": None, "lo": None, "hi": None, "how": None, "from_batch": None, "parameters": [], "buffers": []}
+    if mask is None or mask.dim() < 2:
+        return out
+    out["from_batch"] = tracker.from_batch(mask) if tracker is not None else None
+    ancestry = _mask_ancestry(tracer, mask) if tracer is not None else {"parameter": [], "buffer": []}
+    out["parameters"], out["buffers"] = ancestry["parameter"], ancestry["buffer"]
+    if tuple(mask.shape[-2:]) != (q_len, k_len):
+        return out
+    is_bool = mask.dtype == torch.bool
+    band = allowed_band(tracker.of(mask) if tracker is not None else None, is_bool)
+    if mask.is_floating_point() and out["parameters"]:
+        # computed from a parameter: a learned bias, whatever this initialisation's values are
+        out.update(kind="bias", how="computed from parameter %s" % ", ".join(out["parameters"][:3]))
+    elif band is not None:
+        lo, hi = band
+        out.update(kind=kind_of_band(lo, hi), lo=lo, hi=hi, how="built by tril/triu")
+    elif mask.device.type != "meta" and mask.numel() <= VALUE_LIMIT:
+        found = _band_of_values(mask, q_len, k_len)
+        if found and found[0] in ("varies", "bias"):
+            out.update(kind=found[0], how="its values")
+        elif found:
+            out.update(kind=found[0], lo=found[1], hi=found[2], how="its values")
+    elif mask.is_floating_point() and out["buffers"]:
+        out.update(kind="bias", how="computed from buffer %s" % ", ".join(out["buffers"][:3]))
+    if out["kind"] in ("window", "local") and out["lo"] is not None and out["hi"] is not None:
+        out["window"] = out["hi"] - out["lo"] + 1 if out["kind"] == "local" else 1 - out["lo"]
+    return out
 
 
 def is_causal_mask(tracker, mask, q_len, k_len):
-    """(True, how) where ``mask`` gives exactly what is_causal=True gives for these lengths."""
-    import torch
-
-    if mask is None or mask.dim() < 2 or tuple(mask.shape[-2:]) not in ((q_len, k_len),):
+    """(True, how) where ``mask`` gives exactly what is_causal=True gives for these lengths, for
+    every batch: its values are not made from the batch."""
+    if mask is None or mask.dim() < 2:
         return False, None
-    is_bool = mask.dtype == torch.bool
-    if pattern_is_causal(tracker.of(mask) if tracker is not None else None, is_bool):
-        return True, "built by tril/triu"
-    if mask.device.type == "meta" or mask.numel() > (1 << 24):
-        return False, None
-    with torch.no_grad():
-        ones = torch.ones(q_len, k_len, dtype=torch.bool, device=mask.device).tril()
-        if is_bool:
-            same = bool((mask == ones).all())
-        elif mask.is_floating_point():
-            m = mask.float()
-            same = bool(((m == 0) == ones).all()) and bool((m[..., ~ones] <= NEG_LIMIT).all())
-        else:
-            same = False
-    return same, ("its values" if same else None)
+    verdict = classify(tracker, mask, q_len, k_len)
+    if verdict["kind"] == "causal" and not verdict["from_batch"]:
+        return True, verdict["how"]
+    return False, None

@@ -42,7 +42,7 @@ def public_sink(record):
                                            "source": linecache.getline(node.file, node.line).strip() or None}
         out["other_inputs"] = others
     out["source"] = linecache.getline(record["file"], record["line"]).strip() if record.get("file") else None
-    out["ok"] = not record["problems"]
+    out["ok"] = not any(p.get("severity") in ("error", "warning") for p in record["problems"])
     if "kernel" not in out and record.get("family") in kernels.NAMES:
         out["kernel"] = {"name": record["family"], "label": kernels.NAMES[record["family"]], "source": "call"}
     return out
@@ -211,4 +211,5 @@ def summarize(sink_list, findings):
         "bad_sinks": sum(1 for s in sink_list if not s["ok"]),
         "errors": sum(1 for f in findings if f["severity"] == "error"),
         "warnings": sum(1 for f in findings if f["severity"] == "warning"),
+        "notes": sum(1 for f in findings if f["severity"] == "info"),
     }

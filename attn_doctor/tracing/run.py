@@ -151,7 +151,24 @@ def _validate(target, model, hf, dtype, autocast, device, factory_kwargs=None, a
 
 
 def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs=None):
-    """A function (device, shrink) -> built model, so a failed meta run can be rebuilt on CPU."""
+    """A function (device, shrink) -> built model, so a failed meta run can be rebuilt on CPU. The
+    build runs watched by a mask tracker (``built["masks"]``): a causal mask kept as a buffer made
+    in ``__init__`` is then known for what it is on meta too."""
+    make = _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs)
+
+    def watched(dev, shrink):
+        from .masks import MaskTracker
+
+        tracker = MaskTracker()
+        with tracker.recording():
+            built = make(dev, shrink)
+        built["masks"] = tracker
+        return built
+
+    return watched
+
+
+def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs=None):
     if model is not None:
         def given(dev, shrink):
             return {"model": model, "inputs": normalize_inputs(inputs), "notes": []}
@@ -338,19 +355,27 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     from .nodes import NAME_TO_DTYPE
     from .tracer import Tracer
 
-    model, (args, kwargs), prep_notes = _prepare(built, device, dtype)
+    tracker = built.get("masks")
+    with tracker.recording() if tracker is not None else contextlib.nullcontext():
+        model, (args, kwargs), prep_notes = _prepare(built, device, dtype)
     expected = autocast and {"bf16": "bfloat16", "fp16": "float16"}[autocast]
     if not expected:
         expected = {"bf16": "bfloat16", "fp16": "float16"}.get(dtype or built.get("dtype") or "")
     ac_dtype = NAME_TO_DTYPE[autocast] if autocast else None
     tracer = Tracer(autocast_dtype=ac_dtype, emulate_autocast=emulate and bool(autocast), capability=capability,
-                    continue_after_bad_sink=continue_after, expected_dtype=expected)
+                    continue_after_bad_sink=continue_after, expected_dtype=expected, mask_tracker=tracker)
     tracer.label_model(model)
     tracer.compiled_model = bool(built.get("compiled"))  # its flex_attention runs fused (kernels.py)
     for i, a in enumerate(args):
         tracer.label_input(a, "input[%d]" % i)
     for k, a in kwargs.items():
         tracer.label_input(a, "input %s" % k)
+    for i, a in enumerate(args):  # nested inputs too: a mask made from them depends on the batch
+        for t in _tensors(a):
+            tracer.masks.mark_batch(t, "input[%d]" % i)
+    for k, a in kwargs.items():
+        for t in _tensors(a):
+            tracer.masks.mark_batch(t, "input %s" % k)
     prep_notes.extend(n for n in wrap_installed(model) if n.startswith("flex_attention"))
     model.train(bool(train))
     forward_error = None

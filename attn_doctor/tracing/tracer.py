@@ -116,7 +116,7 @@ def op_display_name(func):
 
 class Tracer(object):
     def __init__(self, autocast_dtype=None, emulate_autocast=False, capability=None, continue_after_bad_sink=True,
-                 expected_dtype=None):
+                 expected_dtype=None, mask_tracker=None):
         self.nodes = WeakIdKeyDictionary()
         self.names = {}  # id(tensor) -> (kind, name) for parameters, buffers and inputs
         self.seq = 0
@@ -138,7 +138,9 @@ class Tracer(object):
         self._hooks = []
         self.torch_sinks = {F.scaled_dot_product_attention: sinks.SDPA, F.multi_head_attention_forward: sinks.MHA}
         self.op_sinks = dict(sinks.FLASH_ATTN2_CUSTOM_OPS)
-        self.masks = masks.MaskTracker()  # which masks are the causal one (kernels.py, fallbacks.py)
+        # what each mask is and where its values come from (fallbacks.py); it may have watched the
+        # model being built, so that a mask kept as a buffer is known on meta too
+        self.masks = mask_tracker if mask_tracker is not None else masks.MaskTracker()
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -154,6 +156,7 @@ class Tracer(object):
     def label_input(self, tensor, name):
         if isinstance(tensor, torch.Tensor):
             self.names[id(tensor)] = ("input", name)
+            self.masks.mark_batch(tensor, name)
 
     def _is_internal(self, filename):
         if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS) or (filename.startswith(_TRACE_DIR) and filename != _SAMPLES_FILE):
@@ -258,8 +261,8 @@ class Tracer(object):
             if inline is not None:
                 self._raised(inline[0], exc)
             raise
-        if short in masks.WATCHED:
-            self.masks.note(short, args, kwargs, out)
+        self.masks.observe(short, args, kwargs, out)
+        self.masks.propagate(short, args, kwargs, out)
         outs = _output_tensors(out)
         if outs:
             self.record(func, args, kwargs, outs, applied)
