@@ -111,8 +111,9 @@ def trace(
     softmax / matmul), judges q/k/v and the mask against the kernel's real rules, and walks each bad input back to
     the line that promoted it. An error raised at an attention call is a finding too.
 
-    Where flash_attn does not import, a stand-in with flash-attn's checks takes its place, so the model takes the
-    path it takes where flash-attn is installed. If the model then calls it, the installed path (say, an SDPA
+    Where flash-attn (2, 3 or 4), xformers, SageAttention or the kernels hub does not import, a stand-in with that
+    library's checks and messages takes its place, so the model takes the path it takes where the library is
+    installed. If the model then calls it, the installed path (say, an SDPA
     fallback) is traced as well and both are reported: "as installed: SDPA — clean", "with flash-attn 2.8.3:
     fails at model.py:42". With --device cuda the installed path is the verdict and the other is advice; on meta
     and cpu both count.

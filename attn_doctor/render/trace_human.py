@@ -55,7 +55,7 @@ def finding_renderable(f, verbose=False, plain=False):
             node.add(Text(entry["source"], style="green"))
         if entry.get("operand"):
             origin = entry.get("operand_origin") or {}
-            text = Text.assemble(("%s operand: " % (entry.get("dtype") or "float32"), "dim"),
+            text = Text.assemble(("%s operand: " % (entry.get("operand_dtype") or entry.get("dtype") or "float32"), "dim"),
                                  (entry["operand"], "bold"))
             if origin.get("kind") in ("parameter", "buffer", "input"):
                 text.append("  (%s %s)" % (origin["kind"], origin.get("name")), style="dim")
@@ -68,6 +68,15 @@ def finding_renderable(f, verbose=False, plain=False):
             node.add(text)
         elif entry.get("reason") and verbose:
             node.add(Text(entry["reason"], style="dim"))
+    for origin in f.get("origins") or ():
+        if not origin.get("line"):
+            continue
+        node = tree.add(Text.assemble(
+            ("%s " % origin["kind"].replace("_", " "), "cyan"), (origin.get("op") or "", "bold"), "  ",
+            (_loc(origin["file"], origin["line"]), "underline"),
+            ("  -> %s %s" % ("/".join(origin.get("feeds", ())), origin.get("dtype")), "dim")))
+        if origin.get("source"):
+            node.add(Text(origin["source"], style="green"))
     sink = f["sink"]
     dtypes = ", ".join("%s %s%s" % (r, sink[r]["dtype"], list(sink[r]["shape"])) for r in ("q", "k", "v") if r in sink)
     sink_node = tree.add(Text.assemble(("sink ", "cyan"), (sink["name"], "bold"), "  ",
@@ -149,8 +158,9 @@ def render_trace(report, console=None, verbose=False):
     routes = report.get("routes") or []
     several = len(routes) > 1
     if several:
-        console.print(Text("attention paths (flash_attn does not import here; the model takes another path where it "
-                           "does):", style="bold"))
+        libraries = next((r.get("libraries") for r in routes if r.get("libraries")), None) or "an attention library"
+        console.print(Text("attention paths (%s does not import here; the model takes another path where it "
+                           "does):" % libraries, style="bold"))
         for route in routes:
             console.print(_route_line(route))
     if status in ("usage_error", "failed"):

@@ -28,6 +28,7 @@ NAMES = {
     "flash_attn2": "FlashAttention 2 (flash-attn)",
     "flash_attn3": "FlashAttention 3 (flash_attn_interface)",
     "flash_attn4": "FlashAttention 4 (flash_attn.cute)",
+    "sage": "SageAttention (quantized QK)",
     "fla": "fla's Triton kernel",
     "eager": "eager attention (matmul, softmax, matmul)",
     "mha": "F.multi_head_attention_forward (SDPA inside)",
@@ -212,4 +213,6 @@ def xformers_operator(record, target):
         op = "fa3 (FlashAttention 3)" if cap[0] == 9 and dim <= 256 else "fa2 (FlashAttention 2)"
     else:
         op = "cutlass (memory-efficient)"
-    return {"name": "xformers", "label": "xformers %s" % op, "source": "emulated", "for": judged_for(target)}
+    return {"name": "xformers", "label": "xformers %s%s" % (op, " (judged with a stand-in)" if record.get("standin")
+                                                            else ""),
+            "source": "emulated", "for": judged_for(target)}

@@ -14,8 +14,24 @@ DTYPE_NAMES = {
     torch.float64: "float64",
 }
 # Width of a floating dtype: an op whose output is wider than one of its floating inputs widened it.
-RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
-WIDE_NAMES = ("float32", "float64")
+# Complex tensors count at the width of their parts: a rotary embedding written with complex numbers
+# (view_as_complex, polar, view_as_real) carries a float32 q through complex64 and back.
+RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3, torch.complex64: 2,
+        torch.complex128: 3}
+if hasattr(torch, "complex32"):
+    RANK[torch.complex32] = 1
+WIDE_NAMES = ("float32", "float64", "complex64", "complex128")
+WIDTH = {"float16": 1, "bfloat16": 1, "complex32": 1, "float32": 2, "complex64": 2, "float64": 3, "complex128": 3}
+
+
+def same_width(a, b):
+    """Two dtype names of one width (float32 and complex64: a complex view of the same numbers)."""
+    return a == b or (a in WIDTH and WIDTH.get(a) == WIDTH.get(b))
+
+
+def traced(t):
+    """The tensors whose dtypes the tracer follows: floating and complex ones."""
+    return t.is_floating_point() or t.is_complex()
 NAME_TO_DTYPE = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
                  "float16": torch.float16, "half": torch.float16, "bf16": torch.bfloat16,
                  "bfloat16": torch.bfloat16}

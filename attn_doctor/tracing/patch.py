@@ -74,6 +74,26 @@ def parsed_source(file):
         return None, None
 
 
+# Calls that keep a tensor's dtype: casting the name they start from casts the argument.
+_SAME_DTYPE_METHODS = frozenset({"transpose", "permute", "contiguous", "view", "reshape", "flatten", "unflatten",
+                                 "unsqueeze", "squeeze", "expand", "movedim", "swapaxes", "narrow", "clone"})
+
+
+def _root_name(node):
+    """The variable an argument is made from by dtype-keeping steps (``q``, ``q.transpose(1, 2)``,
+    ``q[:, :n].contiguous()``), or None."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in _SAME_DTYPE_METHODS):
+            node = node.func.value
+        else:
+            return None
+
+
 def sink_patch(file, line, call_names, roles, dtypes, target, cwd=None, rule_id="AD601"):
     """Diff text casting the q/k/v arguments whose dtype differs from ``target`` to it.
 
@@ -92,10 +112,10 @@ def sink_patch(file, line, call_names, roles, dtypes, target, cwd=None, rule_id=
         return None
     exprs = {}
     for role, (pos, key) in roles.items():
-        node = _arg(call, pos, key)
-        if not isinstance(node, ast.Name):
+        name = _root_name(_arg(call, pos, key))
+        if name is None:
             return None
-        exprs[role] = node.id
+        exprs[role] = name
     # A name that already holds the target dtype gives the cast its dtype; else spell it out.
     source_name = next((exprs[r] for r in ("v", "q", "k") if r in exprs and dtypes.get(r) == target), None)
     if source_name is not None:

@@ -8,9 +8,13 @@ from __future__ import annotations
 import linecache
 import re
 
-from .nodes import WIDE_NAMES
+from .nodes import WIDE_NAMES, same_width
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*(?::[^=]*)?=(?!=)")
+
+
+# Casts whose target dtype is another tensor's (its dtype follows that tensor's history).
+_DTYPE_FOLLOWING = frozenset(("type_as", "to"))
 
 
 def promotions_behind(start, budget=20000):
@@ -22,6 +26,10 @@ def promotions_behind(start, budget=20000):
         if id(n) in seen:
             continue
         seen.add(id(n))
+        if n.kind == "cast" and n.short in _DTYPE_FOLLOWING:
+            # x.type_as(y) / x.to(y) takes y's dtype: where y was promoted, so is the result
+            stack.extend(i for i in n.inputs[1:] if i.dtype == n.dtype)
+            continue
         if n.kind != "op":
             continue
         if n.promo:
@@ -66,7 +74,7 @@ def origin_of(n, limit=200):
             out = {"kind": "promotion", "op": n.op}
             out.update(_where(n))
             break
-        fp32_inputs = [i for i in n.inputs if i.dtype == n.dtype]
+        fp32_inputs = [i for i in n.inputs if same_width(i.dtype, n.dtype)]
         if not fp32_inputs:
             out = {"kind": "created", "op": n.op}
             out.update(_where(n))
@@ -83,19 +91,50 @@ def origin_of(n, limit=200):
 def explain_sink(record):
     """Chains of promotions behind each fp32 input of a bad sink."""
     chains = {}
+    eff = record.get("effective_dtypes") or {}
+    model_dtype = next((eff[r] for r in ("v", "q", "k") if eff.get(r) in _HALF), None)
     for role, node in record["_nodes"].items():
         if node.dtype not in WIDE_NAMES:
             continue
         promos = promotions_behind(node)
         if promos:
-            chains[role] = [chain_entry(p) for p in promos]
+            chains[role] = [chain_entry(p, model_dtype) for p in promos]
     return chains
 
-def chain_entry(n):
+
+_HALF = ("float16", "bfloat16")
+
+# What an input can be wide since, where no implicit promotion made it so.
+_ORIGIN_KINDS = ("explicit_cast", "created", "parameter", "buffer", "input")
+
+
+def wide_origins(record):
+    """Where each wide q/k/v input of a bad call got its width when no implicit promotion did (an
+    explicit ``.float()`` never cast back, a float32 tensor made there, a float32 parameter): one
+    entry per place, with the roles it feeds."""
+    merged = {}
+    for role, node in record["_nodes"].items():
+        if role not in ("q", "k", "v") or node.dtype not in WIDE_NAMES or promotions_behind(node):
+            continue
+        origin = origin_of(node)
+        if origin.get("kind") not in _ORIGIN_KINDS:
+            continue
+        key = (origin.get("kind"), origin.get("name"), origin.get("file"), origin.get("line"), origin.get("op"))
+        if key in merged:
+            merged[key]["feeds"].append(role)
+        else:
+            merged[key] = dict(origin, dtype=node.dtype, feeds=[role])
+    return list(merged.values())
+
+
+def chain_entry(n, model_dtype=None):
+    """One promotion of a chain: the op, where, and the operand that widened it. ``model_dtype``:
+    the half dtype the model computes in (the one the call's other inputs kept), to tell which of
+    two half operands (bf16 meeting fp16 gives fp32) is the stray one."""
     entry = {"op": n.op, "kind": n.promo, "dtype": n.dtype}
     entry.update(_where(n))
     entry["module_path"] = n.module
-    fp32_inputs = [i for i in n.inputs if i.dtype == n.dtype]
+    fp32_inputs = [i for i in n.inputs if same_width(i.dtype, n.dtype)]
     if n.promo == "autocast":
         entry["operand"] = None
         entry["operand_origin"] = None
@@ -115,9 +154,20 @@ def chain_entry(n):
             entry["reason"] = ("combines the promoted tensor with a %s operand: this op alone would "
                                "promote a half-precision input too" % n.dtype)
     else:
-        entry["operand"] = None
-        entry["operand_origin"] = None
-        entry["reason"] = "the op returns %s from a narrower input" % n.dtype
+        halves = sorted({i.dtype for i in n.inputs if i.dtype in _HALF})
+        stray = [i for i in n.inputs if i.dtype in _HALF and i.dtype != model_dtype] if len(halves) == 2 else []
+        if stray:
+            operand = stray[0]
+            origin = origin_of(operand)
+            entry["operand"] = _operand_label(operand, origin, n.line)
+            entry["operand_origin"] = origin
+            entry["operand_dtype"] = operand.dtype
+            entry["reason"] = ("%s meets a %s operand: type promotion of bfloat16 and float16 gives %s"
+                               % (model_dtype, operand.dtype, n.dtype))
+        else:
+            entry["operand"] = None
+            entry["operand_origin"] = None
+            entry["reason"] = "the op returns %s from a narrower input" % n.dtype
     return entry
 
 
@@ -128,6 +178,8 @@ def _origin_rank(n):
         return 2 if n.op == "Tensor.type_as" else 1
     if n.kind == "input":
         return 3
+    if n.kind == "tensor":
+        return 5  # made before the trace saw it: the path through the ops it did see says more
     return 4
 
 
@@ -154,5 +206,5 @@ def _operand_label(node, origin, promoting_line=None):
     if m:
         return m.group(1)
     if origin.get("kind") == "explicit_cast":
-        return "the result of %s (float32 since %s at line %s)" % (node.op, origin.get("op"), origin.get("line"))
+        return "the result of %s (%s since %s at line %s)" % (node.op, node.dtype, origin.get("op"), origin.get("line"))
     return "the result of %s" % node.op

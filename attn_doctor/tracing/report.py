@@ -23,12 +23,12 @@ def _call_names(record):
 
 
 def _roles_for(record):
-    for table in (sinks.FLASH_ATTN2, sinks.FLASH_ATTN3, sinks.FLASH_ATTN4, sinks.XFORMERS):
-        for spec in table.values():
-            if spec.name == record["name"]:
-                return spec.roles
+    """The q/k/v argument positions of a library kernel the patch can cast at the call (SDPA's too);
+    None for transformers' attention functions, whose call is not in the user's code."""
     if record["family"] in ("sdpa", "mha"):
         return sinks.QKV_LONG
+    if record["family"] in ("flash_attn2", "flash_attn3", "flash_attn4", "xformers", "sage"):
+        return record.get("_roles")
     return None
 
 
@@ -78,10 +78,10 @@ def build(tracer, expected_dtype=None, cwd=None):
 
 
 def _finding(record, public, problems, expected_dtype, cwd):
-    from .provenance import explain_sink  # its nodes.py imports torch: this module does not
+    from .provenance import explain_sink, wide_origins  # its nodes.py imports torch: this module does not
 
     first = problems[0]
-    chain, rid, severity = [], first["id"], first["severity"]
+    chain, origins, rid, severity = [], [], first["id"], first["severity"]
     eff = record["effective_dtypes"]
     if first["check"] in ("dtype", "same_dtype"):
         chains = explain_sink(record)
@@ -97,6 +97,8 @@ def _finding(record, public, problems, expected_dtype, cwd):
         chain = list(merged.values())
         if chain:
             rid = "AD601"
+        else:
+            origins = wide_origins(record)
     sink = {
         "name": record["name"],
         "family": record["family"],
@@ -107,6 +109,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
         "layout": record["layout"],
         "head_dim": record["head_dim"],
         "autocast": record["autocast"],
+        "standin": bool(record.get("standin")),
     }
     for role, info in record["inputs"].items():
         sink[role] = info
@@ -114,6 +117,8 @@ def _finding(record, public, problems, expected_dtype, cwd):
         sink["other_inputs"] = public["other_inputs"]
     message = first["message"] if first.get("message") and rid == first["id"] else _message(
         rid, record, first, chain, public)
+    if origins:
+        message += "; " + "; ".join(_origin_text(o) for o in origins)
     cost = first.get("cost")
     if cost and cost.get("measured"):
         message += "; " + cost_mod.describe(cost)
@@ -134,6 +139,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
         "checks": [p["check"] for p in problems],
         "sink": sink,
         "chain": chain,
+        "origins": origins,
         "patch": patch_text,
         "count": 1,
         "module_paths": [record["module_path"]] if record["module_path"] else [],
@@ -141,6 +147,18 @@ def _finding(record, public, problems, expected_dtype, cwd):
         "kernel": {"runs": first.get("runs"), "instead": first.get("instead")} if first.get("runs") else None,
         "cost": cost,
     }
+
+
+def _origin_text(origin):
+    """Where a wide input got its width: "q/k float32 since Tensor.float at model.py:9 (not cast back)"."""
+    roles = "/".join(origin["feeds"])
+    kind = origin.get("kind")
+    if kind in ("parameter", "buffer", "input"):
+        return "%s %s from %s %s" % (roles, origin["dtype"], kind, origin.get("name"))
+    what = "since %s at %s" % (origin.get("op"), _loc(origin.get("file"), origin.get("line")))
+    if kind == "explicit_cast":
+        return "%s %s %s (an explicit cast, not cast back before the call)" % (roles, origin["dtype"], what)
+    return "%s %s %s (made %s there)" % (roles, origin["dtype"], what, origin["dtype"])
 
 
 def _loc(file, line):
@@ -180,7 +198,7 @@ def _message(rid, record, problem, chain, public=None):
                     made.get("line") != with_operand["line"]):
                 tail = ", made by %s at %s" % (made.get("op"), _loc(made.get("file"), made.get("line")))
             what = (what + "; " if what else "") + "%s operand %s%s at %s%s" % (
-                with_operand.get("dtype") or "float32", with_operand["operand"], extra,
+                with_operand.get("operand_dtype") or with_operand.get("dtype") or "float32", with_operand["operand"], extra,
                 _loc(with_operand["file"], with_operand["line"]), tail)
         return ("%s reaches %s at %s with %s: promoted to %s by %s at %s (%s)" % (
             "/".join(r for r in "qkv" if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes,

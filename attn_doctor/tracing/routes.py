@@ -1,9 +1,10 @@
-"""Which attention path the model takes. Where flash_attn does not import, a stand-in takes its
-place (standins.py), so the model takes the path it takes where flash-attn is installed. When the
+"""Which attention path the model takes. Where an attention library (flash-attn 2/3/4, xformers,
+SageAttention, the kernels hub) does not import, a stand-in takes its
+place (standins.py), so the model takes the path it takes where the library is installed. When the
 stand-in was called, that is not the path the model takes here: api.trace runs the trace again
 without it in a fresh process, and combine_routes makes one report of both (``routes``). On
 ``--device cuda`` the installed route is the verdict and the stand-in's is advice; on meta and CPU,
-which stand for a GPU machine that may or may not have flash-attn, both count. Plain data in and
+which stand for a GPU machine that may or may not have the library, both count. Plain data in and
 out."""
 
 from __future__ import annotations
@@ -11,24 +12,51 @@ from __future__ import annotations
 from .errors import EXIT_CLEAN, EXIT_FINDINGS
 
 ROUTE_INSTALLED = "installed"
-ROUTE_STANDIN = "flash_attn_standin"
+ROUTE_STANDIN = "standin"
+
+
+def _standin_parts(report=None):
+    """The stand-ins a route ran through: [(library, release whose checks it enforces)]."""
+    from .fa2_standin import STANDIN_FLASH_ATTN_VERSION
+    from .fa3_standin import STANDIN_FA3_VERSION
+    from .fa4_standin import STANDIN_FLASH_ATTN_4_VERSION
+    from .hub_standin import STANDIN_KERNELS_VERSION
+    from .sage_standin import STANDIN_SAGE_VERSION
+    from .xformers_standin import STANDIN_XFORMERS_VERSION
+
+    releases = {"flash_attn2": ("flash-attn", STANDIN_FLASH_ATTN_VERSION),
+                "flash_attn3": ("flash_attn_interface (FlashAttention 3)", STANDIN_FA3_VERSION),
+                "flash_attn4": ("flash-attn-4", STANDIN_FLASH_ATTN_4_VERSION),
+                "xformers": ("xformers", STANDIN_XFORMERS_VERSION),
+                "sage": ("sageattention", STANDIN_SAGE_VERSION)}
+    parts = []
+    for s in (report or {}).get("sinks") or ():
+        if not s.get("standin"):
+            continue
+        if ":" in (s.get("name") or ""):  # a kernels-hub kernel: "repo:function"
+            part = ("the kernels hub's %s" % s["name"].split(":")[0], "(kernels %s)" % STANDIN_KERNELS_VERSION)
+        else:
+            # transformers' flash path reaches flash-attn 2's functions
+            part = releases.get(s.get("family"), releases["flash_attn2"])
+        if part not in parts:
+            parts.append(part)
+    return parts or [releases["flash_attn2"]]
 
 
 def _standin_label(report=None):
-    """Which stand-ins the route ran through: flash-attn 2's, FlashAttention 4's, or both."""
-    from .fa2_standin import STANDIN_FLASH_ATTN_VERSION
-    from .fa4_standin import STANDIN_FLASH_ATTN_4_VERSION
+    """Which stand-ins the route ran through, each with the release whose checks it enforces."""
+    return "with " + " and ".join("%s %s" % part for part in _standin_parts(report))
 
-    families = {s.get("family") for s in (report or {}).get("sinks") or () if s.get("standin")}
-    labels = ["flash-attn %s" % STANDIN_FLASH_ATTN_VERSION] if families - {"flash_attn4"} or not families else []
-    if "flash_attn4" in families:
-        labels.append("flash-attn-4 %s" % STANDIN_FLASH_ATTN_4_VERSION)
-    return "with " + " and ".join(labels)
+
+def standin_libraries(report=None):
+    """The libraries a stand-in route ran through, by name, for sentences about where they import."""
+    return " and ".join(name for name, _ in _standin_parts(report))
 
 
 _KERNEL_LABELS = {"sdpa": "SDPA", "mha": "MHA (SDPA inside)", "flash_attn2": "flash-attn 2", "flash_attn3":
                   "FlashAttention 3", "flash_attn4": "FlashAttention 4", "xformers": "xformers", "fla": "fla",
-                  "eager": "eager (matmul, softmax)", "transformers_flash": "flash_attention_2 (transformers)"}
+                  "eager": "eager (matmul, softmax)", "transformers_flash": "flash_attention_2 (transformers)",
+                  "sage": "SageAttention"}
 
 
 def _kernels(sink_list):
@@ -62,16 +90,19 @@ def route_entry(report, name, role):
         verdict = "runs, with warnings"
     else:
         verdict = "clean"
-    return {"name": name, "label": "as installed" if name == ROUTE_INSTALLED else _standin_label(report), "role": role,
-            "status": status, "exit_code": report.get("exit_code"), "attention": _kernels(report.get("sinks")),
-            "verdict": verdict, "at": at, "error": err.get("message"), "summary": report.get("summary"),
-            "findings": findings}
+    entry = {"name": name, "label": "as installed" if name == ROUTE_INSTALLED else _standin_label(report),
+             "role": role, "status": status, "exit_code": report.get("exit_code"),
+             "attention": _kernels(report.get("sinks")), "verdict": verdict, "at": at, "error": err.get("message"),
+             "summary": report.get("summary"), "findings": findings}
+    if name != ROUTE_INSTALLED:
+        entry["libraries"] = standin_libraries(report)
+    return entry
 
 
 def combine_routes(standin, installed, device):
-    """One report from two traces of the same model: with the flash_attn stand-in and as installed.
+    """One report from two traces of the same model: with the stand-ins and as installed.
     On cuda the installed route is the verdict and the stand-in's is advice; on meta/cpu both count
-    (which one the training machine takes depends on whether it has flash-attn)."""
+    (which one the training machine takes depends on whether it has the library)."""
     verdict = [ROUTE_INSTALLED] if device == "cuda" else [ROUTE_STANDIN, ROUTE_INSTALLED]
     by_name = {ROUTE_INSTALLED: installed, ROUTE_STANDIN: standin}
     routes = [route_entry(installed, ROUTE_INSTALLED, "verdict"),
@@ -79,14 +110,14 @@ def combine_routes(standin, installed, device):
     primary = installed if device == "cuda" else standin
     if device != "cuda" and installed.get("status") in ("failed", "no_attention"):
         routes[0]["note"] = ("not counted in the exit code: off the GPU the trace stands for a machine with "
-                             "flash-attn, and that path ran")
+                             "%s, and that path ran" % standin_libraries(standin))
     out = dict(primary)
     out["notes"] = list(standin.get("notes") or [])
     for note in installed.get("notes") or ():
         if note not in out["notes"]:
             out["notes"].append("as installed: " + note)
-    out["notes"].append("the model takes another attention path where flash-attn is installed (the stand-in was "
-                        "called); traced both: %s" % ("the installed path is the verdict, the stand-in's is advice"
+    out["notes"].append("the model takes another attention path where %s is installed (the stand-in was "
+                        "called); traced both: %s" % (standin_libraries(standin), "the installed path is the verdict, the stand-in's is advice"
                                                       if device == "cuda" else "both count"))
     findings, sink_list = [], []
     summary = {"sinks": 0, "bad_sinks": 0, "errors": 0, "warnings": 0, "ops": 0}

@@ -182,7 +182,7 @@ def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_i
                                                  "transformers")})
             from .standins import standin_installed
 
-            if "flash" in (meta["attn_implementation"] or "") and standin_installed():
+            if "flash" in (meta["attn_implementation"] or "") and standin_installed("flash_attn"):
                 info["standin_route"] = True  # transformers' flash path exists here only through the stand-in
             return {"model": m, "inputs": inp, "notes": notes, "dtype": meta["dtype"]}
 
@@ -409,6 +409,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     if getattr(mapper, "mapped", 0):
         prep_notes.append("the forward pass put tensors on cuda; they went to %s, the trace device" % device)
     prep_notes.extend(standins_mod.fa4_standin_note(tracer.sinks))
+    prep_notes.extend(standins_mod.standin_notes(tracer.sinks))
     sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd)
     return sink_list, findings, tracer, forward_error, prep_notes
 

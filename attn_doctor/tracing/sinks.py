@@ -41,9 +41,10 @@ class SinkSpec(object):
     dtype inside an autocast region is the autocast dtype.
     """
 
-    __slots__ = ("name", "family", "layout", "roles", "autocast", "outer", "head_dim_from", "extras")
+    __slots__ = ("name", "family", "layout", "roles", "autocast", "outer", "head_dim_from", "extras", "unwrap")
 
-    def __init__(self, name, family, layout, roles, autocast=False, outer=False, head_dim_from=None, extras=None):
+    def __init__(self, name, family, layout, roles, autocast=False, outer=False, head_dim_from=None, extras=None,
+                 unwrap=None):
         self.name = name
         self.family = family
         self.layout = layout
@@ -53,6 +54,9 @@ class SinkSpec(object):
         self.head_dim_from = head_dim_from
         # Other tensor inputs the kernel checks (a mask, a bias, ALiBi slopes): role -> (pos, key).
         self.extras = extras or {}
+        # An extra input given inside an object (xformers' LowerTriangularMaskWithTensorBias): the
+        # tensor in it, read by this function.
+        self.unwrap = unwrap
 
     def tensors(self, args, kwargs, roles=None):
         out = {}
@@ -62,7 +66,10 @@ class SinkSpec(object):
         return out
 
     def extra_tensors(self, args, kwargs):
-        return self.tensors(args, kwargs, self.extras)
+        out = self.tensors(args, kwargs, self.extras)
+        if self.unwrap is not None:
+            out = {role: self.unwrap(value) for role, value in out.items()}
+        return out
 
     def head_dims(self, args, kwargs, tensors):
         if self.head_dim_from is not None:
@@ -145,19 +152,51 @@ FLASH_ATTN4 = {
 }
 
 
+def _sage_layout(args, kwargs):
+    layout = kwargs.get("tensor_layout", args[3] if len(args) > 3 and isinstance(args[3], str) else "HND")
+    return "B,S,H,D" if layout == "NHD" else "B,H,S,D"
+
+
+# SageAttention 2.x (sageattention): sageattn(q, k, v, tensor_layout="HND", is_causal=False, ...) and
+# the per-architecture kernels it dispatches to, which check the same; layout HND [B, H, N, D] or NHD.
+SAGE = {name: SinkSpec("sageattention." + name, "sage", "B,H,S,D (tensor_layout HND; NHD: B,S,H,D)", QKV)
+        for name in ("sageattn", "sageattn_qk_int8_pv_fp16_cuda", "sageattn_qk_int8_pv_fp8_cuda",
+                     "sageattn_qk_int8_pv_fp8_cuda_sm90", "sageattn_qk_int8_pv_fp16_triton")}
+SAGE["sageattn_varlen"] = SinkSpec("sageattention.sageattn_varlen", "sage", "T,H,D", QKV)
+
+
+def _xformers_bias(value):
+    """The tensor an xformers attn_bias carries: a tensor itself, or LowerTriangularMaskWithTensorBias'
+    ``_bias`` (``_subtensor`` in xformers 0.0.27-0.0.31)."""
+    for attr in ("_bias", "_subtensor"):
+        inner = getattr(value, attr, None)
+        if inner is not None and type(inner).__name__ in ("Tensor", "Parameter"):
+            return inner
+    return value
+
+
+XFORMERS = {
+    name: SinkSpec("xformers.ops." + name, "xformers", "B,S,H,D", QKV_LONG,
+                   extras={"attn_bias": (3, "attn_bias")}, unwrap=_xformers_bias)
+    for name in ("memory_efficient_attention", "memory_efficient_attention_forward",
+                 "memory_efficient_attention_forward_requires_grad")
+}
+
+
+def hub_specs(repo, kind):
+    """The attention functions of a kernel loaded from the Hugging Face kernels hub (``get_kernel``):
+    the FlashAttention 2 / 3 and SageAttention APIs, under the repository's name."""
+    family = {"fa2": "flash_attn2", "fa3": "flash_attn3", "vllm_fa3": "flash_attn3", "sage": "sage"}[kind]
+    table = {"fa2": FLASH_ATTN2, "fa3": FLASH_ATTN3, "vllm_fa3": FLASH_ATTN3, "sage": SAGE}[kind]
+    return {name: SinkSpec("%s:%s" % (repo, name), family, spec.layout, spec.roles, extras=spec.extras)
+            for name, spec in table.items()}
+
 
 def flex_spec(autocast):
     """torch.nn.attention.flex_attention.flex_attention(query, key, value, score_mod, block_mask,
     ...), layout (batch, heads, seq, head_dim). ``autocast``: this torch's flex_attention casts
     q/k/v to the autocast dtype itself (its higher-order op has an autocast rule in newer torch)."""
     return SinkSpec("flex_attention", "flex", "B,H,S,D", QKV_LONG, autocast=autocast)
-
-
-XFORMERS = {
-    "memory_efficient_attention": SinkSpec("xformers.ops.memory_efficient_attention", "xformers", "B,S,H,D", QKV_LONG),
-    "memory_efficient_attention_forward": SinkSpec(
-        "xformers.ops.memory_efficient_attention_forward", "xformers", "B,S,H,D", QKV_LONG),
-}
 
 
 def transformers_spec(impl):
@@ -213,16 +252,14 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
     widest = max(d for d in (dq, dv, 0) if d is not None)
     if family == "flash_attn4":
         problems.extend(judge_fa4(dtypes, head_dims, capability))
-    elif family in ("flash_attn2", "flash_attn3"):
+    elif family == "flash_attn3":
+        problems.extend(judge_fa3(dtypes, head_dims, capability))
+    elif family == "flash_attn2":
         if capability is not None and tuple(capability) < (8, 0):
             problems.append(_problem("AD605", "error", "arch", "FlashAttention only supports Ampere GPUs or newer."))
-        if family == "flash_attn3" and capability is not None and tuple(capability) < (9, 0):
-            problems.append(_problem("AD605", "error", "arch", "FlashAttention-3 needs a Hopper GPU (sm90) [inferred]"))
         # flash_api.cpp checks q's dtype first, then k against q, then v against q.
         if q not in HALF:
-            msg = ("FlashAttention only supports fp16, bf16, and fp8_e4m3 data type"
-                   if family == "flash_attn3" else "FlashAttention only support fp16 and bf16 data type")
-            problems.append(_problem("AD604", "error", "dtype", msg))
+            problems.append(_problem("AD604", "error", "dtype", "FlashAttention only support fp16 and bf16 data type"))
         elif k != q:
             problems.append(_problem("AD602", "error", "same_dtype", "query and key must have the same dtype"))
         elif v != q:
@@ -231,8 +268,12 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
             problems.append(_problem("AD603", "error", "head_dim",
                                      "FlashAttention forward only supports head dimension at most 256"))
         slopes = extras.get("alibi_slopes")
-        if family == "flash_attn2" and slopes is not None and slopes != "float32":
+        if slopes is not None and slopes != "float32":
             problems.append(_problem("AD606", "error", "mask_dtype", "ALiBi slopes must have dtype fp32"))
+    elif family == "sage":
+        problems.extend(judge_sage(dtypes, head_dims, capability))
+    elif family == "xformers":
+        problems.extend(judge_xformers(dtypes, head_dims, capability, extras))
     elif family == "eager":
         # q @ k^T and weights @ v are plain (batched) matmuls: one dtype, any dtype.
         if k != q or v != q:
@@ -277,8 +318,8 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
                 "any device raises 'Backward pass with mixed query, key, and value dtype is not supported'; on CUDA "
                 "and eager the forward computes in q's dtype, and the next half-precision layer then raises 'mat1 "
                 "and mat2 must have the same dtype')" % (q, k, v)))
-    elif family in ("xformers", "fla"):
-        # Both accept fp32, but not a mix: old fla asserted q.dtype == k.dtype == v.dtype, newer
+    elif family == "fla":
+        # fla accepts fp32, but not a mix: old fla asserted q.dtype == k.dtype == v.dtype, newer
         # fla computes silently in fp32 (and can overflow shared memory sized for half inputs).
         if not (q == k == v):
             problems.append(_problem(
@@ -288,6 +329,82 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
 
 
 FA4_DTYPES = HALF + ("float8_e4m3fn", "float8_e5m2")
+FA3_DTYPES = HALF + ("float8_e4m3fn",)
+
+
+def judge_fa3(dtypes, head_dims, capability):
+    """FlashAttention 3 (hopper/flash_api.cpp, mha_fwd, as of 3.0.0 and since 2025-01: Ampere and
+    newer), its checks in their order: architecture, q's dtype (fp8 on Hopper only), k and v
+    against q, head dim at most 256 and a multiple of 8 (16 for fp8)."""
+    q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    problems = []
+    if capability is not None and tuple(capability) < (8, 0):
+        problems.append(_problem("AD605", "error", "arch", "FlashAttention only supports Ampere GPUs or newer."))
+    if q not in FA3_DTYPES:
+        problems.append(_problem("AD604", "error", "dtype", "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type"))
+    elif q not in HALF and capability is not None and tuple(capability) < (9, 0):
+        problems.append(_problem("AD605", "error", "arch", "FlashAttention on Ampere/Ada cards only supports fp16 and bf16 "
+                                                           "data type"))
+    elif k != q:
+        problems.append(_problem("AD602", "error", "same_dtype", "query and key must have the same dtype"))
+    elif v != q:
+        problems.append(_problem("AD602", "error", "same_dtype", "query and value must have the same dtype"))
+    dq, dv = head_dims
+    if dq is not None and dq > FA2_MAX_HEAD_DIM:
+        problems.append(_problem("AD603", "error", "head_dim", "FlashAttention forward only supports head dimension at most 256"))
+    elif dq is not None:
+        align = 16 if q == "float8_e4m3fn" else 8
+        if dq % align:
+            problems.append(_problem("AD603", "error", "head_dim", "head_size should be a multiple of %d" % align))
+    return problems
+
+
+# SageAttention 2.x's sageattn dispatches by architecture (sageattention/core.py): these have a kernel.
+SAGE_ARCHS = ((8, 0), (8, 6), (8, 9), (9, 0), (12, 0), (12, 1))
+SAGE_MAX_HEAD_DIM = 128
+
+
+def judge_sage(dtypes, head_dims, capability):
+    """SageAttention 2.x (sageattention 2.2.0's sageattn and its per-architecture kernels), in its
+    order: the architecture (ValueError), q's dtype, the same dtype (AssertionError), head dim."""
+    q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    problems = []
+    if capability is not None and tuple(capability) not in SAGE_ARCHS:
+        problems.append(_problem("AD605", "error", "arch", "Unsupported CUDA architecture: sm%d%d" % tuple(capability)))
+    if q not in HALF:
+        problems.append(_problem("AD604", "error", "dtype", "Input tensors must be in dtype of torch.float16 or "
+                                                             "torch.bfloat16"))
+    elif not (q == k == v):
+        problems.append(_problem("AD602", "error", "same_dtype", "All tensors must have the same dtype."))
+    dq = head_dims[0]
+    if dq is not None and dq > SAGE_MAX_HEAD_DIM:
+        problems.append(_problem("AD603", "error", "head_dim", "Unsupported head_dim: %d" % dq))
+    return problems
+
+
+def judge_xformers(dtypes, head_dims, capability, extras):
+    """xformers' memory_efficient_attention (0.0.32-0.0.35): validate_inputs refuses q/k/v of mixed
+    dtypes; a tensor attn_bias of another dtype than q is refused by the cutlass kernel, the only
+    one that takes a bias; bf16 below sm80 has no operator; fp32 runs cutlass (no flash)."""
+    q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    problems = []
+    if not (q == k == v):
+        problems.append(_problem(
+            "AD602", "error", "same_dtype",
+            "Query/Key/Value should either all have the same dtype, or (in the quantized case) Key/Value should have "
+            "dtype torch.int32 (query.dtype: torch.%s, key.dtype: torch.%s, value.dtype: torch.%s)" % (q, k, v)))
+    elif q not in HALF:
+        problems.append(_problem(
+            "AD604", "warning", "dtype",
+            "dtype=torch.%s (supported: {torch.float16, torch.bfloat16}) (xformers' flash operators refuse it; the "
+            "cutlass kernel runs, slower)" % q))
+    elif q == "bfloat16" and capability is not None and tuple(capability) < (8, 0):
+        problems.append(_problem("AD605", "error", "arch", "No operator found for `memory_efficient_attention_forward`: "
+                                                           "bf16 is only supported on A100+ GPUs"))
+    bias = extras.get("attn_bias")
+    if bias is not None and bias != q and q in (HALF + ("float32",)):
+        problems.append(_problem("AD606", "error", "mask_dtype", "invalid dtype for bias - should match query's dtype"))
+    return problems
 
 
 def fa4_head_dim_refusal(dq, dv, major, dtype):

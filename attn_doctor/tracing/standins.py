@@ -1,12 +1,16 @@
 """Stand-ins for the attention libraries that do not import here, put in place before the model's
-code is imported: ``flash_attn`` not importable (a CPU machine, a broken build) gets a stand-in
-package in ``sys.modules``, so ``try: from flash_attn import flash_attn_func`` takes the branch it
-takes on the GPU (its functions: fa2_standin.py, bert_padding.py); ``flash_attn.cute`` not installed
-gets FlashAttention 4's (fa4_standin.py). The flash_attn stand-in is also an installed distribution
-to ``importlib.metadata`` (a ``flash_attn-X.dist-info`` in a temporary folder on sys.path):
-libraries that check availability by distribution (transformers 5.x indexes
-``packages_distributions()["flash_attn"]``) see a consistent install. The real libraries that do
-import are wrapped instead (wrappers.py).
+code is imported, so that ``try: from LIB import fn`` takes the branch it takes on the GPU:
+``flash_attn`` not importable (a CPU machine, a broken build) gets a stand-in package in
+``sys.modules`` (its functions: fa2_standin.py, bert_padding.py); ``flash_attn.cute`` not installed
+gets FlashAttention 4's (fa4_standin.py); ``xformers`` not installed gets xformers'
+(xformers_standin.py); ``flash_attn_interface`` (FlashAttention 3), ``sageattention`` and the
+kernels hub's ``kernels`` not importable get theirs (fa3_standin.py, sage_standin.py,
+hub_standin.py). The flash_attn and xformers stand-ins are also installed distributions to
+``importlib.metadata`` (a ``NAME-X.dist-info`` in a temporary folder on sys.path): libraries that
+check availability by distribution (transformers 5.x indexes ``packages_distributions()
+["flash_attn"]``, diffusers' ``is_xformers_available``) see a consistent install. The real
+libraries that do import are wrapped instead (wrappers.py). A stand-in is said in the report only
+when the model called it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ import types
 
 from . import bert_padding
 from .fa2_standin import STANDIN_FLASH_ATTN_VERSION, STANDIN_FUNCTIONS
+from .fa3_standin import STANDIN_FA3_VERSION
 from .fa4_standin import FA4_RUNNERS, STANDIN_FLASH_ATTN_4_VERSION, fa4_standin
+from .hub_standin import STANDIN_KERNELS_VERSION, make_kernels_standin
+from .sage_standin import STANDIN_SAGE_VERSION, make_sage_standin
+from .xformers_standin import STANDIN_XFORMERS_VERSION, make_xformers_standin
 
 _INSTALLED = {}  # what this process installed: name -> "standin" | "wrapped"
 
@@ -62,47 +70,50 @@ def make_flash_attn_4_standin():
     return {"flash_attn.cute": cute, "flash_attn.cute.interface": iface}
 
 
-_DIST = {}  # the stand-in's distribution metadata: {"dir": temporary sys.path entry}
+_DIST = {}  # the stand-ins' distribution metadata: {"dir": temporary sys.path entry, "names": [...]}
 
 
-def _install_distribution():
-    """A ``flash_attn-VERSION.dist-info`` on a temporary sys.path entry, so ``importlib.metadata``
-    (``version("flash-attn")``, ``packages_distributions()``) agrees with ``import flash_attn``."""
+def _install_distribution(name="flash_attn", version=STANDIN_FLASH_ATTN_VERSION, summary="flash-attn"):
+    """A ``NAME-VERSION.dist-info`` on a temporary sys.path entry, so ``importlib.metadata``
+    (``version("flash-attn")``, ``packages_distributions()``) agrees with ``import NAME``."""
     import atexit
     import importlib.metadata
     import shutil
     import tempfile
 
-    if _DIST.get("dir"):
+    if name in _DIST.get("names", ()):
         return
     try:
-        importlib.metadata.version("flash_attn")
+        importlib.metadata.version(name)
         return  # a broken real install keeps its own metadata
     except importlib.metadata.PackageNotFoundError:
         pass
-    folder = tempfile.mkdtemp(prefix="attn-doctor-standin-")
-    info = os.path.join(folder, "flash_attn-%s.dist-info" % STANDIN_FLASH_ATTN_VERSION)
-    os.makedirs(info)
+    folder = _DIST.get("dir")
+    if not folder:
+        folder = tempfile.mkdtemp(prefix="attn-doctor-standin-")
+        sys.path.append(folder)
+        _DIST["dir"] = folder
+        atexit.register(shutil.rmtree, folder, True)
+    info = os.path.join(folder, "%s-%s.dist-info" % (name, version))
+    os.makedirs(info, exist_ok=True)
     files = {
-        "METADATA": "Metadata-Version: 2.1\nName: flash_attn\nVersion: %s\nSummary: attn-doctor stand-in for "
-                    "flash-attn (checks and messages only)\n" % STANDIN_FLASH_ATTN_VERSION,
-        "top_level.txt": "flash_attn\n",
+        "METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: attn-doctor stand-in for "
+                    "%s (checks and messages only)\n" % (name, version, summary),
+        "top_level.txt": "%s\n" % name,
         "INSTALLER": "attn-doctor\n",
         "RECORD": "",
     }
-    for name, text in files.items():
-        with open(os.path.join(info, name), "w") as fh:
+    for fname, text in files.items():
+        with open(os.path.join(info, fname), "w") as fh:
             fh.write(text)
-    sys.path.append(folder)
     importlib.invalidate_caches()
-    _DIST["dir"] = folder
-    atexit.register(shutil.rmtree, folder, True)
+    _DIST.setdefault("names", []).append(name)
     # A transformers imported before the stand-in read the distributions already.
     iu = sys.modules.get("transformers.utils.import_utils")
     mapping = getattr(iu, "PACKAGE_DISTRIBUTION_MAPPING", None) if iu is not None else None
-    if isinstance(mapping, dict) and "flash_attn" not in mapping:
-        mapping["flash_attn"] = ["flash_attn"]
-        _DIST["patched_mapping"] = mapping
+    if isinstance(mapping, dict) and name not in mapping:
+        mapping[name] = [name]
+        _DIST.setdefault("patched", []).append((mapping, name))
 
 
 def _remove_distribution():
@@ -113,9 +124,9 @@ def _remove_distribution():
         if folder in sys.path:
             sys.path.remove(folder)
         shutil.rmtree(folder, ignore_errors=True)
-    mapping = _DIST.pop("patched_mapping", None)
-    if mapping is not None:
-        mapping.pop("flash_attn", None)
+    _DIST.pop("names", None)
+    for mapping, name in _DIST.pop("patched", ()):
+        mapping.pop(name, None)
 
 
 def _importable(name):
@@ -160,12 +171,121 @@ def install_standins():
         sys.modules.update(modules)
         _install_distribution()
         _INSTALLED["flash_attn"] = "standin"
-        notes.append(
-            "flash_attn %s here; using a stand-in that enforces flash-attn %s's checks and messages"
+        _INSTALLED["flash_attn_note"] = (
+            "flash_attn %s here; used a stand-in that enforces flash-attn %s's checks and messages"
             % ("does not import (" + reason + ")" if reason else "is not installed", STANDIN_FLASH_ATTN_VERSION))
     if not fa4_paths:
         _install_flash_attn_4_standin()
+    for library in OTHER_LIBRARIES:
+        _install_other(library)
     return notes
+
+
+# The other libraries with a stand-in: (top module, maker, label for notes, distribution to
+# register or None, whether an installed copy is import-tested). xformers installs and imports
+# on any machine (its operators then refuse what they cannot run): an installed one is wrapped,
+# never replaced; the others, built for CUDA only, may not import at all.
+OTHER_LIBRARIES = (
+    ("xformers", make_xformers_standin, "xformers %s" % STANDIN_XFORMERS_VERSION, ("xformers", STANDIN_XFORMERS_VERSION),
+     False),
+    ("flash_attn_interface", None, "FlashAttention 3 (flash_attn_interface %s)" % STANDIN_FA3_VERSION, None, True),
+    ("sageattention", make_sage_standin, "sageattention %s" % STANDIN_SAGE_VERSION, None, True),
+    ("kernels", make_kernels_standin, "the kernels hub (kernels %s)" % STANDIN_KERNELS_VERSION, None, True),
+)
+STANDIN_FAMILIES = {"xformers": "xformers", "flash_attn_interface": "flash_attn3", "sageattention": "sage",
+                    "kernels": "hub"}
+
+
+def _make_fa3(module):
+    from . import fa3_standin
+
+    mod = module("flash_attn_interface")
+    for fn in fa3_standin.STANDIN_FUNCTIONS:
+        setattr(mod, fn.__name__, fn)
+    mod.__version__ = STANDIN_FA3_VERSION
+    return {"flash_attn_interface": mod}
+
+
+def _install_other(library):
+    top, maker, label, dist, test_import = library
+    maker = maker or _make_fa3
+    mod = sys.modules.get(top)
+    if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
+        return
+    try:
+        spec = importlib.util.find_spec(top) if mod is None else mod.__spec__
+    except (ImportError, ValueError):
+        spec = None
+    reason = None
+    if spec is not None or mod is not None:
+        if not test_import:
+            return
+        ok, reason = _importable(top)
+        if ok:
+            if top == "kernels":
+                _wrap_real_hub(sys.modules["kernels"])
+            return
+        for key in list(sys.modules):  # a half-imported broken package must not shadow the stand-in
+            if key == top or key.startswith(top + "."):
+                del sys.modules[key]
+    sys.modules.update(maker(_module))
+    if dist:
+        _install_distribution(dist[0], dist[1], top)
+    _INSTALLED[top] = "%s %s here; used a stand-in that enforces %s's checks and messages" % (
+        top, "does not import (" + reason + ")" if reason else "is not installed", label)
+
+
+def _wrap_real_hub(kernels):
+    """The real ``kernels``: ``get_kernel`` returns the Hub's module with its attention functions
+    recorded (run as they are on CUDA tensors, by the stand-in elsewhere); where the Hub has no
+    build for this machine, or cannot be reached, the stand-in's module for a kernel the doctor
+    knows, said in a note. Kept until remove_standins."""
+    from . import hub_standin
+    from .wrappers import wrap_hub_module
+
+    real = getattr(kernels, "get_kernel", None)
+    if real is None or getattr(real, "__attn_doctor_wrapper__", False):
+        return
+
+    def get_kernel(repo_id, *args, **kwargs):
+        try:
+            module = real(repo_id, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - no build variant, no network: the stand-in stands in
+            if hub_standin.kind_of(repo_id) is None:
+                raise
+            _INSTALLED["kernels"] = (
+                "kernels.get_kernel(%r) cannot load here (%s: %s); used a stand-in that enforces the kernel's checks "
+                "and messages" % (repo_id, type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else ""))
+            return hub_standin.kernel_module(repo_id)
+        return wrap_hub_module(module, repo_id)
+
+    get_kernel.__wrapped__, get_kernel.__attn_doctor_wrapper__ = real, True
+    kernels.get_kernel = get_kernel
+    _REAL["kernels.get_kernel"] = (kernels, real)
+
+
+_REAL = {}  # real functions replaced for the trace: key -> (module, original)
+
+
+def standin_notes(sink_records):
+    """The notes on the stand-ins a trace's model called (said only then: most models never import
+    most attention libraries)."""
+    called = {r.get("family") for r in sink_records if r.get("standin")}
+    hub = any(r.get("standin") and ":" in (r.get("name") or "") for r in sink_records)
+    notes = []
+    if _INSTALLED.get("flash_attn_note") and _called_directly(sink_records, "flash_attn2"):
+        notes.append(_INSTALLED["flash_attn_note"])
+    for top, family in STANDIN_FAMILIES.items():
+        note = _INSTALLED.get(top)
+        if note and ((family == "hub" and hub) or (family != "hub" and family in called and not (
+                family in ("flash_attn3", "sage") and hub and not _called_directly(sink_records, family)))):
+            notes.append(note)
+    return notes
+
+
+def _called_directly(sink_records, family):
+    return any(r.get("standin") and r.get("family") == family and ":" not in (r.get("name") or "")
+               for r in sink_records)
 
 
 def _fa4_locations():
@@ -206,17 +326,30 @@ def fa4_standin_note(sink_records):
 
 
 def remove_standins():
+    tops = ("flash_attn",) + tuple(library[0] for library in OTHER_LIBRARIES)
     for key in list(sys.modules):
         mod = sys.modules[key]
-        if (key == "flash_attn" or key.startswith("flash_attn.")) and getattr(mod, "__attn_doctor_standin__", False):
+        if (key.split(".", 1)[0] in tops) and getattr(mod, "__attn_doctor_standin__", False):
             del sys.modules[key]
+    for library in OTHER_LIBRARIES:
+        _INSTALLED.pop(library[0], None)
+    for key, (module, original) in list(_REAL.items()):
+        setattr(module, key.rsplit(".", 1)[-1], original)
+        del _REAL[key]
     parent = sys.modules.get("flash_attn")
     if parent is not None and getattr(getattr(parent, "cute", None), "__attn_doctor_standin__", False):
         del parent.cute
     _INSTALLED.pop("flash_attn", None)
+    _INSTALLED.pop("flash_attn_note", None)
     _INSTALLED.pop("flash_attn.cute", None)
     _remove_distribution()
 
 
-def standin_installed():
-    return _INSTALLED.get("flash_attn") == "standin"
+def standin_installed(name=None):
+    """A stand-in is in place in this process (an earlier trace put it there): ``name``'s
+    ("flash_attn", "xformers", ...), or any."""
+    if name == "flash_attn":
+        return _INSTALLED.get("flash_attn") == "standin"
+    if name is not None:
+        return name in _INSTALLED
+    return _INSTALLED.get("flash_attn") == "standin" or any(library[0] in _INSTALLED for library in OTHER_LIBRARIES)

@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - torch < 2.0
 from . import kernels, masks, policy, sinks, state
 from .autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
 from .inline import PV_OPS, QK_OPS, inline_attention
-from .nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name
+from .nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name, traced
 
 F = torch.nn.functional
 
@@ -64,20 +64,20 @@ def _floating_tensors(args, kwargs):
     for seq in (args, kwargs.values() if kwargs else ()):
         for a in seq:
             if isinstance(a, torch.Tensor):
-                if a.is_floating_point():
+                if traced(a):
                     out.append(a)
             elif isinstance(a, (list, tuple)):
                 for b in a:
-                    if isinstance(b, torch.Tensor) and b.is_floating_point():
+                    if isinstance(b, torch.Tensor) and traced(b):
                         out.append(b)
     return out
 
 
 def _output_tensors(out):
     if isinstance(out, torch.Tensor):
-        return (out,) if out.is_floating_point() else ()
+        return (out,) if traced(out) else ()
     if isinstance(out, (list, tuple)):
-        return tuple(o for o in out if isinstance(o, torch.Tensor) and o.is_floating_point())
+        return tuple(o for o in out if isinstance(o, torch.Tensor) and traced(o))
     return ()
 
 
@@ -337,6 +337,7 @@ class Tracer(object):
             "name": spec.name,
             "family": spec.family,
             "layout": spec.layout,
+            "_roles": spec.roles,
             "file": file,
             "line": line,
             "module_path": self.current_module(),

@@ -101,24 +101,68 @@ def _wrap_module_functions(modname, table):
     return pairs
 
 
-def _wrap_fa4(modname):
-    """The real flash-attn-4: on CUDA tensors it runs; elsewhere (meta, CPU) it cannot (`inputs
-    must be on CUDA device`), so the stand-in's checks and SDPA run in its place."""
+def _wrap_off_cuda(modname, table, standins):
+    """A real library that runs on CUDA tensors only (flash-attn-4: `inputs must be on CUDA device`;
+    xformers' operators, FlashAttention 3, SageAttention): on CUDA tensors it runs; elsewhere (meta,
+    CPU) its stand-in's checks and SDPA run in its place. ``standins``: function name -> stand-in."""
     mod = sys.modules.get(modname)
     if mod is None or getattr(mod, "__attn_doctor_standin__", False):
         return []
     pairs = []
-    for fname, spec in sinks.FLASH_ATTN4.items():
+    for fname, spec in table.items():
         orig = getattr(mod, fname, None)
-        if orig is None or getattr(orig, "__attn_doctor_wrapper__", False):
+        standin = standins.get(fname)
+        if orig is None or standin is None or getattr(orig, "__attn_doctor_wrapper__", False):
             continue
-
-        def runner(args, kwargs, _orig=orig, _spec=spec, _standin=FA4_RUNNERS[fname]):
-            q = _spec.tensors(args, kwargs).get("q")
-            return _orig if getattr(getattr(q, "device", None), "type", None) == "cuda" else _standin
-
-        pairs.append((orig, _make_wrapper(spec, orig, runner)))
+        pairs.append((orig, _make_wrapper(spec, orig, _cuda_or(orig, spec, standin))))
     return pairs
+
+
+def _cuda_or(orig, spec, standin):
+    def runner(args, kwargs):
+        q = spec.tensors(args, kwargs).get("q")
+        return orig if getattr(getattr(q, "device", None), "type", None) == "cuda" else standin
+
+    return runner
+
+
+def _wrap_fa4(modname):
+    return _wrap_off_cuda(modname, sinks.FLASH_ATTN4, FA4_RUNNERS)
+
+
+def _standin_functions():
+    from . import fa3_standin, sage_standin, xformers_standin
+
+    return {
+        "xformers": xformers_standin.RUNNERS,
+        "fa3": {fn.__name__: fn for fn in fa3_standin.STANDIN_FUNCTIONS},
+        "sage": {"sageattn_varlen": sage_standin._varlen, **{name: sage_standin._attend for name in sinks.SAGE
+                                                              if name != "sageattn_varlen"}},
+    }
+
+
+def wrap_hub_module(module, repo_id):
+    """A module the real kernels hub returned: its attention functions recorded under the repo's
+    name, run as they are on CUDA tensors and by the stand-in's functions elsewhere."""
+    from . import hub_standin
+
+    kind = hub_standin.kind_of(repo_id)
+    if kind is None or getattr(module, "__attn_doctor_wrapped__", False):
+        return module
+    base = repo_id.split(":", 1)[0].split("@", 1)[0].strip()
+    standin = hub_standin.kernel_module(base)
+    for fname, spec in sinks.hub_specs(base, kind).items():
+        orig = getattr(module, fname, None)
+        replacement = getattr(standin, fname, None)
+        if orig is None or replacement is None or getattr(orig, "__attn_doctor_wrapper__", False):
+            continue
+        setattr(module, fname, _make_wrapper(spec, orig, _cuda_or(orig, spec, getattr(replacement, "__wrapped__",
+                                                                                       replacement))))
+    try:
+        module.__attn_doctor_wrapped__ = True
+    except (AttributeError, TypeError):
+        pass
+    return module
 
 
 def _fla_run_nothing_factory(spec):
@@ -296,11 +340,13 @@ def wrap_installed(model=None):
     pairs = []
     pairs += _wrap_module_functions("flash_attn", sinks.FLASH_ATTN2)
     pairs += _wrap_module_functions("flash_attn.flash_attn_interface", sinks.FLASH_ATTN2)
-    pairs += _wrap_module_functions("flash_attn_interface", sinks.FLASH_ATTN3)
+    standin = _standin_functions()
+    pairs += _wrap_off_cuda("flash_attn_interface", sinks.FLASH_ATTN3, standin["fa3"])
     pairs += _wrap_fa4("flash_attn.cute")
     pairs += _wrap_fa4("flash_attn.cute.interface")
-    pairs += _wrap_module_functions("xformers.ops", sinks.XFORMERS)
-    pairs += _wrap_module_functions("xformers.ops.fmha", sinks.XFORMERS)
+    pairs += _wrap_off_cuda("xformers.ops", sinks.XFORMERS, standin["xformers"])
+    pairs += _wrap_off_cuda("xformers.ops.fmha", sinks.XFORMERS, standin["xformers"])
+    pairs += _wrap_off_cuda("sageattention", sinks.SAGE, standin["sage"])
     if "fla" in sys.modules:
         pairs += wrap_fla()
     flex = wrap_flex()

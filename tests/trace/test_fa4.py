@@ -15,7 +15,7 @@ SAME = "q, k, v, and qv must have the same dtype"
 def _verdict(report):
     """The route that ran FlashAttention 4 (its stand-in, off the GPU) and its findings."""
     routes = {r["name"]: r for r in report.get("routes") or ()}
-    route = routes.get("flash_attn_standin")
+    route = routes.get("standin")
     assert route is not None and route["label"] == "with flash-attn-4 4.0.0b36", report.get("routes")
     return route["findings"]
 

@@ -29,7 +29,7 @@ def test_fp32_model_at_sdpa_is_a_slow_path_warning_not_an_error(trace):
 def test_fp32_model_at_flash_attn_is_an_error_without_a_chain(trace):
     # LLaMA-Factory #7151: the whole model is fp32; nothing promoted, so no chain.
     r = trace(toy_target("healthy_toy.py", "build_fp32_flash"))
-    (f,) = [f for f in r["findings"] if f["route"] == "flash_attn_standin"]
+    (f,) = [f for f in r["findings"] if f["route"] == "standin"]
     assert (f["id"], f["severity"], f["chain"]) == ("AD604", "error", [])
     assert r["exit_code"] == 1
     # As installed (no flash_attn) the same model takes SDPA: fp32 there is only the slow path.

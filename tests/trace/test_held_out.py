@@ -50,7 +50,7 @@ def test_error_raised_at_an_attention_call_is_a_finding(trace, tmp_path):
         "def build():\n"
         "    return M(), torch.randn(1, 8, 4, 16, dtype=torch.bfloat16)\n")
     r = trace(str(path) + ":build")
-    route = {rt["name"]: rt for rt in r["routes"]}["flash_attn_standin"]
+    route = {rt["name"]: rt for rt in r["routes"]}["standin"]
     (f,) = route["findings"]
     assert (f["id"], f["severity"]) == ("AD607", "error")
     assert f["kernel_message"] == "Number of heads in key/value must divide number of heads in query"

@@ -237,7 +237,7 @@ def test_flash_attention_2_with_fp32_weights_is_flagged(release, transformers_ve
     ], tmp_path)
     assert bad["exit_code"] == 1
     fp32 = [f for f in bad["findings"] if f["kernel_message"] == "FlashAttention only support fp16 and bf16 data type"]
-    assert fp32 and fp32[0]["severity"] == "error" and fp32[0]["route"] == "flash_attn_standin"
+    assert fp32 and fp32[0]["severity"] == "error" and fp32[0]["route"] == "standin"
     routes = {r["name"]: r for r in bad["routes"]}
     assert routes["installed"]["verdict"] == "could not run"
     assert "refuses attn_implementation='flash_attention_2'" in routes["installed"]["error"]
@@ -250,7 +250,7 @@ def test_flash_attention_2_with_fp32_weights_is_flagged(release, transformers_ve
     else:
         # under autocast transformers casts fp32 q/k/v to the autocast dtype first
         assert healthy["exit_code"] == 0 and healthy["findings"] == [], healthy["findings"]
-        assert {r["name"]: r["verdict"] for r in healthy["routes"]}["flash_attn_standin"] == "clean"
+        assert {r["name"]: r["verdict"] for r in healthy["routes"]}["standin"] == "clean"
 
 
 def test_cli_on_transformers_5_6_no_longer_fails_with_keyerror(transformers_venv, configs):
@@ -307,7 +307,7 @@ def test_gemma2_with_flash_attention_2_is_a_clear_result(transformers_venv, conf
         report = json.loads(out)
         assert code == report["exit_code"] and "internal" not in json.dumps(report.get("error") or {})
         assert report["hf"]["attn_implementation"] == "flash_attention_2"
-        standin = {r["name"]: r for r in report["routes"]}["flash_attn_standin"]
+        standin = {r["name"]: r for r in report["routes"]}["standin"]
         if version == "5.6.0":
             assert code == 1 and standin["verdict"] == "fails"  # the s_aux bug, as above
         else:

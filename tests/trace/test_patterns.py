@@ -15,9 +15,9 @@ def only(report, rule="AD601"):
     # cuda the installed one is the verdict, so the flash-attn path's finding is under routes.
     routes = {r["name"]: r for r in report.get("routes") or ()}
     findings = report["findings"]
-    if "flash_attn_standin" in routes:
-        assert routes["flash_attn_standin"]["status"] == "ok", routes["flash_attn_standin"]["error"]
-        findings = routes["flash_attn_standin"]["findings"]
+    if "standin" in routes:
+        assert routes["standin"]["status"] == "ok", routes["standin"]["error"]
+        findings = routes["standin"]["findings"]
     else:
         assert report["status"] == "ok", report["error"]
     ids = [f["id"] for f in findings]
@@ -68,7 +68,7 @@ def test_var_half_model_with_fp32_parameter_no_autocast(trace, device, factory, 
 def flash_path(report):
     """The flash-attn path's report: the stand-in route where there are two, else the report."""
     routes = {r["name"]: r for r in report.get("routes") or ()}
-    return routes.get("flash_attn_standin", report)
+    return routes.get("standin", report)
 
 
 @pytest.mark.parametrize("device", DEVICES)

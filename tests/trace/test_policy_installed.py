@@ -53,7 +53,7 @@ def test_a_qk_rms_norm_before_flash_attn_is_found_where_this_torch_promotes_it()
 
     report = trace(toy_target("rmsnorm_toy.py", "build"), autocast="bf16", device="meta")
     routes = {r["name"]: r for r in report.get("routes") or ()}
-    findings = routes["flash_attn_standin"]["findings"] if "flash_attn_standin" in routes else report["findings"]
+    findings = routes["standin"]["findings"] if "standin" in routes else report["findings"]
     if policy.policy_for("rms_norm") == "fp32":
         assert [f["id"] for f in findings] == ["AD601"], findings
         assert [e["line"] for e in findings[0]["chain"]] == [marker_line("rmsnorm_toy.py", "PROMOTE-Q"),

@@ -25,7 +25,7 @@ def routes(report):
 def test_fallback_model_is_traced_on_both_paths(trace):
     r = trace(toy_target(TOY, "build_fallback"), autocast="bf16")
     got = routes(r)
-    installed, standin = got["installed"], got["flash_attn_standin"]
+    installed, standin = got["installed"], got["standin"]
     # As installed, SDPA under (emulated) CUDA autocast casts the fp32 q/k itself: clean.
     assert installed["attention"] == ["SDPA"] and installed["verdict"] == "clean"
     assert installed["summary"]["sinks"] == 2 and installed["role"] == "verdict"
@@ -35,7 +35,7 @@ def test_fallback_model_is_traced_on_both_paths(trace):
     assert standin["label"].startswith("with flash-attn 2.")
     # On meta both paths count: the training machine may or may not have flash-attn.
     assert r["exit_code"] == 1
-    assert [f["route"] for f in r["findings"]] == ["flash_attn_standin"]
+    assert [f["route"] for f in r["findings"]] == ["standin"]
     assert r["findings"][0]["chain"][0]["line"] == marker_line(TOY, "PROMOTE-FB")
 
 
@@ -50,7 +50,7 @@ def test_on_cuda_the_installed_path_is_the_verdict(trace):
     assert standin["standin_calls"] == 2 and installed["standin_calls"] == 0
     combined = combine_routes(standin, installed, "cuda")
     assert combined["exit_code"] == 0 and combined["findings"] == []
-    advice = routes(combined)["flash_attn_standin"]
+    advice = routes(combined)["standin"]
     assert advice["role"] == "advice" and advice["verdict"] == "fails" and advice["findings"][0]["id"] == "AD601"
     assert combine_routes(standin, installed, "meta")["exit_code"] == 1
 
@@ -73,7 +73,7 @@ def test_cli_says_which_path_runs():
     assert "with flash-attn 2.8.3: flash-attn 2 — fails at" in out and "heldout_toy.py:%d (AD601)" % line in out
     code, out, _ = cli(toy_target(TOY, "build_fallback"), "--autocast", "bf16", "--json")
     report = json.loads(out)
-    assert code == 1 and [r["name"] for r in report["routes"]] == ["installed", "flash_attn_standin"]
+    assert code == 1 and [r["name"] for r in report["routes"]] == ["installed", "standin"]
     assert [r["verdict"] for r in report["routes"]] == ["clean", "fails"]
 
 
@@ -110,6 +110,6 @@ def test_a_trace_in_this_interpreter_leaves_nothing_in_the_temporary_folder(tmp_
     proc = subprocess.run([sys.executable, "-m", "attn_doctor", "trace", toy_target(TOY, "build_fallback"), "--autocast", "bf16", "--json"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "flash_attn_standin" in {r["name"] for r in json.loads(proc.stdout)["routes"]}
+    assert "standin" in {r["name"] for r in json.loads(proc.stdout)["routes"]}
     # torch keeps its own compile cache folder there (torchinductor_USER), as in any torch process
     assert sorted(p.name for p in system_tmp.iterdir() if not p.name.startswith("torchinductor_")) == []

@@ -56,7 +56,7 @@ def test_hf_fp32_model_with_flash_attention_2_is_an_error(site, monkeypatch, tmp
     # transformers' own flash path ran (its fp32 -> target-dtype cast is a no-op for fp32 weights)
     # and reached flash-attn's function in fp32, in both layers.
     (f,) = r["findings"]
-    assert f["id"] in ("AD601", "AD604") and f["severity"] == "error" and f["route"] == "flash_attn_standin"
+    assert f["id"] in ("AD601", "AD604") and f["severity"] == "error" and f["route"] == "standin"
     assert f["kernel_message"] == "FlashAttention only support fp16 and bf16 data type"
     assert f["sink"]["name"] in ("flash_attn_func", "flash_attn_varlen_func") and f["count"] == 2
     assert f["sink"]["file"].endswith("modeling_flash_attention_utils.py")
