@@ -84,6 +84,12 @@ def finding_renderable(f, verbose=False, plain=False):
                                        ("  [%s] %s" % (sink.get("layout"), dtypes), "dim")))
     if sink.get("source"):
         sink_node.add(Text(sink["source"], style="green"))
+    frame = sink.get("called_from")
+    if frame:
+        mine = sink_node.add(Text.assemble(("inside %s, reached from your code at " % frame.get("library"), "dim"),
+                                           (_loc(frame["file"], frame["line"]), "underline")))
+        if frame.get("source"):
+            mine.add(Text(frame["source"], style="green"))
     if f.get("kernel_message"):
         sink_node.add(Text.assemble(("kernel says: ", "dim"), (f["kernel_message"], "red")))
     cost = f.get("cost") or {}

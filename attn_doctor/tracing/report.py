@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import linecache
+import re
 
 from . import cost as cost_mod
 from . import fallbacks, kernels, patch, sinks
@@ -119,6 +120,10 @@ def _finding(record, public, problems, expected_dtype, cwd):
         rid, record, first, chain, public)
     if origins:
         message += "; " + "; ".join(_origin_text(o) for o in origins)
+    called_from = _called_from(record)
+    if called_from:
+        sink["called_from"] = called_from
+        message += "; " + _called_from_text(called_from, mask=first["check"] not in ("dtype", "same_dtype"))
     cost = first.get("cost")
     if cost and cost.get("measured"):
         message += "; " + cost_mod.describe(cost)
@@ -140,13 +145,41 @@ def _finding(record, public, problems, expected_dtype, cwd):
         "sink": sink,
         "chain": chain,
         "origins": origins,
-        "patch": patch_text,
+        # a call in an installed package gets no patch: an edit there is lost at its next install
+        "patch": None if called_from else patch_text,
         "count": 1,
         "module_paths": [record["module_path"]] if record["module_path"] else [],
         "continued_with": record.get("continued_with"),
         "kernel": {"runs": first.get("runs"), "instead": first.get("instead")} if first.get("runs") else None,
         "cost": cost,
     }
+
+
+# Keyword arguments of the user's call that choose a mask or causality in the library's words.
+_MASK_OPTION = re.compile(r"\b(\w*(?:mask|causal|window|bias)\w*)\s*=\s*([^,()]+(?:\([^()]*\))?)")
+
+
+def _called_from(record):
+    """The user's frame that called into the library holding this attention call, with the options
+    of its call that choose the mask, or None when the call is the user's own."""
+    frame = record.get("called_from")
+    if not frame or not frame.get("file"):
+        return None
+    source = linecache.getline(frame["file"], frame["line"]).strip() or None
+    options = ["%s=%s" % (m.group(1), m.group(2).strip()) for m in _MASK_OPTION.finditer(source or "")]
+    return {"file": frame["file"], "line": frame["line"], "function": frame.get("function"), "source": source,
+            "library": frame.get("library"), "library_file": frame.get("library_file"),
+            "library_line": frame.get("library_line"), "options": options[:4]}
+
+
+def _called_from_text(frame, mask):
+    where = "the call is inside %s, reached from your code at %s" % (frame["library"], _loc(frame["file"],
+                                                                                          frame["line"]))
+    if mask:
+        chosen = (" (%s)" % ", ".join(frame["options"])) if frame["options"] else ""
+        return where + chosen + ": the library builds this mask, so the change is the library's option there " \
+                                "(its causal flag, or its attention implementation), not is_causal in its code"
+    return where + ": the fix goes into what your code gives it (its dtype) or into the library (upgrade or report)"
 
 
 def _origin_text(origin):

@@ -42,6 +42,18 @@ _TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # sample models are user code.
 _SAMPLES_FILE = _TRACE_DIR + "samples.py"
 _STDLIB_HELPERS = ("contextlib.py", "functools.py")
+_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
+def library_package(filename):
+    """The installed package a source file belongs to ("keras" for .../site-packages/keras/src/...),
+    or None for the user's own code."""
+    for marker in _PACKAGE_DIRS:
+        at = filename.find(marker)
+        if at >= 0:
+            rest = filename[at + len(marker):]
+            return rest.split(os.sep, 1)[0].rsplit(".py", 1)[0] or None
+    return None
 
 
 def _transparent_dirs():
@@ -176,6 +188,29 @@ class Tracer(object):
             f = f.f_back
         return None, None
 
+    def user_frame(self):
+        """Where the user's code called into the library that made this attention call: the
+        innermost frame outside installed packages, with the library's frame it called, when the
+        call itself is inside an installed package; else None."""
+        f = sys._getframe(2)
+        cache = self._internal
+        library = None
+        while f is not None:
+            fn = f.f_code.co_filename
+            internal = cache.get(fn)
+            if internal is None:
+                internal = cache[fn] = self._is_internal(fn)
+            if not internal:
+                package = library_package(fn)
+                if package is None:
+                    if library is None:
+                        return None  # the call is the user's own
+                    return {"file": fn, "line": f.f_lineno, "function": f.f_code.co_name, "library": library[0],
+                            "library_file": library[1], "library_line": library[2]}
+                library = (package, fn, f.f_lineno)  # the outermost library frame: the one the user called
+            f = f.f_back
+        return None
+
     def node_of(self, t):
         n = self.nodes.get(t)
         if n is None:
@@ -307,6 +342,7 @@ class Tracer(object):
         if self.in_sink:
             return func(*args, **kwargs)
         file, line = self.caller()
+        called_from = self.user_frame() if file and library_package(file) else None
         tensors = spec.tensors(args, kwargs)
         tensors = {r: t for r, t in tensors.items() if isinstance(t, torch.Tensor)}
         extra = {r: t for r, t in spec.extra_tensors(args, kwargs).items() if isinstance(t, torch.Tensor)}
@@ -357,6 +393,8 @@ class Tracer(object):
             record["_extra_nodes"] = {r: self.node_of(t) for r, t in extra.items() if t.is_floating_point()}
         if standin:
             record["standin"] = True
+        if called_from:
+            record["called_from"] = called_from
         kernels.annotate(self, spec, record, args, kwargs)  # the kernel it runs, and why not a faster one
         self.sinks.append(record)
         if spec.outer:
