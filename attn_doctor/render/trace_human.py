@@ -77,11 +77,17 @@ def finding_renderable(f, verbose=False, plain=False):
             ("  -> %s %s" % ("/".join(origin.get("feeds", ())), origin.get("dtype")), "dim")))
         if origin.get("source"):
             node.add(Text(origin["source"], style="green"))
+        for call in origin.get("called_by") or ():
+            sub = node.add(Text.assemble(("called from ", "dim"), (_loc(call["file"], call["line"]), "underline")))
+            if call.get("source"):
+                sub.add(Text(call["source"], style="green"))
     sink = f["sink"]
-    dtypes = ", ".join("%s %s%s" % (r, sink[r]["dtype"], list(sink[r]["shape"])) for r in ("q", "k", "v") if r in sink)
-    sink_node = tree.add(Text.assemble(("sink ", "cyan"), (sink["name"], "bold"), "  ",
-                                       (_loc(sink["file"], sink["line"]), "underline"),
-                                       ("  [%s] %s" % (sink.get("layout"), dtypes), "dim")))
+    dtypes = ", ".join("%s %s%s" % ({"a": "operand", "b": "operand"}.get(r, r), sink[r]["dtype"], list(sink[r]["shape"]))
+                       for r in ("q", "k", "v", "weights", "a", "b") if isinstance(sink.get(r), dict))
+    layout = "[%s] " % sink["layout"] if sink.get("layout") else ""
+    sink_node = tree.add(Text.assemble(("op " if sink.get("family") == "op" else "sink ", "cyan"), (sink["name"], "bold"),
+                                       "  ", (_loc(sink["file"], sink["line"]), "underline"),
+                                       ("  %s%s" % (layout, dtypes), "dim")))
     if sink.get("source"):
         sink_node.add(Text(sink["source"], style="green"))
     frame = sink.get("called_from")

@@ -61,7 +61,10 @@ def inline_attention(tracer, short, args, kwargs):
     q_node, k_node = qk.inputs[-2], qk.inputs[-1]
     shapes = qk.shapes or [None, None]
     file, line = tracer.caller()
-    effective = {"q": q_node.dtype, "k": k_node.dtype, "v": dtype_name(v_t.dtype)}
+    # the attention weights are the other operand of this matmul: a float32 mask added to the
+    # scores, or a softmax asked for float32 and not cast back, makes them float32 on their own
+    effective = {"q": q_node.dtype, "k": k_node.dtype, "v": dtype_name(v_t.dtype),
+                 "weights": dtype_name(probs_t.dtype)}
     autocast_now = None
     if AUTOCAST_ENABLED() and policy.policy_for(short) == "lower":
         # autocast casts both matmuls' inputs: the mix never reaches them
@@ -74,10 +77,11 @@ def inline_attention(tracer, short, args, kwargs):
         "module_path": tracer.current_module(),
         "inputs": {"q": {"dtype": q_node.dtype, "shape": shapes[-2]}, "k": {"dtype": k_node.dtype,
                                                                          "shape": shapes[-1]},
-                   "v": {"dtype": dtype_name(v_t.dtype), "shape": list(v_t.shape)}},
+                   "v": {"dtype": dtype_name(v_t.dtype), "shape": list(v_t.shape)},
+                   "weights": {"dtype": dtype_name(probs_t.dtype), "shape": list(probs_t.shape)}},
         "effective_dtypes": effective, "autocast": autocast_now, "head_dim": dim, "head_dim_v": dim,
         "problems": problems, "via": None, "seq": tracer.seq,
-        "_nodes": {"q": q_node, "k": k_node, "v": tracer.node_of(v_t)},
+        "_nodes": {"q": q_node, "k": k_node, "v": tracer.node_of(v_t), "weights": probs},
     }
     tracer.sinks.append(record)
     call_args, call_kwargs = args, kwargs

@@ -51,7 +51,8 @@ class Node(object):
     """Where one tensor came from. kind: op, cast, param, buffer, input, tensor (made outside
     the trace), sink (an attention kernel's output)."""
 
-    __slots__ = ("seq", "kind", "op", "file", "line", "module", "inputs", "dtype", "promo", "name", "short", "shapes")
+    __slots__ = ("seq", "kind", "op", "file", "line", "module", "inputs", "dtype", "promo", "name", "short", "shapes",
+                 "stack")
 
     def __init__(self, seq, kind, dtype, op=None, file=None, line=None, module=None, inputs=(), promo=None,
                  name=None, short=None, shapes=None):
@@ -59,3 +60,6 @@ class Node(object):
         self.shapes = shapes  # input shapes, kept for matmuls only (an inline attention's q @ k^T)
         self.seq, self.kind, self.dtype, self.op, self.file, self.line = seq, kind, dtype, op, file, line
         self.module, self.inputs, self.promo, self.name = module, inputs, promo, name
+        # for casts and tensors made here: the calls that led to the line ((file, line), outermost
+        # last), so that a float32 made in a helper names the model's line that called it
+        self.stack = None

@@ -62,6 +62,7 @@ def origin_of(n, limit=200):
         if n.kind == "cast":
             out = {"kind": "explicit_cast", "op": n.op}
             out.update(_where(n))
+            _called_by(out, n)
             break
         if n.kind == "sink":
             out = {"kind": "attention_output", "op": n.op}
@@ -78,6 +79,7 @@ def origin_of(n, limit=200):
         if not fp32_inputs:
             out = {"kind": "created", "op": n.op}
             out.update(_where(n))
+            _called_by(out, n)
             break
         # Prefer a named parameter or buffer, then a direct cast (.float(), .to()) over one that
         # copies another tensor's dtype (type_as): it is what the user can change.
@@ -114,7 +116,7 @@ def wide_origins(record):
     entry per place, with the roles it feeds."""
     merged = {}
     for role, node in record["_nodes"].items():
-        if role not in ("q", "k", "v") or node.dtype not in WIDE_NAMES or promotions_behind(node):
+        if role not in ("q", "k", "v", "weights", "a", "b") or node.dtype not in WIDE_NAMES or promotions_behind(node):
             continue
         origin = origin_of(node)
         if origin.get("kind") not in _ORIGIN_KINDS:
@@ -188,6 +190,13 @@ def _source(file, line):
         return None
     text = linecache.getline(file, line)
     return text.strip() or None
+
+
+def _called_by(out, n):
+    """The calls that led to a cast or a tensor made in a helper function: the model's lines that
+    called it, innermost first (what a fix may change instead of the helper)."""
+    if n.stack:
+        out["called_by"] = [{"file": f, "line": ln, "source": _source(f, ln)} for f, ln in n.stack]
 
 
 def _where(n):

@@ -9,6 +9,10 @@ from . import cost as cost_mod
 from . import fallbacks, kernels, patch, sinks
 
 
+# The inputs whose dtypes a finding follows: q, k, v, the attention weights of attention written
+# out (weights @ v), and the two operands of a matmul that mixes dtypes (a, b).
+ROLES = ("q", "k", "v", "weights", "a", "b")
+
 _CALL_NAMES = {
     "sdpa": ("scaled_dot_product_attention",),
     "mha": ("multi_head_attention_forward",),
@@ -56,7 +60,8 @@ def build(tracer, expected_dtype=None, cwd=None):
         if record.get("inner"):
             continue  # transformers' dispatch: the kernel call inside it is the record that counts
         public = public_sink(record)
-        sink_list.append(public)
+        if record["family"] != "op":  # a matmul that mixes dtypes (AD608) is not an attention call
+            sink_list.append(public)
         if not record["problems"]:
             continue
         dtype_problems = [p for p in record["problems"] if p["check"] in ("dtype", "same_dtype")]
@@ -87,7 +92,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
     if first["check"] in ("dtype", "same_dtype"):
         chains = explain_sink(record)
         merged = {}
-        for role in ("q", "k", "v"):
+        for role in ROLES:
             for entry in chains.get(role, ()):
                 key = (entry["file"], entry["line"], entry["op"])
                 if key in merged:
@@ -96,7 +101,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
                 else:
                     merged[key] = dict(entry, feeds=[role])
         chain = list(merged.values())
-        if chain:
+        if chain and record["family"] != "op":
             rid = "AD601"
         else:
             origins = wide_origins(record)
@@ -147,7 +152,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
         "origins": origins,
         # a call in an installed package gets no patch: an edit there is lost at its next install
         "patch": None if called_from else patch_text,
-        "count": 1,
+        "count": record.get("count", 1),
         "module_paths": [record["module_path"]] if record["module_path"] else [],
         "continued_with": record.get("continued_with"),
         "kernel": {"runs": first.get("runs"), "instead": first.get("instead")} if first.get("runs") else None,
@@ -184,11 +189,13 @@ def _called_from_text(frame, mask):
 
 def _origin_text(origin):
     """Where a wide input got its width: "q/k float32 since Tensor.float at model.py:9 (not cast back)"."""
-    roles = "/".join(origin["feeds"])
+    roles = "/".join(origin["feeds"]) if not set(origin["feeds"]) & {"a", "b"} else "the operand"
     kind = origin.get("kind")
     if kind in ("parameter", "buffer", "input"):
         return "%s %s from %s %s" % (roles, origin["dtype"], kind, origin.get("name"))
     what = "since %s at %s" % (origin.get("op"), _loc(origin.get("file"), origin.get("line")))
+    if origin.get("called_by"):
+        what += " (called from %s)" % ", ".join(_loc(c["file"], c["line"]) for c in origin["called_by"][:2])
     if kind == "explicit_cast":
         return "%s %s %s (an explicit cast, not cast back before the call)" % (roles, origin["dtype"], what)
     return "%s %s %s (made %s there)" % (roles, origin["dtype"], what, origin["dtype"])
@@ -198,10 +205,32 @@ def _loc(file, line):
     return "%s:%s" % (patch.display_path(file) if file else "?", line)
 
 
+def _promotion_text(chain):
+    """"promoted to float32 by OP at FILE:LINE (float32 operand X at ..., made by ...)"."""
+    head = chain[0]
+    what = head.get("reason", "") if head.get("kind") == "autocast" else ""
+    with_operand = next((e for e in chain if e.get("operand")), None)
+    if with_operand is not None:
+        origin = with_operand.get("operand_origin") or {}
+        extra = ""
+        if origin.get("kind") in ("parameter", "buffer") and origin.get("name") != with_operand["operand"]:
+            extra = ", %s %s" % (origin["kind"], origin["name"])
+        made = origin if origin.get("line") else (origin.get("via") or {})
+        tail = ""
+        if origin.get("kind") not in ("parameter", "buffer", "input") and made.get("line") and (
+                made.get("line") != with_operand["line"]):
+            tail = ", made by %s at %s" % (made.get("op"), _loc(made.get("file"), made.get("line")))
+        what = (what + "; " if what else "") + "%s operand %s%s at %s%s" % (
+            with_operand.get("operand_dtype") or with_operand.get("dtype") or "float32", with_operand["operand"],
+            extra, _loc(with_operand["file"], with_operand["line"]), tail)
+    return "promoted to %s by %s at %s (%s)" % (head.get("dtype") or "float32", head["op"],
+                                                _loc(head["file"], head["line"]), what)
+
+
 def _message(rid, record, problem, chain, public=None):
     where = _loc(record["file"], record["line"])
     eff = record["effective_dtypes"]
-    dtypes = ", ".join("%s %s" % (r, eff[r]) for r in ("q", "k", "v") if r in eff)
+    dtypes = ", ".join("%s %s" % (r, eff[r]) for r in ROLES if r in eff and (r != "weights" or eff[r] != eff.get("v")))
     wide = sorted({d for d in eff.values() if d in sinks.WIDE}) or ["float32"]
     if rid == "AD606":
         others = (public or {}).get("other_inputs") or {}
@@ -217,27 +246,15 @@ def _message(rid, record, problem, chain, public=None):
     if rid == "AD607":
         return "%s at %s raised (%s): %s" % (record["name"], where, dtypes, problem["kernel_message"])
     if rid == "AD601":
-        head = chain[0]
-        what = head.get("reason", "") if head.get("kind") == "autocast" else ""
-        with_operand = next((e for e in chain if e.get("operand")), None)
-        if with_operand is not None:
-            origin = with_operand.get("operand_origin") or {}
-            extra = ""
-            if origin.get("kind") in ("parameter", "buffer") and origin.get("name") != with_operand["operand"]:
-                extra = ", %s %s" % (origin["kind"], origin["name"])
-            made = origin if origin.get("line") else (origin.get("via") or {})
-            tail = ""
-            if origin.get("kind") not in ("parameter", "buffer", "input") and made.get("line") and (
-                    made.get("line") != with_operand["line"]):
-                tail = ", made by %s at %s" % (made.get("op"), _loc(made.get("file"), made.get("line")))
-            what = (what + "; " if what else "") + "%s operand %s%s at %s%s" % (
-                with_operand.get("operand_dtype") or with_operand.get("dtype") or "float32", with_operand["operand"], extra,
-                _loc(with_operand["file"], with_operand["line"]), tail)
-        return ("%s reaches %s at %s with %s: promoted to %s by %s at %s (%s)" % (
-            "/".join(r for r in "qkv" if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes,
-            head.get("dtype") or "float32", head["op"], _loc(head["file"], head["line"]), what))
+        return "%s reaches %s at %s with %s: %s" % (
+            "/".join(r for r in ROLES if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes,
+            _promotion_text(chain))
     if rid == "AD602":
         return "%s at %s gets mixed dtypes (%s)" % (record["name"], where, dtypes)
+    if rid == "AD608":
+        text = "%s at %s gets operands of two dtypes (%s, %s): on a GPU it raises here, before the attention call" % (
+            record["name"], where, eff.get("a"), eff.get("b"))
+        return text + ("; %s" % _promotion_text(chain) if chain else "")
     if rid == "AD604":
         if problem["severity"] == "warning":
             return "%s at %s gets %s inputs (%s): no flash kernel, SDPA falls back to a slower one" % (

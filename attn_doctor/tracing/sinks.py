@@ -276,10 +276,14 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
         problems.extend(judge_xformers(dtypes, head_dims, capability, extras))
     elif family == "eager":
         # q @ k^T and weights @ v are plain (batched) matmuls: one dtype, any dtype.
+        w = dtypes.get("weights", v)
         if k != q or v != q:
             other = k if k != q else v
             problems.append(_problem("AD602", "error", "same_dtype", "expected scalar type %s but found %s"
                                      % (SCALAR_NAMES.get(q, q), SCALAR_NAMES.get(other, other))))
+        elif w != v:
+            problems.append(_problem("AD602", "error", "same_dtype", "expected scalar type %s but found %s"
+                                     % (SCALAR_NAMES.get(w, w), SCALAR_NAMES.get(v, v))))
     elif family in ("sdpa", "mha", "transformers"):
         if not (q == k == v):
             problems.append(_problem(

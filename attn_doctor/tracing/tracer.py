@@ -109,6 +109,13 @@ def _lower_eligible(t):
 
 
 _half = lambda t: t.dtype in HALF_DTYPES  # noqa: E731
+_floating = lambda t: t.is_floating_point()  # noqa: E731
+
+# Ops whose floating operands must share one dtype (matmuls, linear, einsum, convolutions): a mix
+# raises on a GPU, where type promotion does not apply to them.
+MIXED_REFUSED = frozenset(("matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm", "addmv", "mv", "linear", "einsum",
+                           "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                           "conv_transpose3d", "__matmul__", "__rmatmul__"))
 
 
 def op_display_name(func):
@@ -153,6 +160,7 @@ class Tracer(object):
         # what each mask is and where its values come from (fallbacks.py); it may have watched the
         # model being built, so that a mask kept as a buffer is known on meta too
         self.masks = mask_tracker if mask_tracker is not None else masks.MaskTracker()
+        self._mixed_seen = {}  # (file, line, op) -> the AD608 record of a matmul that mixes dtypes
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -210,6 +218,21 @@ class Tracer(object):
                 library = (package, fn, f.f_lineno)  # the outermost library frame: the one the user called
             f = f.f_back
         return None
+
+    def callers(self, depth=3):
+        """The user's frames above the op's own line: [(file, line)], innermost first."""
+        f = sys._getframe(2)
+        cache = self._internal
+        found = []
+        while f is not None and len(found) < depth + 1:
+            fn = f.f_code.co_filename
+            internal = cache.get(fn)
+            if internal is None:
+                internal = cache[fn] = self._is_internal(fn)
+            if not internal:
+                found.append((fn, f.f_lineno))
+            f = f.f_back
+        return found[1:]
 
     def node_of(self, t):
         n = self.nodes.get(t)
@@ -290,11 +313,21 @@ class Tracer(object):
             elif pol == "fp32":
                 call_args, call_kwargs = _cast_args(call_args, call_kwargs, _half, torch.float32)
                 applied = "fp32"
+        mixed = None
+        if inline is None and short in MIXED_REFUSED and not self.in_sink and not (
+                AUTOCAST_ENABLED() and policy.policy_for(short) == "lower" and not self.emulate):
+            mixed = self._mixed_operands(func, short, call_args, call_kwargs)
+            if mixed is not None and mixed.get("continued_with"):
+                target = NAME_TO_DTYPE[mixed["continued_with"]]
+                call_args, call_kwargs = _cast_args(call_args, call_kwargs, _floating, target)
         try:
             out = func(*call_args, **call_kwargs)
         except Exception as exc:  # noqa: BLE001
             if inline is not None:
                 self._raised(inline[0], exc)
+            elif mixed is not None:
+                mixed["raised"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0][:400]
+                                              if str(exc).strip() else "")
             raise
         self.masks.observe(short, args, kwargs, out)
         self.masks.propagate(short, args, kwargs, out)
@@ -302,6 +335,44 @@ class Tracer(object):
         if outs:
             self.record(func, args, kwargs, outs, applied)
         return out
+
+    def _mixed_operands(self, func, short, args, kwargs):
+        """A matmul, linear, einsum or convolution whose floating operands differ in dtype raises
+        on a GPU (the meta device lets some through): record it where it happens, with the
+        operands' provenance, once per line (AD608). Returns the record, or None."""
+        operands = [t for t in _floating_tensors(args, kwargs) if t.dim() > 0]
+        kinds = {t.dtype for t in operands}
+        if len(kinds) < 2:
+            return None
+        file, line = self.caller()
+        key = (file, line, short)
+        if key in self._mixed_seen:
+            record = self._mixed_seen[key]
+            record["count"] = record.get("count", 1) + 1
+            return record
+        # the two operands that differ: the first one and the first of another dtype
+        a = operands[0]
+        b = next(t for t in operands if t.dtype != a.dtype)
+        da, db = dtype_name(a.dtype), dtype_name(b.dtype)
+        message = ("expected both operands to have the same dtype, but got: %s != %s"
+                   % (sinks.C10_NAMES.get(da, da), sinks.C10_NAMES.get(db, db)))
+        record = {
+            "name": self.display(func), "family": "op", "layout": None, "file": file, "line": line,
+            "module_path": self.current_module(),
+            "inputs": {"a": {"dtype": da, "shape": list(a.shape)}, "b": {"dtype": db, "shape": list(b.shape)}},
+            "effective_dtypes": {"a": da, "b": db}, "autocast": None, "head_dim": None, "head_dim_v": None,
+            "problems": [{"id": "AD608", "severity": "error", "check": "same_dtype", "kernel_message": message}],
+            "via": self.via[-1] if self.via else None, "seq": self.seq,
+            "_nodes": {"a": self.node_of(a), "b": self.node_of(b)},
+        }
+        half = [d for d in (da, db) if d in ("float16", "bfloat16")]
+        if self.continue_after and half:
+            # go on as the fixed model would: in its half dtype (later calls are then judged on
+            # their own, not on this one's consequences)
+            record["continued_with"] = self.expected_dtype if self.expected_dtype in half else half[0]
+        self._mixed_seen[key] = record
+        self.sinks.append(record)
+        return record
 
     def record(self, func, args, kwargs, outs, applied):
         ins = _floating_tensors(args, kwargs)
@@ -315,8 +386,10 @@ class Tracer(object):
         file, line = self.caller()
         module = self.current_module()
         kind = "cast" if explicit else "op"
-        if kind == "cast" and short in CAST_OPS and ins and all(o.dtype == ins[0].dtype for o in outs):
-            kind = "op"  # .to(device), .type_as(same dtype): a move, not a cast
+        if kind == "cast" and ins and all(o.dtype == ins[0].dtype for o in outs):
+            # .to(device), .type_as(same dtype), softmax(x, dtype=x.dtype): not a cast
+            kind = "op"
+        stack = None
         for o in outs:
             if not inplace and any(o is t for t in ins):
                 continue  # x.float() on an fp32 x returns x itself: keep x's own origin
@@ -329,9 +402,12 @@ class Tracer(object):
                 else:
                     promo = "promotion"
             self.seq += 1
-            self.nodes[o] = Node(self.seq, kind, dtype_name(o.dtype), op=self.display(func), file=file, line=line,
-                                 module=module, inputs=in_nodes, promo=promo, short=short,
-                                 shapes=[list(t.shape) for t in ins] if short in QK_OPS else None)
+            node = self.nodes[o] = Node(self.seq, kind, dtype_name(o.dtype), op=self.display(func), file=file,
+                                        line=line, module=module, inputs=in_nodes, promo=promo, short=short,
+                                        shapes=[list(t.shape) for t in ins] if short in QK_OPS else None)
+            if (kind == "cast" or not in_nodes) and RANK.get(o.dtype, 0) >= 2:
+                node.stack = stack if stack is not None else self.callers()
+                stack = node.stack
 
     # ------------------------------------------------------------ sinks
 
