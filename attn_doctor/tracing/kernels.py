@@ -180,6 +180,14 @@ def _annotate(tracer, spec, record, args, kwargs):
         call = describe(q, k, v, mask, dropout, is_causal, enable_gqa, torch.is_grad_enabled(), effective)
         choice = sdpa_choice(tracer, call, (q, k, v, mask, dropout, is_causal, enable_gqa))
         record["kernel"] = dict(choice, name=choice["kernel"], label=label(choice["kernel"]))
+        from .sinks import sdpa_kernel_mask_problem
+
+        mask_problem = sdpa_kernel_mask_problem(
+            choice["kernel"], effective, effective.get("attn_mask") or (
+                str(mask.dtype).replace("torch.", "") if isinstance(mask, torch.Tensor) else None))
+        if mask_problem is not None and not any(p["id"] == "AD606" for p in record["problems"]):
+            mask_problem["kernel_message"] += " (SDPA's memory-efficient kernel, which it picks for this call)"
+            record["problems"].append(mask_problem)
         record["problems"].extend(fallbacks.sdpa_fallbacks(
             tracer, record, call, (q, k, v, mask), choice,
             choose=lambda eq_call, eq_tensors: sdpa_choice(tracer, eq_call, eq_tensors), target=target_of(tracer)))

@@ -41,8 +41,17 @@ def public_sink(record):
     out = {k: v for k, v in record.items() if not k.startswith("_") and k != "seq"}
     if record.get("_extra_nodes"):
         others = {r: dict(v) for r, v in record.get("other_inputs", {}).items()}
+        from .provenance import origin_of  # its nodes.py imports torch: this module does not
+
         for role, node in record["_extra_nodes"].items():
-            if role in others and node.file:
+            if role not in others:
+                continue
+            # where the mask got its dtype (made float32 there, cast there), not the reshape before the call
+            origin = origin_of(node) if node.dtype in ("float32", "float64") else {}
+            if origin.get("kind") in ("created", "explicit_cast") and origin.get("line"):
+                others[role]["made_at"] = {k: origin[k] for k in ("op", "file", "line", "source", "called_by")
+                                           if k in origin}
+            elif node.file:
                 others[role]["made_at"] = {"op": node.op, "file": node.file, "line": node.line,
                                            "source": linecache.getline(node.file, node.line).strip() or None}
         out["other_inputs"] = others

@@ -336,6 +336,16 @@ FA4_DTYPES = HALF + ("float8_e4m3fn", "float8_e5m2")
 FA3_DTYPES = HALF + ("float8_e4m3fn",)
 
 
+def sdpa_kernel_mask_problem(kernel, dtypes, mask):
+    """SDPA's validation takes a float32 mask beside half q/k/v; the memory-efficient kernel then
+    refuses it in its own check (attention.cu, and xformers' cutlass kernel the same); cuDNN and
+    math take it. ``kernel``: the one SDPA picked; ``mask``: the mask's dtype as the kernel gets it."""
+    q = dtypes.get("q")
+    if kernel != "mem_efficient" or mask in (None, "bool") or mask == q or q not in HALF:
+        return None
+    return _problem("AD606", "error", "mask_dtype", "invalid dtype for bias - should match query's dtype")
+
+
 def judge_fa3(dtypes, head_dims, capability):
     """FlashAttention 3 (hopper/flash_api.cpp, mha_fwd, as of 3.0.0 and since 2025-01: Ampere and
     newer), its checks in their order: architecture, q's dtype (fp8 on Hopper only), k and v

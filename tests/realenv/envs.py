@@ -110,6 +110,22 @@ SPECS = {s.name: s for s in [
 # ---------------------------------------------------------------- tools
 
 
+def _real_bug_specs() -> dict:
+    """Two environments per real bug (tests/realenv/real_bugs): its buggy and its fixed release."""
+    from .real_bugs import load
+
+    specs = {}
+    for case in load():
+        for which, version in (("buggy", case.buggy), ("fixed", case.fixed)):
+            spec = Spec(case.env_name(which), _cpu(*case.steps(version)), seed=False,
+                        about="%s %s (%s release of a real bug: %s)" % (case.package, version, which, case.source))
+            specs[spec.name] = spec
+    return specs
+
+
+SPECS.update(_real_bug_specs())
+
+
 def _base_python() -> str:
     """The interpreter the test venv was made from: every environment uses the same Python."""
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
