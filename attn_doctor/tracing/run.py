@@ -346,6 +346,22 @@ def autocast_on_trace_device(device):
             setattr(torch, name, fn)
 
 
+# The attributes a model (or its config) states its longest sequence in, by library.
+_MAX_SEQ_NAMES = ("max_position_embeddings", "n_positions", "max_seq_len", "max_seq_length", "max_sequence_length",
+                  "block_size", "seq_len", "context_length")
+
+
+def model_max_seq(model):
+    """(the longest sequence the model states, "the model's NAME"), or None: the size a fix's cost
+    is also measured at (cost.py)."""
+    for owner in (getattr(model, "config", None), model):
+        for name in _MAX_SEQ_NAMES:
+            value = getattr(owner, name, None) if owner is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and 16 <= value <= (1 << 20):
+                return value, "the model's %s" % name
+    return None
+
+
 def _run(built, info, device, dtype, autocast, train, capability, emulate, continue_after, cwd):
     import torch
 
@@ -365,6 +381,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     tracer = Tracer(autocast_dtype=ac_dtype, emulate_autocast=emulate and bool(autocast), capability=capability,
                     continue_after_bad_sink=continue_after, expected_dtype=expected, mask_tracker=tracker)
     tracer.label_model(model)
+    tracer.representative_seq = model_max_seq(model)
     tracer.compiled_model = bool(built.get("compiled"))  # its flex_attention runs fused (kernels.py)
     for i, a in enumerate(args):
         tracer.label_input(a, "input[%d]" % i)

@@ -169,9 +169,10 @@ def check_heads(supports_gqa):
                 return ("Both fused kernels require key and value to have the same num_heads and batch_size but got: "
                         "Key sizes: %s, Value sizes: %s, Query sizes: %s instead." % (k, v, q))
             if q[-3] % k[-3]:
-                return ("FlashAttentionV2 only supports grouped query attention, where the number of heads in "
-                        "key/value must divide number of heads in query.Got input Key sizes(): %d, Value sizes(): "
-                        "%d, Query sizes(): %d instead." % (k[-3], v[-3], q[-3]))
+                # worded so in torch 2.13 and 2.14 (libtorch_cpu.so); "FlashAttentionV2 only supports
+                # grouped query attention, where ..." before
+                return ("The number of heads in key/value must divide number of heads in query.Got input Key "
+                        "sizes(): %d, Value sizes(): %d, Query sizes(): %d instead." % (k[-3], v[-3], q[-3]))
             return None
         if not (q[-3] == k[-3] == v[-3]):
             return ("For dense input, both fused kernels require query, key and value to have the same num_heads. "

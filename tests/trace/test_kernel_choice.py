@@ -238,13 +238,42 @@ def test_cli_names_the_kernel_and_fails_on_warning_when_asked():
 
 
 def test_cost_words():
-    assert cost.describe({"measured": True, "ratio": 2.35, "fastest": "flash", "ms": 1.818, "fastest_ms": 0.772,
-                          "timed": "forward and backward", "runs": 20}) == (
-        "costs 2.35x the flash kernel here (1.818 ms against 0.772 ms, forward and backward, mean of 20)")
-    assert cost.describe({"measured": True, "ratio": 2.35, "fastest": "flash", "ms": 1.818, "fastest_ms": 0.772,
-                          "timed": "forward", "runs": 20, "rounds": 3}) == (
-        "costs 2.35x the flash kernel here (1.818 ms against 0.772 ms, forward, median of 3 rounds of 20)")
+    at = [{"seq": 16, "why": "the traced size", "ms": 0.05, "fix_ms": 0.05, "ratio": 1.0},
+          {"seq": 4096, "why": "the model's max_position_embeddings", "ms": 1.818, "fix_ms": 0.772, "ratio": 2.35}]
+    assert cost.describe({"measured": True, "fix_kernel": "cudnn", "ratio": 1.0, "ms": 0.05, "fix_ms": 0.05,
+                          "at": at, "fix_faster": True, "timed": "forward and backward", "runs": 20, "rounds": 3}) == (
+        "costs against the cuDNN kernel the fix runs: 1.00x at seq 16 (the traced size: 0.050 ms against 0.050 ms); "
+        "2.35x at seq 4096 (the model's max_position_embeddings: 1.818 ms against 0.772 ms) (forward and backward, "
+        "median of 3 rounds of 20)")
+    assert cost.describe({"measured": True, "fix_kernel": "cudnn", "ratio": 1.0, "ms": 0.05, "fix_ms": 0.05,
+                          "at": at[:1], "fix_faster": False, "timed": "forward", "runs": 20, "rounds": 3}).startswith(
+        "not slower than the cuDNN kernel the fix runs, so not a warning: 1.00x at seq 16")
     assert cost.describe({"measured": False, "why": "not measured: x"}) == "not measured: x"
+
+
+def test_a_fix_measured_not_faster_is_info_not_a_warning(monkeypatch):
+    class Q:
+        device = type("D", (), {"type": "cuda"})()
+
+    tracer = type("T", (), {"in_sink": 0})()
+    for faster, severity in ((True, "warning"), (False, "info")):
+        monkeypatch.setattr(cost, "measure", lambda *a, **k: {"measured": True, "fix_faster": faster})
+        problem = {"severity": "warning"}
+        cost.attach(problem, tracer, (Q(),), None, {})
+        assert problem["severity"] == severity
+
+
+def test_the_representative_size_keeps_the_calls_layout_and_causal_mask():
+    import torch
+
+    q = torch.randn(2, 4, 16, 8).transpose(-1, -2).contiguous().transpose(-1, -2)  # last dim not contiguous
+    k = v = torch.randn(2, 4, 16, 8)
+    mask = torch.ones(16, 16, dtype=torch.bool).tril()
+    q2, k2, v2, m2, *_ = cost.scaled(torch, (q, k, v, mask, 0.0, False, False), 64)
+    assert q2.shape == (2, 4, 64, 8) and q2.stride(-1) != 1 and k2.stride(-1) == 1
+    assert m2.shape == (64, 64) and torch.equal(m2, torch.ones(64, 64, dtype=torch.bool).tril())
+    fm = cost.scaled(torch, (k, k, v, torch.zeros(1, 1, 16, 16, dtype=torch.float16), 0.0, False, False), 32)[3]
+    assert fm.shape == (1, 1, 32, 32) and fm.dtype == torch.float16 and fm[0, 0, 0, 1] == float("-inf")
 
 
 def test_check_sample_reports_the_kernel_per_layer():
