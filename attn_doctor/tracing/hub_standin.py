@@ -11,6 +11,8 @@ flash-attn3 (FlashAttention 3's), vllm-flash-attn3 (FA3's checks; its flash_attn
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import types
 
 from . import sinks
@@ -102,8 +104,64 @@ def get_local_kernel(repo_path, package_name=None, backend=None):
     raise _unknown(str(repo_path))
 
 
+# kernels' layer API (kernelize, the kernel mappings, the hub-forward decorators), which libraries
+# such as transformers import beside get_kernel: inert here, so that every layer keeps its own
+# forward, as where no Hub kernel applies.
+class Mode(enum.Flag):
+    INFERENCE = 1
+    TRAINING = 2
+    TORCH_COMPILE = 4
+    FALLBACK = 8
+
+
+class _Record(object):
+    """A value object of the layer API (Device, CUDAProperties, LayerRepository, ...): keeps what it
+    was given."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+
+def _named(name):
+    return type(name, (_Record,), {})
+
+
+def _keep(target=None, *args, **kwargs):
+    """A decorator of the layer API used with or without arguments: returns what it decorates."""
+    if isinstance(target, (type, types.FunctionType)) and not args and not kwargs:
+        return target
+    return lambda obj: obj
+
+
+def kernelize(model, *args, **kwargs):
+    return model
+
+
+def register_kernel_mapping(*args, **kwargs):
+    return None
+
+
+def replace_kernel_forward_from_hub(*args, **kwargs):
+    return None
+
+
+@contextlib.contextmanager
+def use_kernel_mapping(*args, **kwargs):
+    yield
+
+
 def make_kernels_standin(module):
     top = module("kernels", True)
     top.__version__ = STANDIN_KERNELS_VERSION
     top.get_kernel, top.has_kernel, top.get_local_kernel = get_kernel, has_kernel, get_local_kernel
+    top.get_locked_kernel = top.load_kernel = top.install_kernel = get_kernel
+    top.Mode = Mode
+    for name in ("CUDAProperties", "ROCMProperties", "Device", "LayerRepository", "FuncRepository",
+                 "LocalLayerRepository", "LocalFuncRepository", "LockedLayerRepository", "LockedFuncRepository"):
+        setattr(top, name, _named(name))
+    top.use_kernel_forward_from_hub = top.use_kernel_func_from_hub = _keep
+    top.kernelize, top.register_kernel_mapping = kernelize, register_kernel_mapping
+    top.replace_kernel_forward_from_hub, top.use_kernel_mapping = replace_kernel_forward_from_hub, use_kernel_mapping
     return {"kernels": top}

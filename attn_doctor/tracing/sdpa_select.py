@@ -253,11 +253,16 @@ def check_cudnn_dropout(call, target):
     return None
 
 
-def check_cudnn_tensor_shapes(call, target):
-    q, k, v = (_t(call, r)["shape"] for r in ("q", "k", "v"))
+def check_cudnn_batch_heads(call, target):
+    q = _t(call, "q")["shape"]
     if q[0] > 65535 or q[1] > 65535:
         return ("cuDNN SDPA does not support batch size or num_heads greater than 65535. Got batch size: %d, "
                 "num_heads: %d" % (q[0], q[1]))
+    return None
+
+
+def check_cudnn_tensor_shapes(call, target):
+    q, k, v = (_t(call, r)["shape"] for r in ("q", "k", "v"))
     cudnn = target.get("cudnn") or ASSUMED_CUDNN
     cap = target["capability"]
     sm90_or_10x = (cap[0] == 9 and cap[1] == 0) or cap[0] == 10
@@ -338,6 +343,8 @@ CHECKS = {
     "attn_mask_shape": (check_attn_mask_shape, None, None),
     # in main's source; torch 2.11.0 on an H100 picks cuDNN for dropout 0.1 [inferred: from 2.12]
     "cudnn_dropout": (check_cudnn_dropout, (2, 12), None),
+    # absent from torch 2.11.0's libtorch_cuda.so, present in 2.14.1's [from 2.12 inferred]
+    "cudnn_batch_heads": (check_cudnn_batch_heads, (2, 12), None),
     "cudnn_tensor_shapes": (check_cudnn_tensor_shapes, None, None),
     "cudnn_d256_backward": (check_cudnn_d256_backward, (2, 12), None),  # [inferred]
 }
@@ -352,7 +359,7 @@ BACKEND_CHECKS = {
                       "last_dim_stride", "heads_mem_efficient", "dtypes_mem_efficient"),
     "cudnn": ("runtime_disabled_cudnn", "tensor_shapes", "dtypes_low_precision", "attn_mask_shape", "cudnn_hardware",
               "cudnn_dropout", "nonzero_seq_lens", "last_dim_stride_ignore_singleton", "heads_gqa",
-              "cudnn_tensor_shapes", "cudnn_d256_backward"),
+              "cudnn_batch_heads", "cudnn_tensor_shapes", "cudnn_d256_backward"),
 }
 
 

@@ -150,7 +150,7 @@ def test_trace_on_the_gpu_finds_each_pattern_and_its_cost(pattern):
     print("\n%s [%s]: trace %s; direct %.2fx (%.3f ms against %.3f ms, fix on %s)" % (
         pattern, f["severity"], f["message"].rsplit("; ", 1)[-1], direct, made, fixed, fixed_kernel))
     assert abs(cost["ratio"] - direct) <= 0.25 * direct
-    assert [p["seq"] for p in cost["at"]][1:] == [2048]  # and at a representative length
+    assert max(p["seq"] for p in cost["at"]) >= 2048  # at the traced size, and at a representative length
     assert "the %s kernel the fix runs" % sdpa_select.LABELS[fixed_kernel] in f["message"]
     # a fix that is faster at neither size is info, else a warning
     assert f["severity"] == ("warning" if cost["fix_faster"] else "info")

@@ -38,7 +38,7 @@ def toy_target(toy, factory):
 
 def cli(*args, cwd=None):
     """``python -m attn_doctor trace ARGS`` in a fresh process: (exit code, stdout, stderr)."""
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run([sys.executable, "-m", "attn_doctor", "trace", *args], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=600)
     return proc.returncode, proc.stdout, proc.stderr

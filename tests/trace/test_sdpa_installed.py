@@ -29,7 +29,7 @@ def _templates():
     """(check function, message template) for every message sdpa_select's checks return."""
     out = []
     for name, fn in inspect.getmembers(sdpa_select, inspect.isfunction):
-        if not name.startswith("check_"):
+        if not name.startswith("check_") or not _applies_here(name):
             continue
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         for node in ast.walk(tree):
@@ -38,6 +38,13 @@ def _templates():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) >= PREFIX:
                 out.append((name, node.value))
     return out
+
+
+def _applies_here(name):
+    """Whether a check of sdpa_select is one it applies for the installed torch (CHECKS' releases)."""
+    version = sdpa_select.version_tuple(torch.__version__)
+    entries = [e for e in sdpa_select.CHECKS.values() if getattr(e[0], "__qualname__", "").split(".")[0] == name]
+    return not entries or any(sdpa_select._applies(e, version) for e in entries)
 
 
 def _pieces(template):
