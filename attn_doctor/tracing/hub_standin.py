@@ -128,10 +128,9 @@ def _named(name):
     return type(name, (_Record,), {})
 
 
-def _keep(target=None, *args, **kwargs):
-    """A decorator of the layer API used with or without arguments: returns what it decorates."""
-    if isinstance(target, (type, types.FunctionType)) and not args and not kwargs:
-        return target
+def _keep(*args, **kwargs):
+    """A decorator factory of the layer API (use_kernel_forward_from_hub("RMSNorm"),
+    use_kernelized_func(fn)): the decorator it returns gives back what it decorates."""
     return lambda obj: obj
 
 
@@ -164,4 +163,13 @@ def make_kernels_standin(module):
     top.use_kernel_forward_from_hub = top.use_kernel_func_from_hub = _keep
     top.kernelize, top.register_kernel_mapping = kernelize, register_kernel_mapping
     top.replace_kernel_forward_from_hub, top.use_kernel_mapping = replace_kernel_forward_from_hub, use_kernel_mapping
+    top.__getattr__ = _layer_api  # what a newer kernels adds (use_kernelized_func, ...): inert too
     return {"kernels": top}
+
+
+def _layer_api(name):
+    """A public name of kernels' layer API this stand-in does not list: a value class for a class
+    name, else an inert decorator factory."""
+    if name.startswith("_"):
+        raise AttributeError("module 'kernels' has no attribute %r" % name)
+    return _named(name) if name[:1].isupper() else _keep

@@ -81,3 +81,29 @@ def test_the_cli_on_an_xformers_model_off_the_gpu_says_it_used_a_stand_in_and_tr
     assert "as installed: could not run" in out and "No module named 'xformers'" in out
     assert "(judged with a stand-in)" in out
     assert "flash-attn" not in out  # no other library's stand-in is named
+
+
+def test_the_kernels_stand_in_lets_libraries_import_its_layer_api_and_keeps_their_layers():
+    # transformers imports kernels' layer API beside get_kernel (Device, CUDAProperties, kernelize,
+    # use_kernel_forward_from_hub, use_kernelized_func...): inert, every layer keeps its forward
+    import types
+
+    from attn_doctor.tracing.hub_standin import make_kernels_standin
+
+    kernels = make_kernels_standin(lambda name, package=False: types.ModuleType(name))["kernels"]
+
+    @kernels.use_kernel_forward_from_hub("RMSNorm")
+    class RMSNorm:
+        pass
+
+    def rotate_fast(x):
+        return x
+
+    @kernels.use_kernelized_func(rotate_fast)  # a name this stand-in does not list
+    def rotate(x):
+        return x
+
+    assert RMSNorm.__name__ == "RMSNorm" and rotate(3) == 3
+    assert kernels.CUDAProperties(min_capability=75, max_capability=90).min_capability == 75
+    assert kernels.kernelize("model", mode=kernels.Mode.INFERENCE | kernels.Mode.TORCH_COMPILE) == "model"
+    assert kernels.SomeNewRepository(repo_id="x").repo_id == "x"
