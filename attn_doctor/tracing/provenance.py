@@ -212,7 +212,7 @@ def _operand_label(node, origin, promoting_line=None):
     if origin.get("name"):
         return origin["name"]
     m = _ASSIGN.match(linecache.getline(origin["file"], origin["line"]) or "") if origin.get("line") else None
-    if m:
+    if m and origin["line"] != promoting_line:  # on the promoting line the name is the result's
         return m.group(1)
     if origin.get("kind") == "explicit_cast":
         return "the result of %s (%s since %s at line %s)" % (node.op, node.dtype, origin.get("op"), origin.get("line"))

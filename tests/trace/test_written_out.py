@@ -1,0 +1,48 @@
+"""Float32 that breaks the attention path without reaching q/k/v: the attention weights of attention
+written out (a float32 mask added to the scores, a softmax asked for float32), and a Linear or
+LayerNorm meeting a float32 input (AD608, where a GPU raises; the meta device lets it through)."""
+import pytest
+
+from conftest import marker_line, toy_target
+
+TOY = "written_out_toy.py"
+
+
+def _trace(trace, bug):
+    return trace(toy_target(TOY, "build"), factory_kwargs={"bug": bug})
+
+
+def test_a_float32_mask_added_to_the_scores_is_followed_from_the_weights(trace):
+    (f,) = _trace(trace, "mask")["findings"]
+    assert f["id"] == "AD601" and f["sink"]["line"] == marker_line(TOY, "PV")
+    assert f["sink"]["weights"]["dtype"] == "float32" and f["sink"]["v"]["dtype"] == "bfloat16"
+    (entry,) = f["chain"]
+    assert entry["line"] == marker_line(TOY, "SCORES") and entry["feeds"] == ["weights"]
+    assert entry["operand_origin"]["line"] == marker_line(TOY, "MASK")
+
+
+def test_a_softmax_asked_for_float32_is_named_where_it_is(trace):
+    (f,) = _trace(trace, "softmax")["findings"]
+    assert f["id"] == "AD602" and f["kernel_message"] == "expected scalar type Float but found BFloat16"
+    (origin,) = f["origins"]
+    assert origin["kind"] == "explicit_cast" and origin["line"] == marker_line(TOY, "SOFTMAX")
+
+
+@pytest.mark.parametrize("bug,op,marker", [("pos_linear", "F.linear", "LINEAR"), ("pos_norm", "F.layer_norm", "NORM")])
+def test_a_linear_or_norm_meeting_float32_is_where_the_gpu_raises(trace, bug, op, marker):
+    r = _trace(trace, bug)
+    (f,) = r["findings"]
+    assert f["id"] == "AD608" and f["sink"]["name"] == op and f["sink"]["line"] == marker_line(TOY, marker)
+    assert f["chain"][0]["op"] == "Tensor.add"
+    assert "on a GPU it raises here, before the attention call" in f["message"]
+    # the trace went on in bf16: the attention call after it is judged on its own, and is clean
+    assert r["summary"]["sinks"] == 1 and r["sinks"][0]["ok"]
+
+
+def test_the_clean_block_and_half_input_with_float32_norm_weights_are_clean(trace):
+    assert _trace(trace, "none")["findings"] == []
+    from attn_doctor.tracing.api import trace as run
+
+    model, x = __import__("written_out_toy").build()
+    model.norm.float()  # norms kept in float32 beside a bf16 input: the one mix layer_norm takes
+    assert run(model=model, inputs=(x,))["findings"] == []
