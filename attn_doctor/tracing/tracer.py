@@ -186,8 +186,10 @@ class Tracer(object):
             return True
         return filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython")
 
-    def caller(self):
-        f = sys._getframe(2)
+    def _frames(self, depth):
+        """The frames of the model's code (not torch's, not the tracer's), innermost first, from
+        ``depth`` frames above this call."""
+        f = sys._getframe(depth + 1)
         cache = self._internal
         while f is not None:
             fn = f.f_code.co_filename
@@ -195,46 +197,37 @@ class Tracer(object):
             if internal is None:
                 internal = cache[fn] = self._is_internal(fn)
             if not internal:
-                return fn, f.f_lineno
+                yield f
             f = f.f_back
+
+    def caller(self):
+        for f in self._frames(2):
+            return f.f_code.co_filename, f.f_lineno
         return None, None
 
     def user_frame(self):
         """Where the user's code called into the library that made this attention call: the
         innermost frame outside installed packages, with the library's frame it called, when the
         call itself is inside an installed package; else None."""
-        f = sys._getframe(2)
-        cache = self._internal
         library = None
-        while f is not None:
+        for f in self._frames(2):
             fn = f.f_code.co_filename
-            internal = cache.get(fn)
-            if internal is None:
-                internal = cache[fn] = self._is_internal(fn)
-            if not internal:
-                package = library_package(fn)
-                if package is None:
-                    if library is None:
-                        return None  # the call is the user's own
-                    return {"file": fn, "line": f.f_lineno, "function": f.f_code.co_name, "library": library[0],
-                            "library_file": library[1], "library_line": library[2]}
-                library = (package, fn, f.f_lineno)  # the outermost library frame: the one the user called
-            f = f.f_back
+            package = library_package(fn)
+            if package is None:
+                if library is None:
+                    return None  # the call is the user's own
+                return {"file": fn, "line": f.f_lineno, "function": f.f_code.co_name, "library": library[0],
+                        "library_file": library[1], "library_line": library[2]}
+            library = (package, fn, f.f_lineno)  # the outermost library frame: the one the user called
         return None
 
     def callers(self, depth=3):
         """The user's frames above the op's own line: [(file, line)], innermost first."""
-        f = sys._getframe(2)
-        cache = self._internal
         found = []
-        while f is not None and len(found) < depth + 1:
-            fn = f.f_code.co_filename
-            internal = cache.get(fn)
-            if internal is None:
-                internal = cache[fn] = self._is_internal(fn)
-            if not internal:
-                found.append((fn, f.f_lineno))
-            f = f.f_back
+        for f in self._frames(2):
+            found.append((f.f_code.co_filename, f.f_lineno))
+            if len(found) > depth:
+                break
         return found[1:]
 
     def node_of(self, t):
