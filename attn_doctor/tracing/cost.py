@@ -144,8 +144,13 @@ def measure(made, equivalent, eq_choice, representative=None):
     seq, where = representative or (DEFAULT_SEQ, "a typical training length")
     traced_seq = int(made[0].shape[_seq_dim(made[0])])
     sizes = [(traced_seq, "the traced size")]
-    if seq and seq > traced_seq and _bytes(made, seq) <= MAX_BYTES:
-        sizes.append((int(seq), where))
+    seq = int(seq or 0)
+    if seq > traced_seq and _bytes(made, seq) > MAX_BYTES:
+        while seq > traced_seq and _bytes(made, seq) > MAX_BYTES:  # a 128k context: the largest that fits
+            seq //= 2
+        where = "%s, halved to fit in %d GiB" % (where, MAX_BYTES >> 30)
+    if seq > traced_seq:
+        sizes.append((seq, where))
     points = []
     with torch.enable_grad() if train else torch.no_grad():
         for n, why in sizes:

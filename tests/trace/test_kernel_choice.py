@@ -305,3 +305,17 @@ def test_torch_is_asked_in_its_own_signature(gqa):
     except Exception:  # noqa: BLE001 - CPU tensors: the CUDA verdicts after the choice may refuse; the choice ran
         index = "asked"
     assert index in (None, "asked")
+
+
+def test_a_representative_length_too_large_to_time_is_halved_until_it_fits(monkeypatch):
+    import torch
+
+    timed = []
+    monkeypatch.setattr(cost, "time_ms", lambda torch_, run, rounds=cost.ROUNDS: 1.0)
+    monkeypatch.setattr(cost, "_runner", lambda torch_, call, train, backend=None: timed.append(call[0].shape[-2]))
+    q = torch.randn(1, 64, 16, 128, dtype=torch.bfloat16)
+    out = cost.measure((q, q, q, None, 0.0, True, False), (q, q, q, None, 0.0, True, False), {"kernel": "cudnn"},
+                       representative=(131072, "the model's max_position_embeddings"))
+    (traced, big) = out["at"]
+    assert traced["seq"] == 16 and 16 < big["seq"] < 131072 and cost._bytes((q, q, q, None), big["seq"]) <= cost.MAX_BYTES
+    assert big["why"] == "the model's max_position_embeddings, halved to fit in 4 GiB"
