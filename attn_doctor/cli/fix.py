@@ -31,6 +31,17 @@ def fix(
     unsafe: bool = typer.Option(False, "--unsafe", help="Allow unsafe remedies (torch upgrades, edits inside installed packages); each says why it is unsafe."),
     apply_patch: bool = typer.Option(False, "--apply-patch", help="Apply the tracer's source patches to your files (by default they are only written as .patch files)."),
     patch_dir: Path = typer.Option(Path("."), "--patch-dir", metavar="DIR", help="Where .patch files are written."),
+    trace: Optional[str] = typer.Option(
+        None, "--trace", metavar="MODULE:FACTORY",
+        help="Trace this model (as `attn-doctor trace MODULE:FACTORY`) and apply the patches it finds, each journaled, "
+             "verified by tracing again and undone by --undo.",
+    ),
+    autocast: Optional[str] = typer.Option(None, "--autocast", metavar="bf16|fp16", help="With --trace: as trace's --autocast."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", metavar="bf16|fp16|fp32", help="With --trace: as trace's --dtype."),
+    device: str = typer.Option("meta", "--device", metavar="meta|cpu|cuda", help="With --trace: as trace's --device."),
+    train: bool = typer.Option(False, "--train", help="With --trace: trace forward and backward, as trace's --train."),
+    factory_arg: Optional[list[str]] = typer.Option(
+        None, "--factory-arg", "-a", metavar="KEY=VALUE", help="With --trace: an argument of the factory (repeatable)."),
     installer: str = typer.Option(
         "auto", "--installer", metavar="auto|uv|pip",
         help="What installs packages: uv (`uv pip --python TARGET`, the shortest window in which a package is half there) where it is found, else pip (auto); or the one named.",
@@ -74,13 +85,23 @@ def fix(
 
       attn-doctor fix --only AD401 --json --yes
 
+      attn-doctor fix --trace model.py:build --autocast bf16 --dry-run
+
       attn-doctor fix --history
 
       attn-doctor fix --undo
 
+    With --trace MODULE:FACTORY the dtype path judged is your model's, not the built-in sample's: the
+    tracer's patches (a cast before the attention call, is_causal for a causal mask, ...) are plan
+    steps, shown as diffs with --dry-run, applied with a copy of each file in the journal, verified by
+    tracing the model again in a fresh process (a patch after which the finding stays is rolled back)
+    and undone by --undo.
+
     Exit codes: 0 everything planned was applied and verified (or nothing to do, or --dry-run);
-    1 an action failed, was rolled back or blocked (unsafe, PEP 668), or the plan was declined;
-    2 usage error (bad option, unreadable file, no --yes without a terminal);
+    1 an action failed, was rolled back or blocked (unsafe, PEP 668), the plan was declined, or the
+    --trace model could not be traced;
+    2 usage error (bad option, unreadable file, no --yes without a terminal, a --trace target that
+    does not name a factory);
     128 + the signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
     """
     from ._common import UsageError, check_verbosity, fail, print_schema
@@ -96,6 +117,7 @@ def fix(
             # Options of a fix run would be silently ignored: --undo --dry-run would undo for real.
             given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python if history else None), ("--from-report", facts),
                      ("--only", only), ("--skip", skip), ("--unsafe", unsafe), ("--apply-patch", apply_patch), ("--quick", quick),
+                     ("--trace", trace),
                      ("--no-sample", no_sample), ("--no-smoke", no_smoke), ("--no-cache", no_cache), ("--undo", undo and history),
                      ("--installer", installer != "auto")) if value]
             if given:
@@ -106,6 +128,8 @@ def fix(
             return _undo(run_id, json_out, python)
         if installer not in ("auto", "uv", "pip"):
             raise UsageError(f"--installer takes auto, uv or pip, not {installer!r}")
+        request = _trace_request(trace, facts, autocast=autocast, dtype=dtype, device=device, train=train,
+                                 factory_arg=factory_arg)
         from ..options import CLI, CheckOptions
         from ._common import resolved
 
@@ -121,20 +145,24 @@ def fix(
             only=only or [],
             skip=skip or [],
             unsafe=unsafe,
-            apply_patch=apply_patch,
+            apply_patch=apply_patch or request is not None,
             patch_dir=patch_dir,
             installer=installer,
             verbose=verbose,
+            request=request,
         )
     except typer.Exit:
         raise
     except Exception as exc:
         from ..gather import FactsFileError
         from ..fix.apply import FixError
+        from ..fix.traced import TraceFailed
         from ..rules.loader import RecipeError
 
-        if not isinstance(exc, (UsageError, FactsFileError, RecipeError, JournalError, FixError)):
+        if not isinstance(exc, (UsageError, FactsFileError, RecipeError, JournalError, FixError, TraceFailed)):
             raise
+        if isinstance(exc, TraceFailed):
+            raise fail(str(exc), 2 if exc.usage else 1) from None
         if verbose:
             import traceback
 
@@ -144,7 +172,32 @@ def fix(
         raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError, UnknownRun)) else 1) from None
 
 
-def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, installer, verbose):
+def _trace_request(trace, facts, *, autocast, dtype, device, train, factory_arg):
+    """fix --trace's request, its trace options checked as trace checks them; None without --trace."""
+    from ._common import UsageError
+
+    given = [name for name, value in (("--autocast", autocast), ("--dtype", dtype), ("--device", device != "meta"),
+                                      ("--train", train), ("--factory-arg", factory_arg)) if value]
+    if trace is None:
+        if given:
+            raise UsageError(f"{', '.join(given)} go with --trace MODULE:FACTORY (the model to trace)")
+        return None
+    if facts is not None:
+        raise UsageError("--trace traces a model here: it does not go with --from-report (a report recorded elsewhere)")
+    from ..fix.traced import TraceRequest
+    from ..tracing.errors import TraceError
+    from ..tracing.factory import parse_factory_args
+
+    try:
+        kwargs = parse_factory_args(factory_arg)
+    except TraceError as exc:
+        raise UsageError(exc.message) from None
+    return TraceRequest(trace, {"dtype": dtype, "autocast": autocast, "device": device, "train": train,
+                                "factory_kwargs": kwargs or None})
+
+
+def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, installer, verbose,
+         request=None):
     from ..fix.apply import STOP_SIGNALS, Interrupted
 
     # Until the plan is applied nothing changes: a stop signal ends the command with one line.
@@ -156,7 +209,7 @@ def _fix(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_pat
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         _fix_steps(check_options=check_options, yes=yes, dry_run=dry_run, json_out=json_out, only=only, skip=skip, unsafe=unsafe,
-                   apply_patch=apply_patch, patch_dir=patch_dir, installer=installer, verbose=verbose)
+                   apply_patch=apply_patch, patch_dir=patch_dir, installer=installer, verbose=verbose, request=request)
     except Interrupted as exc:
         _interrupted(exc.signum, None, [], None, json_out)
     finally:
@@ -186,7 +239,8 @@ def _interrupted(signum: int, run_id, restored: list[str], error, json_out: bool
     raise typer.Exit(128 + signum)
 
 
-def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, installer, verbose):
+def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, apply_patch, patch_dir, installer, verbose,
+               request=None):
     from ..core import run_check
     from ..fix.apply import FixInterrupted, apply_plan, recover_interrupted, stop_signals_refused
     from ..fix.journal import Lock, interrupted_runs, state_dir
@@ -210,8 +264,20 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
                     recover_interrupted(progress=note)
                 say(f"restored the state before the interrupted fix {ids}")
 
+        def judged(report, update):
+            """The check's report, with the --trace model's dtype path where one was named."""
+            if request is None:
+                return report
+            from ..fix.traced import traced_report
+            from ..rules.loader import load_selected
+
+            if update:
+                update(f"tracing {request.target}")
+            recipes = load_selected(check_options.recipes_dir, check_options.only, check_options.skip)
+            return traced_report(report, request, recipes, check_options.fail_on, progress=update)
+
         def check():
-            return run_check(check_options, note)
+            return judged(run_check(check_options, note), note)
 
         from ._common import UsageError
 
@@ -222,6 +288,7 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
         report = check()
         options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir, installer=installer)
         plan = build_plan(report, options, known.data)
+        plan.traced = request is not None
     finally:
         if progress:
             progress.stop()
@@ -252,7 +319,8 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
             report.facts,
             # The verification reuses the plan's smoke results and sample verdict where nothing
             # they depend on changed (a package change or another config shape runs them again).
-            verify=lambda: run_check(check_options, progress.update if progress else None, previous=report),
+            verify=lambda: judged(run_check(check_options, progress.update if progress else None, previous=report),
+                                  progress.update if progress else None),
             command=sys.argv[1:],
             patch_dir=patch_dir,
             progress=progress.update if progress else None,

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Optional
 
 from ..facts import Facts
@@ -447,8 +448,9 @@ def _apply(plan: Plan, facts: Facts, verify, patch_dir: Path, note, journal: Jou
     for action in applied:
         if action.rule == "AD402":  # an unsafe source edit proves itself where it can run
             _verify_source_edit(action, facts, journal, note, check_edit)
-    if any(a.kind in ("pip", "config") for a in applied):
-        note("re-running the checks")
+    traced = plan.traced and any(a.kind == "patch" and a.rule != "AD402" for a in applied)
+    if traced or any(a.kind in ("pip", "config") for a in applied):
+        note("re-running the checks" + (" and tracing the model again" if traced else ""))
         _verify(applied, verify(), facts, journal, plan, note)
     for action in applied:
         if action.status == "applied":
@@ -547,6 +549,13 @@ def _verify(applied: list[Action], report: Report, facts: Facts, journal: Journa
     failed = []
     for action in applied:
         if action.kind == "patch":
+            if plan.traced and action.rule != "AD402":
+                left = _still_traced(action, report)
+                if left:
+                    failed.append((action, SimpleNamespace(message=left)))
+                else:
+                    action.status = "verified"
+                    action.reason = "traced again: no %s at the patched lines" % action.rule
             continue
         result = by_rule.get(action.rule)
         if result is None or result.status == "skipped":
@@ -565,6 +574,20 @@ def _verify(applied: list[Action], report: Report, facts: Facts, journal: Journa
         except (FixError, EditError, OSError) as exc:
             action.status = "failed"
             action.reason = f"{action.rule} still fires, and rolling back failed: {exc} (`attn-doctor fix --undo {journal.id}`)"
+
+
+def _still_traced(action: Action, report: Report) -> Optional[str]:
+    """The message of a finding of the patch's rule that the new trace still makes in a patched
+    file (the call the patch was for, or one its cast did not reach), else None."""
+    files = {str(Path(f).resolve()) for f in action.files}
+    for finding in report.facts.dtype_path.findings:
+        sink = finding.get("sink") or {}
+        where = sink.get("file")
+        if finding.get("id") == action.rule and where and str(Path(where).resolve()) in files:
+            return str(finding.get("message") or action.rule)
+    if report.facts.dtype_path.status != "ok":
+        return "the model could not be traced again: %s" % (report.facts.dtype_path.error or report.facts.dtype_path.status)
+    return None
 
 
 def _still_concerns(action: Action, result) -> bool:

@@ -24,24 +24,38 @@ class PatchError(Exception):
 # ---------------------------------------------------------------- tracer patches
 
 
-def trace_patch(result: Result, facts: Facts) -> Optional[tuple[str, bytes, str]]:
-    """The tracer's patch for this finding (a unified diff in the finding's `patch` field)."""
-    finding = next((f for f in facts.dtype_path.findings if f.get("id") == result.rule and f.get("patch")), None)
-    if finding is None:
-        return None
-    diff = finding["patch"]
-    target = _patch_target(diff)
-    if target is None:
-        raise PatchError("the tracer's patch names no file")
-    path = Path(target)
-    if not path.is_absolute():
-        path = Path.cwd() / path
-    try:
-        old = path.read_bytes()
-    except OSError as exc:
-        raise PatchError(f"{path}: cannot read the file the patch is for: {exc.strerror or exc}") from None
-    new = apply_unified_diff(old.decode("utf-8"), diff).encode("utf-8")
-    return str(path), new, unified_diff(str(path), old, new)
+def trace_patch(result: Result, facts: Facts) -> Optional[list[tuple[str, bytes, str]]]:
+    """The tracer's patches for this rule's findings (a unified diff in each finding's `patch`
+    field), one (file, new bytes, diff) per file: the findings at several lines of one file are
+    applied bottom up, so that each hunk's line numbers still hold."""
+    by_file: dict[Path, list[tuple[int, str]]] = {}
+    for finding in facts.dtype_path.findings:
+        diff = finding.get("patch") if finding.get("id") == result.rule else None
+        if not diff:
+            continue
+        target = _patch_target(diff)
+        if target is None:
+            raise PatchError("the tracer's patch names no file")
+        path = Path(target)
+        if not path.is_absolute():
+            path = Path.cwd() / path
+        hunk = next((_HUNK.match(line) for line in diff.splitlines() if _HUNK.match(line)), None)
+        by_file.setdefault(path, []).append((int(hunk.group(1)) if hunk else 0, diff))
+    out = []
+    for path, diffs in by_file.items():
+        try:
+            old = path.read_bytes()
+        except OSError as exc:
+            raise PatchError(f"{path}: cannot read the file the patch is for: {exc.strerror or exc}") from None
+        text = old.decode("utf-8")
+        seen = set()
+        for _, diff in sorted(diffs, key=lambda d: -d[0]):
+            if diff not in seen:  # one call site reached by several layers has one patch
+                seen.add(diff)
+                text = apply_unified_diff(text, diff)
+        new = text.encode("utf-8")
+        out.append((str(path), new, unified_diff(str(path), old, new)))
+    return out or None
 
 
 def _patch_target(diff: str) -> Optional[str]:

@@ -78,6 +78,8 @@ class Plan:
     target: Any = None
     recorded_on: Optional[str] = None  # a recorded report: the host it was recorded on
     installer: Optional[str] = None  # what runs the pip actions: "uv" or "pip" (None: no pip action)
+    # fix --trace: the dtype path is the user's model, traced again after its patches to verify them
+    traced: bool = False
 
     @property
     def runnable(self) -> list[Action]:
@@ -338,10 +340,11 @@ def _patch_action(action: Action, result: Result, facts: Facts, options: Options
         return _block(action, str(exc))
     if patch is None:
         return None
-    file, new, diff = patch
-    action.files = [file]
-    action.new_bytes[file] = new
-    action.diff = diff
+    patches = patch if isinstance(patch, list) else [patch]
+    action.files = [file for file, _, _ in patches]
+    for file, new, _ in patches:
+        action.new_bytes[file] = new
+    action.diff = "".join(diff for _, _, diff in patches)
     if result.rule == "AD402":
         if action.safety == "unsafe" and not options.unsafe:
             return _block(action, f"unsafe ({action.why_unsafe or 'see the rule'}); run with --unsafe to allow it")

@@ -238,7 +238,9 @@ def _applies(rule: Rule, remedy) -> str:
     if remedy.kind == "patch":
         if remedy.safety == "unsafe":
             return f"`attn-doctor fix` edits the installed package, only as a last resort.{unsafe}"
-        return "`attn-doctor fix` writes it as a .patch file; `--apply-patch` applies it to your source."
+        return ("`attn-doctor fix --trace MODULE:FACTORY` applies it to your model (journaled, verified by tracing "
+                "again, undone by `fix --undo`); without --trace, `fix` writes it as a .patch file and `--apply-patch` "
+                "applies it.")
     return "By hand: `attn-doctor fix` lists it and does not apply it."
 
 
