@@ -4,6 +4,7 @@ them by."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, Optional
@@ -14,15 +15,39 @@ from .results import Finding, Severity, TraceReport
 
 
 def from_trace(traced: TraceReport) -> list[Finding]:
-    """A trace's findings, each at the attention call it is about."""
+    """A trace's findings, each at the attention call it is about, with its fix: the tracer's
+    patch line where it has one, else the rule's remedy."""
     findings = []
     for f in traced.findings:
         sink = f.get("sink") or {}
         where = f"{sink.get('file')}:{sink.get('line')}" if sink.get("file") else None
         findings.append(Finding(source="trace", rule=str(f.get("id")), severity=severity_of(f.get("severity")),
                                 title=str(f.get("message") or f.get("id")), message=str(f.get("message") or ""),
-                                where=where))
+                                where=where, remedies=_trace_remedies(f, where)))
     return findings
+
+
+@functools.lru_cache(maxsize=1)
+def _recipes():
+    from .rules.loader import load_recipes
+
+    return load_recipes()
+
+
+def _trace_remedies(finding: dict, where: Optional[str]) -> tuple[str, ...]:
+    out = []
+    patch = str(finding.get("patch") or "")
+    added = [line[1:].strip() for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    if added and where:
+        out.append("at %s: %s (attn-doctor trace --patch writes the diff; attn-doctor fix --trace applies it)"
+                   % (where, added[0]))
+    try:
+        rule = _recipes().get(str(finding.get("id") or ""))
+    except Exception:  # noqa: BLE001 - the finding stands without its remedy text
+        rule = None
+    if rule is not None and not out:
+        out.extend(r.summary for r in rule.remedies[:2])
+    return tuple(out)
 
 
 def forward_crash(report: Optional[TraceReport]) -> Optional[Finding]:

@@ -496,3 +496,27 @@ def test_preflight_under_torch_distributed_two_gloo_ranks(tmp_path, fa2_config):
     assert not rank1["warn"]["raised"] and not rank1["warn"]["ok"]
     # rank 0 reports the fleet in warn mode; the other ranks stay quiet rather than repeat it
     assert "AD505" in proc.stderr
+
+
+def test_preflight_error_says_the_fix_of_each_trace_finding(toy, capsys):
+    import torch
+
+    model = toy.Block(upcast=True).to(torch.bfloat16)
+    x = torch.randn(2, 8, 32, dtype=torch.bfloat16)
+    with pytest.raises(PreflightError) as info:
+        attn_doctor.preflight(model, example_inputs=(x,), quick=True, distributed=False)
+    text = str(info.value)
+    (finding,) = [f for f in info.value.findings if f.rule.startswith("AD6")]
+    assert finding.remedies and "toy_model.py:" in finding.remedies[0]
+    assert "q = q.to(v.dtype)" in finding.remedies[0] and "attn-doctor fix --trace applies it" in finding.remedies[0]
+    assert "\n    fix: at " in text
+    assert info.value.result is not None and info.value.result.ok is False
+
+
+def test_a_model_without_example_inputs_is_told_in_the_apis_words():
+    import torch.nn as nn
+
+    with pytest.raises(UsageError) as info:
+        attn_doctor.trace(nn.Sequential(nn.Linear(8, 8)))
+    assert str(info.value).startswith("the model has no example inputs") and "pass example_inputs=" in str(info.value)
+    assert "factory" not in str(info.value)

@@ -4,9 +4,12 @@
 ``on_train_begin``) and the Lightning Callback ``attn_doctor.integrations.lightning.AttnDoctorCallback``
 (``attn-doctor[lightning]``, run in ``on_fit_start``).
 
-Both judge the model the framework is about to train, in the precision the trainer will use, and
-raise attn_doctor.PreflightError out of ``trainer.train()`` / ``trainer.fit()`` (or log, with
-``on_failure="warn"``). Under torch.distributed every rank checks itself and rank 0 reports the fleet.
+Both judge the model the framework is about to train, in the precision the trainer will use, on
+one batch of the trainer's own training data unless given ``example_inputs``, and raise
+attn_doctor.PreflightError out of ``trainer.train()`` / ``trainer.fit()`` when it finds problems (or
+log them, with ``on_failure="warn"``). A problem of the doctor itself (a model it cannot trace, bad
+arguments) is logged and training goes on, unless ``on_error="raise"``. Under torch.distributed
+every rank checks itself and rank 0 reports the fleet.
 
 May import (the layering contract, pyproject.toml): the API (attn_doctor.api, results) and what is
 below it. Never render or the CLI.
@@ -14,18 +17,62 @@ below it. Never render or the CLI.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional
 
 from ..api import preflight
-from ..results import PreflightResult
+from ..results import PreflightError, PreflightResult
 
-__all__ = ["run_preflight"]
+__all__ = ["run_preflight", "first_batch", "CallbackRun"]
+
+log = logging.getLogger("attn_doctor")
 
 
-def run_preflight(model: Any, options: dict[str, Any], dtype: Optional[str], autocast: Optional[str]) -> PreflightResult:
-    """preflight() for a callback: the precision the trainer uses, unless the callback was given one."""
+class CallbackRun:
+    """What a callback's preflight() came to, kept on the callback either way: ``result`` (the
+    PreflightResult, also when it raised PreflightError), ``error`` (a problem of the doctor itself:
+    bad arguments, a model it could not trace, an internal error; None when it ran)."""
+
+    def __init__(self) -> None:
+        self.result: Optional[PreflightResult] = None
+        self.error: Optional[BaseException] = None
+
+
+def run_preflight(model: Any, options: dict[str, Any], dtype: Optional[str], autocast: Optional[str],
+                  run: Optional[CallbackRun] = None, on_error: str = "warn") -> Optional[PreflightResult]:
+    """preflight() for a callback: the precision the trainer uses, unless the callback was given one.
+
+    Findings at or above fail_on raise PreflightError as preflight() does (on_failure="raise"); a
+    problem of the doctor itself never stops training unless on_error="raise": it is logged on the
+    "attn_doctor" logger, and training goes on. ``run`` keeps the outcome either way."""
+    run = run if run is not None else CallbackRun()
     kwargs = dict(options)
     for key, trainers in (("dtype", dtype), ("autocast", autocast)):
         if kwargs.get(key) is None:  # not given to the callback: what the trainer uses
             kwargs[key] = trainers
-    return preflight(model, **kwargs)
+    try:
+        run.result = preflight(model, **kwargs)
+    except PreflightError as exc:
+        run.result = exc.result
+        raise
+    except Exception as exc:  # noqa: BLE001 - the doctor's own problem: training is not stopped for it
+        run.error = exc
+        if on_error == "raise":
+            raise
+        log.warning("attn-doctor preflight did not run (training goes on; on_error='raise' stops it instead): %s: %s",
+                    type(exc).__name__, exc)
+        return None
+    return run.result
+
+
+def first_batch(loader: Any) -> Any:
+    """One batch of the trainer's own training data, as the model's forward takes it (a dict of its
+    keyword arguments, as transformers' Trainer passes them), or None where there is none. A fresh
+    iterator of the loader: the trainer's own epoch iterator is not touched."""
+    if loader is None:
+        return None
+    try:
+        return next(iter(loader))
+    except Exception as exc:  # noqa: BLE001 - no batch: preflight says which argument to pass
+        log.warning("attn-doctor could not take a batch from the training dataloader (%s: %s)", type(exc).__name__, exc)
+        return None

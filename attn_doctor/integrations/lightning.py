@@ -18,8 +18,9 @@ except ImportError as exc:  # said in the words a user acts on
     raise ImportError("attn_doctor.integrations.lightning needs Lightning 2.x: pip install 'attn-doctor[lightning]'") from exc
 
 from ..api import ConfigArg, DtypeArg
+from ..errors import UsageError
 from ..results import PreflightResult
-from . import run_preflight
+from . import CallbackRun, first_batch, run_preflight
 
 __all__ = ["AttnDoctorCallback"]
 
@@ -35,13 +36,18 @@ class AttnDoctorCallback(Callback):
     (after the strategy has set up torch.distributed: rank 0 reports the fleet).
 
     The module is traced (on a meta copy: its weights are untouched) in the Trainer's precision
-    ("bf16-mixed" -> bf16 autocast, "16-true" -> fp16 weights, ...), with ``example_inputs`` or
-    else the module's own ``example_input_array``. The environment is checked as preflight() does.
+    ("bf16-mixed" -> bf16 autocast, "16-true" -> fp16 weights, ...), with ``example_inputs``, else
+    the module's own ``example_input_array``, else the first element of one batch of its training
+    dataloader (a batch ``(x, y)`` gives ``x``; a dict gives the forward's keyword arguments). The
+    environment is checked as preflight() does.
 
     The keyword arguments are preflight()'s: ``fail_on``, ``on_failure`` ("raise": PreflightError
     propagates out of ``trainer.fit()`` before the first step; "warn": logged, and training goes
     on), ``config``, ``quick``, ``sample``, ``smoke``, ``timeout``, ``dtype`` / ``autocast``
-    (override the Trainer's precision). After it ran, ``callback.result`` holds the PreflightResult.
+    (override the Trainer's precision); and ``on_error``: a problem of the doctor itself (a batch
+    the forward does not take, bad arguments) is logged and training goes on ("warn", the default),
+    or raised ("raise"). After it ran, ``callback.result`` holds the PreflightResult (also when
+    PreflightError was raised) and ``callback.error`` the doctor's own problem, if any.
     """
 
     def __init__(
@@ -51,6 +57,7 @@ class AttnDoctorCallback(Callback):
         config: ConfigArg = None,
         fail_on: Literal["error", "warning"] = "error",
         on_failure: Literal["raise", "warn"] = "raise",
+        on_error: Literal["warn", "raise"] = "warn",
         quick: bool = False,
         sample: bool = True,
         smoke: bool = True,
@@ -59,14 +66,56 @@ class AttnDoctorCallback(Callback):
         autocast: DtypeArg = None,
         distributed: Union[bool, Literal["auto"]] = "auto",
     ):
+        if on_error not in ("warn", "raise"):
+            raise UsageError(f"on_error must be 'warn' or 'raise', not {on_error!r}")
         self.example_inputs = example_inputs
+        self.on_error = on_error
         self.options: dict[str, Any] = dict(config=config, fail_on=fail_on, on_failure=on_failure, quick=quick,
                                             sample=sample, smoke=smoke, timeout=timeout, distributed=distributed,
                                             dtype=dtype, autocast=autocast)
-        self.result: Optional[PreflightResult] = None
+        self._run = CallbackRun()
+
+    @property
+    def result(self) -> Optional[PreflightResult]:
+        return self._run.result
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        return self._run.error
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         dtype, autocast = _PRECISION.get(str(getattr(trainer, "precision", "")), (None, None))
         inputs = self.example_inputs if self.example_inputs is not None else getattr(pl_module, "example_input_array", None)
+        if inputs is None:
+            inputs = _forward_input(first_batch(_train_dataloader(trainer, pl_module)))
         options = dict(self.options, example_inputs=inputs)
-        self.result = run_preflight(pl_module, options, dtype=dtype, autocast=autocast)
+        run_preflight(pl_module, options, dtype=dtype, autocast=autocast, run=self._run, on_error=self.on_error)
+
+
+def _train_dataloader(trainer: Any, pl_module: Any) -> Any:
+    """The training dataloader as Lightning will use it: the one given to ``fit`` (the fit loop's data
+    source: Lightning loads it only after on_fit_start), else the datamodule's, else the module's."""
+    loader = getattr(trainer, "train_dataloader", None)
+    if loader is not None and not callable(loader):
+        return loader
+    source = getattr(getattr(trainer, "fit_loop", None), "_data_source", None)
+    try:
+        if source is not None and source.is_defined():
+            return source.dataloader()
+    except Exception:  # noqa: BLE001 - Lightning's internals moved: the public hooks below
+        pass
+    for owner in (getattr(trainer, "datamodule", None), pl_module):
+        make = getattr(owner, "train_dataloader", None)
+        if callable(make):
+            try:
+                return make()
+            except Exception:  # noqa: BLE001 - not defined here (Lightning raises): the next owner
+                continue
+    return None
+
+
+def _forward_input(batch: Any) -> Any:
+    """What training_step's batch gives forward, by the common shapes: (x, y) -> x, a dict as is."""
+    if isinstance(batch, (list, tuple)) and batch:
+        return batch[0]
+    return batch
