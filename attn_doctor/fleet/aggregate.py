@@ -128,6 +128,8 @@ def key_facts(doc: dict) -> dict[str, Any]:
         "torch": torch.get("version") or (packages.get("torch") or {}).get("version"),
         "torch_cuda": torch.get("cuda"),
     }
+    if not out["torch"] and torch.get("status") not in (None, "ok", "skipped"):
+        out["torch_status"] = torch.get("status")  # "missing", "broken": what sets the node apart first
     for name in ("triton", "flash-attn", "xformers", "transformers"):
         if name in packages:
             out[name] = packages[name].get("version")

@@ -69,8 +69,12 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 ABSENT = "(absent)"
 
-# Differences are listed most telling first: hardware and driver, torch, kernels, rule results.
+# Differences are listed most telling first: torch's presence, hardware and driver, torch, kernels,
+# rule results.
 PRIORITY = (
+    # whether torch is there at all: what makes a node useless before any detail
+    "facts.torch.status",
+    "facts.torch.error",
     "facts.gpu.",
     "facts.torch.",
     "facts.imports.",

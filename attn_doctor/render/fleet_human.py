@@ -69,7 +69,8 @@ def _node(m) -> str:
 
 def _key_facts(group: Group) -> str:
     k = group.key_facts
-    parts = [k.get("gpus", "")]
+    parts = ["torch %s" % k["torch_status"]] if k.get("torch_status") else []
+    parts.append(k.get("gpus", ""))
     if k.get("driver"):
         parts.append(f"driver {k['driver']}")
     if k.get("torch"):

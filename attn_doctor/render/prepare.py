@@ -42,11 +42,12 @@ def render_prepared(prepared, exit_code: int, console: Console) -> None:
         if v.status != "ok" or v.verdict == "failed":
             mark, how = "[red]✗[/]", f"failed: {v.error or 'a sample failed'}"
         else:
-            mark = "[green]✓[/]"
+            # the mark is the verdict's (what a check there will report), the words say it was stored
+            mark = {"pass": "[green]✓[/]", "warning": "[yellow]![/]"}.get(v.verdict or "", "[red]✗[/]")
             how = f"already cached ({v.cached[:16].replace('T', ' ')})" if v.cached else "computed and stored"
         ran = ", ".join(s.name for s in v.samples if s.status == "ran") or "no sample ran"
         # dtype, verdict and sample names may come from a cache entry: escaped as markup
-        line = f"{judged:7} {v.dtype or '?':5} {v.verdict or '?':8} {how}; ran: {ran}"
+        line = f"{judged:7} {v.dtype or '?':5} verdict {v.verdict or '?':8} {how}; ran: {ran}"
         console.print(f"{mark} {escape(line)}  [dim](key {escape(str(v.key))})[/]")
     if stack is not None:
         doc = _stack_doc(stack)

@@ -393,7 +393,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     for k, a in kwargs.items():
         for t in _tensors(a):
             tracer.masks.mark_batch(t, "input %s" % k)
-    prep_notes.extend(n for n in wrap_installed(model) if n.startswith("flex_attention"))
+    flex_notes = [n for n in wrap_installed(model) if n.startswith("flex_attention")]
     model.train(bool(train))
     forward_error = None
     emulated = ac_dtype if (emulate and ac_dtype is not None) else None
@@ -425,6 +425,12 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
         forward_error = exc
     if getattr(mapper, "mapped", 0):
         prep_notes.append("the forward pass put tensors on cuda; they went to %s, the trace device" % device)
+    if capability is not None and tuple(capability) < (8, 0) and any(
+            "bfloat16" in (r.get("effective_dtypes") or {}).values() for r in tracer.sinks):
+        prep_notes.append("bf16 on sm%d%d is emulated: the GPU has no native bf16 (slow), and FlashAttention-2 "
+                          "refuses it; fp16 runs natively (check's AD102)" % tuple(capability))
+    if any(r.get("family") == "flex" for r in tracer.sinks):  # said where the model calls flex_attention only
+        prep_notes.extend(flex_notes)
     prep_notes.extend(standins_mod.fa4_standin_note(tracer.sinks))
     prep_notes.extend(standins_mod.standin_notes(tracer.sinks))
     sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd)

@@ -126,3 +126,17 @@ def test_detect_torchrun_and_slurm():
         detect({"RANK": "0", "WORLD_SIZE": "2"})
     with pytest.raises(LaunchError, match="not within"):
         detect({"RANK": "4", "WORLD_SIZE": "2", "MASTER_ADDR": "x", "MASTER_PORT": "1"})
+
+
+def test_a_node_without_torch_is_named_by_that_first(recipes):
+    h200, missing = report_doc("h200", recipes), report_doc("torch-missing", recipes)
+    reports, members = {}, []
+    for rank, doc in enumerate([h200, h200, missing]):
+        digest = report_digest(doc)
+        reports.setdefault(digest, doc)
+        m = member_of(doc, digest)
+        m.rank, m.host = rank, "node%d" % rank
+        members.append(m)
+    odd, _ = aggregate(members, reports, expected=3, command="fleet").groups
+    assert odd.differences[0].path == "facts.torch.status" and odd.differences[0].value == "missing"
+    assert odd.key_facts["torch_status"] == "missing"

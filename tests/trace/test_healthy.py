@@ -40,3 +40,12 @@ def test_fp32_model_at_flash_attn_is_an_error_without_a_chain(trace):
 def test_train_mode_healthy(trace):
     r = trace(toy_target("healthy_toy.py", "build_fp32_flash"), autocast="bf16", device="cpu", train=True)
     assert r["status"] == "ok" and r["findings"] == []
+
+
+def test_bf16_judged_for_a_gpu_without_native_bf16_says_so_and_flex_is_not_mentioned(trace):
+    from conftest import toy_target
+
+    r = trace(toy_target("healthy_toy.py", "build_bf16"), capability=(7, 5), routes=False)
+    assert r["findings"] == []
+    assert any(n.startswith("bf16 on sm75 is emulated") for n in r["notes"]), r["notes"]
+    assert not any("flex_attention" in n for n in r["notes"])  # the model never calls it
