@@ -93,6 +93,15 @@ def _flash_importable():
 
 # transformers refusing an implementation for the architecture itself (as opposed to this machine:
 # no GPU, flash_attn not installed)
+def _refusal_reason(exc):
+    """transformers' reason for refusing an attention implementation, its first sentence whole
+    ("FlashAttention2 is not available on CPU"), without the boilerplate around it."""
+    text = " ".join(str(exc).split())
+    text = re.split(r"due to the following error:\s*", text, maxsplit=1)[-1]
+    first = re.split(r"(?<=[A-Za-z0-9)])\.\s", text, maxsplit=1)[0].rstrip(".")
+    return first if len(first) <= 200 else first[:200].rsplit(" ", 1)[0] + " ..."
+
+
 _ARCHITECTURE_REFUSAL = re.compile(r"does not support (?:Flash ?Attention|an attention implementation)", re.I)
 
 
@@ -173,10 +182,12 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
         except BaseException as exc2:  # noqa: BLE001
             raise TraceError("build", "transformers %s cannot build %s from %s: %s" % (
                 version, what, path, _one_line(exc2)), exc2)
+        built_with = _impl_of(model, "its default")
         switched = set_attn_implementation(model, requested)
-        notes.append("transformers refused %s here (%s); built with %s and switched the attention to %s%s"
-                     % (requested, _one_line(exc)[:160], _impl_of(model, "its default"), requested,
-                        "" if switched else " (no attention module took it)"))
+        notes.append("transformers refuses %s on this machine (%s): built with %s, then %s, as a GPU with "
+                     "flash-attn runs it" % (requested, _refusal_reason(exc), built_with,
+                                             "switched its attention to %s" % requested if switched
+                                             else "no attention module took %s" % requested))
     used = requested if requested and "flash" in requested else _impl_of(model, requested)
     if used and "flash" in used and _flash_importable():
         _ensure_flash_in_modeling_modules(model)

@@ -116,9 +116,6 @@ def combine_routes(standin, installed, device):
     for note in installed.get("notes") or ():
         if note not in out["notes"]:
             out["notes"].append("as installed: " + note)
-    out["notes"].append("the model takes another attention path where %s is installed (the stand-in was "
-                        "called); traced both: %s" % (standin_libraries(standin), "the installed path is the verdict, the stand-in's is advice"
-                                                      if device == "cuda" else "both count"))
     findings, sink_list = [], []
     summary = {"sinks": 0, "bad_sinks": 0, "errors": 0, "warnings": 0, "ops": 0}
     for name in verdict:
