@@ -29,7 +29,7 @@ HELP = (
         "Examples:\n\n"
         "  attn-doctor check\n\n"
         "  attn-doctor check --python ~/venvs/train/bin/python\n\n"
-        "  attn-doctor check --json --output reports/{host}.json\n\n"
+        "  attn-doctor check --output reports/{host}.json -q\n\n"
         "  attn-doctor check --from-report colleague.json\n\n"
         "  attn-doctor check --config train_lora.yaml --config ds_z2.json\n\n"
         "  attn-doctor check --gpu t4 --config axolotl.yml   (will it run on the T4 partition?)\n\n" + EXIT_CODES_HELP

@@ -22,7 +22,7 @@ def fleet(
     no_color: bool = no_color_option(),
     ray: bool = typer.Option(
         False, "--ray", rich_help_panel="Ray clusters",
-        help="Instead of report files: connect to a running Ray cluster and run one check on every alive node, pinned to it, in the Python its workers run in (needs attn-doctor[ray]).",
+        help="Instead of report files: connect to a running Ray cluster and run one check on every alive node, pinned to it, in the Python its workers run in (needs Ray beside attn-doctor: pip install ray).",
     ),
     address: Optional[str] = typer.Option(
         None, "--address", metavar="ADDRESS", rich_help_panel="Ray clusters",
@@ -43,7 +43,7 @@ def fleet(
     """Aggregate per-node reports into one fleet report: identical nodes grouped, the odd ones out
     listed first with the exact facts that differ (path: majority -> this node), unreadable files named.
 
-    Write the reports on each node with `attn-doctor check --json --output DIR/{host}.json` (for
+    Write the reports on each node with `attn-doctor check --output DIR/{host}.json -q` (for
     schedulers whose tasks cannot talk to each other; where they can, `check --distributed` under
     torchrun or srun gathers them itself).
 

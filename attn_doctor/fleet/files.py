@@ -1,4 +1,4 @@
-"""`attn-doctor fleet`: the fleet report from per-node JSON reports (`check --json --output DIR/{host}.json`)."""
+"""`attn-doctor fleet`: the fleet report from per-node JSON reports (`check --output DIR/{host}.json -q`)."""
 
 from __future__ import annotations
 

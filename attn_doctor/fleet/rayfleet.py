@@ -6,7 +6,7 @@ elsewhere) that asks for no CPU and no GPU, so that it is scheduled beside a tra
 every slot. It runs `python -m attn_doctor check --json` with the task's own interpreter, the Python
 the cluster's workers (or the runtime_env named) run in: where verl's or OpenRLHF's workers run.
 What comes back is untrusted (a node's environment is what is being diagnosed): bounded and
-validated as `fleet DIR` validates report files. Ray is imported here only (`attn-doctor[ray]`).
+validated as `fleet DIR` validates report files. Ray is imported here only (installed beside attn-doctor).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .aggregate import FleetReport, Member, Problem, aggregate
 from .digest import report_digest
 from .files import member_of, report_from_json
 
-INSTALL_HINT = "fleet --ray needs Ray: pip install 'attn-doctor[ray]' (or pip install ray)"
+INSTALL_HINT = "fleet --ray needs Ray in the environment attn-doctor runs in: pip install ray"
 CONNECT_TIMEOUT_S = 60.0
 # The check inside the task stops this long before the fleet's deadline, so that it can still say so.
 TASK_MARGIN_S = 5.0

@@ -14,11 +14,13 @@ from fleet_helpers import FACTS, doctor, last_error_lines
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> Path:
-    """Per-node reports written the documented way: check --json --output DIR/{host}.json."""
+    """Per-node reports written the documented way: check --output DIR/{host}.json -q, one summary line in
+    the job log, the whole report in the file."""
     src = tmp_path_factory.mktemp("written")
     for name in ("h200", "v100"):
-        proc = doctor("check", "--from-report", str(FACTS / f"{name}.json"), "--json", "--output", str(src / f"{name}-{{host}}.json"))
+        proc = doctor("check", "--from-report", str(FACTS / f"{name}.json"), "--output", str(src / f"{name}-{{host}}.json"), "-q")
         assert proc.returncode in (0, 1), proc.stderr
+        assert len(proc.stdout.strip().splitlines()) == 1, proc.stdout  # the job log is not flooded
     (written_h200,) = src.glob("h200-*.json")
     (written_v100,) = src.glob("v100-*.json")
     return {"h200": written_h200, "v100": written_v100}
