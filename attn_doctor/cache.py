@@ -153,6 +153,8 @@ def _read_bounded(path: Path) -> tuple[Optional[dict], Optional[int], Optional[s
         data = json.loads(raw.decode("utf-8"))
     except ValueError:
         return None, st.st_uid, "not JSON"  # corrupt: as if absent
+    except RecursionError:  # nested thousands of levels deep: no entry of ours, a hostile one
+        return None, st.st_uid, "nested too deep to be an entry"
     return (data, st.st_uid, None) if isinstance(data, dict) else (None, st.st_uid, "not a JSON object")
 
 

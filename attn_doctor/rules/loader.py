@@ -105,6 +105,13 @@ def load_recipes(directory: Optional[Path] = None, *, signatures: Optional[bool]
 
 def _load_file(path: Path, recipes: Recipes, signatures: bool = True) -> None:
     try:
+        _load_file_checked(path, recipes, signatures)
+    except RecursionError:  # a rule file nested thousands of levels deep: no recipe, a hostile file
+        raise RecipeError(f"{path.name}: nested too deep to be a recipe") from None
+
+
+def _load_file_checked(path: Path, recipes: Recipes, signatures: bool) -> None:
+    try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError(f"{path.name}: cannot read: {exc}") from None
