@@ -7,7 +7,8 @@ it cannot, in a marker right above it:
 
 ("ci": the README's Quickstart, which .ci/run runs verbatim; "your files": a log, a model or an
 environment of the reader's own). A code block under `<!-- file: NAME -->` is saved as NAME, as the
-page says to. A command that fails as a usage error (exit 2), or with a traceback or an internal
+page says to; a ```text block under `<!-- output-here: ARGS -->` is what `attn-doctor ARGS` prints
+there, at that point of the page (`...` elides lines, as in tests/test_docs.py). A command that fails as a usage error (exit 2), or with a traceback or an internal
 error, fails the test; exit codes 0, 1 (findings) and 3 (nothing to judge) are what the pages
 describe."""
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,7 +27,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 NEEDS = ("gpu", "cluster", "ray", "a wheel", "your files", "ci")
-BLOCK = re.compile(r"(?:^<!-- (needs|file|quickstart)[:-] ?([^>]*?) -->\n)?^```(\w+)\n(.*?)^```", re.S | re.M)
+BLOCK = re.compile(r"(?:^<!-- (needs|file|quickstart|output-here)[:-] ?([^>]*?) -->\n)?^```(\w+)\n(.*?)^```",
+                   re.S | re.M)
 
 
 def blocks(page: Path):
@@ -56,7 +59,7 @@ def test_every_command_block_runs_or_says_why_not(page, tmp_path):
     for kind, value, lang, body in found:
         if lang == "bash" and kind == "needs":
             assert value in NEEDS, f"{page.name}: `<!-- needs: {value} -->` is not one of {NEEDS}"
-    if not unmarked:
+    if not unmarked and not any(b[0] == "output-here" for b in found):
         return
     work = _workdir(tmp_path)
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", COLUMNS="200",
@@ -65,6 +68,15 @@ def test_every_command_block_runs_or_says_why_not(page, tmp_path):
     for kind, value, lang, body in found:
         if kind == "file":
             (work / value).write_text(body, encoding="utf-8")
+            continue
+        if kind == "output-here":
+            from test_docs import _matches
+
+            proc = subprocess.run(["attn-doctor", *shlex.split(value)], cwd=work, env=env, capture_output=True,
+                                  text=True, timeout=600, stdin=subprocess.DEVNULL)
+            output = proc.stdout.replace(str(work) + "/", "").replace(str(ROOT) + "/", "").splitlines()
+            assert _matches(body.rstrip("\n").splitlines(), output), (
+                f"{page.name}: `attn-doctor {value}` now prints:\n{proc.stdout}")
             continue
         if lang != "bash" or kind is not None:
             continue
