@@ -225,14 +225,28 @@ def _matches(sample: list[str], output: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_marked_samples_are_todays_output(page):
+def test_marked_samples_are_todays_output(page, request):
     """A ```text block under `<!-- output: ARGS -->` is what `attn-doctor ARGS` prints today, run in
-    the repository (its paths shown relative to it; `...` elides lines)."""
+    the repository (its paths shown relative to it; `...` elides lines). With --update-goldens a
+    sample without `...` is rewritten as today's output (review the diff); one with `...` is said."""
     import os
     import shlex
 
-    for args, sample in SAMPLE.findall(page.read_text(encoding="utf-8")):
+    update = request.config.getoption("--update-goldens") or os.environ.get("ATTN_DOCTOR_UPDATE_GOLDENS") == "1"
+    text = page.read_text(encoding="utf-8")
+    for match in reversed(list(SAMPLE.finditer(text))):
+        args, sample = match.group(1), match.group(2)
         proc = subprocess.run([sys.executable, "-m", "attn_doctor", *shlex.split(args)], cwd=ROOT, capture_output=True, text=True,
                               timeout=120, env=dict(os.environ, COLUMNS="2000", NO_COLOR="1"))
         output = proc.stdout.replace(str(ROOT) + "/", "").splitlines()
-        assert _matches(sample.rstrip("\n").splitlines(), output), f"{page.name}: `attn-doctor {args}` now prints:\n{proc.stdout}"
+        if _matches(sample.rstrip("\n").splitlines(), output):
+            continue
+        if update and "..." not in sample.splitlines():
+            start, end = match.span(2)
+            text = text[:start] + "\n".join(output) + "\n" + text[end:]
+            continue
+        pytest.fail(f"{page.name}: `attn-doctor {args}` now prints:\n{proc.stdout}" + (
+            "\n(the sample elides lines with `...`: edit it by hand)" if update else
+            "\n(python -m pytest tests/test_docs.py --update-goldens rewrites a sample without `...`)"), pytrace=False)
+    if update:
+        page.write_text(text, encoding="utf-8")
