@@ -18,12 +18,13 @@ below it. Never render or the CLI.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Literal, Optional, Union
 
-from ..api import preflight
+from ..api import ConfigArg, DtypeArg, preflight
+from ..errors import UsageError
 from ..results import PreflightError, PreflightResult
 
-__all__ = ["run_preflight", "first_batch", "CallbackRun"]
+__all__ = ["run_preflight", "first_batch", "CallbackRun", "PreflightCallback"]
 
 log = logging.getLogger("attn_doctor")
 
@@ -76,3 +77,49 @@ def first_batch(loader: Any) -> Any:
     except Exception as exc:  # noqa: BLE001 - no batch: preflight says which argument to pass
         log.warning("attn-doctor could not take a batch from the training dataloader (%s: %s)", type(exc).__name__, exc)
         return None
+
+
+class PreflightCallback:
+    """What both framework callbacks share: preflight()'s keywords, ``on_error``, and the outcome
+    kept on the callback (``result``, ``error``). A framework's callback class derives from this and
+    from its framework's base class, and calls ``_preflight`` from the hook where training starts."""
+
+    def __init__(
+        self,
+        *,
+        example_inputs: Any = None,
+        config: ConfigArg = None,
+        fail_on: Literal["error", "warning"] = "error",
+        on_failure: Literal["raise", "warn"] = "raise",
+        on_error: Literal["warn", "raise"] = "warn",
+        quick: bool = False,
+        sample: bool = True,
+        smoke: bool = True,
+        timeout: float = 120.0,
+        dtype: DtypeArg = None,
+        autocast: DtypeArg = None,
+        distributed: Union[bool, Literal["auto"]] = "auto",
+    ):
+        if on_error not in ("warn", "raise"):
+            raise UsageError(f"on_error must be 'warn' or 'raise', not {on_error!r}")
+        super().__init__()
+        self.example_inputs = example_inputs
+        self.on_error = on_error
+        self.options: dict[str, Any] = dict(config=config, fail_on=fail_on, on_failure=on_failure, quick=quick,
+                                            sample=sample, smoke=smoke, timeout=timeout, distributed=distributed,
+                                            dtype=dtype, autocast=autocast)
+        self._run = CallbackRun()
+
+    @property
+    def result(self) -> Optional[PreflightResult]:
+        """The PreflightResult of the last run (also when it raised PreflightError), or None."""
+        return self._run.result
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        """The doctor's own problem in the last run (bad arguments, a model it could not trace), or None."""
+        return self._run.error
+
+    def _preflight(self, model: Any, inputs: Any, dtype: Optional[str], autocast: Optional[str]) -> None:
+        options = dict(self.options, example_inputs=inputs)
+        run_preflight(model, options, dtype=dtype, autocast=autocast, run=self._run, on_error=self.on_error)

@@ -10,17 +10,14 @@ Install with ``pip install 'attn-doctor[lightning]'`` (Lightning 2.x, ``import l
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Any
 
 try:
     from lightning.pytorch.callbacks import Callback
 except ImportError as exc:  # said in the words a user acts on
     raise ImportError("attn_doctor.integrations.lightning needs Lightning 2.x: pip install 'attn-doctor[lightning]'") from exc
 
-from ..api import ConfigArg, DtypeArg
-from ..errors import UsageError
-from ..results import PreflightResult
-from . import CallbackRun, first_batch, run_preflight
+from . import PreflightCallback, first_batch
 
 __all__ = ["AttnDoctorCallback"]
 
@@ -31,7 +28,7 @@ _PRECISION = {
 }
 
 
-class AttnDoctorCallback(Callback):
+class AttnDoctorCallback(PreflightCallback, Callback):
     """Run attn_doctor.preflight() on the LightningModule when ``fit`` starts, on every process
     (after the strategy has set up torch.distributed: rank 0 reports the fleet).
 
@@ -50,46 +47,12 @@ class AttnDoctorCallback(Callback):
     PreflightError was raised) and ``callback.error`` the doctor's own problem, if any.
     """
 
-    def __init__(
-        self,
-        *,
-        example_inputs: Any = None,
-        config: ConfigArg = None,
-        fail_on: Literal["error", "warning"] = "error",
-        on_failure: Literal["raise", "warn"] = "raise",
-        on_error: Literal["warn", "raise"] = "warn",
-        quick: bool = False,
-        sample: bool = True,
-        smoke: bool = True,
-        timeout: float = 120.0,
-        dtype: DtypeArg = None,
-        autocast: DtypeArg = None,
-        distributed: Union[bool, Literal["auto"]] = "auto",
-    ):
-        if on_error not in ("warn", "raise"):
-            raise UsageError(f"on_error must be 'warn' or 'raise', not {on_error!r}")
-        self.example_inputs = example_inputs
-        self.on_error = on_error
-        self.options: dict[str, Any] = dict(config=config, fail_on=fail_on, on_failure=on_failure, quick=quick,
-                                            sample=sample, smoke=smoke, timeout=timeout, distributed=distributed,
-                                            dtype=dtype, autocast=autocast)
-        self._run = CallbackRun()
-
-    @property
-    def result(self) -> Optional[PreflightResult]:
-        return self._run.result
-
-    @property
-    def error(self) -> Optional[BaseException]:
-        return self._run.error
-
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         dtype, autocast = _PRECISION.get(str(getattr(trainer, "precision", "")), (None, None))
         inputs = self.example_inputs if self.example_inputs is not None else getattr(pl_module, "example_input_array", None)
         if inputs is None:
             inputs = _forward_input(first_batch(_train_dataloader(trainer, pl_module)))
-        options = dict(self.options, example_inputs=inputs)
-        run_preflight(pl_module, options, dtype=dtype, autocast=autocast, run=self._run, on_error=self.on_error)
+        self._preflight(pl_module, inputs, dtype=dtype, autocast=autocast)
 
 
 def _train_dataloader(trainer: Any, pl_module: Any) -> Any:
