@@ -57,8 +57,13 @@ def finding_renderable(f, verbose=False, plain=False):
             origin = entry.get("operand_origin") or {}
             text = Text.assemble(("%s operand: " % (entry.get("operand_dtype") or entry.get("dtype") or "float32"), "dim"),
                                  (entry["operand"], "bold"))
-            if origin.get("kind") in ("parameter", "buffer", "input"):
+            if origin.get("kind") in ("parameter", "buffer", "input", "attribute") and not origin.get("line"):
                 text.append("  (%s %s)" % (origin["kind"], origin.get("name")), style="dim")
+            elif origin.get("when") and origin.get("line"):
+                text.append("  (%smade by %s at %s %s)" % ("%s %s, " % (origin["kind"], origin["name"]) if origin.get("name")
+                                                            else "", origin.get("op"),
+                                                            _loc(origin.get("file"), origin.get("line")), origin["when"]),
+                            style="dim")
             elif origin.get("kind") in ("explicit_cast", "created", "promotion") and origin.get("line"):
                 text.append("  (%s %s at %s)" % (origin["kind"].replace("_", " "), origin.get("op"),
                                                   _loc(origin.get("file"), origin.get("line"))), style="dim")

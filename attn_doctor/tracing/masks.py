@@ -78,6 +78,10 @@ class MaskTracker(object):
 
         self.patterns = WeakIdKeyDictionary()
         self.batch = WeakIdKeyDictionary()  # tensors made from the model's inputs -> the input's name
+        # float32/float64 tensors the model's construction made -> (file, line, func) of the model's
+        # line that made them: a cache or table kept as a plain attribute (module.to() leaves it)
+        # is then named where it was made, though the trace never saw it being made
+        self.sites = WeakIdKeyDictionary()
 
     def of(self, t):
         import torch
@@ -138,6 +142,25 @@ class MaskTracker(object):
                        or (short.startswith("__i") and short.endswith("__"))):
             if _is_tensor(args[0]):
                 self.patterns.pop(args[0], None)
+
+    def note_site(self, func, short, args, out):
+        """Where the model's construction made a wide floating tensor (kept through moves)."""
+        import torch
+
+        if not isinstance(out, torch.Tensor) or out.dtype not in (torch.float32, torch.float64):
+            return
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if short in _SITE_KEEPING and first is not None and first in self.sites:
+            self.sites[out] = self.sites[first]
+            return
+        if out in self.sites:
+            return
+        file, line = _model_line()
+        if file is not None:
+            self.sites[out] = (file, line, func)
+
+    def site_of(self, t):
+        return self.sites.get(t)
 
     def note(self, short, args, kwargs, out):
         """Record the pattern of ``out`` made by op ``short`` from ``args``/``kwargs``."""
@@ -246,9 +269,32 @@ class MaskTracker(object):
                 except Exception:  # noqa: BLE001 - an odd callable: nothing to learn from it
                     return out
                 tracker.observe(short, args, kwargs, out)
+                tracker.note_site(func, short, args, out)
                 return out
 
         return _Record()
+
+
+_SITE_KEEPING = frozenset(("to", "cuda", "cpu", "clone", "contiguous", "detach", "view", "reshape", "expand",
+                           "__getitem__", "requires_grad_", "share_memory_", "pin_memory"))
+
+
+def _model_line():
+    """The innermost frame of the model's code (not torch's, not the doctor's): (file, line)."""
+    import os
+    import sys
+
+    import torch
+
+    skip = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+    f = sys._getframe(2)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(skip) and not name.startswith("<") and not name.endswith(("contextlib.py",
+                                                                                         "functools.py")):
+            return name, f.f_lineno
+        f = f.f_back
+    return None, None
 
 
 def _is_tensor(x):

@@ -59,6 +59,12 @@ def origin_of(n, limit=200):
         if n.kind in ("param", "buffer", "input"):
             out = {"kind": {"param": "parameter"}.get(n.kind, n.kind), "name": n.name}
             break
+        if n.kind == "attribute" or (n.kind == "tensor" and n.file):
+            # made before the trace (the model's construction): where, where the tracker saw it
+            out = {"kind": "attribute" if n.kind == "attribute" else "created", "name": n.name}
+            if n.file:
+                out.update(_where(n), op=n.op, when="when the model was built")
+            break
         if n.kind == "cast":
             out = {"kind": "explicit_cast", "op": n.op}
             out.update(_where(n))
@@ -107,7 +113,7 @@ def explain_sink(record):
 _HALF = ("float16", "bfloat16")
 
 # What an input can be wide since, where no implicit promotion made it so.
-_ORIGIN_KINDS = ("explicit_cast", "created", "parameter", "buffer", "input")
+_ORIGIN_KINDS = ("explicit_cast", "created", "parameter", "buffer", "attribute", "input")
 
 
 def wide_origins(record):
@@ -143,8 +149,8 @@ def chain_entry(n, model_dtype=None):
         entry["reason"] = "CUDA autocast runs %s in float32 (its half input comes out float32)" % n.op
     elif fp32_inputs:
         origins = [(i, origin_of(i)) for i in fp32_inputs]
-        ranked = [p for p in origins if p[1]["kind"] in ("parameter", "buffer", "explicit_cast", "created",
-                                                          "input")] or origins
+        ranked = [p for p in origins if p[1]["kind"] in ("parameter", "buffer", "attribute", "explicit_cast",
+                                                          "created", "input")] or origins
         operand, origin = ranked[0]
         entry["operand"] = _operand_label(operand, origin, n.line)
         entry["operand_origin"] = origin
@@ -174,7 +180,7 @@ def chain_entry(n, model_dtype=None):
 
 
 def _origin_rank(n):
-    if n.kind in ("param", "buffer"):
+    if n.kind in ("param", "buffer", "attribute"):
         return 0
     if n.kind == "cast":
         return 2 if n.op == "Tensor.type_as" else 1
@@ -204,7 +210,7 @@ def _where(n):
 
 
 def _operand_label(node, origin, promoting_line=None):
-    if node.kind in ("param", "buffer", "input") and node.name:
+    if node.kind in ("param", "buffer", "input", "attribute") and node.name:
         return node.name
     m = _ASSIGN.match(linecache.getline(node.file, node.line) or "") if node.file and node.line else None
     if m and node.line != (promoting_line or -1):

@@ -200,8 +200,12 @@ def _origin_text(origin):
     """Where a wide input got its width: "q/k float32 since Tensor.float at model.py:9 (not cast back)"."""
     roles = "/".join(origin["feeds"]) if not set(origin["feeds"]) & {"a", "b"} else "the operand"
     kind = origin.get("kind")
-    if kind in ("parameter", "buffer", "input"):
+    if kind in ("parameter", "buffer", "input") or (kind == "attribute" and not origin.get("line")):
         return "%s %s from %s %s" % (roles, origin["dtype"], kind, origin.get("name"))
+    if origin.get("when"):  # made before the trace, when the model was built
+        named = "%s %s, " % (kind, origin["name"]) if origin.get("name") else ""
+        return "%s %s from %smade by %s at %s %s" % (roles, origin["dtype"], named, origin.get("op"),
+                                                    _loc(origin.get("file"), origin.get("line")), origin["when"])
     what = "since %s at %s" % (origin.get("op"), _loc(origin.get("file"), origin.get("line")))
     if origin.get("called_by"):
         what += " (called from %s)" % ", ".join(_loc(c["file"], c["line"]) for c in origin["called_by"][:2])
@@ -222,7 +226,7 @@ def _promotion_text(chain):
     if with_operand is not None:
         origin = with_operand.get("operand_origin") or {}
         extra = ""
-        if origin.get("kind") in ("parameter", "buffer") and origin.get("name") != with_operand["operand"]:
+        if origin.get("kind") in ("parameter", "buffer", "attribute") and origin.get("name") != with_operand["operand"]:
             extra = ", %s %s" % (origin["kind"], origin["name"])
         made = origin if origin.get("line") else (origin.get("via") or {})
         tail = ""

@@ -175,6 +175,20 @@ class Tracer(object):
         for name, b in model.named_buffers():
             if b is not None:
                 self.names[id(b)] = ("buffer", prefix + name)
+        # tensors kept as plain attributes (a KV cache, a rotary table): module.to() leaves them
+        # as they were made, so they are often the float32 operand
+        for mod_name, module in model.named_modules():
+            for attr, value in list(vars(module).items()):
+                if attr.startswith("_"):
+                    continue
+                items = [(attr, value)]
+                if isinstance(value, (list, tuple)):
+                    items = [("%s[%d]" % (attr, i), v) for i, v in enumerate(value[:64])]
+                elif isinstance(value, dict):
+                    items = [("%s[%r]" % (attr, k), v) for k, v in list(value.items())[:64]]
+                for label, t in items:
+                    if isinstance(t, torch.Tensor) and id(t) not in self.names:
+                        self.names[id(t)] = ("attribute", prefix + (mod_name + "." if mod_name else "") + label)
 
     def label_input(self, tensor, name):
         if isinstance(tensor, torch.Tensor):
@@ -236,7 +250,12 @@ class Tracer(object):
             ref = self.names.get(id(t))
             kind, name = ref if ref else ("tensor", None)
             self.seq += 1
-            n = Node(self.seq, kind, dtype_name(t.dtype), name=name)
+            site = self.masks.site_of(t) if kind in ("tensor", "attribute") else None
+            if site is not None:  # made by the model's construction, before the trace: named where
+                file, line, func = site
+                n = Node(self.seq, kind, dtype_name(t.dtype), name=name, op=self.display(func), file=file, line=line)
+            else:
+                n = Node(self.seq, kind, dtype_name(t.dtype), name=name)
             self.nodes[t] = n
         return n
 
