@@ -68,7 +68,12 @@ def finding_renderable(f, verbose=False, plain=False):
                 text.append("  (%s %s at %s)" % (origin["kind"].replace("_", " "), origin.get("op"),
                                                   _loc(origin.get("file"), origin.get("line"))), style="dim")
             via = origin.get("via")
-            if via and via.get("line") and via.get("line") != entry.get("line"):
+            if origin.get("path"):
+                # the lines its value went through, nearest the use first (same file: line numbers)
+                steps = ["%d" % p["line"] if p.get("file") == entry.get("file") else _loc(p.get("file"), p.get("line"))
+                         for p in origin["path"]]
+                text.append("  through line%s %s" % ("s" if len(steps) > 1 else "", ", ".join(steps)), style="dim")
+            elif via and via.get("line") and via.get("line") != entry.get("line"):
                 text.append("  via %s" % _loc(via.get("file"), via.get("line")), style="dim")
             node.add(text)
         elif entry.get("reason") and verbose:

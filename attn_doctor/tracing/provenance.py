@@ -51,9 +51,13 @@ def promotions_behind(start, budget=20000):
     found.sort(key=lambda n: n.seq)
     return found
 
+_PATH_STEPS = 8
+
+
 def origin_of(n, limit=200):
     """Follow a float32 (or float64) operand back to what made it that wide."""
     first = n
+    path, seen_lines = [], set()
     while limit > 0:
         limit -= 1
         if n.kind in ("param", "buffer", "input"):
@@ -87,11 +91,18 @@ def origin_of(n, limit=200):
             out.update(_where(n))
             _called_by(out, n)
             break
+        if n.file and len(path) < _PATH_STEPS and (n.file, n.line) not in seen_lines:
+            seen_lines.add((n.file, n.line))
+            path.append(n)
         # Prefer a named parameter or buffer, then a direct cast (.float(), .to()) over one that
         # copies another tensor's dtype (type_as): it is what the user can change.
         n = min(fp32_inputs, key=_origin_rank)
     else:
         out = {"kind": "unknown"}
+    if len(path) > 1:
+        # the lines the wide value went through on its way from its origin (the one that keeps it
+        # float32 is often where the fix goes: a table returned uncast), nearest the use first
+        out["path"] = [dict(_where(step), op=step.op) for step in path]
     if first.kind == "op" and not first.promo:
         out["via"] = dict(_where(first), op=first.op)
     return out

@@ -89,7 +89,29 @@ def build(tracer, expected_dtype=None, cwd=None):
             f = _finding(record, public, group, expected_dtype, cwd)
             by_key[key] = f
             findings.append(f)
-    return sink_list, findings
+    return sink_list, _one_per_cause(findings)
+
+
+def _one_per_cause(findings):
+    """Matmuls that mix dtypes because of one promotion (q's and k's projections of one float32
+    input) are one finding: the first, with the others' places in ``also``."""
+    out, by_cause = [], {}
+    for f in findings:
+        head = (f.get("chain") or [None])[0] or (f.get("origins") or [None])[0]
+        cause = (head.get("file"), head.get("line"), head.get("op")) if f["id"] == "AD608" and head else None
+        if cause is None or cause not in by_cause:
+            if cause is not None:
+                by_cause[cause] = f
+            out.append(f)
+            continue
+        first = by_cause[cause]
+        first["count"] += f["count"]
+        first.setdefault("also", []).append({k: f["sink"].get(k) for k in ("name", "file", "line", "source")})
+    for f in by_cause.values():
+        if f.get("also"):
+            f["message"] += "; the same float32 value also reaches %s" % ", ".join(
+                "%s at %s" % (a["name"], _loc(a["file"], a["line"])) for a in f["also"][:4])
+    return out
 
 
 def _finding(record, public, problems, expected_dtype, cwd):

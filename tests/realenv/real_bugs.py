@@ -57,16 +57,17 @@ def load() -> list[Case]:
 
 
 def places(finding: dict) -> list[dict]:
-    """Every file:line a finding names, with its source line: the chain, each operand's origin and
-    the calls that led to it, the origins of inputs that were cast, the masks' makers, the sink and
-    the user's frame that reached it."""
+    """Every file:line a finding names, with its source line: the chain, each operand's origin, the
+    lines its value went through and the calls that led to it, the origins of inputs that were
+    cast, the masks' makers, the sink and the user's frame that reached it."""
     out = []
 
     def add(entry):
         if isinstance(entry, dict) and entry.get("file") and entry.get("line"):
             out.append(entry)
-            for call in entry.get("called_by") or ():
-                add(call)
+        if isinstance(entry, dict):
+            for step in list(entry.get("called_by") or ()) + list(entry.get("path") or ()):
+                add(step)
             add(entry.get("via"))
 
     for entry in finding.get("chain") or ():

@@ -46,3 +46,17 @@ def test_the_clean_block_and_half_input_with_float32_norm_weights_are_clean(trac
     model, x = __import__("written_out_toy").build()
     model.norm.float()  # norms kept in float32 beside a bf16 input: the one mix layer_norm takes
     assert run(model=model, inputs=(x,))["findings"] == []
+
+
+def test_one_float32_value_reaching_two_projections_is_one_finding_with_its_path(trace):
+    r = _trace(trace, "pos_two_linears")
+    (f,) = r["findings"]  # q's and k's projections: one cause, one finding
+    assert f["id"] == "AD608" and f["sink"]["line"] == marker_line(TOY, "LINEAR-Q") and f["count"] == 2
+    assert [a["line"] for a in f["also"]] == [marker_line(TOY, "LINEAR-K")]
+    assert "the same float32 value also reaches F.linear at" in f["message"]
+    (entry,) = f["chain"]
+    assert entry["line"] == marker_line(TOY, "POS-2")
+    origin = entry["operand_origin"]
+    assert origin["kind"] == "created" and origin["line"] == marker_line(TOY, "TABLE")
+    # the lines the value went through, nearest its use first: where a fix may cast it back
+    assert [p["line"] for p in origin["path"]] == [marker_line(TOY, "TABLE-VIEW"), marker_line(TOY, "TABLE-COS")]

@@ -12,12 +12,21 @@ class Block(nn.Module):
         self.bug, self.heads = bug, heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.norm = nn.LayerNorm(dim)
+        self.q, self.k = nn.Linear(dim, dim), nn.Linear(dim, dim)
 
     def forward(self, x):
         b, n, d = x.shape
         if self.bug == "pos_linear":
             x = x + torch.linspace(0, 1, d)  # POS
             q, k, v = self.qkv(x).view(b, n, 3, self.heads, -1).transpose(1, 3).unbind(2)  # LINEAR
+        elif self.bug == "pos_two_linears":
+            table = torch.linspace(0, 1, d)  # TABLE
+            table = table.cos()  # TABLE-COS
+            table = table[None, None]  # TABLE-VIEW
+            x = x + table  # POS-2
+            q = self.q(x).view(b, n, self.heads, -1).transpose(1, 2)  # LINEAR-Q
+            k = self.k(x).view(b, n, self.heads, -1).transpose(1, 2)  # LINEAR-K
+            v = self.qkv(x.to(torch.bfloat16))[..., :d].view(b, n, self.heads, -1).transpose(1, 2)
         elif self.bug == "pos_norm":
             x = self.norm(x + torch.linspace(0, 1, d))  # NORM
             q, k, v = self.qkv(x).view(b, n, 3, self.heads, -1).transpose(1, 3).unbind(2)
