@@ -164,7 +164,7 @@ def chain_entry(n, model_dtype=None):
                                                           "created", "input")] or origins
         operand, origin = ranked[0]
         entry["operand"] = _operand_label(operand, origin, n.line)
-        entry["operand_origin"] = origin
+        entry["operand_origin"] = _without_named_lines(origin, (n.file, n.line))
         if n.promo:
             entry["reason"] = ("a narrower tensor meets a %s operand; type promotion makes the result %s"
                                % (n.dtype, n.dtype))
@@ -214,6 +214,22 @@ def _called_by(out, n):
     called it, innermost first (what a fix may change instead of the helper)."""
     if n.stack:
         out["called_by"] = [{"file": f, "line": ln, "source": _source(f, ln)} for f, ln in n.stack]
+
+
+def _without_named_lines(origin, promoting):
+    """The origin with its path cut to the lines the finding does not already name (the promoting
+    line, the origin's own), and without a path where none is left."""
+    path = origin.get("path")
+    if not path:
+        return origin
+    named = {promoting, (origin.get("file"), origin.get("line"))}
+    kept = [p for p in path if (p.get("file"), p.get("line")) not in named]
+    out = dict(origin)
+    if kept:
+        out["path"] = kept
+    else:
+        out.pop("path")
+    return out
 
 
 def _where(n):
