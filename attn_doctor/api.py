@@ -268,13 +268,7 @@ def trace(
         model.train(was_training)  # belt and braces: the tracer only ever sets the copy's mode
     report = TraceReport.from_dict(data)
     if report.status == "usage_error":
-        message = _message(report, "usage error")
-        if message.startswith("the factory returned a model without example inputs"):
-            # said in this function's words: there is no factory here
-            message = ("the model has no example inputs and its first layer is not an embedding: pass "
-                       "example_inputs= (a tensor, a tuple of the forward's arguments, or a dict of its keyword "
-                       "arguments)")
-        raise UsageError(message)
+        raise UsageError(_message(report, "usage error"))
     if report.status == "failed":
         raise ProbeError(f"the trace could not run: {_message(report, 'failed')}", report)
     return report

@@ -171,7 +171,7 @@ def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info,
 def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs=None):
     if model is not None:
         def given(dev, shrink):
-            return {"model": model, "inputs": normalize_inputs(inputs), "notes": []}
+            return {"model": model, "inputs": normalize_inputs(inputs), "notes": [], "given": True}
 
         return given
     if hf is not None:
@@ -225,6 +225,10 @@ def _prepare(built, device, dtype, seq_len=16):
     if inputs is None:
         inputs = guess_inputs(model, want, seq_len)
         if inputs is None:
+            if built.get("given"):  # trace(model) in Python: no factory to return them from
+                raise TraceError("usage", "the model has no example inputs and its first layer is not an embedding: "
+                                          "pass example_inputs= (a tensor, a tuple of the forward's arguments, or a "
+                                          "dict of its keyword arguments)")
             raise TraceError("usage", "the factory returned a model without example inputs and its first layer is "
                                       "not an embedding: return (model, example_inputs) from the factory")
         notes.append("no example inputs given; used token ids of shape (1, %d)" % seq_len)
