@@ -296,3 +296,34 @@ def test_uv_commands_upgrade_only_the_packages_named():
     assert "--reinstall-package" in argv and "--force-reinstall" not in argv and "--upgrade" not in argv
     assert _with_target(["pip", "install", "--upgrade", "flash-attn"], Target("/v/bin/python", "pip")) == [
         "/v/bin/python", "-m", "pip", "install", "--upgrade", "flash-attn"]
+
+
+def _with_x_transformers_sample(version, library="x_transformers"):
+    """h100's facts with x-transformers `version` installed and its sample's promotion (AD601) seen
+    inside `library`'s code, as the real sample forward pass reports it."""
+    from attn_doctor.facts import DtypePath, Package
+
+    facts = build_facts("h100")
+    facts.packages["x-transformers"] = Package(version=version)
+    site = "/venv/lib/python3.11/site-packages/%s/attend.py" % library
+    facts.dtype_path = DtypePath(status="ok", dtype="bfloat16", verdict="error", findings=[{
+        "id": "AD601", "severity": "error", "sample": "x_transformers",
+        "message": "q float32 reaches F.scaled_dot_product_attention at %s:215" % site,
+        "sink": {"file": site, "line": 215, "called_from": {"library": library}}}])
+    return facts
+
+
+def test_a_known_bad_release_covers_the_promotion_the_sample_saw_in_its_code():
+    # one cause, one finding: the upgrade's finding, as severe as the failure the sample forward pass saw
+    from attn_doctor.diagnosis.engine import evaluate
+
+    results = {r.rule: r for r in evaluate(RECIPES, _with_x_transformers_sample("1.30.1"))}
+    assert results["AD401"].status == "error" and results["AD401"].evidence["covers"] == "AD601"
+    assert results["AD601"].status == "skipped" and "AD401" in results["AD601"].reason
+    # a fixed release: the promotion is its own finding
+    results = {r.rule: r for r in evaluate(RECIPES, _with_x_transformers_sample("1.30.2"))}
+    assert results["AD401"].status == "pass" and results["AD601"].status == "error"
+    # a promotion in another library's code is not x-transformers' to cover
+    results = {r.rule: r for r in evaluate(RECIPES, _with_x_transformers_sample("1.30.1", library="fla"))}
+    assert results["AD401"].status == "warning" and "covers" not in results["AD401"].evidence
+    assert results["AD601"].status == "error" and results["AD601"].evidence["packages"] == "flash-linear-attention"

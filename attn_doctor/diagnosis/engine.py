@@ -6,6 +6,8 @@ import re
 import traceback
 from typing import Any, Optional
 
+import msgspec
+
 from ..facts import Facts
 from ..remedies import Target, pip_command, resolve
 from ..report import Result
@@ -88,17 +90,28 @@ def subjects(evidence: dict[str, Any]) -> set[str]:
 def superseded(results: list[Result], rules: dict[str, Rule]) -> list[Result]:
     """One cause, one finding: a finding another rule supersedes (`supersedes`) and says more
     specifically for the same packages becomes a skipped result that names that rule. A finding
-    that names no packages is about the environment as a whole: any firing superseder covers it."""
+    that names no packages is about the environment as a whole: any firing superseder covers it.
+    A superseder's packages are those it names and those whose versions it matched (a `version`
+    condition's evidence is keyed by the distribution).
+    A superseder is as severe as the worst finding it covers (a known-bad release is an error
+    where the sample forward pass saw it fail), and names the findings it covers (`covers`)."""
     fired = [r for r in results if r.status in FIRED]
     out = []
+    covered: dict[str, list[Result]] = {}
     for result in results:
         by = next((a for a in fired if result.status in FIRED and result.rule in rules[a.rule].supersedes
-                   and subjects(result.evidence) <= subjects(a.evidence)), None)
+                   and subjects(result.evidence) <= subjects(a.evidence) | set(a.evidence)), None)
         if by is None:
             out.append(result)
             continue
+        covered.setdefault(by.rule, []).append(result)
         out.append(Result(rule=result.rule, name=result.name, area=result.area, title=result.title, links=result.links,
                           status="skipped", reason=f"the same cause is reported by {by.rule}, more specifically"))
+    for i, result in enumerate(out):
+        if result.rule in covered and result.status in FIRED:
+            status = min([result.status] + [c.status for c in covered[result.rule]], key=FIRED.index)
+            evidence = dict(result.evidence, covers=" ".join(c.rule for c in covered[result.rule]))
+            out[i] = msgspec.structs.replace(result, status=status, evidence=evidence)
     return out
 
 

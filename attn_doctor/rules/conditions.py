@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts import Facts, ImportResult, canonical_name
+from ..facts import Facts, ImportResult, canonical_name, distribution_of
 from ..failures import fa4_extra
 from .model import Condition
 
@@ -307,6 +307,11 @@ class Evaluator:
             dtype=self.facts.dtype_path.dtype,
             more="",
         )
+        # a promotion inside an installed library (the sample's x_transformers, fla) is that
+        # library's: a rule on its release that supersedes this one covers it
+        libraries = {_mapping(_mapping(f.get("sink")).get("called_from")).get("library") for f in found}
+        if libraries and None not in libraries:
+            self.evidence["packages"] = " ".join(sorted(distribution_of(str(m)) for m in libraries))
         if len(found) > 1:
             others = [f"{_mapping(f.get('sink')).get('file', '?')}:{_mapping(f.get('sink')).get('line', '?')}" for f in found[1:4]]
             self.evidence["more"] = f" (and {len(found) - 1} more: {', '.join(others)}{', ...' if len(found) > 4 else ''})"

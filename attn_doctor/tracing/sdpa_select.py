@@ -116,7 +116,8 @@ def input_requires_grad(call):
     return bool(call.get("grad_mode")) and any(_t(call, r).get("requires_grad") for r in ("q", "k", "v"))
 
 
-def check_training_head_dim_sm86_89_120(call, target):
+def _training_head_dim_refused(call, target):
+    """(dropout, head_dim) where flash refuses training with this head dim on sm86-89/sm120-121."""
     cap = target["capability"]
     if not (_sm_in(cap, (8, 6), (8, 9)) or _sm_in(cap, (12, 0), (12, 1))) or not input_requires_grad(call):
         return None
@@ -124,9 +125,28 @@ def check_training_head_dim_sm86_89_120(call, target):
     dropout = float(call.get("dropout") or 0.0)
     if d <= 192 or (dropout <= 0.0 and d > 224):
         return None
+    return dropout, d
+
+
+def check_training_head_dim_sm86_89_120(call, target):
+    refused = _training_head_dim_refused(call, target)
+    if refused is None:
+        return None
+    cap = target["capability"]
     return ("Flash attention currently doesn't support training with head_dim ∈ (192, 224] or (head_dim ∈ (224, 256] "
             "and dropout > 0.0) on gpu architectures in the range[sm86, sm89].Attempting to run with dropout set to: "
-            "%s and head_dim: %d on a sm %d.%d gpu." % (dropout, d, cap[0], cap[1]))
+            "%sand head_dim: %d on a sm %d.%d gpu." % (refused + tuple(cap)))
+
+
+def check_training_head_dim_sm86_89_or_120_121(call, target):
+    # the same check, reworded in torch 2.15 (libtorch_cuda.so) to name the sm120 range it already enforced
+    refused = _training_head_dim_refused(call, target)
+    if refused is None:
+        return None
+    cap = target["capability"]
+    return ("Flash attention currently doesn't support training with head_dim ∈ (192, 224] or (head_dim ∈ (224, 256] "
+            "and dropout > 0.0) on SM86-SM89 or SM120-SM121.Attempting to run with dropout set to: "
+            "%sand head_dim: %d on a sm %d.%d gpu." % (refused + tuple(cap)))
 
 
 def check_flash_causal_non_square(call, target):
@@ -327,7 +347,8 @@ CHECKS = {
     "for_attn_mask": (check_for_attn_mask, None, None),
     "head_dim_size_flash": (check_head_dim_size_flash, None, None),
     "flash_hardware": (check_flash_hardware, None, None),
-    "training_head_dim_sm86_89_120": (check_training_head_dim_sm86_89_120, None, None),
+    "training_head_dim_sm86_89_120": (check_training_head_dim_sm86_89_120, None, (2, 14)),
+    "training_head_dim_sm86_89_or_120_121": (check_training_head_dim_sm86_89_or_120_121, (2, 15), None),
     "flash_causal_non_square": (check_flash_causal_non_square, None, None),
     "dtypes_low_precision": (check_dtypes_low_precision, None, None),
     "heads_gqa": (check_heads(_always_gqa), None, None),
@@ -352,7 +373,8 @@ CHECKS = {
 # Each backend's checks in torch's order (general constraints, then the dense ones).
 BACKEND_CHECKS = {
     "flash": ("not_compiled_flash", "runtime_disabled_flash", "tensor_shapes", "for_attn_mask", "head_dim_size_flash",
-              "flash_hardware", "training_head_dim_sm86_89_120", "flash_causal_non_square", "dtypes_low_precision",
+              "flash_hardware", "training_head_dim_sm86_89_120", "training_head_dim_sm86_89_or_120_121",
+              "flash_causal_non_square", "dtypes_low_precision",
               "heads_gqa", "nonzero_seq_lens", "last_dim_stride_ignore_singleton"),
     "mem_efficient": ("runtime_disabled_mem_efficient", "mem_efficient_hardware", "tensor_shapes",
                       "head_dim_mem_efficient", "data_ptr_alignment_mem_efficient", "nonzero_seq_lens",

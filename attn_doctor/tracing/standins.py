@@ -73,9 +73,12 @@ def make_flash_attn_4_standin():
 _DIST = {}  # the stand-ins' distribution metadata: {"dir": temporary sys.path entry, "names": [...]}
 
 
-def _install_distribution(name="flash_attn", version=STANDIN_FLASH_ATTN_VERSION, summary="flash-attn"):
+def _install_distribution(name="flash_attn", version=STANDIN_FLASH_ATTN_VERSION, summary="flash-attn", top=None):
     """A ``NAME-VERSION.dist-info`` on a temporary sys.path entry, so ``importlib.metadata``
-    (``version("flash-attn")``, ``packages_distributions()``) agrees with ``import NAME``."""
+    (``version("flash-attn")``, ``packages_distributions()``) agrees with ``import TOP`` (TOP: the
+    module the distribution installs, NAME's own by default; FlashAttention 3's flash_attn_3
+    installs flash_attn_interface)."""
+    top = top or name
     import atexit
     import importlib.metadata
     import shutil
@@ -99,7 +102,7 @@ def _install_distribution(name="flash_attn", version=STANDIN_FLASH_ATTN_VERSION,
     files = {
         "METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: attn-doctor stand-in for "
                     "%s (checks and messages only)\n" % (name, version, summary),
-        "top_level.txt": "%s\n" % name,
+        "top_level.txt": "%s\n" % top,
         "INSTALLER": "attn-doctor\n",
         "RECORD": "",
     }
@@ -111,9 +114,9 @@ def _install_distribution(name="flash_attn", version=STANDIN_FLASH_ATTN_VERSION,
     # A transformers imported before the stand-in read the distributions already.
     iu = sys.modules.get("transformers.utils.import_utils")
     mapping = getattr(iu, "PACKAGE_DISTRIBUTION_MAPPING", None) if iu is not None else None
-    if isinstance(mapping, dict) and name not in mapping:
-        mapping[name] = [name]
-        _DIST.setdefault("patched", []).append((mapping, name))
+    if isinstance(mapping, dict) and top not in mapping:
+        mapping[top] = [name]
+        _DIST.setdefault("patched", []).append((mapping, top))
 
 
 def _remove_distribution():
@@ -182,15 +185,20 @@ def install_standins():
 
 
 # The other libraries with a stand-in: (top module, maker, label for notes, distribution to
-# register or None, whether an installed copy is import-tested). xformers installs and imports
+# register, whether an installed copy is import-tested). xformers installs and imports
 # on any machine (its operators then refuse what they cannot run): an installed one is wrapped,
-# never replaced; the others, built for CUDA only, may not import at all.
+# never replaced; the others, built for CUDA only, may not import at all. Every stand-in is also a
+# distribution: transformers 5.x indexes packages_distributions()[TOP] once find_spec(TOP) finds a
+# module, and a KeyError there stops its import.
 OTHER_LIBRARIES = (
     ("xformers", make_xformers_standin, "xformers %s" % STANDIN_XFORMERS_VERSION, ("xformers", STANDIN_XFORMERS_VERSION),
      False),
-    ("flash_attn_interface", None, "FlashAttention 3 (flash_attn_interface %s)" % STANDIN_FA3_VERSION, None, True),
-    ("sageattention", make_sage_standin, "sageattention %s" % STANDIN_SAGE_VERSION, None, True),
-    ("kernels", make_kernels_standin, "the kernels hub (kernels %s)" % STANDIN_KERNELS_VERSION, None, True),
+    ("flash_attn_interface", None, "FlashAttention 3 (flash_attn_interface %s)" % STANDIN_FA3_VERSION,
+     ("flash_attn_3", STANDIN_FA3_VERSION), True),
+    ("sageattention", make_sage_standin, "sageattention %s" % STANDIN_SAGE_VERSION, ("sageattention", STANDIN_SAGE_VERSION),
+     True),
+    ("kernels", make_kernels_standin, "the kernels hub (kernels %s)" % STANDIN_KERNELS_VERSION,
+     ("kernels", STANDIN_KERNELS_VERSION), True),
 )
 STANDIN_FAMILIES = {"xformers": "xformers", "flash_attn_interface": "flash_attn3", "sageattention": "sage",
                     "kernels": "hub"}
@@ -229,8 +237,9 @@ def _install_other(library):
             if key == top or key.startswith(top + "."):
                 del sys.modules[key]
     sys.modules.update(maker(_module))
-    if dist:
-        _install_distribution(dist[0], dist[1], top)
+    _install_distribution(dist[0], dist[1], top, top=top)
+    if top == "kernels":
+        _transformers_sees_no_hub()
     _INSTALLED[top] = "%s %s here; used a stand-in that enforces %s's checks and messages" % (
         top, "does not import (" + reason + ")" if reason else "is not installed", label)
 
@@ -265,6 +274,63 @@ def _wrap_real_hub(kernels):
 
 
 _REAL = {}  # real functions replaced for the trace: key -> (module, original)
+_HOOKS = []  # import hooks put on sys.meta_path for the trace
+
+
+def _transformers_sees_no_hub():
+    """The kernels stand-in answers the model's ``import kernels``; it is not an install.
+    transformers 5.x asks ``is_kernels_available()`` before it swaps a requested
+    ``flash_attention_N`` it finds unusable (always, off the GPU) for the Hub's kernel, which the
+    GPU the trace stands for, without kernels, would never do: transformers is told the truth, now
+    or as soon as it is imported."""
+    iu = sys.modules.get("transformers.utils.import_utils")
+    if iu is not None:
+        _patch_kernels_check(iu)
+    elif not _HOOKS:
+        hook = _AfterImport("transformers.utils.import_utils", _patch_kernels_check)
+        sys.meta_path.insert(0, hook)
+        _HOOKS.append(hook)
+
+
+def _patch_kernels_check(import_utils):
+    original = vars(import_utils).get("is_kernels_available")
+    if original is None or getattr(original, "__attn_doctor_wrapper__", False):
+        return
+
+    def is_kernels_available(*args, **kwargs):
+        return False
+
+    is_kernels_available.__wrapped__, is_kernels_available.__attn_doctor_wrapper__ = original, True
+    for name, module in list(sys.modules.items()):  # every module that imported it by name
+        # vars(), not getattr(): transformers' lazy modules import on a missing attribute
+        if (name == "transformers" or name.startswith("transformers.")) and \
+                (getattr(module, "__dict__", None) or {}).get("is_kernels_available") is original:
+            setattr(module, "is_kernels_available", is_kernels_available)
+            _REAL["%s.is_kernels_available" % name] = (module, original)
+
+
+class _AfterImport:
+    """A meta path finder that runs ``then(module)`` right after module ``name`` is executed (before
+    the modules importing it bind its names)."""
+
+    def __init__(self, name, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        loader = getattr(spec, "loader", None)
+        if spec is None or not hasattr(loader, "exec_module"):
+            return None
+        then, real = self.then, loader.exec_module
+
+        def exec_module(module):
+            real(module)
+            then(module)
+
+        loader.exec_module = exec_module
+        return spec
 
 
 def standin_notes(sink_records):
@@ -336,6 +402,10 @@ def remove_standins():
     for key, (module, original) in list(_REAL.items()):
         setattr(module, key.rsplit(".", 1)[-1], original)
         del _REAL[key]
+    while _HOOKS:
+        hook = _HOOKS.pop()
+        if hook in sys.meta_path:
+            sys.meta_path.remove(hook)
     parent = sys.modules.get("flash_attn")
     if parent is not None and getattr(getattr(parent, "cute", None), "__attn_doctor_standin__", False):
         del parent.cute

@@ -88,8 +88,12 @@ def _expect_healthy(report, arch, version):
     assert report["status"] == "ok", (where, report.get("error"))
     assert report["exit_code"] == 0, (where, report["findings"])
     assert not [f for f in report["findings"] if f["severity"] == "error"], where
-    # fp32 configs reach SDPA in fp32: its slow-path warning is the only finding allowed
-    assert {f["id"] for f in report["findings"]} <= {"AD604"}, (where, report["findings"])
+    # fp32 configs reach SDPA in fp32: its slow-path warning is the only finding allowed, and T5's
+    # learned relative position bias (an additive mask SDPA reads from memory) the one note
+    assert {f["id"] for f in report["findings"]} <= {"AD604", "AD616"}, (where, report["findings"])
+    for f in report["findings"]:
+        if f["id"] == "AD616":
+            assert arch == "t5" and f["severity"] == "info" and "relative_attention_bias" in f["message"], (where, f)
     assert report["summary"]["sinks"] == SINKS.get(arch, 2), (where, [s["name"] for s in report["sinks"]])
     want = DTYPES[hf_configs.CONFIGS[arch].get("torch_dtype")]
     assert {s["effective_dtypes"]["q"] for s in report["sinks"]} == {want}, where

@@ -101,6 +101,34 @@ def test_stand_in_is_an_installed_distribution():
     assert first == "2.8.3 2.8.3 2.8.3 ['flash_attn']" and second == "False"
 
 
+def test_every_stand_in_is_a_distribution_of_its_module_and_transformers_sees_no_hub():
+    # transformers 5.x indexes packages_distributions()[MODULE] once find_spec(MODULE) finds a module
+    # (a KeyError there stopped its import), and swaps a flash_attention_N it finds unusable for the
+    # Hub's kernel where is_kernels_available(): the kernels stand-in is an import, not an install.
+    code = (
+        "import importlib.metadata as md, sys, types\n"
+        "from attn_doctor.tracing import standins\n"
+        "standins.install_standins()\n"
+        "m = md.packages_distributions()\n"
+        "print(m['flash_attn_interface'], m['sageattention'], m['kernels'], md.version('flash_attn_3'))\n"
+        "iu = types.ModuleType('transformers.utils.import_utils')\n"
+        "real = lambda MIN_VERSION='0.9.0': True\n"
+        "iu.is_kernels_available = real\n"
+        "sys.modules['transformers'] = types.ModuleType('transformers')\n"
+        "sys.modules['transformers.utils.import_utils'] = iu\n"
+        "user = types.ModuleType('transformers.modeling_utils'); user.is_kernels_available = real\n"
+        "sys.modules['transformers.modeling_utils'] = user\n"
+        "standins._patch_kernels_check(iu)\n"
+        "print(iu.is_kernels_available(), user.is_kernels_available())\n"
+        "standins.remove_standins()\n"
+        "print(iu.is_kernels_available is real, user.is_kernels_available is real, 'kernels' in md.packages_distributions())\n")
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["['flash_attn_3'] ['sageattention'] ['kernels'] 3.0.0", "False False",
+                                        "True True False"], proc.stdout
+
+
 def test_a_trace_in_this_interpreter_leaves_nothing_in_the_temporary_folder(tmp_path):
     # The doctor skips the teardown of a process that imported torch (0.5-0.8 s), never its exit
     # handlers: the flash_attn stand-in's metadata folder still goes.
