@@ -327,3 +327,10 @@ def test_a_known_bad_release_covers_the_promotion_the_sample_saw_in_its_code():
     results = {r.rule: r for r in evaluate(RECIPES, _with_x_transformers_sample("1.30.1", library="fla"))}
     assert results["AD401"].status == "warning" and "covers" not in results["AD401"].evidence
     assert results["AD601"].status == "error" and results["AD601"].evidence["packages"] == "flash-linear-attention"
+    # its remedy says whose code it is; a promotion in the user's own code gets no such line
+    (remedy,) = results["AD601"].remedies
+    assert remedy.detail.startswith("The attention call is in flash-linear-attention's code"), remedy.detail
+    facts = _with_x_transformers_sample("1.30.2")
+    facts.dtype_path.findings[0]["sink"].pop("called_from")
+    (remedy,) = {r.rule: r for r in evaluate(RECIPES, facts)}["AD601"].remedies
+    assert not remedy.detail, remedy.detail

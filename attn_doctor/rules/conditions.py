@@ -311,7 +311,8 @@ class Evaluator:
         # library's: a rule on its release that supersedes this one covers it
         libraries = {_mapping(_mapping(f.get("sink")).get("called_from")).get("library") for f in found}
         if libraries and None not in libraries:
-            self.evidence["packages"] = " ".join(sorted(distribution_of(str(m)) for m in libraries))
+            self.evidence["packages"] = self.evidence["library_code"] = " ".join(
+                sorted(distribution_of(str(m)) for m in libraries))
         if len(found) > 1:
             others = [f"{_mapping(f.get('sink')).get('file', '?')}:{_mapping(f.get('sink')).get('line', '?')}" for f in found[1:4]]
             self.evidence["more"] = f" (and {len(found) - 1} more: {', '.join(others)}{', ...' if len(found) > 4 else ''})"

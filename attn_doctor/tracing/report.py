@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import linecache
+import os
 import re
 
 from . import cost as cost_mod
 from . import fallbacks, kernels, patch, sinks
+from .places import library_package
 
 
 # The inputs whose dtypes a finding follows: q, k, v, the attention weights of attention written
@@ -159,7 +161,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
     called_from = _called_from(record)
     if called_from:
         sink["called_from"] = called_from
-        message += "; " + _called_from_text(called_from, mask=first["check"] not in ("dtype", "same_dtype"))
+        message += "; " + _called_from_text(called_from, mask=first["check"] not in ("dtype", "same_dtype"), chain=chain)
     cost = first.get("cost")
     if cost and cost.get("measured"):
         message += "; " + cost_mod.describe(cost)
@@ -208,13 +210,27 @@ def _called_from(record):
             "library_line": frame.get("library_line"), "options": options[:4]}
 
 
-def _called_from_text(frame, mask):
-    where = "the call is inside %s, reached from your code at %s" % (frame["library"], _loc(frame["file"],
-                                                                                          frame["line"]))
+_SAMPLES = os.sep + os.path.join("attn_doctor", "tracing", "samples.py")
+
+
+def _called_from_text(frame, mask, chain=()):
+    """Where the fix goes for an attention call inside a library: the library's option that chose
+    the mask, what the user's code gives it, or, where the promotion itself is in the library's
+    code, the library (`check`'s sample models are the doctor's: no code of the user's is involved)."""
+    sample = str(frame.get("file") or "").endswith(_SAMPLES)
+    where = "the call is inside %s, %s" % (frame["library"], "in attn-doctor's sample model built with it" if sample
+                                           else "reached from your code at %s" % _loc(frame["file"], frame["line"]))
     if mask:
         chosen = (" (%s)" % ", ".join(frame["options"])) if frame["options"] else ""
         return where + chosen + ": the library builds this mask, so the change is the library's option there " \
                                 "(its causal flag, or its attention implementation), not is_causal in its code"
+    # the library's own: each promoting op and the line that made its wide operand are in its code
+    # (an operand that is a parameter, buffer or input may be what the user's code gave it)
+    inside = [e for e in chain if library_package(e.get("file")) == frame["library"]
+              and library_package((e.get("operand_origin") or {}).get("file")) == frame["library"]]
+    if sample or (chain and len(inside) == len(chain)):
+        return where + ": the promotion happens in the library's own code, so the fix is the library's: " \
+                       "upgrade it, or report it upstream with these lines"
     return where + ": the fix goes into what your code gives it (its dtype) or into the library (upgrade or report)"
 
 

@@ -33,6 +33,7 @@ from . import kernels, masks, policy, sinks, state
 from .autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
 from .inline import PV_OPS, QK_OPS, inline_attention
 from .nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name, traced
+from .places import library_package
 
 F = torch.nn.functional
 
@@ -42,18 +43,6 @@ _TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # sample models are user code.
 _SAMPLES_FILE = _TRACE_DIR + "samples.py"
 _STDLIB_HELPERS = ("contextlib.py", "functools.py")
-_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
-
-
-def library_package(filename):
-    """The installed package a source file belongs to ("keras" for .../site-packages/keras/src/...),
-    or None for the user's own code."""
-    for marker in _PACKAGE_DIRS:
-        at = filename.find(marker)
-        if at >= 0:
-            rest = filename[at + len(marker):]
-            return rest.split(os.sep, 1)[0].rsplit(".py", 1)[0] or None
-    return None
 
 
 def _transparent_dirs():

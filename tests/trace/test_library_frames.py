@@ -13,11 +13,13 @@ class Attention(torch.nn.Module):
         self.heads = heads
         self.qkv = torch.nn.Linear(dim, 3 * dim)
 
-    def forward(self, x, use_causal_mask=False, scale=None):
+    def forward(self, x, use_causal_mask=False, scale=None, rescale=False):
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).transpose(1, 3).unbind(2)
         if scale is not None:
             q = q * scale  # LIB-PROMOTE
+        if rescale:
+            q = q * torch.ones(q.shape[-1], device=x.device)  # LIB-OWN
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril() if use_causal_mask else None
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # LIB-SINK
 '''
@@ -30,17 +32,18 @@ import {name} as minilib
 
 
 class Model(torch.nn.Module):
-    def __init__(self, scale=False):
+    def __init__(self, scale=False, rescale=False):
         super().__init__()
         self.attn = minilib.Attention()
+        self.rescale = rescale
         self.register_buffer("scale", torch.ones(16) if scale else None, persistent=False)
 
     def forward(self, x):
-        return self.attn(x, use_causal_mask=True, scale=self.scale)  # USER-CALL
+        return self.attn(x, use_causal_mask=True, scale=self.scale, rescale=self.rescale)  # USER-CALL
 
 
-def build(scale=False):
-    m = Model(scale=bool(scale)).to(torch.bfloat16)
+def build(scale=False, rescale=False):
+    m = Model(scale=bool(scale), rescale=bool(rescale)).to(torch.bfloat16)
     if scale:
         m.scale = m.scale.float()
     return m, torch.randn(2, 16, 64, dtype=torch.bfloat16)
@@ -82,6 +85,18 @@ def test_a_promotion_inside_the_library_keeps_its_line_and_names_the_users_call(
     (entry,) = f["chain"]
     assert entry["file"] == lib and entry["line"] == _line(LIBRARY, "LIB-PROMOTE")
     assert f["sink"]["called_from"]["line"] == _line(USER, "USER-CALL") and f["patch"] is None
+    # the wide operand is the user's buffer, handed to the library: the fix may be the user's
+    assert "the fix goes into what your code gives it (its dtype) or into the library" in f["message"], f["message"]
+
+
+def test_a_promotion_the_library_makes_of_its_own_is_the_librarys_to_fix(trace, tmp_path):
+    user, lib = _write(tmp_path)
+    r = trace(user + ":build", factory_kwargs={"rescale": 1})
+    f = next(f for f in r["findings"] if f["id"] == "AD601")
+    (entry,) = f["chain"]
+    assert entry["line"] == _line(LIBRARY, "LIB-OWN") and entry["operand_origin"]["line"] == _line(LIBRARY, "LIB-OWN")
+    assert "the promotion happens in the library's own code, so the fix is the library's: upgrade it, or report it " \
+           "upstream" in f["message"] and f["patch"] is None, f["message"]
 
 
 def test_a_call_in_the_users_own_code_has_no_called_from(trace):
@@ -89,3 +104,4 @@ def test_a_call_in_the_users_own_code_has_no_called_from(trace):
 
     r = trace(toy_target("var_toy.py", "build_fp32"), autocast="bf16")
     assert r["findings"] and all("called_from" not in f["sink"] for f in r["findings"])
+

@@ -1,0 +1,18 @@
+"""Where a source file lives: the user's own code, or an installed package."""
+
+from __future__ import annotations
+
+import os
+
+_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
+def library_package(filename):
+    """The installed package a source file belongs to ("keras" for .../site-packages/keras/src/...),
+    or None for the user's own code."""
+    for marker in _PACKAGE_DIRS:
+        at = (filename or "").find(marker)
+        if at >= 0:
+            rest = filename[at + len(marker):]
+            return rest.split(os.sep, 1)[0].rsplit(".py", 1)[0] or None
+    return None
