@@ -301,12 +301,21 @@ def _patch_kernels_check(import_utils):
         return False
 
     is_kernels_available.__wrapped__, is_kernels_available.__attn_doctor_wrapper__ = original, True
-    for name, module in list(sys.modules.items()):  # every module that imported it by name
-        # vars(), not getattr(): transformers' lazy modules import on a missing attribute
-        if (name == "transformers" or name.startswith("transformers.")) and \
-                (getattr(module, "__dict__", None) or {}).get("is_kernels_available") is original:
-            setattr(module, "is_kernels_available", is_kernels_available)
-            _REAL["%s.is_kernels_available" % name] = (module, original)
+    _swap_in_transformers("is_kernels_available", original, is_kernels_available)
+    _PATCHED.append(("is_kernels_available", original, is_kernels_available))
+
+
+_PATCHED = []  # (name, original, replacement) bound in transformers' modules for the trace
+
+
+def _swap_in_transformers(name, old, new):
+    """Bind ``new`` where a transformers module holds ``old`` under ``name`` (those that imported it
+    by name, also after the patch: remove_standins puts ``old`` back everywhere)."""
+    for key, module in list(sys.modules.items()):
+        # __dict__, not getattr(): transformers' lazy modules import on a missing attribute
+        if (key == "transformers" or key.startswith("transformers.")) and \
+                (getattr(module, "__dict__", None) or {}).get(name) is old:
+            setattr(module, name, new)
 
 
 class _AfterImport:
@@ -402,6 +411,9 @@ def remove_standins():
     for key, (module, original) in list(_REAL.items()):
         setattr(module, key.rsplit(".", 1)[-1], original)
         del _REAL[key]
+    while _PATCHED:
+        name, original, replacement = _PATCHED.pop()
+        _swap_in_transformers(name, replacement, original)
     while _HOOKS:
         hook = _HOOKS.pop()
         if hook in sys.meta_path:

@@ -119,14 +119,17 @@ def test_every_stand_in_is_a_distribution_of_its_module_and_transformers_sees_no
         "user = types.ModuleType('transformers.modeling_utils'); user.is_kernels_available = real\n"
         "sys.modules['transformers.modeling_utils'] = user\n"
         "standins._patch_kernels_check(iu)\n"
+        "later = types.ModuleType('transformers.models.x'); later.is_kernels_available = iu.is_kernels_available\n"
+        "sys.modules['transformers.models.x'] = later  # imported during the trace, by name\n"
         "print(iu.is_kernels_available(), user.is_kernels_available())\n"
         "standins.remove_standins()\n"
-        "print(iu.is_kernels_available is real, user.is_kernels_available is real, 'kernels' in md.packages_distributions())\n")
+        "print(iu.is_kernels_available is real, user.is_kernels_available is real, later.is_kernels_available is real,\n"
+        "      'kernels' in md.packages_distributions())\n")
     env = dict(os.environ, PYTHONPATH=REPO)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["['flash_attn_3'] ['sageattention'] ['kernels'] 3.0.0", "False False",
-                                        "True True False"], proc.stdout
+                                        "True True True False"], proc.stdout
 
 
 def test_a_trace_in_this_interpreter_leaves_nothing_in_the_temporary_folder(tmp_path):
