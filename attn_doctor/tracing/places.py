@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 
 _PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# check's sample models: the tracer treats them as user code, the report says they are the doctor's
+SAMPLES_FILE = TRACE_DIR + "samples.py"
 
 
 def library_package(filename):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import linecache
-import os
 import re
 
 from . import cost as cost_mod
 from . import fallbacks, kernels, patch, sinks
-from .places import library_package
+from .places import SAMPLES_FILE, library_package
 
 
 # The inputs whose dtypes a finding follows: q, k, v, the attention weights of attention written
@@ -210,14 +209,11 @@ def _called_from(record):
             "library_line": frame.get("library_line"), "options": options[:4]}
 
 
-_SAMPLES = os.sep + os.path.join("attn_doctor", "tracing", "samples.py")
-
-
 def _called_from_text(frame, mask, chain=()):
     """Where the fix goes for an attention call inside a library: the library's option that chose
     the mask, what the user's code gives it, or, where the promotion itself is in the library's
     code, the library (`check`'s sample models are the doctor's: no code of the user's is involved)."""
-    sample = str(frame.get("file") or "").endswith(_SAMPLES)
+    sample = frame.get("file") == SAMPLES_FILE
     where = "the call is inside %s, %s" % (frame["library"], "in attn-doctor's sample model built with it" if sample
                                            else "reached from your code at %s" % _loc(frame["file"], frame["line"]))
     if mask:

@@ -116,8 +116,9 @@ def input_requires_grad(call):
     return bool(call.get("grad_mode")) and any(_t(call, r).get("requires_grad") for r in ("q", "k", "v"))
 
 
-def _training_head_dim_refused(call, target):
-    """(dropout, head_dim) where flash refuses training with this head dim on sm86-89/sm120-121."""
+def _training_head_dim_refusal(call, target, wording):
+    """flash's refusal to train with head_dim in (192, 224] (or (224, 256] with dropout) on
+    sm86-89/sm120-121, worded as the release does (``wording``), or None."""
     cap = target["capability"]
     if not (_sm_in(cap, (8, 6), (8, 9)) or _sm_in(cap, (12, 0), (12, 1))) or not input_requires_grad(call):
         return None
@@ -125,28 +126,21 @@ def _training_head_dim_refused(call, target):
     dropout = float(call.get("dropout") or 0.0)
     if d <= 192 or (dropout <= 0.0 and d > 224):
         return None
-    return dropout, d
+    return wording + "Attempting to run with dropout set to: %sand head_dim: %d on a sm %d.%d gpu." % (
+        dropout, d, cap[0], cap[1])
 
 
 def check_training_head_dim_sm86_89_120(call, target):
-    refused = _training_head_dim_refused(call, target)
-    if refused is None:
-        return None
-    cap = target["capability"]
-    return ("Flash attention currently doesn't support training with head_dim ∈ (192, 224] or (head_dim ∈ (224, 256] "
-            "and dropout > 0.0) on gpu architectures in the range[sm86, sm89].Attempting to run with dropout set to: "
-            "%sand head_dim: %d on a sm %d.%d gpu." % (refused + tuple(cap)))
+    return _training_head_dim_refusal(call, target, "Flash attention currently doesn't support training with head_dim "
+                                                    "∈ (192, 224] or (head_dim ∈ (224, 256] and dropout > 0.0) on gpu "
+                                                    "architectures in the range[sm86, sm89].")
 
 
 def check_training_head_dim_sm86_89_or_120_121(call, target):
     # the same check, reworded in torch 2.15 (libtorch_cuda.so) to name the sm120 range it already enforced
-    refused = _training_head_dim_refused(call, target)
-    if refused is None:
-        return None
-    cap = target["capability"]
-    return ("Flash attention currently doesn't support training with head_dim ∈ (192, 224] or (head_dim ∈ (224, 256] "
-            "and dropout > 0.0) on SM86-SM89 or SM120-SM121.Attempting to run with dropout set to: "
-            "%sand head_dim: %d on a sm %d.%d gpu." % (refused + tuple(cap)))
+    return _training_head_dim_refusal(call, target, "Flash attention currently doesn't support training with head_dim "
+                                                    "∈ (192, 224] or (head_dim ∈ (224, 256] and dropout > 0.0) on "
+                                                    "SM86-SM89 or SM120-SM121.")
 
 
 def check_flash_causal_non_square(call, target):

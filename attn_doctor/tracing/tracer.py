@@ -33,15 +33,13 @@ from . import kernels, masks, policy, sinks, state
 from .autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
 from .inline import PV_OPS, QK_OPS, inline_attention
 from .nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name, traced
-from .places import library_package
+from .places import SAMPLES_FILE, TRACE_DIR, library_package
 
 F = torch.nn.functional
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-_TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # The tracer's own machinery (every module of this package) is skipped when naming a caller; the
 # sample models are user code.
-_SAMPLES_FILE = _TRACE_DIR + "samples.py"
 _STDLIB_HELPERS = ("contextlib.py", "functools.py")
 
 
@@ -185,7 +183,7 @@ class Tracer(object):
             self.masks.mark_batch(tensor, name)
 
     def _is_internal(self, filename):
-        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS) or (filename.startswith(_TRACE_DIR) and filename != _SAMPLES_FILE):
+        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS) or (filename.startswith(TRACE_DIR) and filename != SAMPLES_FILE):
             return True
         return filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython")
 

@@ -82,6 +82,14 @@ def test_one_path_when_the_stand_in_is_never_called(trace):
     assert [(rt["name"], rt["verdict"], rt["attention"]) for rt in r["routes"]] == [("installed", "clean", ["SDPA"])]
 
 
+def _run_fresh(code):
+    """stdout of `code` run in a fresh interpreter with this checkout importable (stand-ins are per process)."""
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def test_stand_in_is_an_installed_distribution():
     # What transformers 5.x reads (packages_distributions, version) agrees with `import flash_attn`.
     code = (
@@ -94,10 +102,7 @@ def test_stand_in_is_an_installed_distribution():
         "from flash_attn.bert_padding import pad_input, unpad_input, index_first_axis\n"
         "standins.remove_standins()\n"
         "print('flash_attn' in md.packages_distributions())\n")
-    env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    first, second = proc.stdout.splitlines()
+    first, second = _run_fresh(code).splitlines()
     assert first == "2.8.3 2.8.3 2.8.3 ['flash_attn']" and second == "False"
 
 
@@ -125,11 +130,9 @@ def test_every_stand_in_is_a_distribution_of_its_module_and_transformers_sees_no
         "standins.remove_standins()\n"
         "print(iu.is_kernels_available is real, user.is_kernels_available is real, later.is_kernels_available is real,\n"
         "      'kernels' in md.packages_distributions())\n")
-    env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["['flash_attn_3'] ['sageattention'] ['kernels'] 3.0.0", "False False",
-                                        "True True True False"], proc.stdout
+    out = _run_fresh(code)
+    assert out.splitlines() == ["['flash_attn_3'] ['sageattention'] ['kernels'] 3.0.0", "False False",
+                                "True True True False"], out
 
 
 def test_a_trace_in_this_interpreter_leaves_nothing_in_the_temporary_folder(tmp_path):
