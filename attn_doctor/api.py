@@ -266,12 +266,22 @@ def trace(
         data = _trace_copy(module, example_inputs, device, options)
     finally:
         model.train(was_training)  # belt and braces: the tracer only ever sets the copy's mode
-    report = TraceReport.from_dict(data)
+    report = TraceReport.from_dict(_with_known_bugs(data))
     if report.status == "usage_error":
         raise UsageError(_message(report, "usage error"))
     if report.status == "failed":
         raise ProbeError(f"the trace could not run: {_message(report, 'failed')}", report)
     return report
+
+
+def _with_known_bugs(data: dict) -> dict:
+    """The known kernel bugs the traced calls meet (recipes/numerics.toml), judged on the report."""
+    import os
+
+    from .rules.known_calls import add_known_bugs
+    from .rules.loader import load_recipes
+
+    return add_known_bugs(data, load_recipes().data, os.environ)
 
 
 def _trace_copy(module: "torch.nn.Module", example_inputs: Any, device: str, options: dict) -> dict:

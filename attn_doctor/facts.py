@@ -231,10 +231,51 @@ class SdpaChoice(Struct):
     source: Optional[str] = None  # the --config file this head dim and dtype came from (None: the smoke shape)
 
 
+class NumericsDirection(Struct):
+    """One direction (forward, dQ, dK, dV) of a kernel that failed a numerics case."""
+
+    err: Optional[float] = None  # largest absolute error against float64 where both are finite
+    plain: Optional[float] = None  # the same for attention written out in the same dtype: the yardstick
+    scale: Optional[float] = None  # largest float64 value
+    allowed: Optional[float] = None  # the tolerance: a multiple of `plain` plus a few roundings of `scale`
+    roundings: Optional[float] = None  # err in roundings of `scale` in the dtype
+    nonfinite: int = 0  # NaN or inf where float64 is finite
+    size: Optional[int] = None
+    missing: bool = False  # the kernel gave no gradient
+
+
+class NumericsResult(Struct):
+    """One kernel, one dtype, one case of the numerics sweep (attn_doctor/probes/numerics_child.py):
+    forward and backward against float64."""
+
+    backend: str  # sdpa-flash, sdpa-mem-efficient, sdpa-cudnn, sdpa-math, flash_attn, xformers, flex-compiled, ...
+    dtype: str
+    case: str  # a key of Smoke.numerics_cases
+    status: str  # ok | wrong | refused | error | n/a (its API cannot express the case) | unavailable
+    default: Optional[str] = None  # for SDPA's kernels: the backend SDPA's default dispatch picks for this case
+    worst: Optional[float] = None  # the largest error / tolerance of its directions (< 1 passes)
+    ms: Optional[float] = None
+    error: Optional[str] = None
+    why: Optional[str] = None  # why the case is n/a for it
+    directions: dict[str, NumericsDirection] = {}  # out | dq | dk | dv -> what failed
+
+
+class NumericsCase(Struct):
+    """A case of the numerics sweep: the class of shapes it stands for."""
+
+    cls: str  # in words: "sequence length a multiple of 64 but not of 128, a boolean mask, ..."
+    shape: list[int] = []  # batch, query heads, key/value heads, query length, key length, head dim
+    mask: Optional[str] = None  # none | causal | bool-causal | float-causal | all-true | bool-padding | float-bias | fully-masked
+    logits: Optional[str] = None  # normal | neglse | large
+
+
 class Smoke(Struct):
     status: str = "skipped"  # ok | failed (the GPU probe died mid-way) | skipped
     choices: list[SdpaChoice] = []
     results: list[SmokeResult] = []
+    # The numerics sweep: every kernel, forward and backward against float64, over the cases below.
+    numerics: list[NumericsResult] = []
+    numerics_cases: dict[str, NumericsCase] = {}
     error: Optional[str] = None
     group_seconds: dict[str, float] = {}  # wall time of each smoke process (main, cudnn:<dtype>)
     # where each smoke process's time went (CUDA's start, the float64 reference, imports, the tests), s

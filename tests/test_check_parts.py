@@ -24,7 +24,7 @@ COMPILED = {}
 def stack_group(group):
     return group.startswith(("lib:", "compile:"))
 
-def smoke_groups(capability, libraries=(), compiled=()):
+def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main", "compile:flex-compiled"]
 
 def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):

@@ -22,6 +22,9 @@ from attn_doctor.rules.loader import load_recipes
 # torch.compile's GPU backend needs triton: where it is installed (a CUDA torch from PyPI brings
 # it), compiled flex_attention gets a smoke process of its own too.
 COMPILE = ["compile:flex-compiled"] if importlib.util.find_spec("triton") else []
+# The numerics sweep: SDPA's kernels per native dtype (cuDNN's in a process of its own).
+NUM_BF16 = ["num:sdpa:float16", "num:sdpa-cudnn:float16", "num:sdpa:bfloat16", "num:sdpa-cudnn:bfloat16"]
+NUM_FP16 = ["num:sdpa:float16", "num:sdpa-cudnn:float16"]
 
 
 def _torch_probe(script, monkeypatch=None, timeout=60, **config):
@@ -33,7 +36,7 @@ def test_real_gpu_script_without_a_gpu():
     data = _torch_probe(GPU_CHILD_SCRIPT)
     assert data["cuda"]["status"] == "ok" and data["cuda"]["cuda_available"] is False
     # sm90: the general group (fp16's cuDNN test included) and bf16's cuDNN test apart
-    assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "main"] + COMPILE)
+    assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "main"] + COMPILE + NUM_BF16)
     assert all(g["status"] == "error" and "not available" in g["error"]["message"] for g in data["smoke"].values())
 
 
@@ -42,10 +45,10 @@ def test_the_child_judges_bf16_by_the_threshold_it_is_given():
     native travels in its configuration, and a different one changes what it plans."""
     below = "%d.%d" % (BF16_NATIVE_FROM[0] - 1, 5)
     at = "%d.%d" % BF16_NATIVE_FROM
-    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at)["smoke"]) == sorted(["cudnn:bfloat16", "main"] + COMPILE)
-    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == sorted(["main"] + COMPILE)
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at)["smoke"]) == sorted(["cudnn:bfloat16", "main"] + COMPILE + NUM_BF16)
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == sorted(["main"] + COMPILE + NUM_FP16)
     raised = [BF16_NATIVE_FROM[0] + 1, 0]
-    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at, bf16_native_from=raised)["smoke"]) == sorted(["main"] + COMPILE)
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=at, bf16_native_from=raised)["smoke"]) == sorted(["main"] + COMPILE + NUM_FP16)
     # Without it the child refuses to guess (no second copy of the fact to drift).
     config = {"script": str(GPU_CHILD_SCRIPT), "smoke": True, "capability": at}
     data = start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "triton"]).result(60)
@@ -63,9 +66,9 @@ def test_the_doctor_hands_its_threshold_to_the_gpu_child(tmp_path, monkeypatch):
         facts = probes.collect_facts(sample=False, use_cache=False, cache_root=str(tmp_path / "cache"))
         return sorted(facts.smoke.group_seconds)
 
-    assert groups() == sorted(["cudnn:bfloat16", "main"] + COMPILE)  # sm90 has native bf16: its cuDNN test apart
+    assert groups() == sorted(["cudnn:bfloat16", "main"] + COMPILE + NUM_BF16)  # sm90 has native bf16: its cuDNN test apart
     monkeypatch.setattr(probes, "BF16_NATIVE_FROM", (10, 0))
-    assert groups() == sorted(["main"] + COMPILE)
+    assert groups() == sorted(["main"] + COMPILE + NUM_FP16)
 
 
 def test_each_installed_library_gets_a_smoke_process_of_its_own(tmp_path, monkeypatch):
@@ -75,9 +78,9 @@ def test_each_installed_library_gets_a_smoke_process_of_its_own(tmp_path, monkey
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     data = _torch_probe(GPU_CHILD_SCRIPT)
     # FA4 compiles each kernel at its first call: a process per dtype, compiling side by side
-    assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "lib:flash_attn_4:bfloat16", "lib:flash_attn_4:float16", "main"] + COMPILE)
+    assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "lib:flash_attn_4:bfloat16", "lib:flash_attn_4:float16", "main"] + COMPILE + NUM_BF16)
     below = "%d.%d" % (BF16_NATIVE_FROM[0] - 1, 5)
-    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == sorted(["lib:flash_attn_4:float16", "main"] + COMPILE)
+    assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == sorted(["lib:flash_attn_4:float16", "main"] + COMPILE + NUM_FP16)
 
 
 def test_the_compiled_smoke_test_runs_only_where_its_compiler_is_installed(tmp_path, monkeypatch):
@@ -139,7 +142,7 @@ def cuda_facts():
 LIBRARIES = {}
 COMPILED = {}
 
-def smoke_groups(capability, libraries=(), compiled=()):
+def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main", "cudnn:float16", "cudnn:bfloat16"]
 
 def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):
@@ -266,7 +269,7 @@ def cuda_facts():
 LIBRARIES = {}
 COMPILED = {}
 
-def smoke_groups(capability, libraries=(), compiled=()):
+def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main"]
 
 def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):

@@ -56,6 +56,16 @@ def _trace_here(kwargs, bytecode, progress):
         state.PROGRESS[0] = None
 
 
+def _with_known_bugs(report):
+    """The known kernel bugs its calls meet (recipes/numerics.toml), judged on the report."""
+    import os
+
+    from ..rules.known_calls import add_known_bugs
+    from ..rules.loader import load_recipes
+
+    return add_known_bugs(report, load_recipes().data, os.environ)
+
+
 def trace(
     target: Optional[str] = typer.Argument(None, help=TARGET_HELP, show_default=False),
     hf: Optional[str] = typer.Option(
@@ -185,6 +195,7 @@ def trace(
     finally:
         if progress:
             progress.stop()
+    report = _with_known_bugs(report)
     code = int(report.get("exit_code", 3))
     if fail_on == FailOn.warning and code == 0 and (report.get("summary") or {}).get("warnings"):
         code = 1

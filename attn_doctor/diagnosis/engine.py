@@ -45,6 +45,8 @@ def remedies(rule: Rule, evidence: dict[str, Any], target: Optional[Target] = No
             values[f] = v
         if remedy.kind == "pip" and values.get("requirement") is None:
             continue  # a pip remedy is its requirement: without a package to name it has nothing to offer
+        if remedy.kind == "env" and not templates.complete(remedy.variable or "", evidence):
+            continue  # likewise an env remedy and its variable (none exists for this release)
         filled = Remedy(**{**values, "command": None})
         command, unknown = resolve(remedy.command or pip_command(filled), evidence, target)
         missing |= unknown

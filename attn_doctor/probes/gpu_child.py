@@ -229,6 +229,11 @@ def _sdpa_backends(torch):
 
 # Attention libraries smoke-tested beside SDPA: backend name -> its import probe (torch_probe.py).
 LIBRARIES = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "flash_attn_4": "flash_attn_4", "xformers": "xformers"}
+# Libraries the numerics sweep alone runs (no smoke test of their own): name -> the module it needs.
+NUMERICS_ONLY = {"sageattention": "sageattention"}
+# Libraries the numerics sweep runs its cases through (numerics_child.library_call); FlashAttention
+# 4 compiles a kernel per shape, a cost the sweep's many shapes would multiply.
+NUMERICS_LIBRARIES = ("flash_attn", "flash_attn_3", "xformers", "sageattention")
 # Libraries that compile each kernel at its first call (FlashAttention 4: 2.5-3 s per dtype and
 # pass on an H100): a process per dtype, so that the compiles run side by side.
 JIT_LIBRARIES = ("flash_attn_4",)
@@ -404,12 +409,31 @@ def _refusals(torch, q):
 
 
 def stack_group(group):
-    """Whether a group tests the package set (an attention library, a compiler: its result holds
-    for every node of one GPU architecture and driver) rather than this node's GPU (SDPA)."""
-    return group.startswith(("lib:", "compile:"))
+    """Whether a group tests the package set (an attention library, a compiler, the numerics sweep:
+    its result holds for every node of one GPU architecture and driver) rather than this node's GPU
+    (SDPA's smoke tests)."""
+    return group.startswith(("lib:", "compile:", "num:"))
 
 
-def smoke_groups(capability, libraries=(), compiled=()):
+def numerics_child():
+    """numerics_child.py beside this file, loaded by path (this file is loaded so too, without its
+    package)."""
+    import os
+    import sys
+
+    name = "attn_doctor_numerics_child"
+    module = sys.modules.get(name)
+    if module is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "numerics_child.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return module
+
+
+def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     """How the smoke tests are split across parallel processes, for a GPU of this capability
     ("8.6", (8, 6), or None when unknown), the attention `libraries` installed (names of
     LIBRARIES) and the `compiled` backends whose compiler is installed (names of COMPILED).
@@ -424,6 +448,9 @@ def smoke_groups(capability, libraries=(), compiled=()):
     bf16's cuDNN test gets a process of its own; fp16's runs in the main one. More processes cost
     more than they save: CUDA start-up grows with each process starting at once (H100: 0.22 s
     alone, 0.55-0.58 s four at a time).
+
+    With `numerics`, the numerics sweep's groups follow ("num:...", numerics_child.numerics_groups):
+    every SDPA backend and each library that takes its cases, forward and backward against float64.
     """
     # Unknown capability: plan for bf16; the group finds out from the device and runs no bf16 test.
     native = capability is None or bf16_native(capability)
@@ -431,7 +458,11 @@ def smoke_groups(capability, libraries=(), compiled=()):
     groups = ["main"] + (["cudnn:bfloat16"] if native else [])
     for name in libraries:
         groups += ["lib:%s:%s" % (name, d) for d in dtypes] if name in JIT_LIBRARIES else ["lib:" + name]
-    return groups + ["compile:" + name for name in compiled]
+    groups += ["compile:" + name for name in compiled]
+    if numerics:
+        groups += numerics_child().numerics_groups(dtypes, [n for n in libraries if n in NUMERICS_LIBRARIES]
+                                                   + [n for n in numerics_only if n in NUMERICS_LIBRARIES])
+    return groups
 
 
 def _shape_choices(torch, shape, dtypes, device):
@@ -458,6 +489,10 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
     group's time went.
     """
     kernel_caches(kernel_cache)
+    if group.startswith("num:"):
+        import torch
+
+        return numerics_child().run_numerics_group(group, _sdpa_backends(torch), index, bf16_native)
     started = time.perf_counter()
     phases = {}
     import threading
@@ -546,6 +581,15 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None)
                 out["results"].append({"backend": name, "dtype": name_of, "status": "unavailable", "error": ("%s: %s" % (type(call).__name__, call))[:300]})
                 continue
             out["results"].append(smoke_one(torch, name, call, dtype, ref, inputs32, grad_out32))
+    if kind == "compile" and not isinstance(dict(libraries).get(what), BaseException):
+        # The compiled kernel on the sweep's adversarial logits, at the shape it was compiled for.
+        mark = time.perf_counter()
+        numerics = numerics_child()
+        cases = numerics.compiled_cases(COMPILE_SHAPE)
+        out["numerics"] = numerics.sweep(torch, [(what, numerics.compiled_call(dict(libraries)[what]))], dtypes, device,
+                                         cases=cases, sync=torch.cuda.synchronize)
+        out["cases"] = {c["name"]: numerics.case_facts(c) for c in cases}
+        phases["numerics_s"] = round(time.perf_counter() - mark, 3)
     if group == "main" and shapes:
         mark = time.perf_counter()
         for shape in shapes:

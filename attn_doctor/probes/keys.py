@@ -36,6 +36,9 @@ FINGERPRINTED = tuple(dict.fromkeys(SAMPLE_MODULES + STACK_MODULES))
 # Where a process looks for shared libraries and CUDA: an extension that loads under one value may
 # not under another.
 LOADER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_HOME", "CUDA_PATH")
+# What torch reads to order SDPA's kernels (sdp_utils.cpp): the sweep records which kernel SDPA picks
+# for each case, so a changed order is a changed result.
+SDPA_VARIABLES = ("TORCH_CUDNN_SDPA_DEPRIORITIZED", "TORCH_CUDNN_SDPA_PREFERRED")
 
 
 def package_set(facts: Facts) -> list[str]:
@@ -94,6 +97,7 @@ def stack_inputs(python: str, facts: Facts, env_data: dict, gpu: Optional[GpuInf
     return cache.inputs_of(
         **_common(python, facts, env_data, STACK_MODULES),
         loader={name: os.environ.get(name, "") for name in LOADER_VARIABLES},
+        sdpa_order={name: os.environ.get(name, "") for name in SDPA_VARIABLES},
         architectures=sorted({d.capability for d in devices if d.capability}),
         driver=gpu.driver_version if gpu else None,
         kernels=kernels,

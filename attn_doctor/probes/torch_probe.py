@@ -157,7 +157,9 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
             if gpu.get("smoke"):
                 libraries = [name for name, probe in gpu_module.LIBRARIES.items() if installed(probe)]
                 compiled = [name for name, needs in gpu_module.COMPILED.items() if installed(needs)]
-                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability"), libraries, compiled)
+                only = [name for name, needs in getattr(gpu_module, "NUMERICS_ONLY", {}).items() if installed(needs)]
+                groups = gpu.get("groups") or gpu_module.smoke_groups(gpu.get("capability"), libraries, compiled,
+                                                                      numerics=gpu.get("numerics", True), numerics_only=only)
                 if part is not None:
                     stack_group = getattr(gpu_module, "stack_group", lambda g: False)
                     groups = [g for g in groups if bool(stack_group(g)) == (part == "stack")]

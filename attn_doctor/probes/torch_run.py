@@ -21,7 +21,8 @@ import msgspec
 from msgspec import Struct, field
 
 from ..cache import Done
-from ..facts import BuiltFor, ExtensionBuild, ExtensionLibrary, Facts, ImportResult, ProbeRun, SdpaChoice, Smoke, SmokeResult, TorchDevice, TorchInfo
+from ..facts import (BuiltFor, ExtensionBuild, ExtensionLibrary, Facts, ImportResult, NumericsCase, NumericsResult, ProbeRun, SdpaChoice, Smoke,
+                     SmokeResult, TorchDevice, TorchInfo)
 from ..failures import classify
 from .runner import ProbeFailed, probe_output, start_child
 
@@ -158,6 +159,8 @@ def combine(node: Smoke, stack: Smoke, cached: Optional[str] = None, capability_
         status="failed" if any(s.status == "failed" for s in parts) else "ok",
         choices=[c for s in parts for c in s.choices],
         results=results,
+        numerics=[r for s in parts for r in s.numerics],
+        numerics_cases={k: v for s in parts for k, v in s.numerics_cases.items()},
         error="; ".join(errors) or None,
         group_seconds={k: v for s in parts for k, v in s.group_seconds.items()},
         group_phases={k: v for s in parts for k, v in s.group_phases.items()},
@@ -169,6 +172,8 @@ def combine(node: Smoke, stack: Smoke, cached: Optional[str] = None, capability_
 
 
 _ORDER = {name: i for i, name in enumerate(("sdpa-flash", "sdpa-mem-efficient", "sdpa-cudnn", "sdpa-math"))}
+# The smoke groups whose results belong to the stack (gpu_child.stack_group): libraries, compilers, the numerics sweep.
+STACK_GROUPS = ("lib:", "compile:", "num:")
 
 
 def _result_order(r: SmokeResult) -> tuple:
@@ -178,6 +183,7 @@ def _result_order(r: SmokeResult) -> tuple:
 def merge_groups(groups: dict) -> Smoke:
     """Merge the smoke groups' answers; a group whose process crashed or hung is reported as such."""
     choices, results, errors, seconds, phases, index = [], [], [], {}, {}, None
+    numerics, cases = [], {}
     for group, raw in groups.items():
         index = raw.get("device_index", index)
         if isinstance(raw.get("duration_s"), (int, float)):
@@ -188,6 +194,8 @@ def merge_groups(groups: dict) -> Smoke:
         if raw.get("status") == "ok":
             choices += [msgspec.convert(c, SdpaChoice) for c in raw.get("choices", [])]
             results += [msgspec.convert(r, SmokeResult) for r in raw.get("results", [])]
+            numerics += [msgspec.convert(r, NumericsResult) for r in raw.get("numerics", [])]
+            cases.update({str(k): msgspec.convert(v, NumericsCase) for k, v in (raw.get("cases") or {}).items()})
             continue
         if raw.get("status") == "crashed":
             errors.append(f"smoke group {group} crashed (signal {raw.get('signal')})")
@@ -197,6 +205,7 @@ def merge_groups(groups: dict) -> Smoke:
             err = raw.get("error") or {}
             errors.append(f"smoke group {group} failed: {err.get('message') if isinstance(err, dict) else err}")
     return Smoke(status="failed" if errors else "ok", choices=choices, results=sorted(results, key=_result_order),
+                 numerics=numerics, numerics_cases=cases,
                  error="; ".join(errors) or None, group_seconds=seconds, group_phases=phases, device_index=index)
 
 
@@ -222,12 +231,14 @@ def _split(smoke: Smoke) -> tuple[Smoke, Smoke]:
     """A combined Smoke's node part (SDPA's tests, the choices) and stack part (the rest)."""
     def part(stack: bool) -> Smoke:
         results = [r for r in smoke.results if (not r.backend.startswith("sdpa-")) == stack]
-        seconds = {g: v for g, v in smoke.group_seconds.items() if g.startswith(("lib:", "compile:")) == stack}
-        phases = {g: v for g, v in smoke.group_phases.items() if g.startswith(("lib:", "compile:")) == stack}
-        errors = [e for e in (smoke.error or "").split("; ") if e and (" lib:" in e or " compile:" in e) == stack]
-        if not results and not seconds and not errors and (stack or not smoke.choices):
+        seconds = {g: v for g, v in smoke.group_seconds.items() if g.startswith(STACK_GROUPS) == stack}
+        phases = {g: v for g, v in smoke.group_phases.items() if g.startswith(STACK_GROUPS) == stack}
+        errors = [e for e in (smoke.error or "").split("; ") if e and any(" " + p in e for p in STACK_GROUPS) == stack]
+        numerics = smoke.numerics if stack else []  # the sweep is the stack's, SDPA's kernels included
+        if not results and not seconds and not errors and not numerics and (stack or not smoke.choices):
             return Smoke(status="skipped")
         return Smoke(status="failed" if errors else "ok", choices=[] if stack else smoke.choices, results=results,
+                     numerics=numerics, numerics_cases=smoke.numerics_cases if stack else {},
                      error="; ".join(errors) or None, group_seconds=seconds, group_phases=phases, device_index=smoke.device_index)
 
     return part(False), part(True)

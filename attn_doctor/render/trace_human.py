@@ -111,6 +111,8 @@ def finding_renderable(f, verbose=False, plain=False):
     cost = f.get("cost") or {}
     if cost and not cost.get("measured") and cost.get("why"):
         sink_node.add(Text("cost " + cost["why"], style="dim"))
+    if f.get("fix") and not f.get("patch"):
+        sink_node.add(Text.assemble(("fix: ", "dim"), (f["fix"], "bold")))
     parts = [tree]
     if f.get("patch"):
         parts.append(diff_renderable(f["patch"], whole=plain))

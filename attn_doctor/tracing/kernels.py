@@ -151,6 +151,20 @@ def sdpa_choice(tracer, call, tensors):
     return answer
 
 
+def call_facts(q, k, mask, dropout, is_causal, enable_gqa, effective):
+    """What the known kernel bugs of recipes/numerics.toml are judged on at this call (off the GPU
+    too): whether it is causal without a mask tensor, its lengths and heads, its dtype, whether it
+    takes gradients."""
+    import torch
+
+    def dim(t, i):
+        return int(t.shape[i]) if t.dim() >= -i else 1
+
+    return {"is_causal": bool(is_causal), "mask": mask is not None, "dropout": dropout, "sq": dim(q, -2), "sk": dim(k, -2),
+            "hq": dim(q, -3), "hkv": dim(k, -3), "enable_gqa": bool(enable_gqa), "dtype": effective.get("q"),
+            "grad": bool(torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k)))}
+
+
 def label(kernel):
     return "SDPA " + sdpa_select.LABELS.get(kernel, kernel or "none (No available kernel)")
 
@@ -191,6 +205,15 @@ def _annotate(tracer, spec, record, args, kwargs):
         record["problems"].extend(fallbacks.sdpa_fallbacks(
             tracer, record, call, (q, k, v, mask), choice,
             choose=lambda eq_call, eq_tensors: sdpa_choice(tracer, eq_call, eq_tensors), target=target_of(tracer)))
+        record["call"] = call_facts(q, k, mask, dropout, is_causal, enable_gqa, effective)
+        if q.device.type == "cuda" and getattr(tracer, "train", False) and record["call"]["grad"]:
+            from . import numerics
+
+            scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
+            measured, problem = numerics.check_call(tracer, record, q, k, v, mask, is_causal, enable_gqa, scale)
+            record["numerics"] = measured
+            if problem is not None:
+                record["problems"].append(problem)
         return
     if family == "flex":
         compiled = bool(state.FLEX_COMPILED[0] or getattr(tracer, "compiled_model", False))

@@ -189,6 +189,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
         "continued_with": record.get("continued_with"),
         "kernel": {"runs": first.get("runs"), "instead": first.get("instead")} if first.get("runs") else None,
         "cost": cost,
+        **({"fix": first["remedy"]} if first.get("remedy") else {}),
     }
 
 

@@ -129,6 +129,30 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
                   summary=summary, standin_calls=sum(1 for r in tracer.sinks if r.get("standin")),
                   duration_s=round(time.monotonic() - start, 3))
     out.update(info)
+    out["stack"] = stack_facts(device)
+    return out
+
+
+def stack_facts(device):
+    """torch, its CUDA and the cuDNN it runs with, as the known kernel bugs are judged on them: torch's
+    own answer on a CUDA device, else the cuDNN wheel installed beside torch."""
+    import importlib.metadata
+
+    import torch
+
+    out = {"torch": torch.__version__, "cuda": getattr(torch.version, "cuda", None), "cudnn": None, "cudnn_from": None}
+    if device == "cuda":
+        try:
+            out["cudnn"], out["cudnn_from"] = str(torch.backends.cudnn.version()), "torch.backends.cudnn.version()"
+        except Exception:  # noqa: BLE001
+            pass
+    if out["cudnn"] in (None, "None"):
+        for dist in ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"):
+            try:
+                out["cudnn"], out["cudnn_from"] = importlib.metadata.version(dist), "the %s wheel" % dist
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
     return out
 
 
@@ -385,6 +409,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     tracer = Tracer(autocast_dtype=ac_dtype, emulate_autocast=emulate and bool(autocast), capability=capability,
                     continue_after_bad_sink=continue_after, expected_dtype=expected, mask_tracker=tracker)
     tracer.label_model(model)
+    tracer.train = bool(train)  # a CUDA trace in training compares each SDPA call with float64 (numerics.py)
     tracer.representative_seq = model_max_seq(model)
     tracer.compiled_model = bool(built.get("compiled"))  # its flex_attention runs fused (kernels.py)
     for i, a in enumerate(args):

@@ -1,0 +1,479 @@
+"""The numerics sweep: every attention kernel the job may get, forward and backward, against float64,
+over a designed set of the shapes that break kernels.
+
+Standard library plus torch (and the attention libraries it tests), Python 3.8+ syntax: gpu_child.py
+loads this file by path inside the *target* interpreter and runs `run_numerics_group` in a fork of
+its own, beside the smoke tests.
+
+A kernel that runs can still compute wrong numbers, only at some shapes and often only in backward:
+a key tile half past the sequence's end scored 0 instead of -inf, whose exp overflows only where a
+row's logsumexp is far below zero; a single query row; a fully masked row; grouped-query heads. Random
+normal inputs keep every logsumexp near log(Sk), far from such overflows, so some cases here are
+adversarial on purpose (every scaled logit near -120, as a "massive activation" channel makes them).
+
+The criterion is FlashAttention's own test criterion: a kernel's largest error against float64 may be
+a small multiple of what a plain PyTorch implementation in the same dtype gets against float64 (plus a
+floor of a few roundings of the largest value, where the plain error is zero); any non-finite value
+where float64 is finite is wrong, whatever its size.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+# A kernel's error may be this multiple of the plain same-dtype implementation's, against float64.
+# FlashAttention's tests use 2 for the output and 2-3 for gradients; the margin over that was measured
+# on healthy kernels (every SDPA backend, flash-attn, compiled flex) over repeated runs.
+ERROR_MULTIPLE = 4.0
+# Where the plain error is ~0 (an exact case), the error may still be this many roundings of the
+# largest reference value in the dtype.
+FLOOR_ROUNDINGS = 4.0
+EPS = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24}
+DIRECTIONS = ("out", "dq", "dk", "dv")
+DIRECTION_WORDS = {"out": "forward", "dq": "dQ", "dk": "dK", "dv": "dV"}
+
+# The designed cases. Each names the class of shapes it stands for (`cls`), what a finding says.
+# b: batch, h: query heads, hkv: key/value heads (grouped-query attention where fewer), sq/sk: query
+# and key lengths, d: head dim. mask: none | causal (is_causal=True) | bool-causal (a tril tensor) |
+# float-causal (0 / -inf) | all-true | bool-padding (the last keys of batch 0 masked) | float-bias (an
+# ALiBi-like slope) | fully-masked (the first query rows see no key). logits: normal | neglse (every
+# scaled logit near -120: each row's logsumexp far below -88.7 = -ln(FLT_MAX)) | large (logits of
+# magnitude ~30: a near one-hot softmax).
+CASES = (
+    {"name": "tile64-bool-mask-neglse", "cls": "sequence length a multiple of 64 but not of 128, a boolean mask, rows whose logsumexp is far below zero",
+     "b": 1, "h": 1, "sq": 704, "sk": 704, "d": 64, "mask": "bool-causal", "logits": "neglse"},
+    {"name": "tile64-all-true-neglse", "cls": "sequence length a multiple of 64 but not of 128, an all-True mask, rows whose logsumexp is far below zero",
+     "b": 1, "h": 2, "sq": 192, "sk": 192, "d": 128, "mask": "all-true", "logits": "neglse"},
+    {"name": "tile64-float-mask-neglse", "cls": "sequence length a multiple of 64 but not of 128, an additive float mask, rows whose logsumexp is far below zero",
+     "b": 1, "h": 1, "sq": 1088, "sk": 1088, "d": 32, "mask": "float-causal", "logits": "neglse"},
+    {"name": "tile64-nomask-neglse", "cls": "sequence length a multiple of 64 but not of 128, non-causal without a mask, rows whose logsumexp is far below zero",
+     "b": 1, "h": 2, "sq": 320, "sk": 320, "d": 64, "mask": "none", "logits": "neglse"},
+    {"name": "tile128-bool-mask-neglse", "cls": "sequence length a multiple of 128, a boolean mask, rows whose logsumexp is far below zero",
+     "b": 1, "h": 1, "sq": 768, "sk": 768, "d": 64, "mask": "bool-causal", "logits": "neglse"},
+    {"name": "tile64-causal-neglse", "cls": "sequence length a multiple of 64 but not of 128, is_causal=True, rows whose logsumexp is far below zero",
+     "b": 1, "h": 1, "sq": 704, "sk": 704, "d": 64, "mask": "causal", "logits": "neglse"},
+    {"name": "one-query-neglse", "cls": "one query row against 128 keys, no mask, logsumexp far below zero",
+     "b": 1, "h": 2, "sq": 1, "sk": 128, "d": 64, "mask": "none", "logits": "neglse"},
+    {"name": "one-query-padding", "cls": "one query row against an odd number of keys, a boolean padding mask",
+     "b": 2, "h": 2, "sq": 1, "sk": 257, "d": 64, "mask": "bool-padding", "logits": "normal"},
+    {"name": "odd-causal", "cls": "an odd sequence length, is_causal=True",
+     "b": 1, "h": 2, "sq": 333, "sk": 333, "d": 64, "mask": "causal", "logits": "normal"},
+    {"name": "odd-cross", "cls": "odd query and key lengths that differ (Sq != Sk), no mask",
+     "b": 1, "h": 2, "sq": 77, "sk": 301, "d": 64, "mask": "none", "logits": "normal"},
+    {"name": "bool-padding", "cls": "a boolean padding mask",
+     "b": 2, "h": 2, "sq": 256, "sk": 256, "d": 64, "mask": "bool-padding", "logits": "normal"},
+    {"name": "float-bias", "cls": "an additive float bias (ALiBi-like)",
+     "b": 1, "h": 2, "sq": 384, "sk": 384, "d": 64, "mask": "float-bias", "logits": "normal"},
+    {"name": "gqa-1", "cls": "grouped-query attention with 1 key/value head (8 query heads)",
+     "b": 1, "h": 8, "hkv": 1, "sq": 256, "sk": 256, "d": 128, "mask": "causal", "logits": "normal"},
+    {"name": "gqa-2", "cls": "grouped-query attention with 2 key/value heads (8 query heads)",
+     "b": 1, "h": 8, "hkv": 2, "sq": 256, "sk": 256, "d": 128, "mask": "causal", "logits": "normal"},
+    {"name": "gqa-4-mask", "cls": "grouped-query attention with 4 key/value heads (8 query heads), a boolean causal mask",
+     "b": 1, "h": 8, "hkv": 4, "sq": 320, "sk": 320, "d": 128, "mask": "bool-causal", "logits": "normal"},
+    {"name": "head-dim-96", "cls": "head dim 96", "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 96, "mask": "causal", "logits": "normal"},
+    {"name": "head-dim-192", "cls": "head dim 192", "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 192, "mask": "causal", "logits": "normal"},
+    {"name": "head-dim-256", "cls": "head dim 256", "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 256, "mask": "causal", "logits": "normal"},
+    {"name": "large-logits", "cls": "large logits (a near one-hot softmax)",
+     "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 64, "mask": "causal", "logits": "large"},
+    {"name": "fully-masked-rows", "cls": "fully masked query rows (left padding under a causal mask), where SDPA promises zeros",
+     "b": 2, "h": 2, "sq": 128, "sk": 128, "d": 64, "mask": "fully-masked", "logits": "normal"},
+)
+CASE_BY_NAME = {c["name"]: c for c in CASES}
+
+# Masks given to the kernel as a tensor (the other kinds are is_causal or nothing).
+TENSOR_MASKS = ("bool-causal", "float-causal", "all-true", "bool-padding", "float-bias", "fully-masked")
+
+
+def case_facts(case):
+    """What a finding says of a case, as plain data."""
+    return {"cls": case["cls"], "shape": [case["b"], case["h"], case.get("hkv", case["h"]), case["sq"], case["sk"], case["d"]],
+            "mask": case["mask"], "logits": case["logits"]}
+
+
+# ---------------------------------------------------------------- inputs and references
+
+
+def make_inputs(torch, case, dtype, device, seed=1234):
+    """q, k, v, grad_out in `dtype` on `device` (made on the CPU in float32 from a fixed seed, then
+    rounded), the mask (None, a bool or a float tensor; float in `dtype`), is_causal, enable_gqa."""
+    gen = torch.Generator().manual_seed(seed + sum(ord(c) for c in case["name"]))
+    b, h, sq, sk, d = case["b"], case["h"], case["sq"], case["sk"], case["d"]
+    hkv = case.get("hkv", h)
+    q = torch.randn(b, h, sq, d, generator=gen)
+    k = torch.randn(b, hkv, sk, d, generator=gen)
+    v = torch.randn(b, hkv, sk, d, generator=gen)
+    grad_out = torch.randn(b, h, sq, d, generator=gen)
+    if case["logits"] == "neglse":
+        # Every scaled logit near -120: q's first channel 1, k's -120 * sqrt(d), the rest small.
+        q, k = q * 0.1, k * 0.1
+        q[..., 0] = 1.0
+        k[..., 0] = -120.0 * math.sqrt(d)
+    elif case["logits"] == "large":
+        q, k = q * 2.5, k * 2.5  # scaled logits of std ~6 * sqrt(d) / sqrt(d) ... ~ 6-30 in magnitude
+    mask = None
+    kind = case["mask"]
+    tril = torch.ones(sq, sk, dtype=torch.bool).tril()
+    if kind == "bool-causal":
+        mask = tril[None, None].expand(b, 1, sq, sk).contiguous()
+    elif kind == "float-causal":
+        mask = torch.zeros(sq, sk).masked_fill(~tril, float("-inf"))[None, None].expand(b, 1, sq, sk).contiguous()
+    elif kind == "all-true":
+        mask = torch.ones(b, 1, sq, sk, dtype=torch.bool)
+    elif kind == "bool-padding":
+        mask = torch.ones(b, 1, sq, sk, dtype=torch.bool)
+        mask[0, :, :, sk - sk // 3:] = False  # batch 0's last third of keys is padding
+    elif kind == "float-bias":
+        distance = (torch.arange(sq)[:, None] - torch.arange(sk)[None, :]).abs().float()
+        slopes = torch.tensor([2.0 ** -(i + 1) for i in range(h)])
+        mask = (-slopes[:, None, None] * distance)[None].expand(b, h, sq, sk).contiguous()
+    elif kind == "fully-masked":
+        # Left padding in a causal model: batch 1's first 16 positions are padding, and a causal
+        # query among them sees no real key.
+        mask = tril[None, None].expand(b, 1, sq, sk).clone()
+        mask[1, :, :, :16] = False
+    is_causal = kind == "causal"
+    enable_gqa = hkv != h
+    out = [t.to(dtype).to(device) for t in (q, k, v, grad_out)]
+    if mask is not None:
+        mask = (mask if mask.dtype == torch.bool else mask.to(dtype)).to(device)
+    return out[0], out[1], out[2], out[3], mask, is_causal, enable_gqa
+
+
+def plain_attention(torch, q, k, v, mask, is_causal, enable_gqa, scale=None):
+    """Attention written out in the inputs' dtype (FlashAttention's `attention_ref` without upcast):
+    the scores, the softmax and both products in that dtype. A row that sees no key gives zeros
+    (what SDPA promises since torch 2.5), without a NaN reaching the backward."""
+    if enable_gqa and k.shape[-3] != q.shape[-3]:
+        groups = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)
+    scale = (1.0 / math.sqrt(q.shape[-1])) if scale is None else scale
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    sq, sk = scores.shape[-2], scores.shape[-1]
+    allowed = None
+    if is_causal:
+        allowed = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril()
+    elif mask is not None and mask.dtype == torch.bool:
+        allowed = mask
+    elif mask is not None:
+        scores = scores + mask.to(scores.dtype)
+        allowed = ~torch.isneginf(mask)
+    empty = None
+    if allowed is not None:
+        allowed = allowed.expand(scores.shape)
+        empty = ~allowed.any(-1, keepdim=True)  # rows that see no key
+        scores = scores.masked_fill(~(allowed | empty), float("-inf"))
+        if mask is not None and mask.dtype != torch.bool:
+            scores = scores.masked_fill(empty, 0.0)
+    out = torch.matmul(torch.softmax(scores, dim=-1), v)
+    if empty is not None:
+        out = out.masked_fill(empty, 0.0)
+    return out
+
+
+def run_reference(torch, inputs, dtype, scale=None):
+    """(out, dq, dk, dv) of the plain attention in float64 (`dtype` None) or in the inputs' dtype."""
+    q, k, v, grad_out, mask, is_causal, enable_gqa = inputs[:7]
+    work = [t.detach().to(dtype or torch.float64).requires_grad_(True) for t in (q, k, v)]
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask.to(dtype or torch.float64)
+    out = plain_attention(torch, work[0], work[1], work[2], mask, is_causal, enable_gqa, scale)
+    out.mul(grad_out.to(out.dtype)).sum().backward()
+    return [out.detach()] + [t.grad for t in work]
+
+
+# ---------------------------------------------------------------- the kernels under test
+
+
+def sdpa_call(torch, make_ctx):
+    """SDPA with one backend forced (make_ctx from gpu_child._sdpa_backends), or its default
+    dispatch (make_ctx None)."""
+    import contextlib
+
+    def call(q, k, v, mask, is_causal, enable_gqa):
+        extra = {"enable_gqa": True} if enable_gqa else {}
+        with (make_ctx() if make_ctx else contextlib.nullcontext()):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, **extra)
+
+    return call
+
+
+class NotApplicable(Exception):
+    """The kernel's API cannot express this case (a mask tensor for flash-attn): not run."""
+
+
+def library_call(torch, name):
+    """call(q, k, v, mask, is_causal, enable_gqa) on [B, H, S, D] tensors for one attention library;
+    raises if it does not import. A case its API cannot express raises NotApplicable."""
+
+    def bshd(t):
+        return t.transpose(1, 2)
+
+    def first(res):  # FA3 and FA4 return (out, lse)
+        return res[0] if isinstance(res, tuple) else res
+
+    if name in ("flash_attn", "flash_attn_3", "flash_attn_4"):
+        if name == "flash_attn":
+            from flash_attn import flash_attn_func as fn
+        elif name == "flash_attn_3":
+            from flash_attn_interface import flash_attn_func as fn
+        else:
+            from flash_attn.cute import flash_attn_func as fn
+
+        def call(q, k, v, mask, is_causal, enable_gqa):
+            if mask is not None:
+                raise NotApplicable("takes no mask tensor")
+            if is_causal and q.shape[2] != k.shape[2]:
+                raise NotApplicable("aligns a causal mask bottom-right where SDPA aligns it top-left")
+            return bshd(first(fn(bshd(q), bshd(k), bshd(v), causal=is_causal)))
+
+        return call
+    if name == "xformers":
+        import xformers.ops as xops
+
+        def call(q, k, v, mask, is_causal, enable_gqa):
+            if enable_gqa:
+                raise NotApplicable("takes grouped heads only in its 5-D layout")
+            bias = None
+            if is_causal:
+                if q.shape[2] != k.shape[2]:
+                    raise NotApplicable("causal with Sq != Sk")
+                bias = xops.LowerTriangularMask()
+            elif mask is not None:
+                # a tensor bias, in storage whose rows are aligned to 8 elements, as xformers asks
+                b, h, sq, sk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+                full = mask.expand(b, h, sq, sk)
+                if full.dtype == torch.bool:
+                    full = torch.zeros(full.shape, dtype=q.dtype, device=q.device).masked_fill(~full, float("-inf"))
+                padded = torch.empty(b, h, sq, (sk + 7) // 8 * 8, dtype=q.dtype, device=q.device)
+                bias = padded[..., :sk]
+                bias.copy_(full.to(q.dtype))
+            return bshd(xops.memory_efficient_attention(bshd(q), bshd(k), bshd(v), attn_bias=bias))
+
+        return call
+    if name == "sageattention":
+        from sageattention import sageattn
+
+        def call(q, k, v, mask, is_causal, enable_gqa):
+            if mask is not None or enable_gqa:
+                raise NotApplicable("takes no mask tensor and no grouped heads")
+            if q.shape[-1] not in (64, 96, 128):
+                raise NotApplicable("head dims 64, 96 and 128 only")
+            if is_causal and q.shape[2] != k.shape[2]:
+                raise NotApplicable("causal with Sq != Sk")
+            return sageattn(q, k, v, tensor_layout="HND", is_causal=is_causal)
+
+        call.forward_only = True  # an inference kernel: INT8 q and k, no backward
+        return call
+    raise ValueError("unknown attention library %r" % name)
+
+
+def compiled_cases(shape):
+    """The cases a compiled kernel runs without compiling again: its smoke test's own shape
+    ([b, h, s, d], causal through score_mod), with each kind of logits. Another shape would cost
+    another compile."""
+    b, h, s, d = shape
+    tile = "a multiple of 64 but not of 128" if s % 128 == 64 else ("a multiple of 128" if s % 128 == 0 else "odd" if s % 2 else "even")
+    words = {"normal": "", "neglse": ", rows whose logsumexp is far below zero", "large": ", large logits (a near one-hot softmax)"}
+    return tuple({"name": "compiled-%s" % logits, "cls": "causal, sequence length %d (%s)%s" % (s, tile, words[logits]),
+                  "b": b, "h": h, "sq": s, "sk": s, "d": d, "mask": "causal", "logits": logits}
+                 for logits in ("normal", "neglse", "large"))
+
+
+def compiled_call(compiled_causal):
+    """call(...) for a compiled causal attention fn(q, k, v): causal cases only."""
+
+    def call(q, k, v, mask, is_causal, enable_gqa):
+        if mask is not None or not is_causal or enable_gqa:
+            raise NotApplicable("compiled for causal attention without a mask tensor only")
+        return compiled_causal(q, k, v)
+
+    return call
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def measure(torch, got, ref, plain, dtype_name):
+    """One direction's comparison: {"err", "plain", "scale", "nonfinite", "ok"}; err and plain are
+    the largest absolute errors against float64 (of the kernel, of the plain same-dtype
+    implementation), scale the largest float64 value."""
+    ref = ref.double()
+    finite_ref = torch.isfinite(ref)
+    got = got.double()
+    bad = (~torch.isfinite(got)) & finite_ref
+    nonfinite = int(bad.sum())
+    both = finite_ref & torch.isfinite(got)
+    err = float((got - ref).abs().masked_fill(~both, 0).max()) if both.any() else 0.0
+    plain = plain.double()
+    usable = finite_ref & torch.isfinite(plain)
+    base = float((plain - ref).abs().masked_fill(~usable, 0).max()) if usable.any() else float("nan")
+    scale = float(ref.abs().masked_fill(~finite_ref, 0).max()) if finite_ref.any() else 0.0
+    rounding = EPS.get(dtype_name, 2.0 ** -8) * max(scale, 1e-30)
+    allowed = (ERROR_MULTIPLE * base if base == base else 0.0) + FLOOR_ROUNDINGS * rounding
+    return {"err": err, "plain": base if base == base else None, "scale": scale, "nonfinite": nonfinite, "size": int(ref.numel()),
+            "allowed": allowed, "roundings": err / rounding, "ok": nonfinite == 0 and err <= allowed}
+
+
+def check_kernel(torch, call, inputs, refs, dtype_name, sync):
+    """Forward and backward of `call` on the case's inputs, judged against float64 (refs[0]) with the
+    plain same-dtype implementation's error (refs[1]) as the yardstick."""
+    import warnings
+
+    q, k, v, grad_out, mask, is_causal, enable_gqa = inputs
+    # a forward-only kernel may write into its inputs (SageAttention scales q in place)
+    work = [t.detach().clone().requires_grad_(not getattr(call, "forward_only", False)) for t in (q, k, v)]
+    result = {}
+    started = time.perf_counter()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = call(work[0], work[1], work[2], mask, is_causal, enable_gqa)
+            if not getattr(call, "forward_only", False):
+                out.mul(grad_out).sum().backward()
+            sync()
+    except NotApplicable as exc:
+        return {"status": "n/a", "why": str(exc)[:200]}
+    except BaseException as exc:  # noqa: BLE001 - a kernel's refusal or failure is the result
+        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        result["status"] = "refused" if "No available kernel" in message else "error"
+        result["error"] = message
+        # torch's reasons, without the "... kernel not used because:" headers between them
+        import re
+
+        said = (re.sub(r"\s*\(Triggered internally at [^)]*\)\.?$", "", str(w.message).strip().splitlines()[0])[:200] for w in caught)
+        reasons = [line for line in dict.fromkeys(said) if line and "not used because" not in line]
+        if reasons:
+            result["reasons"] = reasons[:4]
+        try:
+            sync()
+        except BaseException as sticky:  # noqa: BLE001 - a sticky CUDA error poisons what follows
+            result["sticky_error"] = str(sticky)[:300]
+        return result
+    got = [out.detach()] + [t.grad for t in work]
+    directions = {}
+    for name, g, r, p in zip(DIRECTIONS, got, refs[0], refs[1]):
+        if g is None:
+            if not getattr(call, "forward_only", False):
+                directions[name] = {"ok": False, "nonfinite": 0, "err": float("nan"), "missing": True}
+            continue
+        directions[name] = measure(torch, g, r, p, dtype_name)
+    wrong = [name for name, m in directions.items() if not m["ok"]]
+    result["status"] = "ok" if not wrong else "wrong"
+    result["ms"] = round((time.perf_counter() - started) * 1000, 3)
+    # the worst ratio against what was allowed, kept for every result: the margin a healthy kernel has
+    result["worst"] = max((m["err"] / m["allowed"] if m.get("allowed") else 0.0) for m in directions.values() if not m.get("missing"))
+    if wrong:
+        result["directions"] = {name: _rounded(m) for name, m in directions.items() if not m["ok"]}
+    return result
+
+
+def _rounded(m):
+    return {k: (float("%.4g" % v) if isinstance(v, float) and v == v and abs(v) != float("inf") else v) for k, v in m.items() if k != "ok"}
+
+
+def sweep(torch, backends, dtypes, device, cases=CASES, sync=None, choose=None, progress=None, seed=1234):
+    """Every (backend, dtype, case): [{"backend", "dtype", "case", "status", ...}].
+
+    backends: [(name, call)] (a call may be an exception: the library did not import, each result
+    then "unavailable"). choose(q, k, v, mask, is_causal, enable_gqa): the backend SDPA's default
+    dispatch picks for the case, kept as "default" on SDPA's results."""
+    sync = sync or (lambda: None)
+    results = []
+    for dtype in dtypes:
+        dtype_name = str(dtype).replace("torch.", "")
+        for case in cases:
+            inputs = make_inputs(torch, case, dtype, device, seed)
+            refs = (run_reference(torch, inputs, None), run_reference(torch, inputs, dtype))
+            default = None
+            if choose is not None:
+                q, k, v, _g, mask, is_causal, enable_gqa = inputs
+                default = choose(q, k, v, mask, is_causal, enable_gqa)
+            for name, call in backends:
+                row = {"backend": name, "dtype": dtype_name, "case": case["name"]}
+                if isinstance(call, BaseException):
+                    row.update(status="unavailable", error=("%s: %s" % (type(call).__name__, call))[:300])
+                else:
+                    row.update(check_kernel(torch, call, inputs, refs, dtype_name, sync))
+                if default is not None and name.startswith("sdpa-"):
+                    row["default"] = default
+                results.append(row)
+            if progress:
+                progress(case["name"], dtype_name)
+    return results
+
+
+def default_choice(torch):
+    """choose(...) -> the name of the SDPA backend its default dispatch picks ("sdpa-cudnn", ...)."""
+    names = {"flash_attention": "sdpa-flash", "efficient_attention": "sdpa-mem-efficient",
+             "cudnn_attention": "sdpa-cudnn", "math": "sdpa-math"}
+
+    def choose(q, k, v, mask, is_causal, enable_gqa):
+        try:
+            from torch.nn.attention import SDPBackend
+
+            extra = {"enable_gqa": True} if enable_gqa else {}
+            index = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, scale=None, **extra)
+            return names.get(SDPBackend(index).name.lower(), SDPBackend(index).name.lower())
+        except BaseException as exc:  # noqa: BLE001 - a private API: report rather than guess
+            return "unknown (%s)" % type(exc).__name__
+
+    return choose
+
+
+# ---------------------------------------------------------------- the GPU child's entry point
+
+
+def numerics_groups(dtypes, libraries=()):
+    """How the sweep is split across parallel processes: SDPA's forced backends, one process per
+    dtype and one more for cuDNN's (whose plans are built per shape: the slowest part); each
+    library in a process of its own."""
+    groups = []
+    for d in dtypes:
+        groups += ["num:sdpa:%s" % d, "num:sdpa-cudnn:%s" % d]
+    return groups + ["num:lib:%s" % name for name in libraries]
+
+
+def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=1234):
+    """One group of the sweep on GPU `index`, in this process: {"status", "numerics": [...],
+    "phases"}. sdpa_backends: gpu_child._sdpa_backends (name -> context factory)."""
+    started = time.perf_counter()
+    phases = {}
+    import torch
+
+    out = {"status": "ok", "numerics": [], "phases": phases, "device_index": index}
+    if not torch.cuda.is_available():
+        out.update(status="error", error={"type": "RuntimeError", "message": "CUDA is not available to torch"})
+        return out
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    index = min(max(int(index), 0), torch.cuda.device_count() - 1)
+    torch.cuda.set_device(index)
+    device = "cuda:%d" % index
+    _, kind, rest = group.split(":", 2)
+    what, _, only = rest.rpartition(":") if kind.startswith("sdpa") else (rest, "", "")
+    capability = tuple(torch.cuda.get_device_capability(index))
+    native = bf16_native(capability) if bf16_native else capability >= (8, 0)
+    dtypes = [torch.float16] + ([torch.bfloat16] if native else [])
+    if kind.startswith("sdpa"):
+        dtypes = [d for d in dtypes if str(d).replace("torch.", "") == (only or what)]
+        if kind == "sdpa-cudnn":
+            backends = [(n, sdpa_call(torch, c)) for n, c in sdpa_backends.items() if n == "sdpa-cudnn"]
+        else:
+            backends = [(n, sdpa_call(torch, c)) for n, c in sdpa_backends.items() if n != "sdpa-cudnn"]
+        choose = default_choice(torch) if kind == "sdpa" else None
+    else:
+        mark = time.perf_counter()
+        try:
+            backends = [(what, library_call(torch, what))]
+        except BaseException as exc:  # noqa: BLE001 - the import probe reports it; here just not tested
+            backends = [(what, exc)]
+        phases["library_import_s"] = round(time.perf_counter() - mark, 3)
+        choose = None
+    torch.cuda.synchronize()
+    phases["cuda_init_s"] = round(time.perf_counter() - started, 3)
+    mark = time.perf_counter()
+    out["numerics"] = sweep(torch, backends, dtypes, device, sync=torch.cuda.synchronize, choose=choose, seed=seed)
+    out["cases"] = {c["name"]: case_facts(c) for c in CASES}
+    phases["sweep_s"] = round(time.perf_counter() - mark, 3)
+    phases["total_s"] = round(time.perf_counter() - started, 3)
+    return out

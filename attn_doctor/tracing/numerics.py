@@ -1,0 +1,164 @@
+"""At an SDPA call traced on a CUDA device in training: the call through the kernel SDPA picks for it,
+forward and backward, against float64 (probes/numerics_child.py's references and criterion).
+
+Twice: on the call's own inputs, and on the same call (its shapes, mask, causal flag, heads, dtype)
+with the logits that break kernels: every row's logsumexp far below zero, as a "massive activation"
+head makes them. A model's random initial weights never give such rows, a trained one may at step
+65,000; the second run finds the kernel bug before the job does. A wrong result is an AD617 problem at
+the call's line, with the kernel, the direction and a kernel of SDPA that computed it right.
+
+Standard library plus torch.
+"""
+
+from __future__ import annotations
+
+import os
+
+_CHILD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes", "numerics_child.py")
+_LOADED = {}
+# The float64 reference costs 8 bytes per score: a call larger than this is cut to its first batch
+# element and as few head groups as bring it under.
+MAX_SCORES = 1 << 26
+
+
+def numerics_child():
+    mod = _LOADED.get("numerics_child")
+    if mod is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("attn_doctor_numerics_child_for_trace", _CHILD)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _LOADED["numerics_child"] = mod
+    return mod
+
+
+def _cut(q, k, v, mask):
+    """The call cut to fit MAX_SCORES: the first batch element, the first head groups."""
+    b, hq, sq = q.shape[0], q.shape[-3], q.shape[-2]
+    sk = k.shape[-2]
+    hkv = k.shape[-3]
+    group = max(1, hq // max(1, hkv))
+    if b * hq * sq * sk <= MAX_SCORES:
+        return q, k, v, mask, None
+    keep_kv = max(1, min(hkv, MAX_SCORES // max(1, group * sq * sk)))
+    q, k, v = q[:1, : keep_kv * group], k[:1, :keep_kv], v[:1, :keep_kv]
+    if mask is not None and mask.dim() == 4:
+        mask = mask[:1, : (keep_kv * group if mask.shape[1] > 1 else 1)]
+    if q.shape[-3] * sq * sk > MAX_SCORES:
+        return None
+    return q, k, v, mask, "compared on batch element 0 and %d of %d query heads (the float64 reference of the whole call is too large)" % (
+        q.shape[-3], hq)
+
+
+def _adversarial(torch, q, k):
+    """q and k of the same shapes and dtype whose scaled logits are all near -120: every row's
+    logsumexp far below -ln(FLT_MAX) = -88.7."""
+    import math
+
+    gen = torch.Generator(device="cpu").manual_seed(4321)
+    d = q.shape[-1]
+    q2 = (torch.randn(q.shape, generator=gen) * 0.1)
+    k2 = (torch.randn(k.shape, generator=gen) * 0.1)
+    q2[..., 0] = 1.0
+    k2[..., 0] = -120.0 * math.sqrt(d)
+    return q2.to(q.dtype).to(q.device), k2.to(k.dtype).to(k.device)
+
+
+def check_call(tracer, record, q, k, v, mask, is_causal, enable_gqa, scale):
+    """{"runs": [...], "note"} of the call's kernel against float64, and an AD617 problem where it
+    computed a wrong result (None where it did not). Never raises: a failure here is a note."""
+    import torch
+
+    nc = numerics_child()
+    tracer.in_sink += 1  # the comparison's own ops are no model ops
+    try:
+        with torch.enable_grad(), torch.autocast("cuda", enabled=False):
+            return _check(torch, nc, record, q, k, v, mask, is_causal, enable_gqa, scale)
+    except Exception as exc:  # noqa: BLE001 - a surprise here must not cost the trace
+        return {"note": "not compared with float64: %s: %s" % (type(exc).__name__, str(exc)[:200])}, None
+    finally:
+        tracer.in_sink -= 1
+
+
+def _check(torch, nc, record, q, k, v, mask, is_causal, enable_gqa, scale):
+    half = (torch.float16, torch.bfloat16)
+    if q.dtype not in half or k.dtype != q.dtype or v.dtype != q.dtype:
+        return {"note": "not compared with float64: q, k, v are not one half dtype"}, None
+    if mask is not None and mask.dtype not in (torch.bool, q.dtype):
+        mask = mask.to(q.dtype)
+    cut = _cut(q.detach(), k.detach(), v.detach(), mask.detach() if mask is not None else None)
+    if cut is None:
+        return {"note": "not compared with float64: the call is too large even for one batch element"}, None
+    q, k, v, mask, cut_note = cut
+    extra = {"enable_gqa": True} if enable_gqa else {}
+
+    def sdpa(q_, k_, v_, mask_, causal_, gqa_):
+        return torch.nn.functional.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask_, is_causal=causal_, scale=scale, **extra)
+
+    name = str(q.dtype).replace("torch.", "")
+    gen = torch.Generator(device="cpu").manual_seed(1234)
+    grad_out = torch.randn(q.shape[:-1] + (v.shape[-1],), generator=gen).to(q.dtype).to(q.device)
+    runs, problem = [], None
+    for label, (q_, k_) in (("the call's own inputs", (q, k)), ("logits whose logsumexp is far below zero", _adversarial(torch, q, k))):
+        inputs = (q_, k_, v, grad_out, mask, is_causal, enable_gqa)
+        refs = (nc.run_reference(torch, inputs, None, scale), nc.run_reference(torch, inputs, q.dtype, scale))
+        result = nc.check_kernel(torch, sdpa, inputs, refs, name, torch.cuda.synchronize)
+        result["inputs"] = label
+        runs.append(result)
+        if result.get("status") == "wrong" and problem is None:
+            problem = _problem(torch, nc, record, result, label, sdpa, inputs, refs, name)
+    out = {"runs": runs}
+    if cut_note:
+        out["note"] = cut_note
+    return out, problem
+
+
+def _clean_kernel(torch, nc, inputs, refs, name):
+    """The first of SDPA's other kernels that computes these inputs right: what to run instead."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return None
+    for member, words in (("EFFICIENT_ATTENTION", "memory-efficient"), ("FLASH_ATTENTION", "flash"), ("MATH", "math")):
+        def call(q_, k_, v_, mask_, causal_, gqa_, _m=member):
+            extra = {"enable_gqa": True} if gqa_ else {}
+            with sdpa_kernel(getattr(SDPBackend, _m)):
+                return torch.nn.functional.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask_, is_causal=causal_, **extra)
+
+        result = nc.check_kernel(torch, call, inputs, refs, name, torch.cuda.synchronize)
+        if result.get("status") == "ok":
+            return words
+    return None
+
+
+def _problem(torch, nc, record, result, label, sdpa, inputs, refs, name):
+    kernel = (record.get("kernel") or {}).get("label") or "SDPA"
+    where = "%s:%s" % (record.get("file"), record.get("line")) if record.get("file") else "the call"
+    said = []
+    for direction, d in (result.get("directions") or {}).items():
+        word = {"out": "forward", "dq": "dQ", "dk": "dK", "dv": "dV"}.get(direction, direction)
+        if d.get("nonfinite"):
+            said.append("%s %s of %s values NaN or inf" % (word, format(d["nonfinite"], ","), format(d.get("size") or 0, ",")))
+        elif d.get("allowed"):
+            said.append("%s error %.3g, %.0fx the tolerance" % (word, d["err"], d["err"] / d["allowed"]))
+    instead = _clean_kernel(torch, nc, inputs, refs, name)
+    message = ("F.scaled_dot_product_attention at %s computes wrong gradients on this GPU through %s (the kernel SDPA "
+               "picks for this call), with %s: %s" % (where, kernel, label, "; ".join(said)))
+    if "dq" not in (result.get("directions") or {}) and "dk" not in (result.get("directions") or {}) and "dv" not in (result.get("directions") or {}):
+        message = message.replace("wrong gradients", "a wrong output")
+    if instead:
+        message += "; SDPA's %s kernel computes the same call right" % instead
+    name = (record.get("kernel") or {}).get("name")
+    switch = {"cudnn": "enable_cudnn_sdp", "flash": "enable_flash_sdp", "mem_efficient": "enable_mem_efficient_sdp",
+              "math": "enable_math_sdp"}.get(name)
+    remedy = None
+    if switch:
+        remedy = "torch.backends.cuda.%s(False) at the top of the training script" % switch
+        if name == "cudnn":
+            remedy += " (or TORCH_CUDNN_SDPA_DEPRIORITIZED=1 in its environment, torch 2.10 and newer)"
+        if instead:
+            remedy += ": SDPA then runs %s here" % ("its %s kernel" % instead)
+    return {"id": "AD617", "severity": "error", "check": "numerics", "message": message,
+            "kernel_message": "%s against float64: %s" % (kernel, "; ".join(said)), "numerics": result,
+            "remedy": remedy}

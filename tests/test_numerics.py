@@ -1,0 +1,181 @@
+"""The numerics sweep (attn_doctor/probes/numerics_child.py) on real torch kernels on the CPU: SDPA's
+own CPU kernels pass every case (no false alarm), and kernels with real bug mechanisms are caught at
+the cases that show them, and only there. The GPU runs it for real (tests/gpu/test_gpu_numerics.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"test_{name}", ROOT / "attn_doctor" / "probes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+nc = _load("numerics_child")
+gc = _load("gpu_child")
+
+DTYPES = [torch.bfloat16, torch.float16]
+
+
+def _cpu_sdpa():
+    backends = gc._sdpa_backends(torch)
+    return [(name, nc.sdpa_call(torch, backends[name])) for name in ("sdpa-math", "sdpa-flash")]
+
+
+def test_sdpas_cpu_kernels_pass_every_case_in_both_dtypes():
+    """No false alarm: the CPU's math and flash kernels are right, and keep a margin under the
+    tolerance (the worst error stays below half of what is allowed)."""
+    results = nc.sweep(torch, _cpu_sdpa(), DTYPES, "cpu")
+    assert len(results) == len(nc.CASES) * 2 * 2
+    ran = [r for r in results if r["status"] == "ok"]
+    assert not [r for r in results if r["status"] == "wrong"]
+    assert len(ran) >= len(results) - 2 * len(nc.CASES)  # the flash kernel may refuse a few; math takes all
+    assert max(r["worst"] for r in ran) < 0.8
+
+
+class _TileBugAttention(torch.autograd.Function):
+    """Attention with the mechanism of pytorch#196678: the backward walks keys in 128-wide tiles,
+    zero-fills the tail and scores it 0 instead of -inf, so exp(0 - lse) overflows to inf for rows
+    whose logsumexp is below -88.7, and inf * 0 (the zero-filled keys) is NaN in dQ."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, allowed, buggy):
+        s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        if allowed is not None:
+            s = s.masked_fill(~allowed, float("-inf"))
+        lse = torch.logsumexp(s, -1, keepdim=True)
+        out = (torch.exp(s - lse) @ v.float()).to(q.dtype)
+        ctx.save_for_backward(q, k, v, lse, s)
+        ctx.buggy = buggy
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, lse, s = ctx.saved_tensors
+        sk = k.shape[-2]
+        tail = (-sk) % 128 if sk % 128 == 64 and ctx.buggy else 0  # the bug: a 64-row tail of a 128-row tile
+        p = torch.exp(s - lse)
+        dv = p.transpose(-2, -1) @ grad.float()
+        dp = grad.float() @ v.float().transpose(-2, -1)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        kf = k.float()
+        if tail:
+            pad_p = torch.exp(torch.zeros(s.shape[:-1] + (tail,)) - lse)  # scored 0, not -inf
+            ds = torch.cat([ds, pad_p * 0.0 + pad_p * (0.0 - (dp * p).sum(-1, keepdim=True))], -1)
+            kf = torch.cat([kf, torch.zeros(k.shape[:-2] + (tail, k.shape[-1]))], -2)
+        dq = (ds @ kf) / math.sqrt(q.shape[-1])
+        dk = (ds[..., :sk].transpose(-2, -1) @ q.float()) / math.sqrt(q.shape[-1])
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None
+
+
+def _tile_bug_kernel(q, k, v, mask, is_causal, enable_gqa):
+    if enable_gqa:
+        raise nc.NotApplicable("no grouped heads")
+    sq, sk = q.shape[-2], k.shape[-2]
+    allowed = torch.ones(sq, sk, dtype=torch.bool).tril() if is_causal else None
+    if mask is not None:
+        allowed = mask if mask.dtype == torch.bool else ~torch.isneginf(mask)
+        if mask.dtype != torch.bool and (mask != 0).any() and not torch.isneginf(mask).any():
+            raise nc.NotApplicable("a bias")
+        if (~allowed.any(-1)).any():
+            raise nc.NotApplicable("rows that see no key")
+    if is_causal and mask is None:
+        return _TileBugAttention.apply(q, k, v, allowed, False)  # the causal kernel is another one: its tail is masked
+    return _TileBugAttention.apply(q, k, v, None if allowed is None else allowed.expand(q.shape[:-1] + (sk,)), True)
+
+
+def test_the_tile_bug_is_caught_at_the_tile_cases_and_only_there():
+    results = nc.sweep(torch, [("tile-bug", _tile_bug_kernel)], [torch.bfloat16], "cpu")
+    wrong = {r["case"] for r in results if r["status"] == "wrong"}
+    tile64 = {c["name"] for c in nc.CASES if c["sk"] % 128 == 64 and c["logits"] == "neglse" and c["mask"] != "causal"}
+    assert tile64 and wrong == tile64
+    first = next(r for r in results if r["case"] == "tile64-bool-mask-neglse")
+    assert set(first["directions"]) == {"dq"} and first["directions"]["dq"]["nonfinite"] > 0
+    # a multiple of 128, benign logits, the causal kernel: right
+    for case in ("tile128-bool-mask-neglse", "odd-causal", "tile64-causal-neglse", "bool-padding"):
+        assert next(r for r in results if r["case"] == case)["status"] in ("ok", "n/a"), case
+
+
+def test_a_kernel_off_by_a_little_is_wrong_and_says_by_how_much():
+    """A kernel whose softmax scale is 2% off: finite everywhere, wrong by more than the tolerance."""
+
+    def skewed(q, k, v, mask, is_causal, enable_gqa):
+        extra = {"enable_gqa": True} if enable_gqa else {}
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
+                                                                scale=1.02 / math.sqrt(q.shape[-1]), **extra)
+
+    results = nc.sweep(torch, [("skewed", skewed)], [torch.float16], "cpu", cases=[nc.CASE_BY_NAME["odd-causal"]])
+    (r,) = results
+    assert r["status"] == "wrong" and r["worst"] > 1
+    assert all(d["nonfinite"] == 0 and d["err"] > d["allowed"] for d in r["directions"].values())
+
+
+def test_rows_that_see_no_key_must_be_zeros():
+    """SDPA promises zeros for a row that sees no key (pytorch#133882); a kernel that averages every
+    value there instead (what the H100's cuDNN does) is wrong at that case only."""
+
+    def averaging(q, k, v, mask, is_causal, enable_gqa):
+        extra = {"enable_gqa": True} if enable_gqa else {}
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, **extra)
+        if mask is not None and mask.dtype == torch.bool:
+            empty = ~mask.any(-1, keepdim=True)
+            out = torch.where(empty, v.mean(-2, keepdim=True).expand_as(out), out)
+        return out
+
+    cases = [nc.CASE_BY_NAME[n] for n in ("fully-masked-rows", "bool-padding")]
+    results = {r["case"]: r for r in nc.sweep(torch, [("averaging", averaging)], [torch.bfloat16], "cpu", cases=cases)}
+    assert results["fully-masked-rows"]["status"] == "wrong" and "out" in results["fully-masked-rows"]["directions"]
+    assert results["bool-padding"]["status"] == "ok"
+
+
+def test_a_kernel_that_raises_or_refuses_is_reported_as_such():
+    def raising(q, k, v, mask, is_causal, enable_gqa):
+        raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED")
+
+    def refusing(q, k, v, mask, is_causal, enable_gqa):
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    case = [nc.CASE_BY_NAME["odd-causal"]]
+    (r1,) = nc.sweep(torch, [("raising", raising)], [torch.bfloat16], "cpu", cases=case)
+    (r2,) = nc.sweep(torch, [("refusing", refusing)], [torch.bfloat16], "cpu", cases=case)
+    (r3,) = nc.sweep(torch, [("missing", ImportError("No module named 'xformers'"))], [torch.bfloat16], "cpu", cases=case)
+    assert (r1["status"], r2["status"], r3["status"]) == ("error", "refused", "unavailable")
+    assert "CUDNN_STATUS_EXECUTION_FAILED" in r1["error"] and "xformers" in r3["error"]
+
+
+def test_the_reference_is_float64_and_the_inputs_are_the_rounded_ones():
+    """float64 from the same (rounded) inputs: a kernel given bf16 inputs is not blamed for their
+    rounding. The float64 reference of exact inputs reproduces SDPA's float64 math."""
+    case = nc.CASE_BY_NAME["bool-padding"]
+    inputs = nc.make_inputs(torch, case, torch.bfloat16, "cpu")
+    out64 = nc.run_reference(torch, inputs, None)[0]
+    q, k, v, _g, mask, is_causal, gqa = inputs
+    expected = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask)
+    assert out64.dtype == torch.float64 and torch.allclose(out64, expected, atol=1e-12)
+
+
+def test_the_default_choice_is_recorded_on_sdpas_results():
+    results = nc.sweep(torch, _cpu_sdpa(), [torch.bfloat16], "cpu", cases=[nc.CASE_BY_NAME["odd-causal"]],
+                       choose=lambda *a: "sdpa-flash")
+    assert {r["default"] for r in results} == {"sdpa-flash"}
+
+
+def test_every_case_has_a_class_in_words_and_the_groups_split_by_dtype():
+    assert len({c["name"] for c in nc.CASES}) == len(nc.CASES)
+    for case in nc.CASES:
+        facts = nc.case_facts(case)
+        assert facts["cls"] and len(facts["shape"]) == 6
+    assert nc.numerics_groups(["float16", "bfloat16"], ["flash_attn"]) == [
+        "num:sdpa:float16", "num:sdpa-cudnn:float16", "num:sdpa:bfloat16", "num:sdpa-cudnn:bfloat16", "num:lib:flash_attn"]
