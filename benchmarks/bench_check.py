@@ -10,11 +10,12 @@ Each condition is what a real node meets:
 | cached: a repeated check | everything | <= 1.0x |
 | (new package set, user cache warm) | bytecode and compiled kernels only | shown |
 | check --quick | | <= 0.12x collect_env |
+| cold, against the compiled flex_attention test alone (`--flex`) | nothing | <= 1.1x |
 
 "first line" is the time until the report's first line is on a terminal (a pty), for a cold and a
 cached check: the streamed report's header comes before any probe answers.
 
-    python benchmarks/bench_check.py [--repeat 3] [--python PATH] [--compile-target] [--quick-only]
+    python benchmarks/bench_check.py [--repeat 3] [--python PATH] [--compile-target] [--quick-only] [--flex]
 
 --compile-target byte-compiles the target's torch, triton, transformers and attention libraries
 where they lie, as pip leaves them (an image built with PYTHONDONTWRITEBYTECODE, or by uv, has
@@ -43,6 +44,19 @@ COMPILED = ("torch", "triton", "transformers", "flash_attn", "flash_attn_interfa
             "huggingface_hub", "safetensors", "tokenizers", "jinja2", "networkx", "fsspec", "pygments", "markdown_it")
 
 TARGETS = {"cold": 3.0, "reboot": 2.0, "cached": 1.0}
+# The compiled flex_attention test alone, in a fresh process with empty kernel caches: the floor of a
+# cold check on a node with triton (Inductor's compile), which the numerics sweep should hide behind.
+FLEX_ALONE = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from attn_doctor.facts import BF16_NATIVE_FROM
+from attn_doctor.probes.torch_probe import _load_file_module
+gc = _load_file_module("gc", os.path.join(sys.argv[1], "attn_doctor", "probes", "gpu_child.py"))
+gc.BF16_NATIVE_FROM = tuple(BF16_NATIVE_FROM)
+out = gc.run_smoke_group("compile:flex-compiled", 0, ["main", "compile:flex-compiled"], [], os.path.join(os.environ["XDG_CACHE_HOME"], "kernels"))
+sys.exit(0 if out.get("status") == "ok" else 1)
+"""
+FLEX_TARGET = 1.1
 
 
 class Folders:
@@ -117,6 +131,7 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable, help="interpreter that has torch (reference and target)")
     parser.add_argument("--compile-target", action="store_true", help="byte-compile the target's libraries first, as pip does")
     parser.add_argument("--quick-only", action="store_true", help="only collect_env and check --quick")
+    parser.add_argument("--flex", action="store_true", help="also time the compiled flex_attention test alone, cold (needs triton and a GPU)")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="attn-doctor-bench-")
     try:
@@ -142,6 +157,8 @@ def run(args, folders: Folders) -> None:
             "(new package set, user cache warm)": (check + ["--json"], "newset"),
             "(check --no-smoke, cold)": (check + ["--json", "--no-smoke"], "cold"),
         })
+        if args.flex:
+            commands["flex test alone, cold"] = ([args.python, "-c", FLEX_ALONE, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))], "cold")
     # The warm folders: one check fills them (and the page cache), untimed.
     warm = dict(ENV, ATTN_DOCTOR_CACHE_DIR=folders.warm_cache, XDG_CACHE_HOME=folders.warm_home)
     timed(check + ["--json"], warm)
@@ -177,6 +194,36 @@ def run(args, folders: Folders) -> None:
     for condition, values in firsts.items():
         if values:
             print(f"{'first line on a terminal, ' + condition:38} {statistics.median(values):9.3f} {min(values):7.3f}")
+    if samples.get("flex test alone, cold"):
+        flex = statistics.median(samples["flex test alone, cold"])
+        cold = statistics.median(samples["cold"])
+        verdict = "ok" if cold / flex <= FLEX_TARGET else "MISSED"
+        print(f"{'cold check / flex test alone':38} {cold / flex:9.3f}x  <= {FLEX_TARGET:.2f} {verdict}")
+    if not args.quick_only:
+        sweep(check, folders)
+
+
+def sweep(check: list[str], folders: Folders) -> None:
+    """Where a cold check's processes spent their time: the numerics sweep's groups beside the others."""
+    import json
+
+    env, scratch = folders.env_for("cold")
+    out = os.path.join(scratch, "report.json")
+    subprocess.run(check + ["--json", "--output", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+    try:
+        smoke = json.load(open(out))["facts"]["smoke"]
+    except (OSError, ValueError, KeyError):
+        print("(no report from the cold check to read the groups' times from)")
+        return
+    finally:
+        pass
+    groups = smoke.get("group_seconds") or {}
+    numerics = {g: t for g, t in groups.items() if g.startswith("num:")}
+    if numerics:
+        print(f"numerics sweep, one cold check: {len(smoke.get('numerics') or [])} results; its processes "
+              + ", ".join(f"{g} {t:.2f} s" for g, t in numerics.items())
+              + f"; beside them: " + ", ".join(f"{g} {t:.2f} s" for g, t in groups.items() if not g.startswith("num:")))
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,9 @@ if [ -n "${XFORMERS_WHEEL:-}" ]; then
 fi
 
 echo "== bench_check"
-"$py" benchmarks/bench_check.py --repeat "${REPEAT:-5}" --python "$py" 2>&1 | tee "$out/bench_check.txt"
+"$py" benchmarks/bench_check.py --repeat "${REPEAT:-5}" --python "$py" --flex 2>&1 | tee "$out/bench_check.txt"
+echo "== bench_numerics"
+"$py" benchmarks/bench_numerics.py --seeds 3 2>&1 | tee "$out/bench_numerics.txt"
 echo "== bench_smoke"
 "$py" benchmarks/bench_smoke.py 2>&1 | tee "$out/bench_smoke.txt"
 echo "== profile_smoke"

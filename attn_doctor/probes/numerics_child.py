@@ -264,6 +264,10 @@ def library_call(torch, name):
             return sageattn(q, k, v, tensor_layout="HND", is_causal=is_causal)
 
         call.forward_only = True  # an inference kernel: INT8 q and k, no backward
+        # Its Triton kernels compile per head dim, causality and dtype (seconds each): head dim 64,
+        # causal and not, in the dtype training would use.
+        call.only_cases = ("tile64-nomask-neglse", "tile64-causal-neglse", "one-query-neglse", "odd-causal", "odd-cross", "large-logits")
+        call.one_dtype = True
         return call
     raise ValueError("unknown attention library %r" % name)
 
@@ -292,6 +296,25 @@ def compiled_call(compiled_causal):
 
 
 # ---------------------------------------------------------------- measuring
+
+
+# A quantized kernel (SageAttention's INT8 q and k) is lossy by design: the plain same-dtype
+# implementation is no yardstick for it. It is held to a relative error (L2) against float64 instead,
+# and any non-finite value.
+QUANTIZED_BOUND = 0.1  # SageAttention 1.0.6 on an H100: at most 3.9% over every case it takes, three seeds
+
+
+def measure_quantized(torch, got, ref):
+    ref = ref.double()
+    finite_ref = torch.isfinite(ref)
+    got = got.double()
+    nonfinite = int(((~torch.isfinite(got)) & finite_ref).sum())
+    both = finite_ref & torch.isfinite(got)
+    norm = float(torch.linalg.vector_norm(ref.masked_fill(~finite_ref, 0)))
+    err = float(torch.linalg.vector_norm((got - ref).masked_fill(~both, 0)))
+    allowed = QUANTIZED_BOUND * max(norm, 1e-30)
+    return {"err": err, "plain": None, "scale": norm, "nonfinite": nonfinite, "size": int(ref.numel()), "allowed": allowed,
+            "roundings": None, "ok": nonfinite == 0 and err <= allowed, "relative": err / max(norm, 1e-30)}
 
 
 def measure(torch, got, ref, plain, dtype_name):
@@ -357,7 +380,8 @@ def check_kernel(torch, call, inputs, refs, dtype_name, sync):
             if not getattr(call, "forward_only", False):
                 directions[name] = {"ok": False, "nonfinite": 0, "err": float("nan"), "missing": True}
             continue
-        directions[name] = measure(torch, g, r, p, dtype_name)
+        directions[name] = (measure_quantized(torch, g, r) if getattr(call, "forward_only", False)
+                            else measure(torch, g, r, p, dtype_name))
     wrong = [name for name, m in directions.items() if not m["ok"]]
     result["status"] = "ok" if not wrong else "wrong"
     result["ms"] = round((time.perf_counter() - started) * 1000, 3)
@@ -391,7 +415,11 @@ def sweep(torch, backends, dtypes, device, cases=CASES, sync=None, choose=None, 
                 default = choose(q, k, v, mask, is_causal, enable_gqa)
             for name, call in backends:
                 row = {"backend": name, "dtype": dtype_name, "case": case["name"]}
-                if isinstance(call, BaseException):
+                if getattr(call, "one_dtype", False) and dtype is not dtypes[-1]:
+                    continue
+                if case["name"] not in getattr(call, "only_cases", (case["name"],)):
+                    row.update(status="n/a", why="not run: each shape compiles a kernel of its own")
+                elif isinstance(call, BaseException):
                     row.update(status="unavailable", error=("%s: %s" % (type(call).__name__, call))[:300])
                 else:
                     row.update(check_kernel(torch, call, inputs, refs, dtype_name, sync))
@@ -460,7 +488,7 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
             backends = [(n, sdpa_call(torch, c)) for n, c in sdpa_backends.items() if n == "sdpa-cudnn"]
         else:
             backends = [(n, sdpa_call(torch, c)) for n, c in sdpa_backends.items() if n != "sdpa-cudnn"]
-        choose = default_choice(torch) if kind == "sdpa" else None
+        choose = default_choice(torch)
     else:
         mark = time.perf_counter()
         try:

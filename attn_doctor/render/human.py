@@ -388,7 +388,35 @@ def _smoke(facts: Facts) -> Optional[str]:
         reused.append(f"libraries and compiled kernels tested {_when(smoke.capability_cached)}, reused for this package set, "
                       "GPU architecture and driver")
     when = f" ({'; '.join(reused)}; --no-cache tests again)" if reused else ""
-    return "\n    ".join([f"smoke{when} " + " | ".join(parts), *_model_choices(smoke)])
+    return "\n    ".join([f"smoke{when} " + " | ".join(parts), *_numerics(smoke), *_model_choices(smoke)])
+
+
+def _numerics(smoke) -> list[str]:
+    """`numerics against float64, forward and backward: 20 cases, fp16 bf16: sdpa-cudnn ✗ 5 of 40
+    (tile64-bool-mask-neglse, ...), sdpa-flash ✓ 24 (16 declined), ...`"""
+    if not smoke.numerics:
+        return []
+    cases = dict.fromkeys(r.case for r in smoke.numerics)
+    dtypes = dict.fromkeys(_DTYPE_SHORT.get(r.dtype, r.dtype) for r in smoke.numerics)
+    marks = []
+    for backend in dict.fromkeys(r.backend for r in smoke.numerics):
+        mine = [r for r in smoke.numerics if r.backend == backend]
+        ran = [r for r in mine if r.status in ("ok", "wrong")]
+        wrong = [r for r in mine if r.status == "wrong"]
+        errors = [r for r in mine if r.status == "error"]
+        if not ran and not errors:
+            status = next((r.status for r in mine), "")
+            marks.append(f"{backend} {'not run' if status != 'unavailable' else 'does not import'}")
+            continue
+        text = f"{backend} " + (f"✗ {len(wrong)} of {len(ran)} wrong ({', '.join(dict.fromkeys(r.case for r in wrong))})" if wrong
+                                else f"✓ {len(ran)}")
+        if errors:
+            text += f", {len(errors)} raised"
+        marks.append(text)
+    return [f"numerics against float64, forward and backward: {len(cases)} cases, {' '.join(dtypes)}: " + ", ".join(marks)]
+
+
+_DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16"}
 
 
 _REFUSED = {"flash": "flash", "mem_efficient": "mem-efficient", "cudnn": "cuDNN"}

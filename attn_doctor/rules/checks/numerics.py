@@ -112,13 +112,13 @@ def _kernel_failures(facts: Facts, data: dict, backend: str, results: list[Numer
     library = not backend.startswith("sdpa-")
     parts, severity = [], "info"
     for group in sorted(groups.values(), key=lambda g: (g["soft"], not (g["picked"] or library))):
-        text = f"{'; '.join(group['directions'].values())} at {group['cls']} ({', '.join(dict.fromkeys(group['dtypes']))})"
+        text = f"{', '.join(group['directions'].values())} at {group['cls']} ({', '.join(dict.fromkeys(group['dtypes']))}"
         if not library:
-            text += (", where SDPA picks it by default" if group["picked"] else
-                     ", where SDPA's default picks another kernel (it runs only when forced)")
+            text += ("; SDPA picks it by default there" if group["picked"] else
+                     "; SDPA's default picks another kernel there: it runs only when forced")
         if group["source"]:
-            text += f" [{_short_link(group['source'])}]"
-        parts.append(text)
+            text += f"; {_short_link(group['source'])}"
+        parts.append(text + ")")
         graded = "info" if not (group["picked"] or library) else ("warning" if group["soft"] else "error")
         severity = min(severity, graded, key=("error", "warning", "info").index)
     cases = sorted({c for g in groups.values() for c in g["cases"]})
@@ -208,7 +208,8 @@ def _sdpa_remedy_words(facts: Facts, backend: str, evidence: dict) -> dict:
     words, disable, _member = SDPA_KERNELS[backend]
     clean = [b for b in evidence.get("clean", "").split(", ") if b]
     members = ", ".join(f"SDPBackend.{SDPA_KERNELS[b][2]}" for b in clean) or "SDPBackend.MATH"
-    out = {"kernel_words": words, "disable": disable, "instead": " or ".join(SDPA_KERNELS[b][0] for b in clean[:2]) or SDPA_KERNELS["sdpa-math"][0],
+    short = {"sdpa-flash": "flash", "sdpa-mem-efficient": "memory-efficient", "sdpa-math": "math", "sdpa-cudnn": "cuDNN"}
+    out = {"kernel_words": words, "disable": disable, "instead": "its " + (" or ".join(short[b] for b in clean[:2]) or "math") + " kernel",
            "sdpa_kernel": f"with torch.nn.attention.sdpa_kernel([{members}]):"}
     env = cudnn_env(facts) if backend == "sdpa-cudnn" else None
     if env:
@@ -245,7 +246,7 @@ def cudnn_version(facts: Facts) -> tuple[Optional[Version], str]:
 
 def cudnn_words(facts: Facts) -> str:
     v, where = cudnn_version(facts)
-    return f"cuDNN {v} ({where})" if v else "cuDNN of unknown version"
+    return f"cuDNN {v}" if v else "cuDNN of unknown version"
 
 
 def cudnn_env(facts: Facts) -> Optional[tuple[str, str]]:
