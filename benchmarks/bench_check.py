@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable, help="interpreter that has torch (reference and target)")
     parser.add_argument("--compile-target", action="store_true", help="byte-compile the target's libraries first, as pip does")
     parser.add_argument("--quick-only", action="store_true", help="only collect_env and check --quick")
+    parser.add_argument("--core", action="store_true", help="only the conditions with a target (no shown-only rows)")
     parser.add_argument("--flex", action="store_true", help="also time the compiled flex_attention test alone, cold (needs triton and a GPU)")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="attn-doctor-bench-")
@@ -154,9 +155,12 @@ def run(args, folders: Folders) -> None:
             "cold": (check + ["--json"], "cold"),
             "reboot": (check + ["--json"], "reboot"),
             "cached": (check + ["--json"], "cached"),
-            "(new package set, user cache warm)": (check + ["--json"], "newset"),
-            "(check --no-smoke, cold)": (check + ["--json", "--no-smoke"], "cold"),
         })
+        if not args.core:
+            commands.update({
+                "(new package set, user cache warm)": (check + ["--json"], "newset"),
+                "(check --no-smoke, cold)": (check + ["--json", "--no-smoke"], "cold"),
+            })
         if args.flex:
             commands["flex test alone, cold"] = ([args.python, "-c", FLEX_ALONE, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))], "cold")
     # The warm folders: one check fills them (and the page cache), untimed.
