@@ -179,3 +179,63 @@ def test_every_case_has_a_class_in_words_and_the_groups_split_by_dtype():
         assert facts["cls"] and len(facts["shape"]) == 6
     assert nc.numerics_groups(["float16", "bfloat16"], ["flash_attn"]) == [
         "num:sdpa:float16", "num:sdpa-cudnn:float16", "num:sdpa:bfloat16", "num:sdpa-cudnn:bfloat16", "num:lib:flash_attn"]
+
+
+# ---------------------------------------------------------------- judged: the real H100 recording
+
+
+def _results(name, **set_env):
+    from attn_doctor.diagnosis.engine import evaluate
+    from attn_doctor.rules.loader import load_recipes
+
+    from conftest import load_facts
+
+    facts = load_facts(name)
+    facts.env.update(set_env)
+    return {r.rule: r for r in evaluate(load_recipes(), facts)}
+
+
+def test_the_recorded_h100_sweep_is_one_cudnn_error_naming_kernel_direction_shapes_and_default():
+    results = _results("h100-numerics")
+    ad704 = results["AD704"]
+    assert ad704.status == "error"
+    assert ad704.message.startswith("SDPA's cuDNN kernel (cuDNN 9.19.0) computes wrong results against float64: dQ: 45,056 of 45,056 values NaN or inf at key length 64 mod 128")
+    assert "SDPA picks it by default there; pytorch/pytorch#196678" in ad704.message
+    assert "dK: 16,384 of 16,384 values NaN or inf" in ad704.message and "NVIDIA/cudnn-frontend#1072" in ad704.message
+    assert "fully masked query rows" in ad704.message
+    remedies = [r.summary for r in ad704.remedies]
+    assert remedies[0] == "Turn SDPA's cuDNN kernel off in the training script: torch.backends.cuda.enable_cudnn_sdp(False)"
+    assert any("TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in r for r in remedies)
+    assert ad704.remedies[0].detail.startswith("SDPA then runs its flash or memory-efficient kernel for these calls")
+    # one cause, one finding: the known bugs the sweep measured are covered by it
+    assert results["AD710"].status == "skipped" and "AD704" in results["AD710"].reason
+    assert ad704.evidence["covers"] == "AD710"
+    # the other kernels matched float64 on every case they ran
+    assert results["AD705"].status == "pass" and results["AD706"].status == "pass"
+
+
+def test_the_older_h100_report_without_a_sweep_warns_of_the_known_bug():
+    results = _results("h100")
+    assert results["AD704"].status == "skipped"
+    ad710 = results["AD710"]
+    assert ad710.status == "warning" and "cuDNN 9.19.0" in ad710.message and "Not measured here" in ad710.message
+    assert _results("h100", TORCH_CUDNN_SDPA_DEPRIORITIZED="1")["AD710"].status == "pass"
+
+
+def test_with_a_config_that_trains_through_flash_attn_the_known_bug_does_not_apply(tmp_path):
+    from attn_doctor.diagnosis.engine import evaluate
+    from attn_doctor.probes.configs import probe_config
+    from attn_doctor.rules.loader import load_recipes
+
+    from conftest import load_facts
+
+    sdpa, fa2 = tmp_path / "sdpa.yml", tmp_path / "fa2.yml"
+    sdpa.write_text("base_model: Qwen/Qwen2.5-0.5B\nsequence_len: 2048\nmicro_batch_size: 2\ndatasets: []\nbf16: true\nsdp_attention: true\n")
+    fa2.write_text("base_model: Qwen/Qwen2.5-0.5B\nsequence_len: 2048\nmicro_batch_size: 2\ndatasets: []\nbf16: true\nflash_attention: true\n")
+    verdicts = {}
+    for path in (sdpa, fa2):
+        facts = load_facts("h100")
+        facts.configs = [probe_config(str(path))]
+        verdicts[path.stem] = {r.rule: r for r in evaluate(load_recipes(), facts)}["AD710"]
+    assert verdicts["sdpa"].status == "warning" and "attention sdpa" in verdicts["sdpa"].message
+    assert verdicts["fa2"].status == "pass"

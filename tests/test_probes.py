@@ -369,6 +369,7 @@ FIXTURES = [
     "v100",
     "a100",
     "h100",
+    "h100-numerics",
     "rtx4090",
     "rtx5090",
     "flash-attn-undefined-symbol",
@@ -401,7 +402,8 @@ def test_fixture_is_exactly_what_facts_serialises(name):
 def test_fixture_is_consistent(name):
     facts = load_facts(name)
     # the sample forward pass is a probe of its own where it ran (recordings made since it was split out)
-    assert [p.name for p in facts.probes] in (["environment", "gpu", "torch"], ["environment", "gpu", "torch", "sample"])
+    assert [p.name for p in facts.probes] in (["environment", "gpu", "torch"], ["environment", "gpu", "torch", "sample"],
+                                              ["environment", "gpu", "node", "torch", "sample"])  # a check's own report
     assert all(p.status == "ok" for p in facts.probes)
     assert set(facts.imports) <= set(MODULE_DISTRIBUTIONS)
     for module in set(MODULE_DISTRIBUTIONS) - set(facts.imports):

@@ -67,7 +67,7 @@ def test_check_reports_cudnns_backward_nan_and_is_clean_with_cudnn_deprioritized
     assert ad704["status"] == "error" and code == 1, ad704
     message = ad704["message"]
     assert "cuDNN" in message and "dQ" in message and "NaN or inf" in message
-    assert "key length 64 mod 128" in message and "where SDPA picks it by default" in message
+    assert "key length 64 mod 128" in message and "SDPA picks it by default there" in message
     assert "pytorch/pytorch#196678" in message
     assert any("enable_cudnn_sdp(False)" in r["summary"] for r in ad704["remedies"])
     assert results["AD710"]["status"] == "skipped" and "AD704" in results["AD710"]["reason"]  # one finding per cause
