@@ -397,6 +397,7 @@ def preflight(
     smoke: bool = True,
     timeout: float = 120.0,
     distributed: Union[bool, Literal["auto"]] = "auto",
+    numerics: bool = False,
 ) -> PreflightResult:
     """Check the running process before training: call it at the top of a training script.
 
@@ -414,6 +415,12 @@ def preflight(
     quick / sample / smoke / timeout: as in check(); quick=True judges package metadata, the OS and
         the GPUs only (under a second; the model, if given, is still traced). Findings below
         fail_on are logged as warnings.
+
+    numerics: with a model, trace its copy on this process's GPU in training mode (forward and
+        backward, on the example inputs: the first batch) and compare each attention call with
+        float64 through the kernel SDPA picks for it, on the call's own inputs and with logits that
+        break kernels (AD617 names a wrong call's line). It costs a copy of the model on the GPU.
+        Without a CUDA device it is a warning finding: nothing was measured.
 
     Under an initialised torch.distributed process group (distributed="auto"), every rank checks
     itself and hands its report to rank 0 through the process group's store (no collective: a
@@ -433,7 +440,7 @@ def preflight(
     trace_findings: list[Finding] = []
     if model is not None:
         # Traced whatever the check's tier: the caller imported torch already to build the model.
-        traced, trace_findings = _preflight_trace(model, example_inputs, dtype, autocast)
+        traced, trace_findings = _preflight_trace(model, example_inputs, dtype, autocast, numerics)
 
     from .options import API, CheckOptions
 
@@ -475,10 +482,20 @@ def preflight(
     return result
 
 
-def _preflight_trace(model: Any, example_inputs: Any, dtype: DtypeArg, autocast: DtypeArg
+def _preflight_trace(model: Any, example_inputs: Any, dtype: DtypeArg, autocast: DtypeArg, numerics: bool = False
                      ) -> tuple[Optional[TraceReport], list[Finding]]:
+    import torch
+
+    extra: list[Finding] = []
+    device, train = "meta", False
+    if numerics and torch.cuda.is_available():
+        device, train = "cuda", True
+    elif numerics:
+        extra.append(Finding(source="trace", rule="trace", severity="warning", title="numerics not measured",
+                             message="preflight(numerics=True) needs a CUDA device to compare the model's attention calls "
+                                     "with float64; this process has none"))
     try:
-        traced = trace(model, example_inputs, dtype=dtype, autocast=autocast)
+        traced = trace(model, example_inputs, dtype=dtype, autocast=autocast, device=device, train=train)
     except ProbeError as exc:
         crash = findings_mod.forward_crash(exc.report)
         if crash is not None:
@@ -486,7 +503,7 @@ def _preflight_trace(model: Any, example_inputs: Any, dtype: DtypeArg, autocast:
         # The meta forward can fail where the real one does not: say it, do not stop training for it.
         return exc.report, [Finding(source="trace", rule="trace", severity="warning", title="the model could not be traced",
                                     message=str(exc))]
-    findings = findings_mod.from_trace(traced)
+    findings = findings_mod.from_trace(traced) + extra
     if traced.status == "no_attention":
         findings.append(Finding(source="trace", rule="trace", severity="warning", title="no attention call reached",
                                 message=_message(traced, "the model's forward reached no attention call")))

@@ -239,3 +239,14 @@ def test_with_a_config_that_trains_through_flash_attn_the_known_bug_does_not_app
         verdicts[path.stem] = {r.rule: r for r in evaluate(load_recipes(), facts)}["AD710"]
     assert verdicts["sdpa"].status == "warning" and "attention sdpa" in verdicts["sdpa"].message
     assert verdicts["fa2"].status == "pass"
+
+
+def test_preflight_numerics_without_a_gpu_says_nothing_was_measured():
+    import attn_doctor
+
+    model = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    x = torch.randn(2, 8, 32)
+    result = attn_doctor.preflight(model, example_inputs=(x, x, x), quick=True, numerics=True, on_failure="warn",
+                                   distributed=False)
+    (said,) = [f for f in result.findings if f.title == "numerics not measured"]
+    assert said.severity == "warning" and "needs a CUDA device" in said.message

@@ -99,6 +99,7 @@ class PreflightCallback:
         dtype: DtypeArg = None,
         autocast: DtypeArg = None,
         distributed: Union[bool, Literal["auto"]] = "auto",
+        numerics: bool = False,
     ):
         if on_error not in ("warn", "raise"):
             raise UsageError(f"on_error must be 'warn' or 'raise', not {on_error!r}")
@@ -107,7 +108,7 @@ class PreflightCallback:
         self.on_error = on_error
         self.options: dict[str, Any] = dict(config=config, fail_on=fail_on, on_failure=on_failure, quick=quick,
                                             sample=sample, smoke=smoke, timeout=timeout, distributed=distributed,
-                                            dtype=dtype, autocast=autocast)
+                                            dtype=dtype, autocast=autocast, numerics=numerics)
         self._run = CallbackRun()
 
     @property

@@ -83,6 +83,11 @@ def check_call(tracer, record, q, k, v, mask, is_causal, enable_gqa, scale):
 
 def _check(torch, nc, record, q, k, v, mask, is_causal, enable_gqa, scale):
     half = (torch.float16, torch.bfloat16)
+    effective = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(str(record.get("autocast") or ""))
+    if effective is not None:  # autocast casts q, k, v (and a float mask) before the kernel: so does the comparison
+        q, k, v = (t.to(effective) for t in (q, k, v))
+        if mask is not None and mask.is_floating_point():
+            mask = mask.to(effective)
     if q.dtype not in half or k.dtype != q.dtype or v.dtype != q.dtype:
         return {"note": "not compared with float64: q, k, v are not one half dtype"}, None
     if mask is not None and mask.dtype not in (torch.bool, q.dtype):

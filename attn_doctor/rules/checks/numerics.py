@@ -384,7 +384,7 @@ def known_numerics_bug(facts: Facts, data: dict, bug_id: str) -> Optional[dict]:
         return None
     cap = caps[0]
     evidence = {
-        "torch": str(tv), "cudnn": f"cuDNN {cudnn} ({where})" if cudnn else "cuDNN of unknown version",
+        "torch": str(tv), "cudnn": f"cuDNN {cudnn}" + ("" if where.startswith("torch.") else f" ({where})") if cudnn else "cuDNN of unknown version",
         "gpu": f"sm{cap[0]}{cap[1]}" + (f" ({facts.assumed_gpu.name}, assumed)" if facts.assumed_gpu else ""),
         "why": why_first, "observed": bug.get("observed", ""), "fixed": bug.get("fixed") or "no release is known to fix it",
         "cls": bug.get("cls", ""), "jobs": f"; {plans}" if plans else "", "packages": "torch",
