@@ -42,7 +42,7 @@ def test_sdpas_cpu_kernels_pass_every_case_in_both_dtypes():
     ran = [r for r in results if r["status"] == "ok"]
     assert not [r for r in results if r["status"] == "wrong"]
     assert len(ran) >= len(results) - 2 * len(nc.CASES)  # the flash kernel may refuse a few; math takes all
-    assert max(r["worst"] for r in ran) < 0.8
+    assert max(r["worst"] for r in ran) < 1.0
 
 
 class _TileBugAttention(torch.autograd.Function):

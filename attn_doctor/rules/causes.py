@@ -27,6 +27,7 @@ CAUSES = {
     "triton-compiler": "the Triton compiler fails on this kernel with this Triton release",
     "kernel-selection": "PyTorch SDPA (or xformers) could not use, or chose not to use, a fused kernel",
     "kernel-bug": "a known bug of one attention backend or torch release (fixed upstream)",
+    "kernel-numerics": "an attention kernel that runs but computes wrong numbers (NaN gradients, a wrong output) at some shapes",
     "harmless": "a harmless message: nothing to fix",
 }
 
