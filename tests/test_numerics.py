@@ -184,13 +184,19 @@ def test_every_case_has_a_class_in_words_and_the_groups_split_by_dtype():
 # ---------------------------------------------------------------- judged: the real H100 recording
 
 
+def _facts(name):
+    import msgspec
+
+    from attn_doctor.facts import Facts
+
+    return msgspec.json.decode((ROOT / "tests" / "fixtures" / "facts" / f"{name}.json").read_bytes(), type=Facts)
+
+
 def _results(name, **set_env):
     from attn_doctor.diagnosis.engine import evaluate
     from attn_doctor.rules.loader import load_recipes
 
-    from conftest import load_facts
-
-    facts = load_facts(name)
+    facts = _facts(name)
     facts.env.update(set_env)
     return {r.rule: r for r in evaluate(load_recipes(), facts)}
 
@@ -227,14 +233,12 @@ def test_with_a_config_that_trains_through_flash_attn_the_known_bug_does_not_app
     from attn_doctor.probes.configs import probe_config
     from attn_doctor.rules.loader import load_recipes
 
-    from conftest import load_facts
-
     sdpa, fa2 = tmp_path / "sdpa.yml", tmp_path / "fa2.yml"
     sdpa.write_text("base_model: Qwen/Qwen2.5-0.5B\nsequence_len: 2048\nmicro_batch_size: 2\ndatasets: []\nbf16: true\nsdp_attention: true\n")
     fa2.write_text("base_model: Qwen/Qwen2.5-0.5B\nsequence_len: 2048\nmicro_batch_size: 2\ndatasets: []\nbf16: true\nflash_attention: true\n")
     verdicts = {}
     for path in (sdpa, fa2):
-        facts = load_facts("h100")
+        facts = _facts("h100")
         facts.configs = [probe_config(str(path))]
         verdicts[path.stem] = {r.rule: r for r in evaluate(load_recipes(), facts)}["AD710"]
     assert verdicts["sdpa"].status == "warning" and "attention sdpa" in verdicts["sdpa"].message

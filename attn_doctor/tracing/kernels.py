@@ -21,7 +21,7 @@ from . import sdpa_select, state
 # SDPBackend's names as torch._fused_sdp_choice returns them -> sdpa_select's keys
 _TORCH_NAMES = {"flash_attention": "flash", "efficient_attention": "mem_efficient", "cudnn_attention": "cudnn",
                 "math": "math", "overrideable": "overrideable", "error": None}
-_GPU_CHILD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes", "gpu_child.py")
+_PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes")
 _LOADED = {}
 
 NAMES = {
@@ -35,18 +35,23 @@ NAMES = {
 }
 
 
-def gpu_child():
-    """probes/gpu_child.py, loaded by path: the standalone file the check's probes load inside the
-    target interpreter, whose fused_verdicts asks torch why it refuses a backend."""
-    mod = _LOADED.get("gpu_child")
+def probe_file(stem):
+    """attn_doctor/probes/STEM.py, loaded by path once: the standalone files the check's probes load
+    inside the target interpreter (the tracer is below the probes: it may not import them)."""
+    mod = _LOADED.get(stem)
     if mod is None:
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location("attn_doctor_gpu_child_for_trace", _GPU_CHILD)
+        spec = importlib.util.spec_from_file_location("attn_doctor_%s_for_trace" % stem, os.path.join(_PROBES, stem + ".py"))
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        _LOADED["gpu_child"] = mod
+        _LOADED[stem] = mod
     return mod
+
+
+def gpu_child():
+    """probes/gpu_child.py, whose fused_verdicts asks torch why it refuses a backend."""
+    return probe_file("gpu_child")
 
 
 def dtype_name(dtype):

@@ -12,25 +12,15 @@ Standard library plus torch.
 
 from __future__ import annotations
 
-import os
-
-_CHILD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes", "numerics_child.py")
-_LOADED = {}
 # The float64 reference costs 8 bytes per score: a call larger than this is cut to its first batch
 # element and as few head groups as bring it under.
 MAX_SCORES = 1 << 26
 
 
 def numerics_child():
-    mod = _LOADED.get("numerics_child")
-    if mod is None:
-        import importlib.util
+    from .kernels import probe_file
 
-        spec = importlib.util.spec_from_file_location("attn_doctor_numerics_child_for_trace", _CHILD)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        _LOADED["numerics_child"] = mod
-    return mod
+    return probe_file("numerics_child")
 
 
 def _cut(q, k, v, mask):
