@@ -234,7 +234,8 @@ def _yaml_set(text: str, settings: dict[str, Any]) -> str:
     inserts: list[tuple[int, str]] = []
     for key, value in settings.items():
         if "." in key:
-            raise EditError(f"nested YAML key {key} is not supported")
+            inserts += _yaml_set_nested(doc, lines, key, value, settings)
+            continue
         if key in doc:
             line_no, col = doc.lc.value(key)
             line = lines[line_no]
@@ -254,6 +255,37 @@ def _yaml_set(text: str, settings: dict[str, Any]) -> str:
             lines[at - 1] += "\n"
         lines.insert(at, new_line)
     return "".join(lines)
+
+
+def _yaml_set_nested(doc, lines: list[str], dotted: str, value: Any, settings: dict[str, Any]) -> list[tuple[int, str]]:
+    """One nested key (`model.attn_config.attn_impl`), in place on its own line where it is there; a
+    new one on the line after a one-line sibling of its mapping, at that sibling's indentation (the
+    key edited beside it first). Lines are changed in `lines`; insertions are returned."""
+    from ruamel.yaml.comments import CommentedMap
+
+    *parents, leaf = dotted.split(".")
+    node = doc
+    for part in parents:
+        node = node.get(part) if isinstance(node, CommentedMap) else None
+        if not isinstance(node, CommentedMap) or node.fa.flow_style():
+            raise EditError(f"{dotted}: {part} is not a block mapping in the file; edit it by hand")
+    if leaf in node:
+        line_no, col = node.lc.value(leaf)
+        line = lines[line_no]
+        rest = line[col:]
+        match = _SCALAR.match(rest)
+        if line_no != node.lc.key(leaf)[0] or not match:
+            raise EditError(f"{dotted}: its value is not a one-line scalar; edit it by hand")
+        lines[line_no] = line[:col] + _yaml_scalar(value, match.group(1)) + rest[match.end():]
+        return []
+    prefix = ".".join(parents) + "."
+    edited = [k[len(prefix):] for k in settings if k.startswith(prefix) and "." not in k[len(prefix):] and k[len(prefix):] in node]
+    siblings = edited + [k for k in node if k not in edited]
+    for sibling in siblings:
+        key_line, key_col = node.lc.key(sibling)
+        if node.lc.value(sibling)[0] == key_line and not isinstance(node[sibling], (dict, list)):
+            return [(key_line + 1, " " * key_col + f"{leaf}: {_yaml_scalar(value)}\n")]
+    raise EditError(f"{dotted}: no one-line sibling to put it beside; edit it by hand")
 
 
 def _last_line_of(doc, key: str, lines: list[str]) -> int:

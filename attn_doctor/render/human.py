@@ -235,7 +235,8 @@ def _configs(facts: Facts) -> Optional[str]:
 
 _PLAN_LABELS = (("compute_dtype", "compute"), ("param_dtype", "weights"), ("loss_scaling", "loss scaling"), ("tf32", "tf32"),
                 ("fp8", "fp8"), ("fp8_backend", "fp8 backend"), ("attention", "attention"), ("compile", "compile"),
-                ("distributed", "sharding"), ("reduce_dtype", "reduce"))
+                ("distributed", "sharding"), ("reduce_dtype", "reduce"), ("quantization", "base stored as"),
+                ("quant_compute_dtype", "base computes in"), ("adapter", "adapters"), ("adapter_dtype", "adapter weights"))
 
 
 def plan_lines(config) -> list[str]:

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from ...facts import ConfigFile
 from ...inputs import CONFIG_MAX_BYTES, MAX_DEPTH, YAML_MAX_BYTES, InputError, check_structure, located, read_bounded, text_of
 from .plan import unread_keys
-from .readers import READERS, by_name
+from .readers import FALLBACK, READERS, by_name
 from .shapes import attention_shapes, head_dim_of, local_model_config  # noqa: F401  (the probe's public helpers)
 
 # A file is taken for a framework when its keys score at least this much (a marker key is worth 1-5).
@@ -191,7 +191,10 @@ def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFi
         return ConfigFile(path=absolute, status="error", format=fmt, error="not a mapping of settings (expected key: value pairs)")
     reader, why = recognise(doc, fmt)
     if reader is None:
-        return ConfigFile(path=absolute, kind="unknown", format=fmt, why=why, unread=unread_keys(doc, set()))
+        generic_why = FALLBACK.recognise(doc)
+        if generic_why is None:
+            return ConfigFile(path=absolute, kind="unknown", format=fmt, why=why, unread=unread_keys(doc, set()))
+        reader, why = FALLBACK, generic_why
     reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ))
     return ConfigFile(path=absolute, kind=reader.NAME, format=fmt, why=why, settings={k: _plain(v) for k, v in reading.settings.items()},
                       plan=reading.plan, unread=unread_keys(doc, reading.read), edits=reading.edits,

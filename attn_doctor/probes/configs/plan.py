@@ -13,6 +13,11 @@ The plan (ConfigFile.plan), each value a PlanSetting saying where it came from:
 - compile: True where torch.compile is asked for
 - distributed: "fsdp" | "fsdp2" | "deepspeed" | "ddp" where the file chooses; reduce_dtype: FSDP's or
   DeepSpeed's gradient reduction dtype
+- quantization: how the frozen base weights are stored: "nf4" | "fp4" | "int8" | "fp8-weights" | ... (storage,
+  not compute: an fp8-stored base computes in a half dtype); quant_compute_dtype: what a quantised base
+  computes in (bitsandbytes' bnb_4bit_compute_dtype)
+- adapter: "lora" | "qlora" | "dora" | ... where only adapters train; adapter_dtype: what their weights are
+  kept in (PEFT's get_peft_model upcasts bf16/fp16 adapter weights to fp32 by default)
 
 Remedies are intents (`precision=fp16`, `precision=fp32`, `attention=sdpa`, `tf32=off`, `fp8=off`); a
 reader writes each in its own keys (ConfigFile.edits), or leaves out one its framework cannot take.
@@ -27,7 +32,7 @@ from typing import Any, Iterator, Optional
 from ...facts import PlanSetting
 
 PLAN_KEYS = ("compute_dtype", "param_dtype", "loss_scaling", "tf32", "fp8", "fp8_backend", "attention", "compile",
-             "distributed", "reduce_dtype")
+             "distributed", "reduce_dtype", "quantization", "quant_compute_dtype", "adapter", "adapter_dtype")
 INTENTS = ("precision=fp16", "precision=fp32", "precision=bf16", "attention=sdpa", "tf32=off", "fp8=off")
 
 _DTYPES = {

@@ -345,6 +345,13 @@ def config_bf16_no_native(facts: Facts, data: dict) -> Optional[dict]:
     config = matching[0][0]
     pure = config.plan.get("param_dtype") is not None and config.plan["param_dtype"].value == "bfloat16"
     what = ("pure bf16 (the weights in bf16 too, no fp32 master copy)" if pure else "bf16 mixed precision")
+    adapter = config.plan.get("adapter")
+    if adapter is not None:  # only adapters train: say what is stored, computed and trained in what
+        quant = config.plan.get("quantization")
+        kept = config.plan.get("adapter_dtype")
+        base = f"stored in {quant.value} and computing in bf16" if quant is not None else "computing in bf16"
+        what = f"bf16 {adapter.value} training (the frozen base {base}, the {adapter.value} adapters in " \
+               f"{kept.value if kept is not None else 'the framework’s dtype'})"
     evidence = _plan_evidence(matching, gpu, what)
     note = config.plan[("compute_dtype" if config.plan.get("compute_dtype") else "param_dtype")].note
     evidence["how"] = note or "the framework's bf16 check (torch.cuda.is_bf16_supported()) is True there by emulation"

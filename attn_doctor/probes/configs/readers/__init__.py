@@ -1,17 +1,19 @@
 """One reader per training framework, each a module with NAME, LABEL, FORMATS, MARKERS (the keys that
 show the framework, with how much each says), an optional recognise_extra(doc) for what keys alone
 cannot say, and read(doc, context) -> plan.Reading. Adding a framework is one module here, listed
-below, and its real config files in tests/fixtures/configs/real/."""
+below, and its real config files in tests/fixtures/configs/real/. generic.py reads the rest."""
 
 from __future__ import annotations
 
-from . import accelerate, axolotl, deepspeed, litgpt, llamafactory, msswift, torchtitan, torchtune, transformers, trl
+from . import accelerate, axolotl, deepspeed, generic, litgpt, llamafactory, msswift, torchtitan, torchtune, transformers, trl
 
 READERS = (llamafactory, axolotl, torchtune, trl, msswift, accelerate, deepspeed, torchtitan, litgpt, transformers)
+# A file no framework reader recognises is read for the idioms every framework shares (generic.py).
+FALLBACK = generic
 
 
 def by_name(name: str):
-    return next((reader for reader in READERS if reader.NAME == name), None)
+    return next((reader for reader in READERS + (FALLBACK,) if reader.NAME == name), None)
 
 
 def label(name: str) -> str:

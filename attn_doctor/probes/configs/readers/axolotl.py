@@ -75,6 +75,7 @@ def read(doc: dict, ctx) -> Reading:
               requires="9.0")
         r.set("fp8_backend", "torchao", source="default", note="axolotl's fp8 is torchao's Float8Linear")
     _attention(doc, r)
+    _adapters(doc, r)
     if truthy(doc.get("torch_compile")) is not None:
         r.set("compile", truthy(doc.get("torch_compile")), key="torch_compile", raw=doc.get("torch_compile"))
     fsdp_config = doc.get("fsdp_config") if isinstance(doc.get("fsdp_config"), dict) else {}
@@ -86,6 +87,35 @@ def read(doc: dict, ctx) -> Reading:
     r.settings = {k: doc[k] for k in ("bf16", "fp16", "bfloat16", "float16", "tf32", "fp8", "attn_implementation") if k in doc}
     _edits(doc, r)
     return r
+
+
+def _adapters(doc: dict, r: Reading) -> None:
+    """loaders/model.py _set_quantization_config: `adapter: qlora` with `load_in_4bit` loads the base
+    through bitsandbytes in NF4 (double quant, storage bf16) computing in the training dtype
+    (bnb_4bit_compute_dtype = cfg.torch_dtype); `load_in_8bit` with lora in int8. The adapters come
+    from PEFT's get_peft_model, whose autocast_adapter_dtype (on by default) keeps bf16/fp16 adapter
+    weights in fp32."""
+    r.understood("adapter", "peft_use_dora", "lora_r", "lora_alpha")
+    adapter = str(doc.get("adapter") or "").strip().lower()
+    if not adapter:
+        return
+    name = "dora" if truthy(doc.get("peft_use_dora")) else adapter
+    r.set("adapter", name, key="adapter" if name == adapter else "peft_use_dora", raw=doc.get("adapter"))
+    r.set("adapter_dtype", "float32", source="default",
+          note="PEFT's get_peft_model keeps bf16/fp16 adapter weights in fp32 (autocast_adapter_dtype)")
+    compute = r.plan.get("compute_dtype")
+    if truthy(doc.get("load_in_4bit")):
+        r.set("quantization", "nf4", key="load_in_4bit", raw=doc.get("load_in_4bit"),
+              note="bitsandbytes NF4, double quant, stored in bf16 (axolotl's bnb config for qlora)")
+        if compute is not None:
+            r.set("quant_compute_dtype", compute.value, source="default", raw=compute.raw,
+                  note="bnb_4bit_compute_dtype is the training dtype (cfg.torch_dtype)")
+    elif truthy(doc.get("load_in_8bit")):
+        r.set("quantization", "int8", key="load_in_8bit", raw=doc.get("load_in_8bit"), note="bitsandbytes LLM.int8()")
+    base = r.plan.get("param_dtype")
+    if base is not None and base.value in ("bfloat16", "float16"):
+        r.set("param_dtype", base.value, source=base.source, key=base.key, raw=base.raw,
+              note="the frozen base loads in the training dtype (resolve_dtype); only the adapters train")
 
 
 def _attention(doc: dict, r: Reading) -> None:

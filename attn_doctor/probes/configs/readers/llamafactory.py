@@ -61,6 +61,7 @@ def read(doc: dict, ctx) -> Reading:
         backend = doc.get("fp8_backend", "auto")
         r.set("fp8_backend", _FP8.get(str(backend).lower(), str(backend)), key="fp8_backend" if "fp8_backend" in doc else None,
               source="file" if "fp8_backend" in doc else "default", raw=backend)
+    _adapters(doc, r, pure)
     if doc.get("deepspeed"):
         r.set("distributed", "deepspeed", key="deepspeed", raw=doc.get("deepspeed"),
               note="the DeepSpeed JSON's bf16 / fp16 blocks, \"auto\", follow bf16 / fp16 here")
@@ -76,3 +77,34 @@ def read(doc: dict, ctx) -> Reading:
     if "flash_attn" in doc:
         r.edits["attention=sdpa"] = {"flash_attn": "sdpa"}
     return r
+
+
+def _adapters(doc: dict, r: Reading, pure: bool) -> None:
+    """finetuning_args.py: `finetuning_type` defaults to lora (full, freeze, lora, oft); model/adapter.py
+    casts the trainable parameters to fp32 unless pure_bf16 (cast_trainable_params_to_fp32), and
+    model_args.py's `quantization_bit` (4 or 8) loads the base through bitsandbytes (quantization_type
+    nf4 by default) computing in the training dtype."""
+    r.understood("finetuning_type", "quantization_bit", "quantization_method", "quantization_type", "use_dora")
+    kind = str(doc.get("finetuning_type", "lora")).strip().lower()
+    if kind not in ("lora", "oft"):
+        return
+    name = "dora" if truthy(doc.get("use_dora")) else kind
+    if "finetuning_type" in doc:
+        r.set("adapter", name, key="finetuning_type", raw=doc.get("finetuning_type"))
+    else:
+        r.set("adapter", name, source="default", note="finetuning_type defaults to lora")
+    r.set("adapter_dtype", "bfloat16" if pure else "float32", source="default",
+          note="pure_bf16: the adapters in bf16" if pure else "the trainable (adapter) weights are cast to fp32 (model/adapter.py)")
+    compute = r.plan.get("compute_dtype")
+    if not pure and compute is not None and compute.value in ("bfloat16", "float16"):
+        r.set("param_dtype", compute.value, source="default",
+              note=f"the frozen base loads in {compute.value}; only the adapters train (in fp32)")
+    bits = doc.get("quantization_bit")
+    if bits in (4, 8, "4", "8"):
+        method = str(doc.get("quantization_method", "bnb")).lower()
+        qtype = str(doc.get("quantization_type", "nf4")).lower()
+        r.set("quantization", qtype if str(bits) == "4" else "int8", key="quantization_bit", raw=bits,
+              note=f"{method}: the frozen base stored in {qtype if str(bits) == '4' else 'int8'}")
+        compute = r.plan.get("compute_dtype")
+        if compute is not None and compute.value in ("bfloat16", "float16"):
+            r.set("quant_compute_dtype", compute.value, source="default", note="bnb_4bit_compute_dtype is the compute dtype")

@@ -1,0 +1,68 @@
+"""The generic reader (attn_doctor/probes/configs/readers/generic.py): a file no framework reader
+recognises is read for the idioms every framework shares, judged, and fixed in its own spelling;
+a file with none of them stays "not recognised" (AD513)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from attn_doctor.probes.configs import probe_config
+from attn_doctor.probes.configs.readers.generic import parse_precision
+
+HERE = Path(__file__).resolve().parent / "fixtures" / "configs" / "generic"
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("bf16-mixed", ("bfloat16", True)), ("amp_bf16", ("bfloat16", True)), ("BFLOAT_16", ("bfloat16", None)),
+    ("torch.bfloat16", ("bfloat16", None)), ("bf16-true", ("bfloat16", False)), ("16-mixed", ("float16", True)),
+    ("amp_fp16", ("float16", True)), ("FLOAT_16", ("float16", None)), ("half", ("float16", None)),
+    ("32-true", ("float32", False)), ("no", ("float32", None)), ("amp_fp8", ("fp8", True)), ("FLOAT_8", ("fp8", None)),
+    ("auto", None), ("int64", None), (True, None), (4, None), ("a" * 60, None),
+])
+def test_every_spelling_of_a_precision(value, expected):
+    assert parse_precision(value) == expected
+
+
+def test_a_composer_style_file_is_read_generically_with_its_keys():
+    c = probe_config(str(HERE / "composer_like.yaml"))
+    assert c.kind == "generic" and c.why == "keys precision, model.attn_config.attn_impl"
+    plan = {k: (v.value, v.key) for k, v in c.plan.items()}
+    assert plan["compute_dtype"] == ("bfloat16", "precision") and plan["param_dtype"] == ("float32", "precision")
+    assert plan["attention"] == ("flash_attention_2", "model.attn_config.attn_impl")
+    assert c.edits["precision=fp16"] == {"precision": "amp_fp16"}
+    assert c.edits["attention=sdpa"] == {"model.attn_config.attn_impl": "sdpa"}
+
+
+def test_fp8_weights_are_storage_not_fp8_compute():
+    c = probe_config(str(HERE / "onetrainer_like.json"))
+    assert c.kind == "generic"
+    assert c.plan["quantization"].value == "fp8-weights" and "fp8" not in c.plan
+    assert c.plan["compute_dtype"].value == "bfloat16" and c.plan["attention"].value == "sdpa"
+
+
+def test_a_file_with_none_of_the_idioms_is_still_not_recognised():
+    c = probe_config(str(HERE / "nothing.toml"))
+    assert c.kind == "unknown" and "not those of a framework" in c.why
+
+
+def test_judged_on_a_t4_and_fixed_in_place_keeping_comments(tmp_path):
+    import subprocess
+    import sys
+
+    config = tmp_path / "run.yaml"
+    shutil.copy(HERE / "composer_like.yaml", config)
+    t4 = str(Path(__file__).resolve().parent / "fixtures" / "facts" / "t4.json")
+    out = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--from-report", t4, "-c", str(config)],
+                         capture_output=True, text=True).stdout
+    assert "Configs: 1 file read: read generically" in out
+    assert "`model.attn_config.attn_impl: flash` (read generically) on Tesla T4" in out and "AD502" in out
+    assert "`precision: amp_bf16` (read generically) means bf16 mixed precision on Tesla T4" in out
+    proc = subprocess.run([sys.executable, "-m", "attn_doctor", "fix", "--from-report", t4, "-c", str(config), "--yes"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = config.read_text()
+    assert "precision: amp_fp16  # autocast over fp32 weights" in text
+    assert "    attn_impl: sdpa  # FlashAttention-2" in text and "# A composer-style run" in text
