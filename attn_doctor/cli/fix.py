@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ._common import json_option, no_color_option, python_option, quiet_option, schema_option, verbose_option
+from ._common import capability_option, json_option, no_color_option, python_option, quiet_option, schema_option, verbose_option
 
 
 def fix(
@@ -48,6 +48,13 @@ def fix(
     ),
     undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID)."),
     history: bool = typer.Option(False, "--history", help="List past fix runs."),
+    gpu: Optional[str] = typer.Option(
+        None, "--gpu", metavar="NAME",
+        help="Plan for this GPU instead of this machine's, as `check --gpu` judges (t4, a100, h100, ...; `attn-doctor check "
+             "--gpu list` shows them): from a login node, the config edits the job's GPU needs. Example: attn-doctor fix --gpu t4 "
+             "-c axolotl.yml --dry-run"),
+    capability: Optional[str] = capability_option(
+        help="Plan for a GPU of this compute capability, as --gpu does for a named one (e.g. 7.5)."),
     quick: bool = typer.Option(False, "--quick", help="Judge without importing torch (packages, OS, GPUs, configs): faster, fewer findings."),
     no_sample: bool = typer.Option(False, "--no-sample", help="Skip the sample forward pass of the check."),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the GPU smoke tests of the check (as `check --no-smoke`)."),
@@ -116,6 +123,7 @@ def fix(
         if undo or history:
             # Options of a fix run would be silently ignored: --undo --dry-run would undo for real.
             given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python if history else None), ("--from-report", facts),
+                     ("--gpu", gpu), ("--capability", capability),
                      ("--only", only), ("--skip", skip), ("--unsafe", unsafe), ("--apply-patch", apply_patch), ("--quick", quick),
                      ("--trace", trace),
                      ("--no-sample", no_sample), ("--no-smoke", no_smoke), ("--no-cache", no_cache), ("--undo", undo and history),
@@ -134,9 +142,11 @@ def fix(
         from ._common import resolved
 
         # The same options and pipeline as `check` (attn_doctor.core.run_check), validated first.
+        if (gpu is not None or capability is not None) and facts is not None:
+            raise UsageError("--gpu / --capability judge this environment for another GPU; a report from --from-report has its own")
         check_options = resolved(CheckOptions(python=python, quick=quick, facts_file=facts, configs=tuple(config or ()),
                                               recipes_dir=recipes, timeout=timeout, sample=not no_sample, smoke=not no_smoke,
-                                              use_cache=not no_cache, naming=CLI))
+                                              use_cache=not no_cache, naming=CLI, gpu=gpu, capability=capability))
         return _fix(
             check_options=check_options,
             yes=yes,

@@ -111,6 +111,13 @@ def build_plan(report: Report, options: Options, data: Optional[dict] = None) ->
             continue
         if (only and result.rule.upper() not in only) or result.rule.upper() in skip:
             continue
+        if result.status == "info" and result.evidence.get("elsewhere"):
+            # a note about another environment (the job's, which may have what this one lacks):
+            # nothing here is changed for it
+            first = result.remedies[0] if result.remedies else None
+            plan.manual.append(ManualItem(result.rule, result.status, "Nothing changed: " + (result.message or result.title),
+                                          None, None))
+            continue
         action = None
         for remedy in result.remedies:
             action = _action_for(len(plan.actions) + 1, result, remedy, facts, options, pending_text, data or {})

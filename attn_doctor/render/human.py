@@ -506,8 +506,12 @@ def _dtype_path(facts: Facts, source: str) -> Optional[str]:
     for sample in dp.samples:
         if sample.status == "skipped":
             continue
-        bad = sample.summary.get("errors", 0) + sample.summary.get("warnings", 0) if sample.summary else 0
-        text = f"{sample.name} {'✗' if bad or sample.status == 'failed' else marks.get(sample.status, '?')}"
+        # judged by its findings as the check keeps them (a stand-in's verdict is a note, not a failure)
+        mine = [f for f in dp.findings if isinstance(f, dict) and f.get("sample") == sample.name]
+        bad = any(f.get("severity") in ("error", "warning") for f in mine)
+        noted = any(f.get("severity") == "info" for f in mine)
+        mark = "✗" if bad or sample.status == "failed" else ("i" if noted else marks.get(sample.status, "?"))
+        text = f"{sample.name} {mark}"
         if standin and sample.name in _FLASH_ATTN_SAMPLES and sample.status == "ran":
             text += f" ({standin})"  # a ✓ is a claim about what ran: here, not flash-attn itself
         if sample.kernels:  # the kernel at each of its attention call sites

@@ -135,10 +135,25 @@ def test_usage_errors_are_one_line(tmp_path, state):
     assert "[✗] Configs" in bad.stdout and "System:" in bad.stdout
 
 
-@pytest.mark.parametrize("fixture", ["h100", "cpu-only"])
+def test_fa2_without_flash_attn_on_a_login_node_is_a_note_and_fix_changes_nothing(tmp_path, state):
+    # A CPU-only torch on a machine without a GPU is not the environment the job runs in: what it
+    # lacks is said as a note, and fix does not take FlashAttention-2 out of a config meant for an A100.
+    cfg = copy("llamafactory_lora_bf16.yaml", tmp_path)
+    before = cfg.read_text()
+    report = str(FACTS / "cpu-only.json")
+    check = cli("check", "--from-report", report, "--config", str(cfg), "--json", state=state)
+    result = next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD508")
+    assert result["status"] == "info" and "not the one the job runs in" in result["message"], result
+    fixed = cli("fix", "--from-report", report, "--config", str(cfg), "--yes", "--json", state=state)
+    assert fixed.returncode == 0, fixed.stderr
+    assert "AD508" not in {a["rule"] for a in json.loads(fixed.stdout)["actions"]}
+    assert cfg.read_text() == before
+
+
+@pytest.mark.parametrize("fixture", ["h100"])
 def test_fa2_without_flash_attn_is_a_warning_tied_to_the_file_and_key_then_fixed(tmp_path, state, fixture):
     # LLaMA-Factory logs "FlashAttention-2 is not installed." and trains on transformers' default:
-    # a silent fallback, reported on a GPU node and on a CPU login node alike (the config is the intent).
+    # a silent fallback, reported where the environment is the job's (a CUDA torch on a GPU node).
     cfg = copy("llamafactory_lora_bf16.yaml", tmp_path)
     report = str(FACTS / f"{fixture}.json")
     check = cli("check", "--from-report", report, "--config", str(cfg), "--json", state=state)

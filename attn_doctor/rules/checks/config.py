@@ -191,6 +191,7 @@ def config_llamafactory_fa2_unavailable(facts: Facts, data: dict) -> Optional[di
         )
         if _elsewhere(facts):
             evidence["severity"] = "info"
+            evidence["elsewhere"] = True
         return evidence
     broken = _import_failure(facts, "flash_attn")
     if broken is None:
@@ -464,15 +465,21 @@ def config_attention_unavailable(facts: Facts, data: dict) -> Optional[dict]:
     if not matching:
         return None
     evidence = _plan_evidence(matching, gpu, "")
-    evidence["reason"] = reasons[0] + (ELSEWHERE if _elsewhere(facts) else "")
-    evidence["severity"] = "info" if _elsewhere(facts) else severity
+    elsewhere = _elsewhere(facts)
+    evidence["reason"] = reasons[0] + (ELSEWHERE if elsewhere else "")
+    evidence["severity"] = "info" if elsewhere else severity
+    if elsewhere:
+        evidence["elsewhere"] = True  # fix changes nothing for it: the job's environment may have the package
     return evidence
 
 
 def _elsewhere(facts: Facts) -> bool:
-    """check --gpu from an environment whose torch is not a CUDA build (a login node's): its packages
+    """An environment that is not the one the job runs in: a torch that is not a CUDA (or ROCm) build,
+    on a machine judged for another GPU (check --gpu) or with none at all (a login node). Its packages
     are not the GPU node's, so what is missing here is said as a note, not as the job's failure."""
-    return facts.assumed_gpu is not None and not facts.torch.cuda and not facts.torch.hip
+    if facts.torch.cuda or facts.torch.hip or facts.torch.status != "ok":
+        return False
+    return facts.assumed_gpu is not None or facts.gpu_capabilities() == []
 
 
 ELSEWHERE = (" (this environment's torch is not a CUDA build, so it is not the one the job runs in: "
@@ -543,6 +550,7 @@ def config_fp8_unsupported(facts: Facts, data: dict) -> Optional[dict]:
         evidence["reason"] += ": accelerate warns and trains without fp8"
     elif _elsewhere(facts) and "compute capability" not in reasons[0]:
         evidence["severity"] = "info"
+        evidence["elsewhere"] = True
     return evidence
 
 
