@@ -26,14 +26,14 @@ def test_every_spelling_of_a_precision(value, expected):
     assert parse_precision(value) == expected
 
 
-def test_a_composer_style_file_is_read_generically_with_its_keys():
-    c = probe_config(str(HERE / "composer_like.yaml"))
-    assert c.kind == "generic" and c.why == "keys precision, model.attn_config.attn_impl"
+def test_a_home_grown_file_is_read_generically_with_its_keys():
+    c = probe_config(str(HERE / "homegrown.yaml"))
+    assert c.kind == "generic" and c.why == "keys run.amp_dtype, net.attn_backend"
     plan = {k: (v.value, v.key) for k, v in c.plan.items()}
-    assert plan["compute_dtype"] == ("bfloat16", "precision") and plan["param_dtype"] == ("float32", "precision")
-    assert plan["attention"] == ("flash_attention_2", "model.attn_config.attn_impl")
-    assert c.edits["precision=fp16"] == {"precision": "amp_fp16"}
-    assert c.edits["attention=sdpa"] == {"model.attn_config.attn_impl": "sdpa"}
+    assert plan["compute_dtype"] == ("bfloat16", "run.amp_dtype") and plan["param_dtype"] == ("float32", "run.amp_dtype")
+    assert plan["attention"] == ("flash_attention_2", "net.attn_backend")
+    assert c.edits["precision=fp16"] == {"run.amp_dtype": "amp_fp16"}
+    assert c.edits["attention=sdpa"] == {"net.attn_backend": "sdpa"}
 
 
 def test_fp8_weights_are_storage_not_fp8_compute():
@@ -53,16 +53,16 @@ def test_judged_on_a_t4_and_fixed_in_place_keeping_comments(tmp_path):
     import sys
 
     config = tmp_path / "run.yaml"
-    shutil.copy(HERE / "composer_like.yaml", config)
+    shutil.copy(HERE / "homegrown.yaml", config)
     t4 = str(Path(__file__).resolve().parent / "fixtures" / "facts" / "t4.json")
     out = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--from-report", t4, "-c", str(config)],
                          capture_output=True, text=True).stdout
     assert "Configs: 1 file read: read generically" in out
-    assert "`model.attn_config.attn_impl: flash` (read generically) on Tesla T4" in out and "AD502" in out
-    assert "`precision: amp_bf16` (read generically) means bf16 mixed precision on Tesla T4" in out
+    assert "`net.attn_backend: flash` (read generically) on Tesla T4" in out and "AD502" in out
+    assert "`run.amp_dtype: amp_bf16` (read generically) means bf16 mixed precision on Tesla T4" in out
     proc = subprocess.run([sys.executable, "-m", "attn_doctor", "fix", "--from-report", t4, "-c", str(config), "--yes"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = config.read_text()
-    assert "precision: amp_fp16  # autocast over fp32 weights" in text
-    assert "    attn_impl: sdpa  # FlashAttention-2" in text and "# A composer-style run" in text
+    assert "  amp_dtype: amp_fp16  # autocast over fp32 weights" in text
+    assert "  attn_backend: sdpa  # FlashAttention-2" in text and "# A home-grown trainer" in text

@@ -281,7 +281,7 @@ def test_a_config_finding_names_its_file_and_nothing_more(monkeypatch, tmp_path)
     out = CliRunner().invoke(app, ["check", "--from-report", str(ROOT / "tests/fixtures/facts/t4.json"), "--config", str(cfg), "--json"]).stdout
     messages = {r["rule"]: r["message"] for r in json.loads(out)["results"] if r["status"] in ("error", "warning")}
     assert messages["AD502"].startswith(f"{cfg}: `flash_attn: fa2` (LLaMA-Factory) on Tesla T4")
-    assert messages["AD501"].startswith(f"{cfg}: `bf16: true` (LLaMA-Factory) means bf16 mixed precision on Tesla T4")
+    assert messages["AD501"].startswith(f"{cfg}: `bf16: true` (LLaMA-Factory) means bf16 lora training (the frozen base computing in bf16, the lora adapters in float32) on Tesla T4")
 
 
 def test_uv_commands_upgrade_only_the_packages_named():

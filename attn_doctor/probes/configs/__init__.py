@@ -54,7 +54,7 @@ def is_yaml(path: Path) -> bool:
 def format_of(path: Path) -> Optional[str]:
     """yaml | json | toml from the file's suffix; None where it says nothing (the text decides)."""
     suffix = path.suffix.lower()
-    return {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}.get(suffix)
+    return {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml", ".env": "env"}.get(suffix)
 
 
 def load_document(path: Path) -> Any:
@@ -149,7 +149,17 @@ def _parse_json(text: str) -> Any:
         raise ConfigReadError(f"not a usable JSON config: {exc}") from None
 
 
-_PARSERS = {"yaml": lambda text: _parse_yaml(text), "json": lambda text: _parse_json(text), "toml": _parse_toml}
+_PARSERS = {"yaml": lambda text: _parse_yaml(text), "json": lambda text: _parse_json(text), "toml": _parse_toml,
+            "env": lambda text: _parse_env(text)}
+
+
+def _parse_env(text: str):
+    from .readers.simpletuner import parse_env
+
+    try:
+        return parse_env(text)
+    except ValueError as exc:
+        raise ConfigReadError(f"not a shell KEY=VALUE file: {exc}") from None
 
 
 def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:

@@ -224,9 +224,9 @@ def _valid_value(value, valid: tuple) -> bool:
 def _yaml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if value is None:
+        return "null"
     return str(value)
-
-
 
 
 # ---------------------------------------------------------------- the training plan, every framework
@@ -306,7 +306,7 @@ def _plan_evidence(matching: list[tuple[ConfigFile, str, str]], gpu: Optional[di
     remedies = []
     for config, _setting, intent in matching:
         edit = _edit_text(config, intent)
-        remedies.append(f"in {config.path}: {edit}" if edit else f"in {config.path}: {_MANUAL.get(intent, intent)}")
+        remedies.append(f"in {config.path}: {edit}" if edit else f"in {config.path}: {_manual(config, intent)}")
     evidence = dict(gpu or {})
     evidence.update(
         config=first.path,
@@ -320,6 +320,20 @@ def _plan_evidence(matching: list[tuple[ConfigFile, str, str]], gpu: Optional[di
         edit="; ".join(remedies)[:1].upper() + "; ".join(remedies)[1:],
     )
     return evidence
+
+
+def _manual(config, intent: str) -> str:
+    """A remedy the file's own keys cannot write, in words that do not promise a setting it lacks: the
+    framework chose the value in its code (no key), or has no key for the change."""
+    from ...probes.configs.readers import label
+
+    if intent == "attention=sdpa":
+        return (f"{label(config.kind)} has no setting here that selects PyTorch SDPA: run it on a GPU the attention "
+                "kernel supports, or change the model's attention code")
+    if intent.startswith("precision="):
+        return (f"{label(config.kind)} has no setting here to {_MANUAL[intent]} (its code chooses the dtype): run it on "
+                "a GPU with native bf16, or change the training code")
+    return _MANUAL.get(intent, intent)
 
 
 _MANUAL = {"precision=fp16": "train in fp16 mixed precision", "precision=fp32": "train in fp32", "attention=sdpa": "use PyTorch SDPA",
@@ -498,8 +512,10 @@ def config_tf32_before_ampere(facts: Facts, data: dict) -> Optional[dict]:
     gpu = _weakest(facts)
     if gpu is None or _cap(gpu["capability"]) >= (8, 0):
         return None
+    # A framework that turns TF32 on by itself (Composer's DeviceGPU, SimpleTuner) sets a flag that is a
+    # no-op before Ampere; only an explicit request goes to code that raises there.
     matching = [(c, _setting_text(c, "tf32"), "tf32=off") for c in configs
-                if c.plan.get("tf32") is not None and c.plan["tf32"].value is True]
+                if c.plan.get("tf32") is not None and c.plan["tf32"].value is True and c.plan["tf32"].source != "default"]
     if not matching:
         return None
     evidence = _plan_evidence(matching, gpu, "")
@@ -588,7 +604,7 @@ def config_value_refused(facts: Facts, data: dict) -> Optional[dict]:
     evidence = _plan_evidence(found, gpu, "")
     if manual:
         evidence["edit"] = "; ".join(f"in {c.path}: {manual[c.path]}" if c.path in manual else
-                                     f"in {c.path}: {_edit_text(c, i) or _MANUAL.get(i, i)}" for c, _s, i in found)
+                                     f"in {c.path}: {_edit_text(c, i) or _manual(c, i)}" for c, _s, i in found)
         evidence["edit"] = evidence["edit"][:1].upper() + evidence["edit"][1:]
     evidence["refusal"] = refusals[0]
     return evidence

@@ -5,9 +5,13 @@ below, and its real config files in tests/fixtures/configs/real/. generic.py rea
 
 from __future__ import annotations
 
-from . import accelerate, axolotl, deepspeed, generic, litgpt, llamafactory, msswift, torchtitan, torchtune, transformers, trl
+from . import (accelerate, axolotl, deepspeed, generic, h2ollmstudio, kohya, litgpt, llamafactory, llmfoundry, megatron_bridge,
+               msswift, musubi, nanotron, nemo, nemo_rl, onetrainer, openinstruct, openrlhf, oumi, simpletuner, torchtitan, torchtune,
+               transformers, trl, verl)
 
-READERS = (llamafactory, axolotl, torchtune, trl, msswift, accelerate, deepspeed, torchtitan, litgpt, transformers)
+READERS = (llamafactory, axolotl, torchtune, trl, msswift, accelerate, deepspeed, torchtitan, litgpt, transformers,
+           llmfoundry, verl, openrlhf, oumi, nanotron, openinstruct, h2ollmstudio, kohya, musubi, onetrainer, simpletuner,
+           nemo, nemo_rl, megatron_bridge)
 # A file no framework reader recognises is read for the idioms every framework shares (generic.py).
 FALLBACK = generic
 
