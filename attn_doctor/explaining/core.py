@@ -224,12 +224,16 @@ def explain(
     if not [m for m in report.matches if not m.harmless]:
         report.candidates = closest(scan.candidate_lines, sig_rules, exclude={m.rule for m in report.matches})
     report.summary = _summary(report.matches)
-    report.exit_code = 1 if any(not m.harmless and m.likelihood != "unlikely" and m.severity in ("error", "warning") for m in report.matches) else 0
+    # With --check, a cause this environment does not show (live "absent") is not a problem to fix here.
+    report.exit_code = 1 if any(not m.harmless and m.likelihood != "unlikely" and m.severity in ("error", "warning")
+                                and (m.live is None or m.live.status != "absent") for m in report.matches) else 0
     report.input.seconds = round(time.perf_counter() - started, 3)
     return report
 
 
 def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Optional[Facts], target) -> list[Match]:
+    from ..remedies import Target
+
     by_rule: dict[str, list] = {}
     for idx, hits in scan.hits.items():
         sig = hits.signature
@@ -272,8 +276,12 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         occurrences = max(h.count for h in all_hits)
         decisive = any(h.signature.decisive for h in all_hits)
         priority = max(h.signature.priority for h in all_hits)
-        evidence: dict[str, Any] = dict(base_evidence(live if live is not None else log_facts))
-        if live is None:
+        # With --check, a cause this environment does not show is the log's, not this environment's: its
+        # remedy is written from the log's facts (a "reinstall for this torch" would name the wrong one).
+        live_check = _live(rule, live, recipes) if live is not None else None
+        here = live if live_check is None or live_check.status != "absent" else None
+        evidence: dict[str, Any] = dict(base_evidence(here if here is not None else log_facts))
+        if here is None:
             for key in list(evidence):
                 if evidence[key] == "?" or key == "python":
                     evidence.pop(key)
@@ -284,10 +292,10 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             likelihood, reason = "unlikely", same
         evidence.update(fits)
         evidence.update(captures)
-        evidence.update(_derived(captures, evidence, scan.versions, live))
+        evidence.update(_derived(captures, evidence, scan.versions, here))
         evidence.update({k.replace("-", "_"): v for k, v in list(evidence.items())})
         message = templates.fill(rule.message, evidence) if templates.complete(rule.message, evidence) else None
-        remedies = fill_remedies(rule, evidence, target)
+        remedies = fill_remedies(rule, evidence, target if here is not None or live is None else Target(None))
 
         match = Match(
             rule=rule.id,
@@ -302,7 +310,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             explanation=rule.explanation.strip(),
             occurrences=occurrences,
             evidence=unique[:8],
-            captures={k: str(v) for k, v in {**captures, **_derived(captures, evidence, scan.versions, live)}.items()},
+            captures={k: str(v) for k, v in {**captures, **_derived(captures, evidence, scan.versions, here)}.items()},
             notes=notes,
             likelihood=likelihood,
             likelihood_reason=reason,
@@ -311,8 +319,8 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             commands=[shlex.join(r.command) if r.command else None for r in remedies],
             links=list(rule.links),
         )
-        if live is not None:
-            match.live = _live(rule, live, recipes)
+        if live_check is not None:
+            match.live = live_check
         out.append(match)
     out.sort(key=lambda m: (m.harmless, m.likelihood == "unlikely", -m.priority, LIKELIHOOD_RANK[m.likelihood],
                             SEVERITY_RANK[m.severity], m.evidence[0].line if m.evidence else 0, m.rule))

@@ -79,6 +79,10 @@ def render_summary(report: ExplainReport, console: Console) -> None:
         return
     s = report.summary
     parts = [f"{n} {label}{'s' if n != 1 and label not in ('harmless', 'ruled out') else ''}" for n, label in ((s.error, "error"), (s.warning, "warning"), (s.info, "note"), (s.harmless, "harmless"), (s.unlikely, "ruled out")) if n]
+    absent = sum(1 for m in report.matches if m.live is not None and m.live.status == "absent" and not m.harmless)
+    if absent:  # --check: the log's problems this environment does not show are not this environment's
+        parts.append(f"{'all' if absent == len([m for m in report.matches if not m.harmless]) else absent} "
+                     "not present in this environment")
     console.print(Text(f"{', '.join(parts) or 'nothing recognised'}  (exit code {report.exit_code})", style="dim"))
 
 

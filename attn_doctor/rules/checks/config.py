@@ -181,7 +181,9 @@ def config_llamafactory_fa2_unavailable(facts: Facts, data: dict) -> Optional[di
     evidence = _config_evidence(matching, f"flash_attn: {_yaml_value(matching[0].settings['flash_attn'])}")
     # The torch to build for: this one where it is a CUDA build (a CPU node's is not the one that trains).
     evidence.update(llamafactory=version, cuda_torch=facts.torch.version if facts.torch.cuda else None,
-                    suggested=_yaml_value(llamafactory_flash_attn_value(version, "sdpa")))
+                    suggested=_yaml_value(llamafactory_flash_attn_value(version, "sdpa")),
+                    install="Install flash-attn built for this torch" if facts.torch.cuda or facts.torch.hip
+                    else "Install flash-attn in the environment the job runs in (with a CUDA build of torch)")
     if not installed:
         evidence.update(
             state="flash-attn is not installed in the target environment",
@@ -481,6 +483,10 @@ def config_attention_unavailable(facts: Facts, data: dict) -> Optional[dict]:
     evidence = _plan_evidence(matching, gpu, "")
     elsewhere = _elsewhere(facts)
     evidence["reason"] = reasons[0] + (ELSEWHERE if elsewhere else "")
+    # A CUDA library has no build for a CPU-only torch: where this torch is one, the install belongs to
+    # the job's environment.
+    evidence["what_to_do"] = ("Install it built for this torch, or use PyTorch SDPA" if facts.torch.cuda or facts.torch.hip
+                              else "Install it in the environment the job runs in (with a CUDA build of torch), or use PyTorch SDPA")
     evidence["severity"] = "info" if elsewhere else severity
     if elsewhere:
         evidence["elsewhere"] = True  # fix changes nothing for it: the job's environment may have the package
