@@ -62,6 +62,20 @@ def test_dot_venv_in_the_working_folder(bare, tmp_path):
     assert [(c.found, c.torch) for c in found.candidates] == [(["./.venv"], TORCH)]
 
 
+@needs_torch
+def test_venvs_of_the_projects_beside_and_in_home_envs(bare, tmp_path):
+    """Where people keep venvs: ./*/.venv (the projects beside the one checked) and ~/envs."""
+    work = tmp_path / "work"
+    (work / "trainer").mkdir(parents=True)
+    (work / "trainer" / ".venv").symlink_to(HERE_BIN.parent)
+    home = tmp_path / "home"
+    (home / "envs").mkdir(parents=True)
+    (home / "envs" / "train").symlink_to(HERE_BIN.parent)
+    found = search(bare / "bin" / "python", [], home, work)
+    assert [(sorted(c.found), c.torch) for c in found.candidates] == [(["./trainer/.venv", "~/envs/train"], TORCH)]
+    assert "./*/.venv and ./*/venv" in found.searched and any("~/envs" in s for s in found.searched)
+
+
 def test_nothing_found_is_said_with_what_was_searched(bare, tmp_path):
     found = search(bare / "bin" / "python", [bare / "bin"], tmp_path, tmp_path)
     assert found.candidates == [] and "conda environments" in found.searched and found.error is None

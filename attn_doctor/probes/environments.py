@@ -7,7 +7,8 @@ imported in any environment (a broken interpreter cannot hang the check, and an 
 PATH, conda's environments (the base of $CONDA_EXE, of a conda / mamba on PATH and of the usual
 install folders, each one's `envs/`, and `~/.conda/environments.txt`, the list every `conda create`
 appends to and `conda env list` reads: its start-up alone costs longer than this whole search),
-`./.venv` and `./venv`, pyenv's versions, uv's Pythons, virtualenvwrapper's and `~/venvs`.
+`./.venv` and `./venv` (and in the folders beside: `./*/.venv`), pyenv's versions, uv's Pythons, virtualenvwrapper's,
+`~/venvs`, `~/.venvs` and `~/envs`.
 
 The search runs in a thread with a deadline: a hung network home folder stops it, never the check.
 """
@@ -68,8 +69,8 @@ def find_environments(target: str, doctor: Optional[str] = None, environ: Option
 
 
 def searched_words() -> list[str]:
-    return ["python3 and python on PATH", "conda environments", "./.venv and ./venv", "pyenv versions", "uv Pythons",
-            "~/.virtualenvs and ~/venvs"]
+    return ["python3 and python on PATH", "conda environments", "./.venv and ./venv", "./*/.venv and ./*/venv", "pyenv versions",
+            "uv Pythons", "~/.virtualenvs, ~/venvs, ~/.venvs and ~/envs"]
 
 
 def doctor_command(environ: dict) -> str:
@@ -130,6 +131,11 @@ def _places(environ: dict, cwd: str) -> Iterator[tuple[str, str]]:
         python = _environment_python(Path(cwd) / name)
         if python:
             yield python, f"./{name}"
+    for project in _children(Path(cwd)):  # the projects beside: ./*/.venv, ./*/venv
+        for name in (".venv", "venv"):
+            python = _environment_python(project / name)
+            if python:
+                yield python, f"./{project.name}/{name}"
     pyenv = Path(environ.get("PYENV_ROOT") or home / ".pyenv") / "versions"
     for folder in _children(pyenv):
         python = _environment_python(folder)
@@ -141,7 +147,8 @@ def _places(environ: dict, cwd: str) -> Iterator[tuple[str, str]]:
         python = _environment_python(folder)
         if python:
             yield python, f"uv Python {folder.name}"
-    for root in (Path(environ["WORKON_HOME"]) if environ.get("WORKON_HOME") else home / ".virtualenvs", home / "venvs", home / ".venvs"):
+    for root in (Path(environ["WORKON_HOME"]) if environ.get("WORKON_HOME") else home / ".virtualenvs", home / "venvs", home / ".venvs",
+                 home / "envs"):
         for folder in _children(root):
             python = _environment_python(folder)
             if python:

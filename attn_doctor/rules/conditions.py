@@ -117,6 +117,10 @@ class Evaluator:
     # -- the combinator
 
     def evaluate(self, cond: Condition) -> Verdict:
+        if cond.torch_cuda is not None and self.facts.torch.status in ("missing", "error", "crashed", "timeout"):
+            # a rule about how torch was built cannot pass where there is no torch to look at
+            return Unknown("torch is not installed in the target environment" if self.facts.torch.status == "missing"
+                           else "torch did not import")
         verdicts = []
         for key in cond.__struct_fields__:
             value = getattr(cond, key)
@@ -204,6 +208,10 @@ class Evaluator:
         status = self.facts.torch.status
         if status == "skipped":
             return Unknown("torch was not probed (--quick)" if self.facts.quick else "the torch probe did not run")
+        if status == "missing" and "missing" not in statuses:
+            # torch is not installed: whether it imports, or how it was built, cannot be known (a rule
+            # about a torch that is there is skipped, not passed)
+            return Unknown("torch is not installed in the target environment")
         if status in statuses:
             t = self.facts.torch
             if t.version:
