@@ -27,7 +27,6 @@ from typing import Any, Optional
 from ...facts import ConfigFile
 from ...inputs import CONFIG_MAX_BYTES, MAX_DEPTH, YAML_MAX_BYTES, InputError, check_structure, located, read_bounded, text_of
 from .plan import unread_keys
-from .readers import FALLBACK, READERS, by_name
 from .shapes import attention_shapes, head_dim_of, local_model_config  # noqa: F401  (the probe's public helpers)
 
 # A file is taken for a framework when its keys score at least this much (a marker key is worth 1-5).
@@ -166,6 +165,8 @@ def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
     """The reader whose framework the keys show best, and why (the keys that show it); (None, why
     not) where no reader's score reaches RECOGNISED_FROM."""
     best, best_score, best_keys = None, 0, []
+    from .readers import READERS  # the readers load where a config is read, not in every check
+
     for reader in READERS:
         if fmt not in reader.FORMATS:
             continue
@@ -201,6 +202,8 @@ def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFi
         return ConfigFile(path=absolute, status="error", format=fmt, error="not a mapping of settings (expected key: value pairs)")
     reader, why = recognise(doc, fmt)
     if reader is None:
+        from .readers import FALLBACK
+
         generic_why = FALLBACK.recognise(doc)
         if generic_why is None:
             return ConfigFile(path=absolute, kind="unknown", format=fmt, why=why, unread=unread_keys(doc, set()))
@@ -223,6 +226,8 @@ def _plain(value: Any) -> Any:
 
 def reader_of(kind: str):
     """The reader of a framework by its name (fix writes a remedy through it)."""
+    from .readers import by_name
+
     return by_name(kind)
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from packaging.markers import UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -27,6 +25,9 @@ def triton_pin(facts: Facts, data: dict) -> Optional[SpecifierSet]:
     if torch is None:
         return None
     if facts.requires.get("torch"):
+        from packaging.markers import UndefinedEnvironmentName  # 10 ms of regexes: only where torch's requirements are read
+        from packaging.requirements import InvalidRequirement, Requirement
+
         env = marker_environment(facts)
         for line in facts.requires["torch"]:
             try:
