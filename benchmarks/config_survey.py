@@ -32,7 +32,12 @@ def main() -> int:
     parser.add_argument("--gpu", action="append", help="GPUs to judge for (default: t4, a100, h100)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs attn-doctor")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--longtail", action="store_true",
+                        help="survey tests/fixtures/configs/longtail/ instead: real files of frameworks without a reader, "
+                             "and what the doctor read of each (the generic reader, or the reader that claimed it)")
     args = parser.parse_args()
+    if args.longtail:
+        return longtail(args)
     gpus = args.gpu or ["t4", "a100", "h100"]
     files = sorted(p for p in REAL.rglob("*") if p.is_file() and p.name != "SOURCES.toml")
     argv = [a for f in files for a in ("-c", str(f))]
@@ -90,6 +95,30 @@ def main() -> int:
     for line in wrong:
         print("  NOT AS EXPECTED: " + line)
     return 1 if wrong else 0
+
+
+def longtail(args) -> int:
+    """Each long-tail file as `check` reads it, and the tally by reader."""
+    sys.path.insert(0, str(ROOT))
+    from attn_doctor.probes.configs import probe_config
+
+    folder = ROOT / "tests" / "fixtures" / "configs" / "longtail"
+    files = sorted(p for p in folder.iterdir() if p.name != "SOURCES.toml")
+    tally: dict[str, int] = defaultdict(int)
+    sep = " | " if args.markdown else "  "
+    print(("| " if args.markdown else "") + sep.join(["file", "read as", "plan (key)"]) + (" |" if args.markdown else ""))
+    if args.markdown:
+        print("|---|---|---|")
+    for path in files:
+        config = probe_config(str(path), {})
+        kind = config.kind if config.status == "ok" else "unreadable"
+        tally[kind] += 1
+        plan = ", ".join(f"{k.replace('_dtype', '')}={_short(v.value)} ({v.key})" for k, v in config.plan.items()
+                         if k in ("compute_dtype", "param_dtype", "fp8", "attention", "quantization"))
+        line = sep.join([path.name, kind, plan or "-"])
+        print(("| " + line + " |") if args.markdown else line)
+    print(f"\n{len(files)} files: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.items(), key=lambda kv: -kv[1])))
+    return 1 if tally.get("unreadable") else 0
 
 
 def _short(value) -> str:

@@ -121,12 +121,25 @@ def _parse_yaml(text: str) -> Any:
     yaml = YAML(typ="safe", pure=True)
     yaml.version = (1, 1)  # PyYAML's safe_load: `off` is False, as LLaMA-Factory sees it
     yaml.allow_duplicate_keys = True  # PyYAML keeps the last of a repeated key (accelerate's own test configs repeat one)
+    # A framework's own tag (levanter's `!include`, OmegaConf-style loaders) is read as the value it
+    # tags: the file is still YAML, and its other keys are still judged. Nothing is constructed.
+    yaml.constructor.add_multi_constructor("!", _tagged_as_plain)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a reused anchor is loaded as PyYAML loads it; no stderr noise
             return yaml.load(text)
     except YAMLError as exc:
         raise ConfigReadError(f"not valid YAML{yaml_error_place(exc, text)}") from None
+
+
+def _tagged_as_plain(constructor, _suffix, node):
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    if isinstance(node, MappingNode):
+        return constructor.construct_mapping(node, deep=True)
+    if isinstance(node, SequenceNode):
+        return constructor.construct_sequence(node, deep=True)
+    return constructor.construct_scalar(node)
 
 
 def yaml_error_place(exc: Exception, text: str) -> str:

@@ -21,7 +21,7 @@ from ..plan import Reading, attention_of, truthy
 NAME = "axolotl"
 LABEL = "axolotl"
 FORMATS = ("yaml", "json")
-MARKERS = {"base_model": 5, "base_model_config": 3, "sequence_len": 3, "micro_batch_size": 3, "datasets": 2, "adapter": 2,
+MARKERS = {"base_model": 3, "base_model_config": 3, "sequence_len": 3, "micro_batch_size": 3, "datasets": 2, "adapter": 2,
            "sample_packing": 2, "pad_to_sequence_len": 2, "num_epochs": 2, "val_set_size": 2, "lora_target_linear": 2,
            "tokenizer_type": 2, "special_tokens": 1, "wandb_project": 1, "strict": 1, "flash_attention": 1, "plugins": 1,
            "load_in_8bit": 1}

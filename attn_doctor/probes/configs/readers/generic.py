@@ -34,8 +34,9 @@ LABEL = "read generically"
 FORMATS = ("yaml", "json", "toml")
 MAX_DEPTH = 6
 
-COMPUTE_KEYS = ("precision", "mixed_precision", "mixed_precision_dtype", "amp", "amp_dtype", "compute_dtype", "train_dtype",
-                "training_precision", "autocast_dtype", "train_precision", "mp_dtype", "amp_precision")
+COMPUTE_KEYS = ("precision", "mixed_precision", "mixed_precision_dtype", "mixed_precision_mode", "amp", "amp_dtype",
+                "compute_dtype", "train_dtype", "training_precision", "autocast_dtype", "train_precision", "mp_dtype",
+                "amp_precision")
 WEIGHT_KEYS = ("dtype", "torch_dtype", "torch_dtype_str", "param_dtype", "params_dtype", "weight_dtype", "model_dtype",
                "backbone_dtype", "default_dtype", "weights_dtype", "base_model_precision")
 ATTENTION_KEYS = ("attn_implementation", "attn_impl", "attention_implementation", "attention_backend", "attention_mechanism",
@@ -49,9 +50,9 @@ TRAINER_SECTIONS = ("trainer", "training", "train", "training_args", "trainer_ar
 # value (lower case, separators unified) -> (dtype, kept in fp32 under autocast?)
 _HALF = {"bfloat16": "bfloat16", "bf16": "bfloat16", "torch.bfloat16": "bfloat16", "bfloat_16": "bfloat16", "bfloat": "bfloat16",
          "float16": "float16", "fp16": "float16", "half": "float16", "torch.float16": "float16", "float_16": "float16",
-         "torch.half": "float16", "16": "float16"}
+         "torch.half": "float16", "16": "float16", "f16": "float16"}
 _FULL = {"float32": "float32", "fp32": "float32", "float": "float32", "torch.float32": "float32", "float_32": "float32",
-         "32": "float32", "no": "float32", "full": "float32", "tf32": "float32"}
+         "32": "float32", "no": "float32", "full": "float32", "tf32": "float32", "f32": "float32"}
 _FP8 = ("fp8", "float8", "float_8", "amp_fp8", "fp8_e4m3", "fp8_e5m2", "float8_e4m3fn", "e4m3", "fp8-mixed")
 # a value's spelling -> the same spelling for fp16 (fix's precision=fp16 in the file's own style)
 _TO_FP16 = {"bf16": "fp16", "bfloat16": "float16", "torch.bfloat16": "torch.float16", "BFLOAT_16": "FLOAT_16",
@@ -83,9 +84,15 @@ def parse_precision(value: Any) -> Optional[tuple[str, Optional[bool]]]:
     return None
 
 
+_OFF_SWITCHES = ("use", "enabled", "enable", "active")
+
+
 def _walk(doc: Any, prefix: str = "", depth: int = MAX_DEPTH) -> Iterator[tuple[str, str, Any]]:
-    """(dotted key, leaf name, value) over the tree, the trainer-like sections first."""
+    """(dotted key, leaf name, value) over the tree, the trainer-like sections first; a section
+    switched off (`fsdp: {use: false, ...}`, `amp: {enabled: false}`) says nothing about the run."""
     if depth <= 0 or not isinstance(doc, dict):
+        return
+    if any(truthy(doc.get(k)) is False for k in _OFF_SWITCHES if k in doc):
         return
     keys = sorted(doc, key=lambda k: str(k).lower() not in TRAINER_SECTIONS)
     for key in keys:
@@ -99,6 +106,7 @@ def _walk(doc: Any, prefix: str = "", depth: int = MAX_DEPTH) -> Iterator[tuple[
 def idioms(doc: dict) -> dict[str, tuple[str, Any]]:
     """The shared idioms the file holds: kind -> (dotted key, value), the first of each kind."""
     found: dict[str, tuple[str, Any]] = {}
+    switches: list[tuple[str, str, bool, Any]] = []
 
     def keep(kind: str, dotted: str, value: Any) -> None:
         found.setdefault(kind, (dotted, value))
@@ -110,21 +118,34 @@ def idioms(doc: dict) -> dict[str, tuple[str, Any]]:
             keep("compute", dotted, value)
         elif leaf in WEIGHT_KEYS and parse_precision(value):
             keep("weights", dotted, value)
-        elif leaf in ("bf16", "fp16") and truthy(value):
-            keep("switch_" + leaf, dotted, value)
+        elif leaf in ("bf16", "fp16", "fp16_run", "bf16_run", "use_fp16", "use_bf16") and truthy(value):
+            keep("switch_" + ("bf16" if "bf16" in leaf else "fp16"), dotted, value)
+        elif leaf == "mp" and isinstance(value, str) and "c=" in value:
+            keep("jmp", dotted, value)  # jmp's policy string (levanter): p=f32,c=bfloat16
         elif leaf == "tf32" and truthy(value) is not None:
             keep("tf32", dotted, value)
         elif leaf in ("fp8", "use_fp8", "enable_fp8", "fp8_training") and truthy(value):
             keep("fp8", dotted, value)
         elif leaf in ATTENTION_KEYS and _attention(value):
             keep("attention", dotted, value)
-        elif leaf in FLASH_SWITCHES + XFORMERS_SWITCHES + SDPA_SWITCHES and truthy(value):
-            keep("attention_switch", dotted, value)
+        elif leaf in FLASH_SWITCHES + XFORMERS_SWITCHES + SDPA_SWITCHES and truthy(value) is not None:
+            switches.append((dotted, leaf, truthy(value), value))
         elif leaf in ("torch_compile", "compile", "use_torch_compile") and truthy(value) is not None:
             keep("compile", dotted, value)
         elif leaf in ("load_in_4bit", "load_in_8bit") and truthy(value):
             keep("quantization", dotted, value)
+    # An attention switch is judged where the file says one thing: one preset's `use_flash_attention:
+    # true` beside the defaults' `false` does not say which one the run takes.
+    on = [sw for sw in switches if sw[2]]
+    if on:
+        kind = _switch_kind(on[0][1])
+        if not any(_switch_kind(leaf) == kind and not value for _d, leaf, value, _raw in switches):
+            keep("attention_switch", on[0][0], on[0][3])
     return found
+
+
+def _switch_kind(leaf: str) -> str:
+    return "flash_attention_2" if leaf in FLASH_SWITCHES else "xformers" if leaf in XFORMERS_SWITCHES else "sdpa"
 
 
 def _attention(value: Any) -> Optional[str]:
@@ -174,14 +195,26 @@ def read(doc: dict, ctx) -> Reading:
         if switch in found and "compute_dtype" not in r.plan:
             r.set("compute_dtype", dtype, key=found[switch][0], raw=found[switch][1], note=NOTE)
     if weights is not None:
-        dtype, _mixed = parse_precision(weights[1])
+        dtype, mixed = parse_precision(weights[1])
         if dtype == "fp8":
             r.set("quantization", "fp8-weights", key=weights[0], raw=weights[1],
                   note="fp8 is how the weights are stored; they compute in a half dtype, not fp8")
-        elif "param_dtype" not in r.plan:
-            r.set("param_dtype", dtype, key=weights[0], raw=weights[1], note=NOTE)
-            if "compute_dtype" not in r.plan and dtype in ("bfloat16", "float16"):
-                r.set("compute_dtype", dtype, key=weights[0], raw=weights[1], note="weights in a half dtype compute in it")
+        elif "compute_dtype" not in r.plan:
+            # `dtype`, `model_dtype`, FSDP's `param_dtype` are most often the dtype the model computes
+            # in (autocast, FSDP's mixed precision) over fp32 master weights: said as compute, and the
+            # weights' dtype left unknown unless the spelling says (`bf16-true`)
+            r.set("compute_dtype", dtype, key=weights[0], raw=weights[1], note=NOTE)
+            if mixed is False:
+                r.set("param_dtype", dtype, key=weights[0], raw=weights[1], note="the weights in it, no fp32 copy")
+    if "jmp" in found and "compute_dtype" not in r.plan:
+        key, value = found["jmp"]
+        policy = dict(part.split("=", 1) for part in str(value).replace(" ", "").split(",") if "=" in part)
+        compute = parse_precision(policy.get("c"))
+        params = parse_precision(policy.get("p"))
+        if compute:
+            r.set("compute_dtype", compute[0], key=key, raw=value, note="jmp policy: c= is the compute dtype")
+        if params:
+            r.set("param_dtype", params[0], key=key, raw=value, note="jmp policy: p= is the parameters' dtype")
     if "tf32" in found:
         r.set("tf32", truthy(found["tf32"][1]), key=found["tf32"][0], raw=found["tf32"][1], note=NOTE)
     if "fp8" in found and "fp8" not in r.plan:
@@ -191,9 +224,7 @@ def read(doc: dict, ctx) -> Reading:
         r.set("attention", _attention(value), key=key, raw=value, note=NOTE)
     elif "attention_switch" in found:
         key, value = found["attention_switch"]
-        leaf = key.rsplit(".", 1)[-1].lower()
-        name = "flash_attention_2" if leaf in FLASH_SWITCHES else "xformers" if leaf in XFORMERS_SWITCHES else "sdpa"
-        r.set("attention", name, key=key, raw=value, note=NOTE)
+        r.set("attention", _switch_kind(key.rsplit(".", 1)[-1].lower()), key=key, raw=value, note=NOTE)
     if "compile" in found:
         r.set("compile", truthy(found["compile"][1]), key=found["compile"][0], raw=found["compile"][1])
     if "quantization" in found:

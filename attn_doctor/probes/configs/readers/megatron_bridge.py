@@ -76,7 +76,8 @@ def recognise_extra(doc: dict) -> int:
     if str(doc.get("_target_", "")).startswith("megatron.bridge."):
         score += 8
     train = doc.get("train")
-    if isinstance(train, dict) and any(k in train for k in ("train_iters", "eval_iters", "eval_interval", "exit_duration_in_mins")):
+    # Megatron's iteration keys: eval_interval alone is everybody's (a VITS train block has it)
+    if isinstance(train, dict) and any(k in train for k in ("train_iters", "exit_duration_in_mins", "global_batch_size")):
         score += 3
     model = doc.get("model")
     if isinstance(model, dict) and any(k in model for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",

@@ -114,7 +114,9 @@ def _is_v2_megatron(doc: dict) -> bool:
 def recognise_extra(doc: dict) -> int:
     score = 0
     model = doc.get("model")
-    if isinstance(model, dict) and any(k in model for k in _V1_STRONG):
+    strong = [k for k in _V1_STRONG if isinstance(model, dict) and k in model]
+    # use_flash_attention alone is any model's switch (picotron has it): it says NeMo with another of them
+    if strong and (strong != ["use_flash_attention"] or "trainer" in doc or "exp_manager" in doc):
         score += 5
     elif isinstance(model, dict) and "exp_manager" in doc and any(k in model for k in _V1_MODEL_KEYS):
         score += 2
