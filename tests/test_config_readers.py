@@ -622,3 +622,18 @@ def test_the_python_api_judges_for_an_assumed_gpu_too():
     assert ad501.status == "warning" and "dtype: fp32" in ad501.remedies[0].summary
     with pytest.raises(UsageError, match="gpu=t9: not a GPU"):
         attn_doctor.check(quick=True, gpu="t9")
+
+
+def test_a_nemo_megatron_gpt_yaml_plans_megatron_amp_o2_and_use_flash_attention(tmp_path):
+    """NeMo 1.x's megatron_gpt_config.yaml is NeMo's, not Lightning's: O2 (bf16 weights, fp32 main params in
+    the optimizer) and the legacy model's use_flash_attention are in its plan, each with its key."""
+    text = (REAL / "nemo" / "megatron_gpt_config.yaml").read_text()
+    text = text.replace("  mcore_gpt: True", "  mcore_gpt: False").replace(
+        "  use_flash_attention: False", "  use_flash_attention: True")
+    cfg = tmp_path / "megatron_gpt_config.yaml"
+    cfg.write_text(text)
+    config = probe_config(str(cfg), {})
+    assert config.kind == "nemo"
+    assert config.plan["param_dtype"].key == "model.megatron_amp_O2" and config.plan["param_dtype"].value == "float32"
+    assert config.plan["compute_dtype"].value == "bfloat16"
+    assert config.plan["attention"].key == "model.use_flash_attention" and config.plan["attention"].value == "flash_attention_2"
