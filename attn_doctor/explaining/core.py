@@ -19,6 +19,7 @@ from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck
 from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits
 from ..rules.signatures import CompiledSignature, compile_rules
 from .versions import LogVersions, gpu_table_from
+from . import stated
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 LIKELIHOOD_RANK = {"confirmed": 0, "possible": 1, "unlikely": 2}
@@ -287,6 +288,11 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
                     evidence.pop(key)
         evidence.update({k.replace("-", "_"): v for k, v in list(evidence.items())})
         likelihood, reason, fits = _likelihood(rule, decisive, log_facts, recipes)
+        judged = stated.judge(captures, log_facts.gpu_capabilities() or [], log_facts.version_of("torch"), recipes.data, decisive)
+        if judged is not None:
+            if judged[0] is not None:
+                likelihood, reason = judged[0], judged[1]
+            captures.update({k: v for k, v in judged[2].items() if k not in captures})
         same = _same_torch_both_sides(rule, captures, evidence)
         if same:
             likelihood, reason = "unlikely", same
@@ -329,16 +335,20 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
 
 def _supersede(by_rule: dict[str, list[SignatureHits]], rules_by_id: dict[str, Rule]) -> None:
     """One cause, one finding: the lines a matched rule explains more specifically (its
-    `supersedes`) are taken from the rules it supersedes; a rule left with no line is not reported,
+    `supersedes`, read with a priority at least as high) are taken from the rules it supersedes; a rule left with no line is not reported,
     one left with others is read again from those (its captures: the library they name)."""
     for rule_id in list(by_rule):
         for other in rules_by_id[rule_id].supersedes:
             if other not in by_rule or other == rule_id:
                 continue
-            taken = {e.line for h in by_rule[rule_id] for e in h.evidence}
+            taken: dict[int, int] = {}  # line -> the priority it was read with
+            for h in by_rule[rule_id]:
+                for e in h.evidence:
+                    taken[e.line] = max(taken.get(e.line, h.signature.priority), h.signature.priority)
             kept = []
             for hits in by_rule[other]:
-                left = [e for e in hits.evidence if e.line not in taken]
+                # a generic reading (a lower priority) never takes a line from a specific one
+                left = [e for e in hits.evidence if e.line not in taken or taken[e.line] < hits.signature.priority]
                 if len(left) == len(hits.evidence):
                     kept.append(hits)
                 elif left:
@@ -378,6 +388,8 @@ def _likelihood(rule: Rule, decisive: bool, log_facts: Facts, recipes: Recipes) 
     the versions either: they may come from another process or machine of the same log, and the
     contradiction is said. Only a message several causes share is ruled "unlikely" by them."""
     if rule.when is None:
+        if not decisive:
+            return "possible", "the message fits this cause, though others give it too", {}
         return "confirmed", "the message itself identifies this cause", {}
     ev = LogEvaluator(log_facts, _checks(), recipes.data)
     try:

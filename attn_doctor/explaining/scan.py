@@ -16,13 +16,14 @@ from typing import BinaryIO, Callable, Optional
 
 from ..facts import EXTENSION_DISTRIBUTIONS, distribution_of
 from . import versions as _versions
-from ..rules.signatures import CompiledSignature, normalise
+from ..rules.signatures import CompiledSignature, normalise, unmarked
 
 CHUNK = 8 << 20
 LINE_WINDOW = 4096  # bytes kept each side of a hit on a gigantic line
 EVIDENCE_KEEP = 5  # evidence lines kept per signature
 GENERIC_ANCHORS = ["Error", "error:", "ERROR", "Exception", "Warning", "WARNING", "Traceback", "FAILED", "fatal", "assert"]
 CANDIDATE_LINES = 200
+JOIN_MAX = 1000  # a line longer than this is no wrapped part of a message: never joined with its neighbours
 # Where a traceback says who raised: a frame's file, or a path in the message itself
 # A frame whose file line was cut off still names its package in the code it shows: a call into a
 # compiled extension module (`out = flash_attn_gpu.fwd(`, `_C_flashattention.fwd(`).
@@ -185,15 +186,15 @@ class Scanner:
         kinds: dict[bytes, list[tuple[str, int]]] = {}
         for i, sig in enumerate(signatures):
             for a in sig.anchors:
-                kinds.setdefault(a.encode(), []).append(("sig", i))
+                kinds.setdefault(a.encode().lower(), []).append(("sig", i))
             for a in sig.context_anchors:
-                kinds.setdefault(a.encode(), []).append(("ctx", i))
+                kinds.setdefault(a.encode().lower(), []).append(("ctx", i))
         for a in _versions.ANCHORS:
-            kinds.setdefault(a.encode(), []).append(("ver", 0))
+            kinds.setdefault(a.encode().lower(), []).append(("ver", 0))
         for a in GENERIC_ANCHORS:
-            kinds.setdefault(a.encode(), []).append(("gen", 0))
+            kinds.setdefault(a.encode().lower(), []).append(("gen", 0))
         for a in FRAME_ANCHORS:
-            kinds.setdefault(a.encode(), []).append(("frame", 0))
+            kinds.setdefault(a.encode().lower(), []).append(("frame", 0))
         self.anchor_bytes = list(kinds)
         self.anchor_kinds = [kinds[a] for a in self.anchor_bytes]
         self.finder = _Finder(self.anchor_bytes, force_regex)
@@ -211,6 +212,7 @@ class Scanner:
         carry = b""
         prev_line = ""
         line_base = 0  # newlines before buf[0]
+        region_start = 0  # buf[:region_start] was scanned: the context kept for the lines after it
         first = True
         while True:
             data = stream.read(CHUNK)
@@ -226,11 +228,17 @@ class Scanner:
                 region_end = len(buf)
             else:
                 region_end = self._region_end(buf)
-            self._scan_region(buf, region_end, line_base, prev_line, result)
-            line_base += buf.count(b"\n", 0, region_end)
+            self._scan_region(buf, region_start, region_end, line_base, prev_line, result)
             last_start = max(buf.rfind(b"\n", max(0, region_end - LINE_WINDOW), max(0, region_end - 1)), 0)
             prev_line = normalise(_decode(buf[last_start:region_end]))
-            carry = buf[region_end:]
+            if eof:
+                line_base += buf.count(b"\n", 0, region_end)
+            else:
+                # the lines before the next region stay in the buffer: a guard reads a traceback's
+                # frames above its message, wherever a chunk ended
+                keep = _context_start(buf, region_end)
+                line_base += buf.count(b"\n", 0, keep)
+                carry, region_start = buf[keep:], region_end - keep
             if progress:
                 progress(result.bytes)
             if eof:
@@ -267,9 +275,10 @@ class Scanner:
             return max(0, len(buf) - max(LINE_WINDOW, self.max_anchor))
         return end + 1
 
-    def _scan_region(self, buf: bytes, region_end: int, line_base: int, prev_line: str, result: ScanResult) -> None:
+    def _scan_region(self, buf: bytes, region_start: int, region_end: int, line_base: int, prev_line: str, result: ScanResult) -> None:
         self._ends_with_newline = buf.endswith(b"\n") or buf.endswith(b"\r")
-        positions = self.finder.positions(buf, region_end)
+        lowered = buf.lower()  # every anchor is lower case (ASCII lower-casing keeps byte offsets)
+        positions = [p for p in self.finder.positions(lowered, region_end) if p[0] >= region_start]
         if not positions:
             return
         counted_to, newlines = 0, 0
@@ -285,7 +294,8 @@ class Scanner:
             counted_to = start
             raw = buf[start:end]
             if -1 in anchors:  # regex fallback: which anchors does this line hold?
-                anchors = {k for k, a in enumerate(self.anchor_bytes) if a in raw}
+                low = lowered[start:end]
+                anchors = {k for k, a in enumerate(self.anchor_bytes) if a in low}
             self._line(buf, start, end, raw, anchors, line_base + newlines + 1, prev_line, clipped, result)
 
     # -- one hit line
@@ -314,15 +324,17 @@ class Scanner:
             cached = self._cache.get(key)
             if cached is None:
                 cached = []
+                plain = unmarked(text)
                 for idx in sig_ids:
                     m = self.signatures[idx].regex.search(text)
-                    if m is None:
-                        m, joined = self._joined(buf, start, end, prev_line, text, self.signatures[idx].regex)
-                        if m is None:
-                            continue
-                        cached.append((idx, m, joined))
-                    else:
+                    if m is None and plain != text:
+                        m = self.signatures[idx].regex.search(plain)
+                    if m is not None:
                         cached.append((idx, m, None))
+                    elif len(text) <= JOIN_MAX:
+                        m, joined = self._joined(buf, start, end, prev_line, text, self.signatures[idx].regex)
+                        if m is not None:
+                            cached.append((idx, m, joined))
                 if len(self._cache) < 10000:
                     self._cache[key] = cached
             for idx, m, joined in cached:
@@ -331,10 +343,18 @@ class Scanner:
                 # signature's component pattern may accept "" (e.g. "not raised by xformers")
                 if sig.component is not None and not sig.component.search(component or ""):
                     continue  # raised by another package than this signature speaks of
+                guarded = None
+                if sig.guard:
+                    from ..rules.analyzers import GUARD_LINES, GUARDS
+
+                    guarded = GUARDS[sig.guard](m.groupdict(), _prev_lines(buf, start, GUARD_LINES), _next_lines(buf, end, GUARD_LINES))
+                    if guarded is None:
+                        continue  # the facts around the words say it is not this cause
                 matched_any = True
                 hits = result.hits.get(idx)
                 if hits is None:
                     groups = {k: v for k, v in m.groupdict().items() if v}
+                    groups.update(guarded or {})
                     if component:
                         groups.setdefault("component", component)
                     hits = result.hits[idx] = SignatureHits(sig, groups=groups)
@@ -354,8 +374,8 @@ class Scanner:
 
     def _joined(self, buf, start, end, prev_line, text, regex):
         """A message wrapped over lines: try the line with its neighbours, joined with and without a space."""
-        nxt = _next_lines(buf, end, 2)
-        before = _prev_lines(buf, start, 2) if start > 0 else ([prev_line] if prev_line else [])
+        nxt = [line for line in _next_lines(buf, end, 2) if len(line) <= JOIN_MAX]
+        before = [line for line in (_prev_lines(buf, start, 2) if start > 0 else ([prev_line] if prev_line else [])) if len(line) <= JOIN_MAX]
         prev = before[-1] if before else ""
         options = []
         # a terminal or a log viewer wraps at a column (mid-word: no space) or at a word (a space)
@@ -375,8 +395,27 @@ class Scanner:
         for option in options:
             m = regex.search(option)
             if m:
+                if any(regex.search(line) for line in (nxt[:2] + before[-2:])):
+                    return None, None  # a neighbour holds the whole message: the match is that line's
                 return m, option
         return None, None
+
+
+CONTEXT_BYTES = 64 << 10
+
+
+def _context_start(buf: bytes, region_end: int) -> int:
+    """Where the lines kept before the next region start: GUARD_LINES lines, at most CONTEXT_BYTES."""
+    from ..rules.analyzers import GUARD_LINES
+
+    floor = max(0, region_end - CONTEXT_BYTES)
+    keep = region_end
+    for _ in range(GUARD_LINES + 1):
+        nl = buf.rfind(b"\n", floor, max(floor, keep - 1))
+        if nl == -1:
+            return keep if keep > floor else region_end
+        keep = nl + 1
+    return keep
 
 
 def _next_lines(buf, end: int, count: int) -> list[str]:

@@ -89,7 +89,8 @@ _GPU_NAMED = re.compile(
     r"))(?![A-Za-z0-9_+])"  # "A100+": a requirement, not a GPU here
 )
 # What a message requires is no GPU of the user's: "bf16 is only supported on A100 GPUs".
-_REQUIRED = re.compile(r"(?i)(?:support(?:s|ed)?|requires?|needs?|only|at least|or newer than)\W+(?:\w+\W+){0,2}$")
+_REQUIRED = re.compile(r"(?i)(?:support(?:s|ed)?|requires?|needs?|only|at least|minimum|or newer than)\W+(?:\w+\W+){0,2}$")
+_FLOOR_AFTER = re.compile(r"(?i)\+|\s*(?:or|and) (?:higher|newer|above|later|greater)|\s*(?:is |are )?(?:required|needed)")
 
 
 def _named_gpu(name: str) -> str:
@@ -179,6 +180,8 @@ class LogVersions:
                 self._add(self.python, m.group("v"))
             self._add(self.prefixes, m.group("prefix"))
         for m in _SM.finditer(line):
+            if _REQUIRED.search(line, max(0, m.start() - 40), m.start()) or _FLOOR_AFTER.match(line, m.end()):
+                continue  # "requires compute capability 8.9 or higher": a floor, not this GPU
             cap = m.group("cap") or m.group("cap2") or (f"{m.group('major')}.{m.group('minor')}" if m.group("major") else None)
             if cap and "." not in cap:
                 cap = f"{cap[:-1]}.{cap[-1]}"

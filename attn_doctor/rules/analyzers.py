@@ -85,7 +85,104 @@ def xformers_no_operator(lines: list[str]) -> list[Finding]:
     return [best[1]] if best else []
 
 
+_VLLM_REASONS = re.compile(r"Reasons:\s*\{(?P<body>.*)", re.S)
+_VLLM_BACKEND = re.compile(r"(?P<name>[A-Z][A-Z0-9_]+):\s*\[(?P<reasons>[^\]]*)\]?")
+# (reason pattern, rule): the reason every refusing backend shares names the cause
+_VLLM_CAUSES: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"compute capability not supported|not supported on (?:this )?(?:device|gpu)|only supported on \w+", re.I), "AD317"),
+    (re.compile(r"head_?size not supported|head size", re.I), "AD603"),
+    (re.compile(r"dtype not supported", re.I), "AD604"),
+]
+
+
+def vllm_no_backend(lines: list[str]) -> list[Finding]:
+    """vLLM's "No valid attention backend found ... Reasons: {BACKEND: [reason, ...], ...}". A
+    backend that lacks a feature the model needs (sparse, sinks, a KV-cache dtype) was never a
+    candidate; what the candidates all refuse on (a GPU none of them supports, a head size none
+    takes) is the cause. When every backend lacks a feature, the choice of backend is (AD281's)."""
+    text = " ".join(line.strip() for line in lines[:3])
+    m = _VLLM_REASONS.search(text)
+    if not m:
+        return []
+    backends = {b.group("name"): [r.strip() for r in b.group("reasons").split(",") if r.strip()]
+                for b in _VLLM_BACKEND.finditer(m.group("body"))}
+    candidates = {name: reasons for name, reasons in backends.items()
+                  if all(any(p.search(r) for p, _ in _VLLM_CAUSES) for r in reasons)}
+    if not candidates:  # every backend lacks a feature, or the reasons are cut off
+        candidates = backends
+    for pattern, rule in _VLLM_CAUSES:
+        shared = [next((r for r in reasons if pattern.search(r)), None) for reasons in candidates.values()]
+        if shared and all(shared):
+            return [Finding(rule, 0, lines[0], {"what": f"{', '.join(candidates)}: {shared[0]}"})]
+    return []
+
+
 ANALYZERS: dict[str, Callable[[list[str]], list[Finding]]] = {
     "xformers_no_operator": xformers_no_operator,
+    "vllm_no_backend": vllm_no_backend,
 }
 BLOCK_LINES = 80  # lines after the match an analyzer sees
+
+
+# -- guards: whether a match counts, from its facts and the lines around it --------------------
+
+GUARD_LINES = 40  # lines before and after a match a guard sees (a traceback's frames, a UI's report)
+_SIZE = re.compile(r"(?P<n>[\d.]+)\s*(?P<unit>[KMGT]?i?B)", re.IGNORECASE)
+_UNITS = {"b": 1, "kb": 1e3, "kib": 2**10, "mb": 1e6, "mib": 2**20, "gb": 1e9, "gib": 2**30, "tb": 1e12, "tib": 2**40}
+# a frame or a line of the traceback around an allocation that computes attention scores
+_ATTENTION_FRAME = re.compile(r"attention|\battn|softmax|baddbmm|einsum|scaled_dot_product|get_full_mask|\bsdpa\b|xformers", re.IGNORECASE)
+
+
+def _bytes(text: Optional[str]) -> Optional[float]:
+    m = _SIZE.fullmatch((text or "").strip())
+    if not m:
+        return None
+    try:
+        return float(m.group("n")) * _UNITS[m.group("unit").lower()]
+    except (ValueError, KeyError):
+        return None
+
+
+def _allocation(groups: dict) -> Optional[float]:
+    alloc = _bytes(groups.get("alloc"))
+    capacity = _bytes(groups.get("capacity") or groups.get("capacity2"))
+    return alloc / capacity if alloc and capacity else None
+
+
+def allocation_in_attention(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """An out-of-memory whose one allocation is a quarter of the GPU or more, with attention in
+    the lines around it (its frames, an attention library that failed to load): a score matrix
+    materialised where a memory-efficient kernel computes it in tiles. None: not this."""
+    ratio = _allocation(groups)
+    frames = [line for line in before + after if _ATTENTION_FRAME.search(line)]
+    if ratio is None or ratio < 0.25 or not frames:
+        return None
+    return {"ratio": f"{ratio:.1f}", "attention_line": frames[-1].strip()[:200]}
+
+
+def allocation_over_gpu(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """One allocation larger than the whole GPU, with nothing around it naming attention: most
+    often an attention matrix, but a VAE decode or a huge batch can be as large."""
+    ratio = _allocation(groups)
+    return {"ratio": f"{ratio:.1f}"} if ratio is not None and ratio >= 1.0 else None
+
+
+# a call into an attention library, as a traceback's code line or a quoted line shows it
+_ATTENTION_CALL = re.compile(r"\b(?:flash_attn\w*|_flash_attn\w*|unpad_input|pad_input|memory_efficient_attention\w*|sageattn\w*|flash_attn_interface\.\w+|xformers\.ops\.\w+)\s*\(", re.IGNORECASE)
+
+
+def attention_call_before(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """A Python error about returned values (too many values to unpack) whose line before calls an
+    attention library: the caller expects another release's return values."""
+    for line in reversed([b for b in before if b.strip()][-4:]):
+        m = _ATTENTION_CALL.search(line)
+        if m:
+            return {"call": line.strip()[:200]}
+    return None
+
+
+GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
+    "attention_call_before": attention_call_before,
+    "allocation_in_attention": allocation_in_attention,
+    "allocation_over_gpu": allocation_over_gpu,
+}

@@ -120,6 +120,9 @@ class Signature(Strict):
     # a named analyzer (attn_doctor/rules/analyzers.py) given the lines after the match: for
     # reports whose cause is in their structure (xformers' per-operator reasons)
     analyzer: Optional[str] = None
+    # a named guard (attn_doctor/rules/analyzers.py GUARDS) that reads the match's facts and the
+    # lines around it and decides whether the match counts: "an allocation as large as the GPU"
+    guard: Optional[str] = None
 
 
 class SignatureFixtures(Strict):

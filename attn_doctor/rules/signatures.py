@@ -15,8 +15,68 @@ except ImportError:  # pragma: no cover - 3.10
     import sre_constants as _sre_c  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
+# A message is recognised whatever its case: applications re-word a library's refusal in lower case
+# ("flashattention only supports ampere gpus or newer"), web UIs shout it. Anchors are searched in
+# a lower-cased copy of the input (scan.py), the expressions run case-insensitively.
+MATCH_FLAGS = re.IGNORECASE
 MIN_ANCHOR = 4  # a shorter mandatory literal would let too many unrelated lines through
 WRAP_SAFE = 6  # an anchor this long or longer is searched as its two halves (see split_anchors)
+
+
+# Named fragments a signature may use as <<name>>: one wording of a kind of statement, written once
+# and read for its facts (named groups) by explaining/stated.py. Each holds named groups, so a
+# pattern uses each fragment once.
+_ARCH = r"(?:kepler|maxwell|pascal|volta|turing|ampere|ada(?:[- ]lovelace)?|lovelace|hopper|blackwell)"
+_CC = r"(?:sm_?|sm )?\d{1,3}(?:\.\d)?"
+_VERB = (r"(?:requires?|required|needs?|needed|only supports?|(?:is |are )?only supported|supported only"
+         r"|only (?:works|runs|available)|must (?:be|have|run)|minimum|at least)")
+_HALF = r"(?:torch\.)?(?:float16|bfloat16|fp16|bf16|half|bfloat|float8\w*|fp8\w*)"
+_HALVES = _HALF + r"(?:\s*(?:,|or|and|/|\|)\s*(?:torch\.)?" + _HALF + r")+"
+FRAGMENTS = {
+    # a stated capability or architecture floor: "requires compute capability 8.9 or higher",
+    # "only supports Ampere GPUs or newer", "sm_90 or newer", "capability below 8.0 are not supported"
+    "floor": (
+        r"(?:\b" + _VERB + r"\b[^\n]{0,60}?(?:compute[ _]capability|capability|\bcc|\bsm_?|\barch)\s*(?:of\s+|is\s+|=\s*|:\s*)?"
+        r"(?:at least\s+|>=?\s*|≥\s*|greater than\s+|higher than\s+)?(?P<need_cc>" + _CC + r")(?![\d.]*\s*(?:GB|GiB|MB))"
+        r"|(?:compute[ _]capability|capability|\bcc|\bsm_?)\s*(?:of\s+)?(?:>=?\s*|≥\s*)?(?P<need_cc2>" + _CC + r")\+?\s*"
+        r"(?:or (?:higher|newer|above|later|greater)\s+)?(?:is |are )?(?:required|needed)"
+        r"|(?:compute[ _]capability|capability)\s*(?:below|less than|lower than|<)\s*(?P<below_cc>" + _CC + r")[^\n]{0,30}?(?:not supported|unsupported)"
+        r"|\b" + _VERB + r"\s+(?:nvidia\s+)?(?:gpus?\s+(?:of|with)\s+)?(?:the\s+)?(?P<need_arch>" + _ARCH + r")"
+        r"(?:\s+(?:architecture|arch|gpus?|cards?|series|generation))?\s*(?:\(?sm_?\d+\)?\s*)?(?:or|and|\+)\s*(?:newer|later|above|higher|up|beyond)\b"
+        r")"
+    ),
+    # what the same sentence says the GPU has (optional): "but your GPU has compute capability 8.6"
+    "have": (
+        r"(?:[^\n]{0,80}?\b(?:your|the|current|this|detected|found|got|but|has|have|is)\b[^\n]{0,40}?"
+        r"(?:(?:capability|\bsm_?|\bcc)\s*(?:is\s*|of\s*|=\s*|:\s*)?\(?(?P<have_cc>\d{1,3}(?:\.\d|, ?\d)?)\)?"
+        r"|(?:gpu|device|card) (?:has|is) (?:sm_?)?(?P<have_cc2>\d{1,2}\.\d)))?"
+    ),
+    # a kernel's dtype list: "must be float16 or bfloat16", "only supports fp16 and bf16",
+    # "expected query dtype to be one of [torch.float16, torch.bfloat16]"
+    "half_only": (
+        r"(?:(?:must|should|needs? to|has to|have to|is required to|are required to)\s+(?:be|have)\s+(?:in\s+|of\s+)?(?:the\s+)?"
+        r"(?:(?:same\s+)?(?:dtype|type|data ?type|precision)s?\s*)?(?:of\s+|:\s*)?(?:either\s+)?(?P<need_dtypes>" + _HALVES + r")"
+        r"|only supports?\s+(?:the\s+)?(?:dtypes?\s+|data ?types?\s+)?(?P<need_dtypes2>" + _HALVES + r")"
+        r"|(?:expected|expects|supports? only|supported dtypes?(?: are| is)?:?)\s+(?:query |q |inputs? |tensors? )?(?:dtypes?\s+)?"
+        r"(?:to be\s+)?(?:one of\s+)?[\[{(]?(?P<need_dtypes3>" + _HALVES + r"))"
+    ),
+    # what the same sentence says the tensors are (optional): "got torch.float32"
+    "have_dtype": (
+        r"(?:[^\n]{0,60}?\b(?:got|found|received|passed|is|was|are|were)\s*:?\s*(?:dtype\s*)?(?:=\s*)?"
+        r"(?P<have_dtype>(?:torch\.)?(?:float32|float64|fp32|float|double|float16|bfloat16|half|int\d+)\b))?"
+    ),
+}
+_FRAGMENT = re.compile(r"<<(\w+)>>")
+
+
+def expand(pattern: str) -> str:
+    """A pattern with its <<fragments>> written out."""
+    def one(m: re.Match) -> str:
+        if m.group(1) not in FRAGMENTS:
+            raise SignatureError(f"{pattern!r}: unknown fragment <<{m.group(1)}>> (known: {', '.join(sorted(FRAGMENTS))})")
+        return FRAGMENTS[m.group(1)]
+
+    return _FRAGMENT.sub(one, pattern) if "<<" in pattern else pattern
 
 
 class SignatureError(ValueError):
@@ -37,6 +97,7 @@ class CompiledSignature:
     priority: int = 0
     decisive: bool = True
     analyzer: Optional[str] = None
+    guard: Optional[str] = None
 
 
 def _leading(items) -> str:
@@ -154,20 +215,24 @@ def compile_signature(rule_id: str, signature) -> CompiledSignature:
         pattern, severity, context, note = signature.pattern, signature.severity, signature.context, signature.note
         component, priority, decisive = signature.component, signature.priority, signature.decisive
     analyzer = None if isinstance(signature, str) else signature.analyzer
-    if analyzer is not None:
-        from .analyzers import ANALYZERS
+    guard = None if isinstance(signature, str) else signature.guard
+    if analyzer is not None or guard is not None:
+        from .analyzers import ANALYZERS, GUARDS
 
-        if analyzer not in ANALYZERS:
+        if analyzer is not None and analyzer not in ANALYZERS:
             raise SignatureError(f"unknown analyzer {analyzer!r} (known: {', '.join(sorted(ANALYZERS))})")
+        if guard is not None and guard not in GUARDS:
+            raise SignatureError(f"unknown guard {guard!r} (known: {', '.join(sorted(GUARDS))})")
+    written = expand(pattern)
     try:
-        regex = re.compile(pattern)
+        regex = re.compile(written, MATCH_FLAGS)
     except re.error as exc:
         raise SignatureError(f"invalid regular expression {pattern!r}: {exc}") from None
-    anchors = split_anchors(anchors_of(pattern))
+    anchors = split_anchors(anchors_of(written))
     compiled_context, context_anchors = None, []
     if context:
         try:
-            compiled_context = re.compile(context)
+            compiled_context = re.compile(context, MATCH_FLAGS)
         except re.error as exc:
             raise SignatureError(f"invalid context expression {context!r}: {exc}") from None
         context_anchors = anchors_of(context)
@@ -178,7 +243,7 @@ def compile_signature(rule_id: str, signature) -> CompiledSignature:
         except re.error as exc:
             raise SignatureError(f"invalid component expression {component!r}: {exc}") from None
     return CompiledSignature(rule_id, pattern, regex, anchors, severity, compiled_context, context_anchors, note,
-                             compiled_component, priority, decisive, analyzer)
+                             compiled_component, priority, decisive, analyzer, guard)
 
 
 def split_anchors(anchors: list[str]) -> list[str]:
@@ -223,13 +288,32 @@ _PREFIX = re.compile(
 )
 
 
+# Typographic and full-width punctuation (a paste through a chat, a document or a Chinese or
+# Japanese input method) as the ASCII a message is written in.
+_PUNCTUATION = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "：": ": ", "，": ", ", "（": "(", "）": ")",
+                              "；": "; ", "。": ". ", "\u00a0": " ", "\u3000": " ", "\t": " "})
+_SPACES = re.compile(r" {2,}")
+_MARKUP = re.compile(r"`+|\*\*|__(?=\w)|(?<=\w)__")
+
+
 def normalise(line: str) -> str:
-    """The message part of a log line: ANSI colours and launcher / logger prefixes removed."""
+    """The message part of a log line: ANSI colours and launcher / logger prefixes removed,
+    punctuation as ASCII, runs of spaces as one."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
+    if not line.isascii() or "\t" in line:
+        line = line.translate(_PUNCTUATION)
+    if "  " in line:
+        line = _SPACES.sub(" ", line)
     for _ in range(6):
         m = _PREFIX.match(line)
         if not m or not m.end():
             break
         line = line[m.end():]
     return line.strip().rstrip("│┃").rstrip()
+
+
+def unmarked(text: str) -> str:
+    """A line without markdown's code and bold marks, for a second try at matching: a message
+    quoted in prose (`flash_attn` seems to be not installed) is the message itself."""
+    return _MARKUP.sub("", text) if ("`" in text or "**" in text or "__" in text) else text

@@ -92,7 +92,7 @@ def test_a_gpu_named_in_the_text_settles_which_gpu_arch_cause(text, gpu, force_r
     report = _report(text, force_regex=force_regex)
     assert report.versions["gpus"] == gpu
     found = {m.rule: m.likelihood for m in report.matches}
-    assert found == {"AD103": "possible", "AD104": "unlikely"}, found
+    assert found == {"AD103": "confirmed", "AD104": "unlikely"}, found
     ruled_out = next(m for m in report.matches if m.rule == "AD104")
     assert "not compute capability >9.0" in ruled_out.likelihood_reason
 
