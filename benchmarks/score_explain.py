@@ -194,7 +194,7 @@ def run(cases: list[Case], variants: bool = False):
     for case in cases:
         if case.klass == "unlisted":
             continue
-        report = explain(io.BytesIO(case.text.encode("utf-8")), recipes, kind="text")
+        report = explain(io.BytesIO(case.text.encode("utf-8")), recipes, kind="text", exclude=frozenset({case.id}))
         outcomes.append(score_case(case, report))
     seconds = time.perf_counter() - started
     variant_outcomes: list[Outcome] = []
@@ -203,7 +203,7 @@ def run(cases: list[Case], variants: bool = False):
             if case.negative or case.klass == "unlisted":
                 continue
             for name, wrap in VARIANTS.items():
-                report = explain(io.BytesIO(wrap(case.text).encode("utf-8")), recipes, kind="text")
+                report = explain(io.BytesIO(wrap(case.text).encode("utf-8")), recipes, kind="text", exclude=frozenset({case.id}))
                 variant_outcomes.append(score_case(case, report, name))
     return outcomes, variant_outcomes, seconds
 

@@ -193,13 +193,18 @@ def explain(
     force_regex: bool = False,
     python: Optional[str] = None,
     default_python: Optional[str] = None,
+    exclude: frozenset[str] = frozenset(),
 ) -> ExplainReport:
     """Scan `source` (a path, or a binary stream) for every known signature and explain each.
 
     Remedies' commands are resolved for the environment explain speaks for: the probed one
     (`live`), else the interpreter the user named (`python`), else the environment the log's
     traceback shows where it is here, else `default_python` (the one check would diagnose) where it
-    has torch, else "the python of your training environment" (explaining/target.py), said in a note."""
+    has torch, else "the python of your training environment" (explaining/target.py), said in a note.
+
+    When no known signature matches, the known case of the corpus the text resembles (a calibrated
+    similarity search) is offered as a possible cause; `exclude` names corpus cases to leave out of
+    that search (a leave-one-out measurement)."""
     from ..remedies import Target
     from .target import command_target
 
@@ -223,7 +228,11 @@ def explain(
             report.notes.append(why)
     report.matches = _matches(scan, sig_rules, recipes, live, target)
     if not [m for m in report.matches if not m.harmless]:
-        report.candidates = closest(scan.candidate_lines, sig_rules, exclude={m.rule for m in report.matches})
+        resembled = _resembled(scan, recipes, live, target, exclude)
+        if resembled is not None:
+            report.matches.append(resembled)
+        else:
+            report.candidates = closest(scan.candidate_lines, sig_rules, exclude={m.rule for m in report.matches})
     report.summary = _summary(report.matches)
     # With --check, a cause this environment does not show (live "absent") is not a problem to fix here.
     report.exit_code = 1 if any(not m.harmless and m.likelihood != "unlikely" and m.severity in ("error", "warning")
@@ -331,6 +340,56 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
     out.sort(key=lambda m: (m.harmless, m.likelihood == "unlikely", -m.priority, LIKELIHOOD_RANK[m.likelihood],
                             SEVERITY_RANK[m.severity], m.evidence[0].line if m.evidence else 0, m.rule))
     return out
+
+
+def _known_cases(recipes: Recipes):
+    """The known-case index shipped beside the recipes, loaded once per recipe set; None where the
+    folder has none (someone's own --recipes)."""
+    cache = recipes.__dict__.setdefault("_explain_scanners", {})
+    if "known_cases" not in cache:
+        from pathlib import Path
+
+        from . import neighbours
+
+        folders = {Path(p).parent for p in recipes.sources.values()}
+        paths = [f / neighbours.INDEX_NAME for f in folders if (f / neighbours.INDEX_NAME).is_file()]
+        try:
+            cache["known_cases"] = neighbours.Index.load(paths[0]) if len(paths) == 1 else None
+        except (OSError, ValueError, KeyError, EOFError):
+            cache["known_cases"] = None  # a damaged index: explain without it
+    return cache["known_cases"]
+
+
+def _resembled(scan: ScanResult, recipes: Recipes, live: Optional[Facts], target, exclude: frozenset[str]) -> Optional[Match]:
+    """The cause of the known case the text resembles, as a possible match, or None."""
+    index = _known_cases(recipes)
+    if index is None or not scan.candidate_lines:
+        return None
+    judged = frozenset(r.id for r in recipes.rules for sig in r.signatures if not isinstance(sig, str) and sig.guard)
+    near = index.nearest(scan.candidate_lines, exclude=exclude, judged=judged)
+    if near is None:
+        return None
+    rule = next((recipes.get(r) for r in near.rules if recipes.get(r) is not None), None)
+    if rule is None:
+        return None
+    from .report import Resemblance
+
+    evidence = dict(base_evidence(live if live is not None else scan.versions.to_facts()))
+    evidence = {k: v for k, v in evidence.items() if v != "?" and k != "python"}
+    remedies = fill_remedies(rule, evidence, target)
+    return Match(
+        rule=rule.id, name=rule.name, area=rule.area, severity=rule.severity, cause=rule.cause,
+        cause_label=causes.label(rule.cause), harmless=rule.cause == "harmless", title=rule.title, message=None,
+        explanation=rule.explanation.strip(),
+        occurrences=1,
+        likelihood="possible",
+        likelihood_reason=(f"no known message matched; the text resembles a known case, {near.source} "
+                           f"(similarity {near.score:.0f}/100), whose cause this was"),
+        priority=-9, remedies=remedies, commands=[shlex.join(r.command) if r.command else None for r in remedies],
+        links=list(rule.links),
+        resembles=Resemblance(case=near.case, source=near.source, family=near.family, score=near.score,
+                              line=near.line, example=near.example),
+    )
 
 
 def _supersede(by_rule: dict[str, list[SignatureHits]], rules_by_id: dict[str, Rule]) -> None:

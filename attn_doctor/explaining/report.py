@@ -55,6 +55,18 @@ class Match(_S, kw_only=True):
     commands: list[Optional[str]] = []  # each remedy as a command line, where it has one
     links: list[str] = []
     live: Optional[LiveCheck] = None
+    # no family matched: the known case of the corpus this text resembles, whose cause is offered
+    # as possible
+    resembles: Optional["Resemblance"] = None
+
+
+class Resemblance(_S, kw_only=True):
+    case: str  # the corpus case's id
+    source: str  # where it was reported (owner/repo#N)
+    family: str  # its failure family
+    score: float  # similarity, 0-100
+    line: str  # the input's line
+    example: str  # the case's line (normalised)
 
 
 class Candidate(_S, kw_only=True):

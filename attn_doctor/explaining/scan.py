@@ -410,10 +410,10 @@ def _context_start(buf: bytes, region_end: int) -> int:
 
     floor = max(0, region_end - CONTEXT_BYTES)
     keep = region_end
-    for _ in range(GUARD_LINES + 1):
+    for _ in range(GUARD_LINES):
         nl = buf.rfind(b"\n", floor, max(floor, keep - 1))
-        if nl == -1:
-            return keep if keep > floor else region_end
+        if nl == -1:  # fewer lines than that: from the buffer's start, or the first whole line after the cut
+            return floor if floor == 0 else (buf.find(b"\n", floor, region_end) + 1 or region_end)
         keep = nl + 1
     return keep
 

@@ -26,6 +26,7 @@ def capability(text: Optional[str]) -> Optional[float]:
     if not text:
         return None
     t = re.sub(r"(?i)^sm[_ ]?", "", text.strip()).replace(", ", ".").replace(",", ".")
+    t = re.sub(r"^(\d+) (\d)$", r"\1.\2", t)  # "7 5": text-generation-inference writes a capability so
     try:
         value = float(t) if "." in t else (float(t) / 10 if len(t) >= 2 else float(t))
     except ValueError:

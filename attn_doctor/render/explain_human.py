@@ -97,11 +97,17 @@ def _match(console: Console, m: Match, verbose: bool) -> None:
     console.print(Text(f"    {label}: {m.likelihood_reason}", style=style))
     if m.message:
         console.print(Text(f"    {m.message}"))
-    shown = m.evidence if verbose else m.evidence[:3]
-    count = f"{m.occurrences} occurrence{'s' if m.occurrences != 1 else ''}"
-    console.print(Text(f"    evidence ({count}):", style="dim"))
-    for e in shown:
-        console.print(Text(f"      {e.line}: {e.text}", style="dim"))
+    if m.resembles is not None:
+        r = m.resembles
+        console.print(Text(f"    resembles: {r.source} ({r.family}), similarity {r.score:.0f}/100", style="cyan"))
+        console.print(Text(f"      yours: {r.line}", style="dim"))
+        console.print(Text(f"      known: {r.example}", style="dim"))
+    else:
+        shown = m.evidence if verbose else m.evidence[:3]
+        count = f"{m.occurrences} occurrence{'s' if m.occurrences != 1 else ''}"
+        console.print(Text(f"    evidence ({count}):", style="dim"))
+        for e in shown:
+            console.print(Text(f"      {e.line}: {e.text}", style="dim"))
     for key in ("demangled", "side", "symbol_abi", "torch_abi", "wheel"):
         if key in m.captures:
             console.print(Text(f"    {key.replace('_', ' ')}: {m.captures[key]}", style="cyan"))

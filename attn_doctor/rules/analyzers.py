@@ -181,7 +181,22 @@ def attention_call_before(groups: dict, before: list[str], after: list[str]) -> 
     return None
 
 
+# a frame in an attention library's module, or in a serving engine's backend for one
+_LIBRARY_FRAME = re.compile(r"[/\\](?:backends[/\\])?(?P<module>flashinfer|xformers|sageattention|flash_attn_interface|flash_attn)\w*\.py\b|[/\\]site-packages[/\\](?P<package>flashinfer|xformers|sageattention)[/\\]")
+
+
+def library_name_is_none(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """`'NoneType' object is not callable` raised in the frames of an attention library's backend:
+    the library's import failed quietly (a try/except left its names None), so it is not installed."""
+    for line in reversed(before[-6:]):
+        m = _LIBRARY_FRAME.search(line)
+        if m:
+            return {"module": m.group("module") or m.group("package")}
+    return None
+
+
 GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
+    "library_name_is_none": library_name_is_none,
     "attention_call_before": attention_call_before,
     "allocation_in_attention": allocation_in_attention,
     "allocation_over_gpu": allocation_over_gpu,

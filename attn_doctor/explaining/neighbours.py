@@ -1,0 +1,171 @@
+"""The known case a text resembles, when no family matched it: a similarity search (rapidfuzz) over
+the key lines of the corpus of real failures (tests/corpus, shipped as recipes/known_cases.json.gz),
+negatives and harmless texts included. A text whose nearest case is a negative, or not near enough,
+resembles nothing: the threshold is calibrated on the corpus's negatives (benchmarks/
+calibrate_neighbours.py), so that an unrelated failure raises no alarm.
+
+Words are compared after the facts that differ between two reports of one failure are blanked
+(paths, numbers, hex, quoted names), and two lines count as alike only where they name the same
+things (a library, a dtype, a kind of failure): the facts of the text, not only its wording."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+INDEX_NAME = "known_cases.json.gz"
+KEY_LINES = 3  # lines of a case kept for the search: its last error lines
+LINE_CHARS = 300
+# The score a nearest line needs (0-100) and its lead over the nearest negative: calibrated by
+# benchmarks/calibrate_neighbours.py on the corpus, leave-one-out.
+THRESHOLD = 85.0
+MARGIN = 10.0
+AGREE = 3  # cases within MARGIN of the nearest that must name its cause
+
+_ERRORISH = re.compile(
+    r"(?i)error|exception|failed|fails|not supported|unsupported|requires?\b|cannot|can't|could not|not found|"
+    r"not installed|not available|no module|undefined symbol|\bnan\b|out of memory|warning|assert|refus|invalid|"
+    r"incompatible|mismatch|abort"
+)
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+){2,}[\\/]?|\S+\.(?:py|so|cpp|cu|h|hpp|whl)\b(?::\d+)?")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SPACE = re.compile(r"\s+")
+# What a line is about: libraries, dtypes, kinds of failure. Two lines are alike only when they
+# share what they name; a line that names none of these is compared on its words alone.
+_TERMS = re.compile(
+    r"(?i)\b(flash[-_ ]?attn\w*|flash[-_ ]?attention\w*|xformers|triton|sage_?attn\w*|sageattention|flashinfer|vllm|"
+    r"sdpa|scaled_dot_product_attention|cudnn|cublas|bf16|bfloat16|fp16|float16|half|fp8|float8\w*|fp32|float32|"
+    r"nan|inf|out of memory|oom|undefined symbol|glibc|cuda|rocm|hip|mps|compute capability|sm_?\d+|ampere|hopper|"
+    r"volta|turing|head[_ ]?dim\w*|mask|autocast|no module|kernel image|ptxas|deepspeed|accelerate|peft|"
+    r"transformers|diffusers|unsloth|liger|fla\b|mamba\w*|apex|bitsandbytes)\b"
+)
+
+
+def normalised(line: str) -> str:
+    """A line with the facts that differ between two reports of one failure blanked."""
+    line = _PATH.sub(" P ", line)
+    line = _HEX.sub(" H ", line)
+    line = _NUMBER.sub("0", line)
+    return _SPACE.sub(" ", line).strip().lower()[:LINE_CHARS]
+
+
+def terms(line: str) -> frozenset[str]:
+    return frozenset(re.sub(r"[-_ ]", "", t.lower()) for t in _TERMS.findall(line))
+
+
+_NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call last\)|\w*warning:?$)", re.I)
+_WORD = re.compile(r"[a-z]{3,}")
+
+
+_FRAME = re.compile(r'^(?:file "|file p|at [\w.$]+\(|\w[\w.]*\s*=\s*[\w.]+\(|[\w.]+\([^()]*\)$)')
+_EXCEPTION = re.compile(r"\w+(?:error|exception)\b")
+
+
+def informative(line: str) -> bool:
+    """A line that says something of its own: an exception and its message, an error in words;
+    not a traceback's frame or code line, a bare `UserWarning:` or `warnings.warn(`."""
+    n = normalised(line)
+    if _NOISE.match(n) or _FRAME.match(n):
+        return False
+    words = len(_WORD.findall(n.replace(" p ", " ")))
+    return words >= 2 if _EXCEPTION.search(n) else words >= 4
+
+
+def key_lines(text: str, normalise) -> list[str]:
+    """The lines of a case that carry its failure: its last error-like lines, else its last lines."""
+    lines = [normalise(raw) for raw in text.splitlines()]
+    lines = [line for line in lines if line and informative(line)]
+    errorish = [line for line in lines if _ERRORISH.search(line)]
+    return [line[:LINE_CHARS] for line in (errorish or lines)[-KEY_LINES:]]
+
+
+@dataclass
+class Neighbour:
+    case: str
+    source: str
+    family: str
+    rules: list[str]
+    score: float  # 0-100
+    line: str  # the input's line
+    example: str  # the case's line
+
+
+class Index:
+    """The searchable key lines of the known cases."""
+
+    def __init__(self, entries: list[dict]):
+        self.entries = entries
+        self.lines: list[str] = []
+        self.owner: list[int] = []
+        self.line_terms: list[frozenset[str]] = []
+        for i, entry in enumerate(entries):
+            for line in entry["lines"]:
+                self.lines.append(normalised(line))
+                self.owner.append(i)
+                self.line_terms.append(terms(line))
+
+    @classmethod
+    def load(cls, path: Path) -> "Index":
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            doc = json.load(f)
+        return cls(doc["cases"])
+
+    def nearest(self, lines: Iterable[str], exclude: frozenset[str] = frozenset(),
+                judged: frozenset[str] = frozenset()) -> Optional[Neighbour]:
+        """The known case nearest to any of `lines`, when it is a failure (not a negative), near
+        enough, every case about as near (within MARGIN, up to AGREE of them) names the same cause,
+        and no negative is about as near; None otherwise. `judged`: rules whose families read facts
+        (an allocation's size against the GPU): their cases are never offered on words alone."""
+        from rapidfuzz import fuzz, process
+
+        near: dict[int, tuple[float, str, str]] = {}  # case -> (score, input line, case line)
+        for raw in lines:
+            if not informative(raw):
+                continue
+            query = normalised(raw)
+            qterms = terms(raw)
+            for choice, score, j in process.extract(query, self.lines, scorer=fuzz.ratio, limit=15,
+                                                    score_cutoff=THRESHOLD - MARGIN):
+                i = self.owner[j]
+                if self.entries[i]["id"] in exclude:
+                    continue
+                if qterms and self.line_terms[j] and not (qterms & self.line_terms[j]):
+                    continue  # the two lines name different things
+                if i not in near or score > near[i][0]:
+                    near[i] = (score, raw, choice)
+        near = {i: v for i, v in near.items() if not (self.entries[i]["rules"][:1] and self.entries[i]["rules"][0] in judged)}
+        if not near:
+            return None
+        ranked = sorted(near.items(), key=lambda item: -item[1][0])
+        top_score = ranked[0][1][0]
+        if top_score < THRESHOLD:
+            return None
+        close = [self.entries[i] for i, (score, _r, _c) in ranked if score >= top_score - MARGIN]
+        if any(not entry["rules"] for entry in close):
+            return None  # a negative is as near: this wording is no cause on its own
+        agreed = set(close[0]["rules"])
+        for entry in close[1:AGREE]:
+            agreed &= set(entry["rules"])
+        agreed -= judged
+        if not agreed:
+            return None
+        i, (score, raw, example) = ranked[0]
+        entry = self.entries[i]
+        rules = [r for r in entry["rules"] if r in agreed]
+        return Neighbour(case=entry["id"], source=entry["source"], family=entry["family"], rules=rules,
+                         score=round(score, 1), line=raw[:LINE_CHARS], example=example)
+
+
+def build(cases, normalise) -> dict:
+    """The index document of corpus cases (benchmarks/score_explain.py's Case objects)."""
+    entries = []
+    for case in sorted(cases, key=lambda c: c.id):
+        # a harmless or unrelated text has no cause to offer: resembling it means nothing to fix
+        entries.append({"id": case.id, "source": case.source, "family": case.family, "rules": [] if case.negative else list(case.rules),
+                        "lines": key_lines(case.text, normalise)})
+    return {"schema": "attn-doctor/known-cases", "schema_version": 1, "cases": entries}
