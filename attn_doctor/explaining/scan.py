@@ -16,7 +16,7 @@ from typing import BinaryIO, Callable, Optional
 
 from ..facts import EXTENSION_DISTRIBUTIONS, distribution_of
 from . import versions as _versions
-from ..rules.signatures import CompiledSignature, normalise, unmarked
+from ..rules.signatures import CompiledSignature, normalise, shown, tidied, unmarked
 
 CHUNK = 8 << 20
 LINE_WINDOW = 4096  # bytes kept each side of a hit on a gigantic line
@@ -302,9 +302,11 @@ class Scanner:
 
     def _line(self, buf, start, end, raw, anchors, lineno, prev_line, clipped, result: ScanResult) -> None:
         kinds = [k for a in anchors for k in self.anchor_kinds[a]]
-        text = normalise(_decode(raw))
+        display = shown(_decode(raw))
+        text = tidied(display)
         if clipped:
             text = "…" + text + "…"
+            display = "…" + display + "…"
         matched_any = False
         own = None
         if any(kind == "frame" for kind, _ in kinds):
@@ -331,7 +333,7 @@ class Scanner:
                         m = self.signatures[idx].regex.search(plain)
                     if m is not None:
                         cached.append((idx, m, None))
-                    elif len(text) <= JOIN_MAX:
+                    elif len(text) <= JOIN_MAX and self.signatures[idx].joinable:
                         m, joined = self._joined(buf, start, end, prev_line, text, self.signatures[idx].regex)
                         if m is not None:
                             cached.append((idx, m, joined))
@@ -362,7 +364,7 @@ class Scanner:
                 if sig.analyzer and hits.block is None:
                     hits.block = (lineno, [text] + _block_after(buf, end))
                 if len(hits.evidence) < EVIDENCE_KEEP:
-                    hits.evidence.append(Evidence(lineno, _shorten(joined or text)))
+                    hits.evidence.append(Evidence(lineno, _shorten(joined or display)))
         for kind, idx in kinds:
             if kind == "ctx" and idx not in result.contexts_seen and self.signatures[idx].context.search(text):
                 result.contexts_seen.add(idx)
@@ -374,8 +376,19 @@ class Scanner:
 
     def _joined(self, buf, start, end, prev_line, text, regex):
         """A message wrapped over lines: try the line with its neighbours, joined with and without a space."""
-        nxt = [line for line in _next_lines(buf, end, 2) if len(line) <= JOIN_MAX]
-        before = [line for line in (_prev_lines(buf, start, 2) if start > 0 else ([prev_line] if prev_line else [])) if len(line) <= JOIN_MAX]
+        nxt = []
+        for line in _next_lines(buf, end, 2):
+            if len(line) > JOIN_MAX or _NEW_MESSAGE.match(line):
+                break  # an exception, a frame or a logger's line starts a message of its own
+            nxt.append(line)
+        before = []
+        if not _NEW_MESSAGE.match(text):
+            for line in reversed(_prev_lines(buf, start, 2) if start > 0 else ([prev_line] if prev_line else [])):
+                if len(line) > JOIN_MAX:
+                    break
+                before.insert(0, line)
+                if _NEW_MESSAGE.match(line):
+                    break
         prev = before[-1] if before else ""
         options = []
         # a terminal or a log viewer wraps at a column (mid-word: no space) or at a word (a space)
@@ -400,6 +413,12 @@ class Scanner:
                 return m, option
         return None, None
 
+
+# A line that begins a message of its own, never the continuation of a wrapped one: an exception's
+# "XError:" line, a traceback's header or frame, a logger's level.
+_NEW_MESSAGE = re.compile(
+    r"(?:[\w.]*(?:Error|Exception|Warning|Interrupt|Exit):|Traceback \(most recent|File \"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b)"
+)
 
 CONTEXT_BYTES = 64 << 10
 

@@ -3,7 +3,7 @@ classes from this table (rules/model.py), so a class exists exactly when it has 
 
 CAUSES = {
     "build-mismatch": "an extension built for another torch or C++ ABI",
-    "extension-missing": "flash-attn or its compiled CUDA extension is missing",
+    "extension-missing": "an attention library (flash-attn, xformers, ...) or its compiled CUDA extension is missing",
     "cuda-mismatch": "the wheel was built for another CUDA major than torch",
     "glibc": "the wheel needs a newer glibc / libstdc++ than this OS has",
     "build-toolchain": "building an extension from source: the compiler toolchain (nvcc, CUDA_HOME, gcc) or pip's build isolation does not fit torch",

@@ -123,6 +123,14 @@ class Signature(Strict):
     # a named guard (attn_doctor/rules/analyzers.py GUARDS) that reads the match's facts and the
     # lines around it and decides whether the match counts: "an allocation as large as the GPU"
     guard: Optional[str] = None
+    # False: a line holding the anchor but not the message is not tried joined with its neighbours
+    # (a message wrapped over lines). For a message whose anchor is a word most lines of a training
+    # log hold ("loss"): joining each would cost seconds per megabyte, and a short message seldom wraps.
+    join: bool = True
+    # The literals the scanner pre-filters lines with, in place of those read from the pattern,
+    # for a message whose own literals are common words ("loss"): every match must contain one of
+    # them (the signature fixtures, run through the scanner, show it).
+    anchors: Optional[list[str]] = None
 
 
 class SignatureFixtures(Strict):

@@ -98,6 +98,7 @@ class CompiledSignature:
     decisive: bool = True
     analyzer: Optional[str] = None
     guard: Optional[str] = None
+    joinable: bool = True
 
 
 def _leading(items) -> str:
@@ -228,7 +229,14 @@ def compile_signature(rule_id: str, signature) -> CompiledSignature:
         regex = re.compile(written, MATCH_FLAGS)
     except re.error as exc:
         raise SignatureError(f"invalid regular expression {pattern!r}: {exc}") from None
-    anchors = split_anchors(anchors_of(written))
+    given = None if isinstance(signature, str) else signature.anchors
+    if given is not None:
+        missing = [a for a in given if not a.strip() or a.lower() not in written.lower()]
+        if not given or missing:
+            raise SignatureError(f"{pattern!r}: anchors {missing or given!r} are not literals of the pattern")
+        anchors = sorted({a.strip() for a in given})
+    else:
+        anchors = split_anchors(anchors_of(written))
     compiled_context, context_anchors = None, []
     if context:
         try:
@@ -242,8 +250,9 @@ def compile_signature(rule_id: str, signature) -> CompiledSignature:
             compiled_component = re.compile(component)
         except re.error as exc:
             raise SignatureError(f"invalid component expression {component!r}: {exc}") from None
+    joinable = True if isinstance(signature, str) else signature.join
     return CompiledSignature(rule_id, pattern, regex, anchors, severity, compiled_context, context_anchors, note,
-                             compiled_component, priority, decisive, analyzer, guard)
+                             compiled_component, priority, decisive, analyzer, guard, joinable)
 
 
 def split_anchors(anchors: list[str]) -> list[str]:
@@ -296,21 +305,32 @@ _SPACES = re.compile(r" {2,}")
 _MARKUP = re.compile(r"`+|\*\*|__(?=\w)|(?<=\w)__")
 
 
-def normalise(line: str) -> str:
-    """The message part of a log line: ANSI colours and launcher / logger prefixes removed,
-    punctuation as ASCII, runs of spaces as one."""
+def shown(line: str) -> str:
+    """A log line as evidence shows it: ANSI colours and launcher / logger prefixes removed,
+    the words left as written."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
-    if not line.isascii() or "\t" in line:
-        line = line.translate(_PUNCTUATION)
-    if "  " in line:
-        line = _SPACES.sub(" ", line)
     for _ in range(6):
         m = _PREFIX.match(line)
         if not m or not m.end():
             break
         line = line[m.end():]
     return line.strip().rstrip("│┃").rstrip()
+
+
+def normalise(line: str) -> str:
+    """The message part of a log line, as signatures read it: what `shown` keeps, with
+    typographic punctuation as ASCII and runs of spaces as one."""
+    return tidied(shown(line))
+
+
+def tidied(line: str) -> str:
+    """A line `shown` already cleaned, with typographic punctuation as ASCII and runs of spaces as one."""
+    if not line.isascii() or "\t" in line:
+        line = line.translate(_PUNCTUATION)
+    if "  " in line:
+        line = _SPACES.sub(" ", line)
+    return line.strip()
 
 
 def unmarked(text: str) -> str:

@@ -116,7 +116,7 @@ def test_flash_attn_respelt_for_the_installed_release(release, realenv, doctor, 
 @pytest.mark.parametrize("release", RELEASES)
 def test_fa2_without_flash_attn_falls_back_silently_and_is_reported(release, realenv, doctor, tmp_path):
     # The release's own code: flash_attn: fa2 without flash-attn logs one warning and requests no
-    # attention implementation (transformers' default then runs). The check says so (AD508), here too.
+    # attention implementation (transformers' default then runs). The check says so (AD508).
     env = realenv.get(f"llamafactory-{release}")
     cfg = tmp_path / "train.yaml"  # fp32 (0.9.5 refuses bf16 without a GPU): the fallback does not depend on it
     cfg.write_text((CONFIGS / "llama3_lora_sft.yaml").read_text().replace("bf16: true ", "bf16: false"))
@@ -125,5 +125,8 @@ def test_fa2_without_flash_attn_falls_back_silently_and_is_reported(release, rea
     assert "FlashAttention-2 is not installed." in parsed["warnings"], parsed
     check = doctor("check", "--python", env.python, "--config", cfg, "--json", "--no-sample", env=env).json()
     result = next(r for r in check["results"] if r["rule"] == "AD508")
-    assert result["status"] == "warning", result
+    # this environment's torch is a CPU build on a machine without a GPU: not the job's, so what it
+    # lacks is a note that says so, and fix leaves the config alone
+    assert result["status"] == "info" and result["evidence"].get("elsewhere"), result
+    assert "not the one the job runs in" in result["message"], result
     assert "'FlashAttention-2 is not installed.'" in result["message"] and "`flash_attn: fa2`" in result["message"]

@@ -188,7 +188,7 @@ def config_llamafactory_fa2_unavailable(facts: Facts, data: dict) -> Optional[di
             state="flash-attn is not installed in the target environment",
             consequence=f"LLaMA-Factory logs '{_llamafactory_fa2_log(version)}' and trains without it: it leaves "
             "attn_implementation unset, so transformers picks its default (SDPA; eager for models without SDPA, and for Gemma 2)"
-            + (ELSEWHERE if _elsewhere(facts) else ""),
+            + _elsewhere(facts),
         )
         if _elsewhere(facts):
             evidence["severity"] = "info"
@@ -488,7 +488,7 @@ def config_attention_unavailable(facts: Facts, data: dict) -> Optional[dict]:
         return None
     evidence = _plan_evidence(matching, gpu, "")
     elsewhere = _elsewhere(facts)
-    evidence["reason"] = reasons[0] + (ELSEWHERE if elsewhere else "")
+    evidence["reason"] = reasons[0] + elsewhere
     # A CUDA library has no build for a CPU-only torch: where this torch is one, the install belongs to
     # the job's environment.
     evidence["what_to_do"] = ("Install it built for this torch, or use PyTorch SDPA" if facts.torch.cuda or facts.torch.hip
@@ -499,17 +499,20 @@ def config_attention_unavailable(facts: Facts, data: dict) -> Optional[dict]:
     return evidence
 
 
-def _elsewhere(facts: Facts) -> bool:
-    """An environment that is not the one the job runs in: a torch that is not a CUDA (or ROCm) build,
-    on a machine judged for another GPU (check --gpu) or with none at all (a login node). Its packages
-    are not the GPU node's, so what is missing here is said as a note, not as the job's failure."""
-    if facts.torch.cuda or facts.torch.hip or facts.torch.status != "ok":
-        return False
-    return facts.assumed_gpu is not None or facts.gpu_capabilities() == []
-
-
-ELSEWHERE = (" (this environment's torch is not a CUDA build, so it is not the one the job runs in: "
-             "check that the GPU node's environment has it)")
+def _elsewhere(facts: Facts) -> str:
+    """Why this environment may not be the one the job runs in ("" when it is): a torch that is
+    not a CUDA (or ROCm) build on a machine without a GPU (a login node), or any environment judged
+    for a GPU by name (check --gpu: the job's node may have its own). What is missing here is then
+    said as a note, not as the job's failure, and fix changes nothing for it."""
+    if facts.torch.status != "ok":
+        return ""
+    if not (facts.torch.cuda or facts.torch.hip) and (facts.assumed_gpu is not None or facts.gpu_capabilities() == []):
+        return (" (this environment's torch is not a CUDA build, so it is not the one the job runs in: "
+                "check that the GPU node's environment has it)")
+    if facts.assumed_gpu is not None:
+        return (f" (judged for {facts.assumed_gpu.name} by name, --gpu: if the job's node runs this "
+                "environment, install it here; else check that the node's environment has it)")
+    return ""
 
 
 def _torch_below(facts: Facts, floor: str) -> bool:
@@ -567,7 +570,7 @@ def config_fp8_unsupported(facts: Facts, data: dict) -> Optional[dict]:
         names = _FP8_PACKAGES.get(wanted) or tuple(n for group in _FP8_PACKAGES.values() for n in group)
         if not any(facts.version_of(n) for n in names):
             which = {"te": "Transformer Engine", "torchao": "torchao", "msamp": "MS-AMP"}.get(wanted, "an fp8 backend (Transformer Engine, torchao or MS-AMP)")
-            reasons.append(f"{which} is not installed in the target environment" + (ELSEWHERE if _elsewhere(facts) else ""))
+            reasons.append(f"{which} is not installed in the target environment" + _elsewhere(facts))
             matching.append((config, _setting_text(config, "fp8"), "fp8=off"))
     if not matching:
         return None
