@@ -506,11 +506,12 @@ def test_check_gpu_judges_a_config_for_a_gpu_this_machine_lacks(tmp_path):
     assert results["AD108"]["status"] == results["AD107"]["status"] == "skipped"  # this machine's driver is not the job's
     same = json.loads(cli("check", "--capability", "7.5", "--no-sample", "-c", str(cfg), "--json", env=env).stdout)
     assert {r["rule"]: r["status"] for r in same["results"]}["AD509"] == "error"
-    # from an environment that is not the GPU node's (a CPU torch), a library missing here is a note
     fa2 = json.loads(cli("check", "--gpu", "h100", "--no-sample", "-c", str(REAL / "trl" / "handbook_config.yaml"), "--json", env=env).stdout)
     ad505 = next(r for r in fa2["results"] if r["rule"] == "AD505")
-    expected = "info" if not fa2["facts"]["torch"].get("cuda") else "error"
-    assert ad505["status"] == expected and ("not a CUDA build" in ad505["message"]) == (expected == "info"), ad505
+    # judged for a GPU by name (--gpu), this environment need not be the job's, whatever its torch:
+    # a note that says why, never an error fix would act on
+    why = "not a CUDA build" if not fa2["facts"]["torch"].get("cuda") else "by name, --gpu"
+    assert ad505["status"] == "info" and why in ad505["message"], ad505
     human = cli("check", "--gpu", "h100", "--no-sample", "-c", str(cfg), env=env).stdout
     assert "assumed (--gpu h100)" in human and "AD509" not in human
     assert "· " + str(cfg) + ": axolotl (keys base_model" in human and "not understood: flash_optimum" in human

@@ -109,7 +109,7 @@ def trace(
     fail_on: FailOn = typer.Option(
         FailOn.error, "--fail-on",
         help="Exit 1 on errors (default), or on warnings too: a call that falls back to a slower kernel (AD603, "
-             "AD604, AD610-AD613, AD277) then fails CI."),
+             "AD604, AD610-AD613, AD618-AD620, AD277) then fails CI."),
     quiet: bool = quiet_option(),
     verbose: bool = verbose_option("Show every attention call and tracebacks."),
     no_color: bool = no_color_option(),

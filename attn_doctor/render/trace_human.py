@@ -87,6 +87,12 @@ def finding_renderable(f, verbose=False, plain=False):
             ("  -> %s %s" % ("/".join(origin.get("feeds", ())), origin.get("dtype")), "dim")))
         if origin.get("source"):
             node.add(Text(origin["source"], style="green"))
+        decided = origin.get("decided")
+        if decided:
+            sub = node.add(Text.assemble(("dtype chosen at ", "dim"), (_loc(decided["file"], decided["line"]), "underline"),
+                                         (" (the line to change)", "dim")))
+            if decided.get("source"):
+                sub.add(Text(decided["source"], style="green"))
         for call in origin.get("called_by") or ():
             sub = node.add(Text.assemble(("called from ", "dim"), (_loc(call["file"], call["line"]), "underline")))
             if call.get("source"):
@@ -153,7 +159,9 @@ def _render_advice(console, routes, verbose, plain):
         if route.get("role") == "advice" and route.get("findings"):
             console.print(Text("advice, %s (not the path this machine takes):" % route.get("label"), style="bold"))
             for f in route["findings"]:
-                console.print(finding_renderable(f, verbose, plain))
+                # an error on a path this machine does not take is advice: marked as a warning
+                shown = dict(f, severity="warning") if f.get("severity") == "error" else f
+                console.print(finding_renderable(shown, verbose, plain))
 
 
 def render_trace(report, console=None, verbose=False):
@@ -270,12 +278,20 @@ def render_summary(report, console):
     not_judged = "; not judged: " + ", ".join("%s (%s)" % (r.get("label") or r.get("name"), r.get("verdict"))
                                                for r in unjudged) if unjudged else ""
     notes = sum(1 for f in findings if f.get("severity") == "info")
+    # the other path's findings (advice) are printed above: the last line never reads as if there were none
+    advice = [(r, [f for f in r.get("findings") or () if f.get("severity") in ("error", "warning")])
+              for r in routes if r.get("role") == "advice"]
+    advice_text = "".join("; advice above: %d problem%s on the %s path" % (len(fs), "" if len(fs) == 1 else "s",
+                                                                           r.get("label") or r.get("name"))
+                          for r, fs in advice if fs)
     if len(findings) == notes and not err:
-        console.print(Text.assemble(_mark("warning" if unjudged else "ok"), "no dtype problems at %d attention call%s%s "
-                                    "(%d ops traced)%s%s" % (summary.get("sinks", 0), "" if summary.get("sinks") == 1 else "s",
-                                                             judged, summary.get("ops", 0), not_judged,
-                                                             "; %d note%s above" % (notes, "" if notes == 1 else "s")
-                                                             if notes else "")))
+        console.print(Text.assemble(_mark("warning" if unjudged or advice_text else "ok"),
+                                    "no dtype problems at %d attention call%s%s%s "
+                                    "(%d ops traced)%s%s%s" % (summary.get("sinks", 0), "" if summary.get("sinks") == 1 else "s",
+                                                               " on the path this machine takes" if advice_text else "",
+                                                               judged, summary.get("ops", 0), not_judged,
+                                                               "; %d note%s above" % (notes, "" if notes == 1 else "s")
+                                                               if notes else "", advice_text)))
     else:
         console.print(Text("%d error(s), %d warning(s)%s at %d of %d attention calls%s; %d ops traced in %.2fs%s" % (
             summary.get("errors", 0), summary.get("warnings", 0), ", %d note(s)" % notes if notes else "",

@@ -81,6 +81,22 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
             out.append(_problem("AD610", "causal_mask", message, choice["refused"].get("flash", ""), choice, eq,
                                 fix="causal"))
             cost.attach(out[-1], tracer, made, eq_args, eq)
+        elif verdict["kind"] == "full" and not verdict["from_batch"] and not any(
+                p.get("severity") == "error" for p in record["problems"]):
+            # a mask that masks nothing: the same attention as no mask, which the flash kernel takes
+            eq_call = _equivalent(call, lambda c: c.update(mask=None))
+            eq_args = (q, k, v, None, call["dropout"], False, call["enable_gqa"])
+            eq = pick(eq_call, eq_args)
+            kind = "additive %s" % str(mask.dtype).replace("torch.", "") if mask.is_floating_point() else "boolean"
+            message = ("%s at %s gets a mask that masks nothing (%s, %s, [%s]): SDPA runs its %s kernel reading it; "
+                       "with no mask (the attn_mask argument dropped: the same attention) it runs %s" % (
+                           record["name"], _loc(record), kind, verdict["how"], ", ".join(str(x) for x in mask.shape),
+                           runs, sdpa_select.LABELS.get(eq["kernel"])))
+            out.append(_problem("AD619", "mask_masks_nothing", message, choice["refused"].get("flash", ""), choice, eq,
+                                fix="no_mask"))
+            if _rank(eq["kernel"], order) >= _rank(choice["kernel"], order):
+                out[-1].update(severity="info", instead=None)
+            cost.attach(out[-1], tracer, made, eq_args, eq)
         else:
             found = _mask_of_its_own(record, verdict, mask, runs, choice)
             if found is not None:
@@ -104,6 +120,13 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
             out.append(_problem("AD611", "last_dim_stride", message, choice["refused"].get("flash", ""), choice, eq,
                                 fix={"contiguous": strided}))
             cost.attach(out[-1], tracer, made, eq_args, eq)
+    # q/k/v not 4-D ([batch, heads, seq, head_dim]): the fused kernels take no other rank.
+    ranks = {t.dim() for t in (q, k, v)}
+    if ranks != {4} and len(ranks) == 1 and min(ranks) >= 3:
+        found = _layout_fallback(record, call, made, choice, pick, order, runs)
+        if found is not None:
+            out.append(found[0])
+            cost.attach(out[-1], tracer, made, found[1], found[2])
     # k/v with fewer heads than q, not expanded, where the kernel needs them expanded.
     hq, hk = call["q"]["shape"][-3] if len(call["q"]["shape"]) == 4 else None, call["k"]["shape"][-3]
     # (without enable_gqa only one k/v head broadcasts; more raise in the math kernel: AD607)
@@ -152,6 +175,48 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
             cost.attach(out[-1], tracer, made, eq_args, eq)
     _name_the_kernel(tracer, record, call, made, choice, choose, target)
     return out
+
+
+def _as_4d(t):
+    """A 3-D [batch, seq, dim] tensor as one head, a 5-D or wider one with its leading dims folded
+    into the batch: the same attention, in the layout every fused kernel takes."""
+    if t.dim() == 3:
+        return t.unsqueeze(1)
+    return t.reshape((-1,) + tuple(t.shape[-3:]))
+
+
+def _layout_fallback(record, call, made, choice, pick, order, runs):
+    """AD618: q/k/v of rank 3 or 5+ run the math kernel; reshaped to 4-D they run a fused one.
+    (problem, equivalent arguments, equivalent choice), or None where 4-D gains nothing."""
+    q, k, v, mask = made[:4]
+    rank = q.dim()
+    eq_q, eq_k, eq_v = _as_4d(q), _as_4d(k), _as_4d(v)
+    eq_mask = mask
+    if mask is not None:
+        try:
+            full = mask.expand(tuple(q.shape[:-1]) + (k.shape[-2],))
+            eq_mask = _as_4d(full) if rank != 3 else full.unsqueeze(1)
+        except RuntimeError:
+            return None  # a mask that does not broadcast: the call raises, AD607 says so
+    def to_4d(c):
+        for role, t in (("q", eq_q), ("k", eq_k), ("v", eq_v)):
+            c[role].update(shape=[int(x) for x in t.shape], stride=[int(x) for x in t.contiguous().stride()])
+        if c.get("mask") is not None and eq_mask is not None:
+            c["mask"].update(shape=[int(x) for x in eq_mask.shape], stride=[int(x) for x in eq_mask.stride()])
+    eq_call = _equivalent(call, to_4d)
+    eq_args = (eq_q.contiguous(), eq_k.contiguous(), eq_v.contiguous(), eq_mask) + made[4:]
+    eq = pick(eq_call, eq_args)
+    if _rank(eq["kernel"], order) >= _rank(choice["kernel"], order):
+        return None
+    shape = ", ".join(str(x) for x in q.shape)
+    how = ("q.unsqueeze(1) (one head; the same for k, v)" if rank == 3 else
+           "q.flatten(0, %d) (the leading dims folded into the batch; the same for k, v, and the output reshaped "
+           "back)" % (rank - 4))
+    message = ("%s at %s gets %d-D q/k/v ([%s]): SDPA's fused kernels take 4-D [batch, heads, seq, head_dim] only, so "
+               "it runs its %s kernel; as 4-D, %s, it runs %s" % (
+                   record["name"], _loc(record), rank, shape, runs, how, sdpa_select.LABELS.get(eq["kernel"])))
+    reason = choice["refused"].get("flash") or choice["refused"].get("mem_efficient", "")
+    return _problem("AD618", "layout_rank", message, reason, choice, eq), eq_args, eq
 
 
 def _mask_words(verdict):
@@ -284,6 +349,8 @@ def patch_for(record, problem, cwd=None):
     lines = text.splitlines(True)
     if fix == "causal":
         new_lines = _causal_edit(lines, call)
+    elif fix == "no_mask":
+        new_lines = _no_mask_edit(lines, call)
     else:
         new_lines = _contiguous_edit(lines, tree, call, fix.get("contiguous") or ())
     if new_lines is None:
@@ -310,6 +377,17 @@ def _causal_edit(lines, call):
     else:
         start = node.col_offset
     edited = text[:start] + "is_causal=True" + text[node.end_col_offset:]
+    return lines[:row] + [edited] + lines[row + 1:]
+
+
+def _no_mask_edit(lines, call):
+    """attn_mask=MASK (or the 4th positional argument) becomes attn_mask=None, on one line."""
+    node = _arg(call, 3, "attn_mask")
+    if node is None or node.lineno != node.end_lineno:
+        return None
+    row = node.lineno - 1
+    text = lines[row]
+    edited = text[:node.col_offset] + "None" + text[node.end_col_offset:]
     return lines[:row] + [edited] + lines[row + 1:]
 
 

@@ -72,6 +72,17 @@ def inline_attention(tracer, short, args, kwargs):
         effective = {r: (autocast_now if d in LOWER_ELIGIBLE else d) for r, d in effective.items()}
     dim = int(v_t.shape[-1]) if v_t.dim() else None
     problems = sinks.judge("eager", effective, (dim, dim), tracer.capability)
+    scores = soft.inputs[0] if soft.inputs else None
+    widened = _softmax_widened(q_node, k_node, scores, autocast_now)
+    if widened and not problems:
+        from .patch import display_path
+
+        shape = ", ".join(str(x) for x in probs_t.shape)
+        problems.append({"id": "AD620", "severity": "warning", "check": "softmax_width", "kernel_message": "",
+                         "message": "eager attention (inline) at %s:%s: its softmax runs in %s, not the model's %s: the "
+                                    "[%s] scores and their softmax are %s, twice the memory and time of the model's "
+                                    "dtype" % (display_path(file) if file else "?", line, scores.dtype, q_node.dtype,
+                                               shape, scores.dtype)})
     record = {
         "name": "eager attention (inline)", "family": "eager", "layout": "B,H,S,D", "file": file, "line": line,
         "module_path": tracer.current_module(),
@@ -83,6 +94,8 @@ def inline_attention(tracer, short, args, kwargs):
         "problems": problems, "via": None, "seq": tracer.seq,
         "_nodes": {"q": q_node, "k": k_node, "v": tracer.node_of(v_t), "weights": probs},
     }
+    if widened:
+        record["_scores"] = scores
     tracer.sinks.append(record)
     call_args, call_kwargs = args, kwargs
     if problems and tracer.continue_after:
@@ -92,3 +105,15 @@ def inline_attention(tracer, short, args, kwargs):
             call_args = tuple(a.to(target) if (a is probs_t or a is v_t) else a for a in args)
             record["continued_with"] = name
     return record, call_args, call_kwargs
+
+
+def _softmax_widened(q_node, k_node, scores, autocast_now):
+    """True where q and k are half but the scores the softmax reads were promoted wider on the way
+    (a float32 mask or bias added): not an explicit softmax(dtype=float32), which is on purpose."""
+    from .provenance import promotions_behind
+
+    if scores is None or autocast_now or q_node.dtype not in ("float16", "bfloat16") or k_node.dtype != q_node.dtype:
+        return False
+    if scores.dtype not in ("float32", "float64"):
+        return False
+    return bool(promotions_behind(scores))

@@ -670,8 +670,12 @@ def classify(tracker, mask, q_len, k_len, tracer=None):
     if tuple(mask.shape[-2:]) != (q_len, k_len):
         return out
     is_bool = mask.dtype == torch.bool
-    band = allowed_band(tracker.of(mask) if tracker is not None else None, is_bool)
-    if mask.is_floating_point() and out["parameters"]:
+    pattern = tracker.of(mask) if tracker is not None else None
+    band = allowed_band(pattern, is_bool)
+    if pattern and pattern[0] == "const" and _allows(pattern[1], is_bool) is True and not out["parameters"]:
+        # torch.ones(.., dtype=bool), zeros for an additive mask: every position allowed
+        out.update(kind="full", how="made %s everywhere" % ("True" if is_bool else "0"))
+    elif mask.is_floating_point() and out["parameters"]:
         # computed from a parameter: a learned bias, whatever this initialisation's values are
         out.update(kind="bias", how="computed from parameter %s" % ", ".join(out["parameters"][:3]))
     elif band is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import linecache
 import re
 
+from .decided import decided_at
 from .nodes import WIDE_NAMES, same_width
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*(?::[^=]*)?=(?!=)")
@@ -68,11 +69,14 @@ def origin_of(n, limit=200):
             out = {"kind": "attribute" if n.kind == "attribute" else "created", "name": n.name}
             if n.file:
                 out.update(_where(n), op=n.op, when="when the model was built")
+                _decided(out, n)
             break
         if n.kind == "cast":
-            out = {"kind": "explicit_cast", "op": n.op}
+            # a factory given a dtype (torch.zeros(..., dtype=d)) makes the tensor; a method casts one
+            out = {"kind": "explicit_cast" if n.inputs else "created", "op": n.op}
             out.update(_where(n))
             _called_by(out, n)
+            _decided(out, n)
             break
         if n.kind == "sink":
             out = {"kind": "attention_output", "op": n.op}
@@ -90,6 +94,7 @@ def origin_of(n, limit=200):
             out = {"kind": "created", "op": n.op}
             out.update(_where(n))
             _called_by(out, n)
+            _decided(out, n)
             break
         if n.file and len(path) < _PATH_STEPS and (n.file, n.line) not in seen_lines:
             seen_lines.add((n.file, n.line))
@@ -214,6 +219,13 @@ def _called_by(out, n):
     called it, innermost first (what a fix may change instead of the helper)."""
     if n.stack:
         out["called_by"] = [{"file": f, "line": ln, "source": _source(f, ln)} for f, ln in n.stack]
+
+
+def _decided(out, n):
+    """The line that chose the dtype the tensor was made or cast with, where a variable held it."""
+    found = decided_at(n.file, n.line, n.stack or ())
+    if found is not None and (found["file"], found["line"]) != (n.file, n.line):
+        out["decided"] = found
 
 
 def _without_named_lines(origin, promoting):

@@ -137,6 +137,11 @@ def _finding(record, public, problems, expected_dtype, cwd):
             rid = "AD601"
         else:
             origins = wide_origins(record)
+    elif first["check"] == "softmax_width" and record.get("_scores") is not None:
+        from .provenance import chain_entry, promotions_behind
+
+        half = eff.get("q")
+        chain = [dict(chain_entry(p, half), feeds=["scores"]) for p in promotions_behind(record["_scores"])]
     sink = {
         "name": record["name"],
         "family": record["family"],
@@ -155,8 +160,20 @@ def _finding(record, public, problems, expected_dtype, cwd):
         sink["other_inputs"] = public["other_inputs"]
     message = first["message"] if first.get("message") and rid == first["id"] else _message(
         rid, record, first, chain, public)
+    if rid == "AD620" and chain:
+        message += "; the scores are %s" % _promotion_text(chain)
     if origins:
         message += "; " + "; ".join(_origin_text(o) for o in origins)
+    made = first.get("mask_made")
+    if made:
+        message += "; " + _mask_made_text(made)
+        if made.get("line"):
+            origins = list(origins) + [{
+                "kind": "created", "op": "the %s" % made["role"], "file": made["file"], "line": made["line"],
+                "source": linecache.getline(made["file"], made["line"]).strip() or None,
+                "called_by": [dict(c, source=linecache.getline(c["file"], c["line"]).strip() or None)
+                              for c in made.get("called_by") or ()],
+                "feeds": [made["role"]], "dtype": "%s%s" % (made["dtype"], made["shape"])}]
     called_from = _called_from(record)
     if called_from:
         sink["called_from"] = called_from
@@ -245,8 +262,33 @@ def _origin_text(origin):
     if origin.get("called_by"):
         what += " (called from %s)" % ", ".join(_loc(c["file"], c["line"]) for c in origin["called_by"][:2])
     if kind == "explicit_cast":
-        return "%s %s %s (an explicit cast, not cast back before the call)" % (roles, origin["dtype"], what)
-    return "%s %s %s (made %s there)" % (roles, origin["dtype"], what, origin["dtype"])
+        text = "%s %s %s (an explicit cast, not cast back before the call)" % (roles, origin["dtype"], what)
+    else:
+        text = "%s %s %s (made %s there)" % (roles, origin["dtype"], what, origin["dtype"])
+    return text + decided_text(origin)
+
+
+def _mask_made_text(made):
+    """"the attn_mask [3, 1, 32] does not broadcast to [3, 4, 32, 32]; it is made at model.py:7 (called from ...)"."""
+    text = "the %s %s%s does not broadcast to the call's [batch, heads, q_len, kv_len] = %s" % (
+        made["role"], made["dtype"], made["shape"], made.get("expected"))
+    if made.get("line"):
+        text += "; it is made at %s" % _loc(made["file"], made["line"])
+        if made.get("called_by"):
+            text += " (called from %s)" % ", ".join(_loc(c["file"], c["line"]) for c in made["called_by"][:2])
+        if len(made["shape"]) == len(made.get("expected") or ()) - 1:
+            text += ": one axis short (a [batch, kv_len] padding mask needs [:, None, None, :])"
+    return text
+
+
+def decided_text(origin):
+    """", its dtype chosen at model.py:9 by a condition (`dtype = ... if ... else ...`)"."""
+    decided = origin.get("decided")
+    if not decided:
+        return ""
+    return "; its dtype is chosen at %s%s: `%s`" % (_loc(decided["file"], decided["line"]),
+                                                   " by a condition" if decided.get("test") else "",
+                                                   decided.get("source") or decided.get("variable"))
 
 
 def _loc(file, line):

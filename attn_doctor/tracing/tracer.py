@@ -33,7 +33,10 @@ from . import kernels, masks, policy, sinks, state
 from .autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
 from .inline import PV_OPS, QK_OPS, inline_attention
 from .nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name, traced
-from .places import SAMPLES_FILE, TRACE_DIR, library_package
+from .places import DOCTOR_DIR, SAMPLES_FILE, TRACE_DIR, library_package
+
+# the trace's own entry points: frames above the model's outermost call
+_ENTRY_FILES = frozenset(TRACE_DIR + name for name in ("run.py", "child.py", "api.py", "launch.py", "mode.py"))
 
 F = torch.nn.functional
 
@@ -151,6 +154,9 @@ class Tracer(object):
         # model being built, so that a mask kept as a buffer is known on meta too
         self.masks = mask_tracker if mask_tracker is not None else masks.MaskTracker()
         self._mixed_seen = {}  # (file, line, op) -> the AD608 record of a matmul that mixes dtypes
+        # boolean tensors the forward made (masks) -> (file, line, callers): a mask's maker, named
+        # where an attention call refuses its shape (floating ones have their node)
+        self.made_at = WeakIdKeyDictionary()
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -183,22 +189,30 @@ class Tracer(object):
             self.masks.mark_batch(tensor, name)
 
     def _is_internal(self, filename):
-        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS) or (filename.startswith(TRACE_DIR) and filename != SAMPLES_FILE):
-            return True
-        return filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython")
+        """0: the model's code; 1: torch's, the tracer's, a helper's (skipped); 2: the doctor's driver
+        (its CLI, the trace's entry): everything from there outwards called the model, not the model."""
+        if filename.startswith(DOCTOR_DIR) and filename != SAMPLES_FILE:
+            return 2 if (not filename.startswith(TRACE_DIR) or filename in _ENTRY_FILES) else 1
+        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS):
+            return 1
+        return 1 if (filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython")) else 0
 
     def _frames(self, depth):
-        """The frames of the model's code (not torch's, not the tracer's), innermost first, from
-        ``depth`` frames above this call."""
+        """The frames of the model's code (not torch's, not the tracer's, not the doctor's that
+        started the trace), innermost first, from ``depth`` frames above this call."""
         f = sys._getframe(depth + 1)
         cache = self._internal
+        seen = False
         while f is not None:
             fn = f.f_code.co_filename
             internal = cache.get(fn)
             if internal is None:
                 internal = cache[fn] = self._is_internal(fn)
             if not internal:
+                seen = True
                 yield f
+            elif internal == 2 and seen:
+                return
             f = f.f_back
 
     def caller(self):
@@ -333,6 +347,10 @@ class Tracer(object):
             raise
         self.masks.observe(short, args, kwargs, out)
         self.masks.propagate(short, args, kwargs, out)
+        if isinstance(out, torch.Tensor) and out.dtype == torch.bool and out.dim() >= 2 and not self.in_sink:
+            file, line = self.caller()
+            if file is not None:
+                self.made_at[out] = (file, line, tuple(self.callers()))
         outs = _output_tensors(out)
         if outs:
             self.record(func, args, kwargs, outs, applied)
@@ -469,6 +487,7 @@ class Tracer(object):
             "_nodes": {r: self.node_of(t) for r, t in tensors.items()},
         }
         if extra:
+            record["_extra"] = extra
             record["other_inputs"] = {r: {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
                                           "effective_dtype": extra_effective[r]} for r, t in extra.items()}
             record["_extra_nodes"] = {r: self.node_of(t) for r, t in extra.items() if t.is_floating_point()}
@@ -569,6 +588,39 @@ class Tracer(object):
         if any(p["kernel_message"] and p["kernel_message"] in message for p in record["problems"]):
             return
         record["problems"].append({"id": "AD607", "severity": "error", "check": "raised", "kernel_message": message})
+        maker = self._misshapen_mask(record)
+        if maker is not None:
+            record["problems"][-1]["mask_made"] = maker
+
+    def _misshapen_mask(self, record):
+        """Where the mask an attention call refused was made, when its shape does not broadcast to
+        the call's [batch, heads, q_len, kv_len]: the line a user changes is its maker's."""
+        q, k = record["_nodes"].get("q"), record["_nodes"].get("k")
+        shapes = record.get("inputs") or {}
+        qs, ks = (shapes.get("q") or {}).get("shape"), (shapes.get("k") or {}).get("shape")
+        if q is None or k is None or not qs or not ks or len(qs) != 4 or len(ks) != 4:
+            return None
+        expected = (qs[0], qs[1], qs[2], ks[2]) if record.get("layout", "").startswith("B,H") else None
+        for role, t in (record.get("_extra") or {}).items():
+            if "mask" not in role and "bias" not in role:
+                continue
+            try:
+                if expected is not None:
+                    torch.broadcast_shapes(tuple(t.shape), expected)
+                continue  # it broadcasts: not the mask's shape
+            except RuntimeError:
+                pass
+            if t.is_floating_point():
+                node = self.nodes.get(t)
+                site = (node.file, node.line, tuple(node.stack or ())) if node is not None and node.file else None
+            else:
+                site = self.made_at.get(t)
+            out = {"role": role, "shape": [int(x) for x in t.shape], "dtype": dtype_name(t.dtype),
+                   "expected": list(expected) if expected else None}
+            if site is not None:
+                out.update(file=site[0], line=site[1], called_by=[{"file": f, "line": ln} for f, ln in site[2]])
+            return out
+        return None
 
     def _mark_outputs(self, out, spec):
         # Attention outputs (and fused kernels' fp32 log-sum-exp) are roots: never promotions.
