@@ -42,7 +42,7 @@ class CachedAttention(nn.Module):
 
 
 def padding_mask(lengths, max_len):
-    mask = torch.arange(max_len)[None, :] < lengths[:, None]
+    mask = torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
     return mask[:, None, :]  # MASK-MAKER
 
 
@@ -81,7 +81,7 @@ class EagerMaskedAttention(nn.Module):
     def forward(self, x):
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        mask = torch.triu(torch.full((t, t), float("-inf")), 1)
+        mask = torch.triu(torch.full((t, t), float("-inf"), device=x.device), 1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
         scores = scores + mask  # PROMOTES
         probs = scores.softmax(-1)
@@ -97,7 +97,7 @@ class AllTrueMaskAttention(nn.Module):
     def forward(self, x):
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        mask = torch.ones(b, 1, t, t, dtype=torch.bool)
+        mask = torch.ones(b, 1, t, t, dtype=torch.bool, device=x.device)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # ALL-TRUE
 
 
