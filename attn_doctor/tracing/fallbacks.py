@@ -94,9 +94,12 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
                            runs, sdpa_select.LABELS.get(eq["kernel"])))
             out.append(_problem("AD619", "mask_masks_nothing", message, choice["refused"].get("flash", ""), choice, eq,
                                 fix="no_mask"))
-            if _rank(eq["kernel"], order) >= _rank(choice["kernel"], order):
-                out[-1].update(severity="info", instead=None)
             cost.attach(out[-1], tracer, made, eq_args, eq)
+            measured = out[-1]["cost"].get("measured")
+            if not measured and _rank(eq["kernel"], order) >= _rank(choice["kernel"], order):
+                # the same kernel either way and nothing timed: a note (timed on a GPU, the mask's
+                # reading costs what the measurement says, and the severity is the measurement's)
+                out[-1].update(severity="info")
         else:
             found = _mask_of_its_own(record, verdict, mask, runs, choice)
             if found is not None:
