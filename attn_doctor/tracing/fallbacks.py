@@ -19,6 +19,7 @@ import linecache
 import os
 
 from . import masks, sdpa_select
+from .places import library_package
 from .patch import _arg, _enclosing_statement, _find_call, display_path, parsed_source
 
 # Slowest last: a kernel later in this list is a fallback from one earlier.
@@ -81,8 +82,9 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
             out.append(_problem("AD610", "causal_mask", message, choice["refused"].get("flash", ""), choice, eq,
                                 fix="causal"))
             cost.attach(out[-1], tracer, made, eq_args, eq)
-        elif verdict["kind"] == "full" and not verdict["from_batch"] and not any(
-                p.get("severity") == "error" for p in record["problems"]):
+        elif verdict["kind"] == "full" and not verdict["from_batch"] and library_package(record.get("file")) is None \
+                and not any(p.get("severity") == "error" for p in record["problems"]):
+            # the model's own call (a library's mask is the library's choice: not the user's line)
             # a mask that masks nothing: the same attention as no mask, which the flash kernel takes
             eq_call = _equivalent(call, lambda c: c.update(mask=None))
             eq_args = (q, k, v, None, call["dropout"], False, call["enable_gqa"])
