@@ -16,7 +16,7 @@ from attn_doctor.core import diagnose
 from attn_doctor.explaining.fixtures import explained_rules, matching_rules
 from attn_doctor.facts import BF16_NATIVE_FROM, ErrorKind, ImportResult, bf16_native
 from attn_doctor.failures import classify
-from attn_doctor.rules.checks.config import llamafactory_flash_attn_intent, llamafactory_flash_attn_values
+from attn_doctor.rules.checks.llamafactory_values import llamafactory_flash_attn_intent, llamafactory_flash_attn_values
 from attn_doctor.rules.conditions import capability_matches
 from attn_doctor.rules.loader import load_recipes
 

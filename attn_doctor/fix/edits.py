@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from ..probes.configs import ConfigReadError, detect_kind, is_yaml, load_with_format, parse_text
 from ..probes.configs.plan import get as _get
-from ..rules.checks.config import llamafactory_flash_attn_intent, llamafactory_flash_attn_value
+from ..rules.checks.llamafactory_values import llamafactory_flash_attn_intent, llamafactory_flash_attn_value
 
 
 class EditError(Exception):

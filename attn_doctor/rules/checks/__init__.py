@@ -4,7 +4,8 @@ Each returns None when the problem is absent, a dict of evidence when present, a
 SkipRule when the facts it needs were not gathered. Recipes refer to them by name
 (`when = { check = "name" }`).
 
-One module per recipes/ file whose rules name checks (pytorch.py is torch.toml's); what they
+One module per recipes/ file whose rules name checks (pytorch.py is torch.toml's; config.toml's
+LLaMA-Factory checks are llamafactory.py's); what they
 share is in common.py. CHECKS below is the registry: the loader refuses a recipe that names a
 check missing from it, and the engine calls the checks through it.
 """
@@ -12,8 +13,8 @@ check missing from it, and the engine calls the checks through it.
 from __future__ import annotations
 
 from ..conditions import CheckFn
-from . import config, fa4, gpu, install, kernels, libraries, numerics, pytorch, smoke
+from . import config, fa4, gpu, install, kernels, libraries, llamafactory, numerics, pytorch, smoke
 
-AREAS = (config, fa4, gpu, install, kernels, libraries, numerics, pytorch, smoke)
+AREAS = (config, fa4, gpu, install, kernels, libraries, llamafactory, numerics, pytorch, smoke)
 
 CHECKS: dict[str, CheckFn] = {fn.__name__: fn for area in AREAS for fn in area.CHECKS}

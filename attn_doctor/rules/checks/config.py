@@ -1,8 +1,8 @@
 """recipes/config.toml's checks: the training plans of the configs given with --config (each read by
 its framework's reader, attn_doctor/probes/configs/) that the GPU or the installed packages cannot
 honour. One check per hazard, for every framework; the remedy is written in each file's own keys
-(ConfigFile.edits). Also LLaMA-Factory's own: its `flash_attn` spellings by version (which fix's
-config edits use), and what it does when FlashAttention-2 is asked for and missing.
+(ConfigFile.edits). LLaMA-Factory's own checks are in llamafactory.py, its `flash_attn` spellings
+by version in llamafactory_values.py.
 """
 
 from __future__ import annotations
@@ -15,66 +15,7 @@ from packaging.version import InvalidVersion, Version
 from ...facts import ConfigFile, Facts, bf16_native
 from ..conditions import SkipRule
 from .common import _error_line
-
-
-# LLaMA-Factory's `flash_attn` values by version (KNOWLEDGE.md 1.4; hparams/model_args.py).
-# An intent (what the user means) -> the spelling each version accepts.
-LLAMAFACTORY_FLASH_ATTN_INTENTS = ("auto", "disabled", "sdpa", "fa2", "fa3")
-
-
-def llamafactory_flash_attn_values(version: Optional[str]) -> Optional[tuple]:
-    """The values `flash_attn` accepts in this LLaMA-Factory version; None when unknown."""
-    if not version:
-        return None
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return None
-    if v < Version("0.7.0"):
-        return (True, False)
-    if v < Version("0.8.3"):
-        return ("off", "sdpa", "fa2", "auto")
-    if v < Version("0.9.4"):
-        return ("auto", "disabled", "sdpa", "fa2")
-    return ("auto", "disabled", "sdpa", "fa2", "fa3")
-
-
-def llamafactory_flash_attn_intent(value) -> Optional[str]:
-    """What a `flash_attn` value means, whatever version it was written for."""
-    if value is True:
-        return "fa2"
-    if value is False or value is None:
-        return "disabled"
-    text = str(value).strip().lower()
-    return {
-        "off": "disabled",
-        "disabled": "disabled",
-        "disable": "disabled",
-        "none": "disabled",
-        "eager": "disabled",
-        "false": "disabled",
-        "sdpa": "sdpa",
-        "fa2": "fa2",
-        "flashattn2": "fa2",
-        "flash_attention_2": "fa2",
-        "true": "fa2",
-        "fa3": "fa3",
-        "flash_attention_3": "fa3",
-        "auto": "auto",
-    }.get(text)
-
-
-def llamafactory_flash_attn_value(version: Optional[str], intent: str):
-    """The spelling of `intent` this LLaMA-Factory version accepts (the newest spelling when the
-    version is unknown)."""
-    valid = llamafactory_flash_attn_values(version) or ("auto", "disabled", "sdpa", "fa2", "fa3")
-    if valid == (True, False):
-        return intent in ("fa2", "fa3")  # <= 0.6: true = FlashAttention-2, false = transformers' default
-    if intent == "fa3" and "fa3" not in valid:
-        intent = "fa2"
-    if intent == "disabled" and "disabled" not in valid:
-        return "off"
-    return intent
+from .llamafactory_values import llamafactory_flash_attn_value
 
 
 def _configs_of(facts: Facts, kind: str) -> list:
@@ -110,43 +51,6 @@ def _config_evidence(matching: list, setting: str, gpu: Optional[dict] = None) -
     return evidence
 
 
-def config_llamafactory_flash_attn_invalid(facts: Facts, data: dict) -> Optional[dict]:
-    """A LLaMA-Factory config's `flash_attn` is not a value the installed LLaMA-Factory accepts."""
-    configs = _configs_of(facts, "llamafactory")
-    version = facts.version_of("llamafactory")
-    if version is None:
-        raise SkipRule("LLaMA-Factory is not installed in the target environment: the accepted flash_attn values depend on its version")
-    valid = llamafactory_flash_attn_values(version)
-    if valid is None:
-        raise SkipRule(f"LLaMA-Factory version {version!r} is not a PEP 440 version")
-    matching = [c for c in configs if "flash_attn" in c.settings and not _valid_value(c.settings["flash_attn"], valid)]
-    if not matching:
-        return None
-    value = matching[0].settings["flash_attn"]
-    intent = llamafactory_flash_attn_intent(value) or "auto"
-    evidence = _config_evidence(matching, f"flash_attn: {_yaml_value(value)}")
-    evidence.update(
-        llamafactory=version,
-        value=_yaml_value(value),
-        valid=", ".join(_yaml_value(v) for v in valid),
-        suggested=_yaml_value(llamafactory_flash_attn_value(version, intent)),
-    )
-    return evidence
-
-
-def _llamafactory_fa2_log(version: Optional[str]) -> str:
-    """The line LLaMA-Factory logs when `flash_attn` asks for FlashAttention-2 and transformers'
-    is_flash_attn_2_available() says no (model/model_utils/attention.py; llmtuner's patcher.py
-    before 0.7, which spelled it FlashAttention2 in 0.5-0.6)."""
-    try:
-        v = Version(version) if version else None
-    except InvalidVersion:
-        v = None
-    if v is not None and Version("0.5.0") <= v < Version("0.7.0"):
-        return "FlashAttention2 is not installed."
-    return "FlashAttention-2 is not installed."
-
-
 def _import_failure(facts: Facts, module: str) -> Optional[str]:
     """The first line of why an installed module does not import; None when it imports, is not
     installed or was not probed."""
@@ -158,55 +62,6 @@ def _import_failure(facts: Facts, module: str) -> Optional[str]:
     if result.status == "timeout":
         return "the import hung"
     return _error_line(result.error) or "it raised"
-
-
-def config_llamafactory_fa2_unavailable(facts: Facts, data: dict) -> Optional[dict]:
-    """A LLaMA-Factory config asks for FlashAttention-2 while flash-attn is not installed or does
-    not import. Every LLaMA-Factory release then logs a warning and trains without it (attention
-    left to transformers' default), or, where the package is installed but broken, asks for it
-    anyway (is_flash_attn_2_available() reads package metadata, it does not import) and loading
-    the model raises. A GPU too old for it is AD502's."""
-    configs = _configs_of(facts, "llamafactory")
-    matching = [
-        c for c in configs if "flash_attn" in c.settings and llamafactory_flash_attn_intent(c.settings["flash_attn"]) == "fa2"
-    ]
-    if not matching or _old_gpu(facts):
-        return None
-    installed = facts.module_installed("flash_attn")
-    if installed is None:
-        raise SkipRule("the installed packages were not read")
-    version = facts.version_of("llamafactory")
-    gpu = bool(facts.gpu_capabilities())
-    evidence = _config_evidence(matching, f"flash_attn: {_yaml_value(matching[0].settings['flash_attn'])}")
-    # The torch to build for: this one where it is a CUDA build (a CPU node's is not the one that trains).
-    evidence.update(llamafactory=version, cuda_torch=facts.torch.version if facts.torch.cuda else None,
-                    suggested=_yaml_value(llamafactory_flash_attn_value(version, "sdpa")),
-                    install="Install flash-attn built for this torch" if facts.torch.cuda or facts.torch.hip
-                    else "Install flash-attn in the environment the job runs in (with a CUDA build of torch)")
-    if not installed:
-        evidence.update(
-            state="flash-attn is not installed in the target environment",
-            consequence=f"LLaMA-Factory logs '{_llamafactory_fa2_log(version)}' and trains without it: it leaves "
-            "attn_implementation unset, so transformers picks its default (SDPA; eager for models without SDPA, and for Gemma 2)"
-            + _elsewhere(facts),
-        )
-        if _elsewhere(facts):
-            evidence["severity"] = "info"
-            evidence["elsewhere"] = True
-        return evidence
-    broken = _import_failure(facts, "flash_attn")
-    if broken is None:
-        return None
-    evidence["state"] = f"flash-attn {facts.version_of('flash-attn')} is installed but does not import ({broken})"
-    if gpu:
-        evidence["consequence"] = ("LLaMA-Factory checks only that the package is installed, asks transformers for "
-                                   "flash_attention_2, and loading the model raises that import error")
-        evidence["severity"] = "error"
-    else:
-        evidence["consequence"] = ("here, without a GPU, LLaMA-Factory logs "
-                                   f"'{_llamafactory_fa2_log(version)}' and trains without it; on a GPU node it asks "
-                                   "transformers for flash_attention_2 and loading the model raises that import error")
-    return evidence
 
 
 def _at_least(version: Optional[str], floor: str) -> bool:
@@ -667,9 +522,7 @@ def config_not_recognised(facts: Facts, data: dict) -> Optional[dict]:
 CHECKS = (
     config_bf16_no_native,
     config_attention_gpu_too_old,
-    config_llamafactory_flash_attn_invalid,
     config_attention_unavailable,
-    config_llamafactory_fa2_unavailable,
     config_tf32_before_ampere,
     config_fp8_unsupported,
     config_value_refused,
