@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from . import findings as findings_mod
 from .errors import AttnDoctorError, ProbeError, UsageError
+from .options import _as_path, _capability, _config_paths, _dtype_name, _fail_on, _path_or_none, _timeout
 # The classes the annotations name, imported at run time (msgspec structs, no torch):
 # typing.get_type_hints() resolves the API's annotations in this module's namespace.
 from .explaining.report import ExplainReport
@@ -64,10 +65,6 @@ FailOn = Literal["error", "warning"]
 DtypeArg = Union[None, str, "torch.dtype"]
 
 logger = logging.getLogger("attn_doctor")
-
-_DTYPE_NAMES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
-                "fp32": "fp32", "float32": "fp32", "float": "fp32"}
-
 
 # ------------------------------------------------------------------------------------------ check
 
@@ -540,62 +537,3 @@ def _local_rank() -> int:
         return int(os.environ.get("LOCAL_RANK", "0"))
     except ValueError:
         return 0
-
-
-# -------------------------------------------------------------------------------- argument checks
-
-
-def _as_path(value: Optional[PathLike]) -> Optional[Path]:
-    return None if value is None else Path(os.fspath(value)).expanduser()
-
-
-def _path_or_none(value: Optional[PathLike], name: str) -> Optional[str]:
-    if value is None:
-        return None
-    if not isinstance(value, (str, os.PathLike)):
-        raise UsageError(f"{name} must be a path, not {type(value).__name__}")
-    return os.fspath(value)
-
-
-def _config_paths(config: ConfigArg) -> tuple[str, ...]:
-    if config is None:
-        return ()
-    items = [config] if isinstance(config, (str, os.PathLike)) else list(config)
-    for item in items:
-        if not isinstance(item, (str, os.PathLike)):
-            raise UsageError(f"config takes paths to config files, not {type(item).__name__}")
-    return tuple(os.fspath(item) for item in items)
-
-
-def _fail_on(value: str) -> str:
-    if value not in ("error", "warning"):
-        raise UsageError(f"fail_on must be 'error' or 'warning', not {value!r}")
-    return value
-
-
-def _timeout(value: float) -> float:
-    if not isinstance(value, (int, float)) or value <= 0:
-        raise UsageError(f"timeout must be a positive number of seconds, not {value!r}")
-    return float(value)
-
-
-def _dtype_name(value: DtypeArg, name: str) -> Optional[str]:
-    if value is None:
-        return None
-    text = str(value).replace("torch.", "")
-    if text not in _DTYPE_NAMES:
-        raise UsageError(f"{name} must be one of bf16, fp16, fp32 (or torch.bfloat16, ...), not {value!r}")
-    return _DTYPE_NAMES[text]
-
-
-def _capability(value: Union[None, str, tuple[int, int]]) -> Optional[tuple[int, int]]:
-    if value is None:
-        return None
-    try:
-        if isinstance(value, str):
-            major, _, minor = value.partition(".")
-            return int(major), int(minor or 0)
-        major, minor = value
-        return int(major), int(minor)
-    except (TypeError, ValueError):
-        raise UsageError(f"capability takes (major, minor) or 'MAJOR.MINOR', e.g. (8, 0) or '7.5', not {value!r}") from None

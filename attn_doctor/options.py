@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, Union
 
 # Bad input (command line or Python API): one line, exit code 2; one class for both (errors.py).
 from .errors import UsageError  # noqa: F401
@@ -227,3 +227,66 @@ def validate(options: CheckOptions) -> CheckOptions:
     python = None if target is None or (target.own and target.source != "option") else target.python
     output = expand(options.output) if options.output else options.output  # {host}: where the report goes
     return replace(options, python=python, target=target, output=output)
+
+
+# ---------------------------------------------------------------- the API's arguments, checked
+# (one line naming the argument for a value of the wrong kind: a UsageError, never a traceback)
+
+_DTYPE_NAMES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+                "fp32": "fp32", "float32": "fp32", "float": "fp32"}
+
+
+def _as_path(value: Any) -> Optional[Path]:
+    return None if value is None else Path(os.fspath(value)).expanduser()
+
+
+def _path_or_none(value: Any, name: str) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{name} must be a path, not {type(value).__name__}")
+    return os.fspath(value)
+
+
+def _config_paths(config: Any) -> tuple[str, ...]:
+    if config is None:
+        return ()
+    items = [config] if isinstance(config, (str, os.PathLike)) else list(config)
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise UsageError(f"config takes paths to config files, not {type(item).__name__}")
+    return tuple(os.fspath(item) for item in items)
+
+
+def _fail_on(value: str) -> str:
+    if value not in ("error", "warning"):
+        raise UsageError(f"fail_on must be 'error' or 'warning', not {value!r}")
+    return value
+
+
+def _timeout(value: float) -> float:
+    if not isinstance(value, (int, float)) or value <= 0:
+        raise UsageError(f"timeout must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def _dtype_name(value: Any, name: str) -> Optional[str]:
+    if value is None:
+        return None
+    text = str(value).replace("torch.", "")
+    if text not in _DTYPE_NAMES:
+        raise UsageError(f"{name} must be one of bf16, fp16, fp32 (or torch.bfloat16, ...), not {value!r}")
+    return _DTYPE_NAMES[text]
+
+
+def _capability(value: Union[None, str, tuple[int, int]]) -> Optional[tuple[int, int]]:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            major, _, minor = value.partition(".")
+            return int(major), int(minor or 0)
+        major, minor = value
+        return int(major), int(minor)
+    except (TypeError, ValueError):
+        raise UsageError(f"capability takes (major, minor) or 'MAJOR.MINOR', e.g. (8, 0) or '7.5', not {value!r}") from None
