@@ -13,16 +13,14 @@ cost.py times them on a GPU. Standard library plus torch.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from . import sdpa_select, state
+from .probe_files import gpu_child
 
 # SDPBackend's names as torch._fused_sdp_choice returns them -> sdpa_select's keys
 _TORCH_NAMES = {"flash_attention": "flash", "efficient_attention": "mem_efficient", "cudnn_attention": "cudnn",
                 "math": "math", "overrideable": "overrideable", "error": None}
-_PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes")
-_LOADED = {}
 
 NAMES = {
     "flash_attn2": "FlashAttention 2 (flash-attn)",
@@ -33,25 +31,6 @@ NAMES = {
     "eager": "eager attention (matmul, softmax, matmul)",
     "mha": "F.multi_head_attention_forward (SDPA inside)",
 }
-
-
-def probe_file(stem):
-    """attn_doctor/probes/STEM.py, loaded by path once: the standalone files the check's probes load
-    inside the target interpreter (the tracer is below the probes: it may not import them)."""
-    mod = _LOADED.get(stem)
-    if mod is None:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("attn_doctor_%s_for_trace" % stem, os.path.join(_PROBES, stem + ".py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        _LOADED[stem] = mod
-    return mod
-
-
-def gpu_child():
-    """probes/gpu_child.py, whose fused_verdicts asks torch why it refuses a backend."""
-    return probe_file("gpu_child")
 
 
 def dtype_name(dtype):
