@@ -284,14 +284,14 @@ def _with_known_bugs(data: dict) -> dict:
 def _trace_copy(module: "torch.nn.Module", example_inputs: Any, device: str, options: dict) -> dict:
     """The core tracer on a copy of `module` (meta where the trace device is meta), with a CPU retry
     on a real copy where meta cannot run the forward."""
-    from .tracing.run import CPU_RETRY_LIMIT_BYTES
+    from .tracing.runs.run import CPU_RETRY_LIMIT_BYTES
 
     copy, note = _model_copy(module, device)
     data = _core_trace(copy, example_inputs, device, options)
     data.setdefault("notes", []).insert(0, note)
     error = data.get("error") or {}
     if data.get("status") == "failed" and error.get("kind") == "meta":
-        from .tracing.run import model_bytes
+        from .tracing.runs.run import model_bytes
 
         size = model_bytes(module)
         if size > CPU_RETRY_LIMIT_BYTES:
@@ -311,8 +311,8 @@ def _core_trace(copy: "torch.nn.Module", example_inputs: Any, device: str, optio
     path) is removed again, or the user's own later imports would get it."""
     import warnings
 
-    from .tracing import standins
-    from .tracing.api import trace as core_trace
+    from .tracing.standins import registry as standins
+    from .tracing.runs.api import trace as core_trace
 
     had_standin = standins.standin_installed()
     try:
@@ -347,7 +347,7 @@ def _model_copy(model: "torch.nn.Module", device: str) -> tuple["torch.nn.Module
 
     import torch
 
-    from .tracing.run import CPU_RETRY_LIMIT_BYTES, model_bytes
+    from .tracing.runs.run import CPU_RETRY_LIMIT_BYTES, model_bytes
 
     target = torch.device("cuda" if device == "cuda" else device)
     memo: dict[int, Any] = {}

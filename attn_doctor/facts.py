@@ -181,12 +181,12 @@ class SampleRun(Struct):
     reason: Optional[str] = None
     summary: dict[str, int] = {}  # sinks, bad_sinks, errors, warnings, ops
     # The kernel each attention call site runs on the GPU judged for (name, label, source: "torch"
-    # asked on the GPU or "emulated", for, file, line, count): attn_doctor/tracing/kernels.py.
+    # asked on the GPU or "emulated", for, file, line, count): attn_doctor/tracing/kernel_choice/kernels.py.
     kernels: list[dict[str, Any]] = []
 
 
 class DtypePath(Struct):
-    """The built-in sample forward pass (attn_doctor.tracing.samples), run in the target interpreter."""
+    """The built-in sample forward pass (attn_doctor.tracing.runs.samples), run in the target interpreter."""
 
     status: str = "skipped"  # ok | failed | skipped
     device: Optional[str] = None

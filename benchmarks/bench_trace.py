@@ -117,7 +117,7 @@ def child(mode, shape):
 
     t_import = time.perf_counter() - t0
     sys.path.insert(0, REPO)
-    from attn_doctor.tracing.api import trace
+    from attn_doctor.tracing.runs.api import trace
 
     t1 = time.perf_counter()
     with torch.device("meta"):
@@ -152,8 +152,8 @@ def overhead(shape, device, repeats):
     import torch
 
     sys.path.insert(0, REPO)
-    from attn_doctor.tracing.mode import activate
-    from attn_doctor.tracing.tracer import Tracer
+    from attn_doctor.tracing.runs.mode import activate
+    from attn_doctor.tracing.dtype_path.tracer import Tracer
 
     torch.manual_seed(0)
     with torch.device(device):

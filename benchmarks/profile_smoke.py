@@ -116,7 +116,7 @@ t0 = time.perf_counter()
 import torch
 out = {"torch_s": round(time.perf_counter() - t0, 3), "samples": {}}
 sys.path.insert(0, %(root)r)
-from attn_doctor.tracing.samples import run_sample_forward, sample_table
+from attn_doctor.tracing.runs.samples import run_sample_forward, sample_table
 HEAVY = ("transformers", "sympy", "torch._dynamo", "torch._inductor", "torch.distributed", "torch.onnx", "sklearn", "scipy",
          "numpy", "pandas", "PIL", "torchvision", "jinja2", "huggingface_hub", "tokenizers", "safetensors", "x_transformers", "fla", "triton")
 for name, _needs, _build in sample_table():

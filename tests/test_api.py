@@ -136,8 +136,8 @@ def test_public_names_and_one_usage_error():
     import importlib
 
     importlib.import_module("attn_doctor.explaining.core")
-    core = importlib.import_module("attn_doctor.tracing.api")
-    assert core.__name__ == "attn_doctor.tracing.api"
+    core = importlib.import_module("attn_doctor.tracing.runs.api")
+    assert core.__name__ == "attn_doctor.tracing.runs.api"
     assert attn_doctor.trace is api.trace and attn_doctor.explain is api.explain
     assert inspect.isfunction(attn_doctor.trace) and inspect.isfunction(attn_doctor.explain)
     with pytest.raises(AttributeError):

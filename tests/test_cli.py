@@ -357,9 +357,9 @@ def test_the_dtype_path_names_the_kernel_at_each_call_site_of_a_sample(tmp_path)
     doc = json.loads((FIXTURES / "h100.json").read_text())
     (sample,) = [s for s in doc["dtype_path"]["samples"] if s["name"] == "sdpa_block"]
     sample["kernels"] = [{"name": "cudnn", "label": "SDPA cuDNN", "source": "torch", "for": "this GPU",
-                          "file": "attn_doctor/tracing/samples.py", "line": 40, "count": 2},
+                          "file": "attn_doctor/tracing/runs/samples.py", "line": 40, "count": 2},
                          {"name": "math", "label": "SDPA math\x1b[2J", "source": "torch", "for": "this GPU",
-                          "file": "attn_doctor/tracing/samples.py", "line": 41, "count": 1}]
+                          "file": "attn_doctor/tracing/runs/samples.py", "line": 41, "count": 1}]
     path = tmp_path / "report.json"
     path.write_text(json.dumps(doc))
     proc = run("check", "--from-report", str(path))

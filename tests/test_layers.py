@@ -23,7 +23,7 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess:
 
 def test_the_layering_contract_is_kept():
     proc = _lint_imports(ROOT)
-    assert proc.returncode == 0 and "1 kept, 0 broken" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "2 kept, 0 broken" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_an_import_for_annotations_only_against_the_layering_breaks_it(tmp_path):
@@ -34,8 +34,19 @@ def test_an_import_for_annotations_only_against_the_layering_breaks_it(tmp_path)
     errors = tmp_path / "attn_doctor" / "errors.py"
     errors.write_text(errors.read_text() + "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .api import check\n")
     proc = _lint_imports(tmp_path)
-    assert proc.returncode == 1 and "0 kept, 1 broken" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "1 kept, 1 broken" in proc.stdout, proc.stdout + proc.stderr
     assert "attn_doctor.errors -> attn_doctor.api" in proc.stdout
+
+
+def test_an_import_up_through_tracings_rooms_breaks_its_contract(tmp_path):
+    # the calls' vocabulary (a floor below the tracer) reaching up into the tracer must fail
+    shutil.copytree(ROOT / "attn_doctor", tmp_path / "attn_doctor", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    sinks = tmp_path / "attn_doctor" / "tracing" / "calls" / "sinks.py"
+    sinks.write_text(sinks.read_text() + "\n\ndef _late():\n    from ..dtype_path import tracer\n\n    return tracer\n")
+    proc = _lint_imports(tmp_path)
+    assert proc.returncode == 1 and "1 kept, 1 broken" in proc.stdout, proc.stdout + proc.stderr
+    assert "attn_doctor.tracing.calls.sinks -> attn_doctor.tracing.dtype_path.tracer" in proc.stdout
 
 
 # The room graph from the code alone (grimp, the graph import-linter checks): an edge for every

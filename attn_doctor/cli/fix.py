@@ -198,7 +198,7 @@ def _trace_request(trace, facts, *, autocast, dtype, device, train, factory_arg)
         raise UsageError("--trace traces a model here: it does not go with --from-report (a report recorded elsewhere)")
     from ..fix.traced import TraceRequest
     from ..tracing.errors import TraceError
-    from ..tracing.factory import parse_factory_args
+    from ..tracing.runs.factory import parse_factory_args
 
     try:
         kwargs = parse_factory_args(factory_arg)

@@ -45,8 +45,8 @@ def _trace_here(kwargs, bytecode, progress):
     # torch's own import-time notice on machines without numpy says nothing about the model
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from ..tracing import state
-    from ..tracing.api import trace as run_trace
-    from ..tracing.child import stdout_to_stderr
+    from ..tracing.runs.api import trace as run_trace
+    from ..tracing.runs.child import stdout_to_stderr
 
     state.PROGRESS[0] = progress.update if progress else None
     try:
@@ -151,7 +151,7 @@ def trace(
         raise print_schema("trace")
     check_verbosity(verbose)
     from ..tracing.errors import TraceError
-    from ..tracing.factory import parse_factory_args
+    from ..tracing.runs.factory import parse_factory_args
 
     if json_out and patch_only:
         from ._common import fail
@@ -184,7 +184,7 @@ def trace(
         bytecode = trace_bytecode_env(where.python)
         if where.source == "option" or not where.own:
             from ..schemas import envelope
-            from ..tracing.launch import run_child
+            from ..tracing.runs.launch import run_child
 
             # the child's report, or the failure run_child describes, in the envelope
             report = envelope("trace", run_child("trace", kwargs, python=where.python, timeout=1800, env=bytecode,

@@ -32,7 +32,7 @@ def traced_report(report: Report, request: TraceRequest, recipes, fail_on: str, 
                   timeout: float = 1800) -> Report:
     """``report`` judged again with the dtype path of the user's model."""
     from ..core import diagnose
-    from ..tracing.launch import run_child
+    from ..tracing.runs.launch import run_child
 
     python = report.facts.platform.python_executable or None
     traced = run_child("trace", dict(request.options, target=request.target, routes=False), python=python,

@@ -1,4 +1,4 @@
-"""The sample forward passes of the tracer (attn_doctor.tracing.samples, put on sys.path by the
+"""The sample forward passes of the tracer (attn_doctor.tracing.runs.samples, put on sys.path by the
 doctor), each one an isolated job of the torch probe, and their results merged into one dtype
 path; the prefetch of importlib.metadata's distribution table that overlaps torch's import.
 
@@ -22,11 +22,11 @@ DISTRIBUTIONS_TIMEOUT_S = 20.0
 
 
 def _sample_names(sample):
-    """The tracer's samples (attn_doctor.tracing.samples, put on sys.path by the doctor)."""
+    """The tracer's samples (attn_doctor.tracing.runs.samples, put on sys.path by the doctor)."""
     try:
         if sample.get("path") and sample["path"] not in sys.path:
             sys.path.insert(0, sample["path"])
-        from attn_doctor.tracing.samples import sample_table
+        from attn_doctor.tracing.runs.samples import sample_table
 
         return [name for name, _needs, _builder in sample_table()], None
     except BaseException as exc:  # noqa: BLE001
@@ -37,7 +37,7 @@ def sample_probe(name, sample, distributions=None):
     def job():
         import torch
 
-        from attn_doctor.tracing.samples import run_sample_forward
+        from attn_doctor.tracing.runs.samples import run_sample_forward
 
         # Tiny models: one thread computes them as fast, and a check's other processes (the
         # compile test, the GPU tests) keep the cores that torch's default thread pools would take.

@@ -1,5 +1,5 @@
 """The sample forward pass as a cached computation: the verdict of tiny models of the installed
-attention paths (attn_doctor.tracing.samples, run by sample_probe.py in a child of the target), for
+attention paths (attn_doctor.tracing.runs.samples, run by sample_probe.py in a child of the target), for
 one GPU capability. Its key is keys.sample_inputs; attn_doctor.cache.Once computes it once per key
 (single-flight across the processes and hosts sharing a cache folder)."""
 
@@ -38,7 +38,7 @@ class SampleJob:
     folder that goes when the job is closed."""
 
     def __init__(self, python: str, config: dict, child_env: Optional[dict]):
-        from ..tracing.launch import package_dir
+        from ..tracing.runs.launch import package_dir
 
         self.config, self.child_env = config, child_env
         self.folder = package_dir()
@@ -75,7 +75,7 @@ class SampleJob:
         self._remove_folder()
 
     def _remove_folder(self) -> None:
-        from ..tracing.launch import remove_package_dir
+        from ..tracing.runs.launch import remove_package_dir
 
         if self.folder:
             remove_package_dir(self.folder, dict(os.environ, **(self.child_env or {})))

@@ -469,7 +469,7 @@ def _kernel_imports(facts: Facts) -> str:
 
 
 # The sample forward passes that call flash_attn: where it does not import, the tracer's stand-in
-# (attn_doctor/tracing/fa2_standin.py, flash-attn's own checks and messages) takes its place.
+# (attn_doctor/tracing/standins/fa2.py, flash-attn's own checks and messages) takes its place.
 _FLASH_ATTN_SAMPLES = ("flash_attn_block", "transformers_flash_attention_2")
 
 

@@ -9,7 +9,8 @@ TRACE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # the whole doctor (its CLI's frames sit above every traced call): never a caller in a user's report
 DOCTOR_DIR = os.path.dirname(TRACE_DIR.rstrip(os.sep)) + os.sep
 # check's sample models: the tracer treats them as user code, the report says they are the doctor's
-SAMPLES_FILE = TRACE_DIR + "samples.py"
+RUNS_DIR = TRACE_DIR + "runs" + os.sep
+SAMPLES_FILE = RUNS_DIR + "samples.py"
 
 
 def library_package(filename):

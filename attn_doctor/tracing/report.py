@@ -5,8 +5,9 @@ from __future__ import annotations
 import linecache
 import re
 
-from . import cost as cost_mod
-from . import fallbacks, kernels, patch, sinks
+from .kernel_choice import cost as cost_mod
+from .kernel_choice import fallbacks, kernels
+from .calls import patch, sinks
 from .places import SAMPLES_FILE, library_package
 
 
@@ -42,7 +43,7 @@ def public_sink(record):
     out = {k: v for k, v in record.items() if not k.startswith("_") and k != "seq"}
     if record.get("_extra_nodes"):
         others = {r: dict(v) for r, v in record.get("other_inputs", {}).items()}
-        from .provenance import origin_of  # its nodes.py imports torch: this module does not
+        from .dtype_path.provenance import origin_of  # its nodes.py imports torch: this module does not
 
         for role, node in record["_extra_nodes"].items():
             if role not in others:
@@ -116,7 +117,7 @@ def _one_per_cause(findings):
 
 
 def _finding(record, public, problems, expected_dtype, cwd):
-    from .provenance import explain_sink, wide_origins  # its nodes.py imports torch: this module does not
+    from .dtype_path.provenance import explain_sink, wide_origins  # its nodes.py imports torch: this module does not
 
     first = problems[0]
     chain, origins, rid, severity = [], [], first["id"], first["severity"]
@@ -138,7 +139,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
         else:
             origins = wide_origins(record)
     elif first["check"] == "softmax_width" and record.get("_scores") is not None:
-        from .provenance import chain_entry, promotions_behind
+        from .dtype_path.provenance import chain_entry, promotions_behind
 
         half = eff.get("q")
         chain = [dict(chain_entry(p, half), feeds=["scores"]) for p in promotions_behind(record["_scores"])]

@@ -10,7 +10,7 @@ def active():
 
 # Where the trace says how far it got ("importing torch", "building the model", "tracing: N ops"):
 # the CLI's spinner in this process, or a line on the child's stderr that the doctor reads
-# (attn_doctor/tracing/launch.py); None: nobody watches, nothing is said.
+# (attn_doctor/tracing/runs/launch.py); None: nobody watches, nothing is said.
 PROGRESS = [None]
 PROGRESS_PREFIX = "\x1eattn-doctor-progress: "
 
@@ -21,5 +21,5 @@ def say(message):
         hook(message)
 
 # True while a torch.compile'd flex_attention (or a wrapper of it) is being called: the trace runs
-# it eagerly, but on the GPU it is the fused kernel (attn_doctor/tracing/kernels.py).
+# it eagerly, but on the GPU it is the fused kernel (attn_doctor/tracing/kernel_choice/kernels.py).
 FLEX_COMPILED = [False]

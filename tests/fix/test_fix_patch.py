@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from attn_doctor.tracing.patch import sink_patch
+from attn_doctor.tracing.calls.patch import sink_patch
 
 from .conftest import FACTS, REPO, cli
 

@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from attn_doctor.tracing import kernels, sdpa_select
+from attn_doctor.tracing.kernel_choice import kernels, sdpa_select
 
 DTYPES = ("bfloat16", "float16", "float32")
 HEAD_DIMS = (64, 96, 128, 256, 512)

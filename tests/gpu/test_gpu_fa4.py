@@ -58,7 +58,7 @@ def test_flash_attn_4_against_float64_sdpa():
 
 
 def test_promoted_q_real_assertion_is_what_the_trace_predicts_on_gpu_and_meta():
-    from attn_doctor.tracing.api import trace
+    from attn_doctor.tracing.runs.api import trace
 
     assert _real_error("build") == SAME
     for device in ("cuda", "meta"):
@@ -73,7 +73,7 @@ def test_promoted_q_real_assertion_is_what_the_trace_predicts_on_gpu_and_meta():
 
 @pytest.mark.parametrize("factory,rule", [("build_head_dim_512", "AD603"), ("build_fp32", "AD604")])
 def test_what_flash_attn_4_refuses_on_this_gpu_is_what_the_trace_says(factory, rule):
-    from attn_doctor.tracing.api import trace
+    from attn_doctor.tracing.runs.api import trace
 
     real = _real_error(factory)
     major = torch.cuda.get_device_capability(0)[0]

@@ -57,7 +57,7 @@ def test_compiled_flex_attention_with_the_mixed_dtypes_the_trace_reports():
     # The tracer's AD601/AD602 at flex_attention says compiled flex_attention refuses mixed q/k/v
     # on CPU and in its backward on every device: the backward here, with the flex toy's promoted
     # q; what the compiled forward does on this GPU is printed (flex lets k/v be of lower precision).
-    from attn_doctor.tracing.api import trace
+    from attn_doctor.tracing.runs.api import trace
 
     model, x = load_file(os.path.join(TOYS, "flex_toy.py"), "gpu_flex_toy").build_compiled()
     model, x = model.cuda(), x.cuda()

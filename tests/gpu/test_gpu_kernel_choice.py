@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_doctor.tracing import kernels, sdpa_select
-from attn_doctor.tracing.api import trace
+from attn_doctor.tracing.kernel_choice import kernels, sdpa_select
+from attn_doctor.tracing.runs.api import trace
 
 from .conftest import marker_line, toy_target
 
@@ -70,7 +70,7 @@ def _fix(pattern, call):
 
 
 def _direct_ms(call, backend=None):
-    """A direct timing, written apart from attn_doctor/tracing/cost.py, by the same method: forward and
+    """A direct timing, written apart from attn_doctor/tracing/kernel_choice/cost.py, by the same method: forward and
     backward as a training step runs them (an upstream gradient made once, the inputs' gradients not
     accumulated, calls back to back between two CUDA events after warm-up), the median of three
     rounds' means of 20."""
@@ -158,7 +158,7 @@ def test_trace_on_the_gpu_finds_each_pattern_and_its_cost(pattern):
 
 def test_hf_llama_sample_reports_its_kernel_per_layer():
     pytest.importorskip("transformers")
-    from attn_doctor.tracing.samples import run_sample_forward
+    from attn_doctor.tracing.runs.samples import run_sample_forward
 
     r = run_sample_forward(device="cuda", samples=["transformers_sdpa"])
     (sample,) = r["samples"]

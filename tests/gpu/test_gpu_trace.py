@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_doctor.tracing import policy
-from attn_doctor.tracing.api import trace
+from attn_doctor.tracing.calls import policy
+from attn_doctor.tracing.runs.api import trace
 
 from .conftest import toy_target
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from attn_doctor.tracing.launch import run_child
+from attn_doctor.tracing.runs.launch import run_child
 
 RUN = """
 import json, sys, torch

@@ -53,7 +53,7 @@ def write_module(tmp_path, name, body):
 
 @pytest.fixture(scope="session")
 def trace():
-    from attn_doctor.tracing.api import trace as _trace
+    from attn_doctor.tracing.runs.api import trace as _trace
 
     return _trace
 
@@ -109,7 +109,7 @@ def _no_standins_left_behind():
     distributions) in place and keeps them for the next trace, as a trace child does; a test in
     the same pytest worker that checks this interpreter afterwards must not see them installed."""
     yield
-    from attn_doctor.tracing import standins
+    from attn_doctor.tracing.standins import registry as standins
 
     if standins.standin_installed():
         standins.remove_standins()

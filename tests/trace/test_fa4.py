@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from attn_doctor.tracing.routes import ROUTE_INSTALLED
+from attn_doctor.tracing.runs.routes import ROUTE_INSTALLED
 from conftest import TOYS, marker_line, toy_target
 
 TOY = "fa4_toy.py"
@@ -64,7 +64,7 @@ def test_what_flash_attn_4_takes_traces_clean(trace):
 def test_the_stand_in_raises_flash_attn_4s_assertions_outside_a_trace():
     import torch
 
-    from attn_doctor.tracing.fa4_standin import fa4_flash_attn_func
+    from attn_doctor.tracing.standins.fa4 import fa4_flash_attn_func
 
     q = torch.randn(1, 8, 2, 64, dtype=torch.bfloat16)
     out, lse = fa4_flash_attn_func(q, q, q, causal=True)
@@ -93,7 +93,7 @@ def flash_attn_varlen_func(q, k, v, **kwargs):
 
 RUN = """
 import json, sys
-from attn_doctor.tracing.api import trace
+from attn_doctor.tracing.runs.api import trace
 r = trace(sys.argv[1], device=sys.argv[2])
 print(json.dumps({"findings": r["findings"], "routes": [x["name"] for x in r["routes"]], "notes": r["notes"],
                   "cute": sys.modules["flash_attn.cute"].__file__}))

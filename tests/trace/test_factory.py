@@ -1,4 +1,4 @@
-"""MODULE:FACTORY (attn_doctor/tracing/factory.py), traced for real through the API and the CLI:
+"""MODULE:FACTORY (attn_doctor/tracing/runs/factory.py), traced for real through the API and the CLI:
 factory arguments from the command line and the mistakes in them, a factory written for CUDA (its
 tensors go to the trace device) and one that needs CUDA itself (said, with what to do)."""
 import json

@@ -44,8 +44,8 @@ def cli(python, *args):
 
 RUNNER = r"""
 import json, sys, time
-from attn_doctor.tracing.api import trace
-from attn_doctor.tracing.child import stdout_to_stderr
+from attn_doctor.tracing.runs.api import trace
+from attn_doctor.tracing.runs.child import stdout_to_stderr
 specs, out = json.loads(sys.argv[1]), sys.argv[2]
 with open(out, "w") as fh:
     for spec in specs:
@@ -60,7 +60,7 @@ with open(out, "w") as fh:
 
 def trace_many(python, specs, tmp_path):
     """trace(**spec) for each spec in one process of ``python``; the reports, in order."""
-    from attn_doctor.tracing.launch import package_dir
+    from attn_doctor.tracing.runs.launch import package_dir
 
     pkg = package_dir()
     out = tmp_path / "reports.jsonl"

@@ -1,4 +1,4 @@
-"""Which kernel each attention call gets (attn_doctor/tracing/sdpa_select.py, kernels.py), why not the
+"""Which kernel each attention call gets (attn_doctor/tracing/kernel_choice/sdpa_select.py, kernels.py), why not the
 fastest (fallbacks.py, AD610-AD613, AD277) and what it costs (cost.py): the emulation against the
 recorded GPU answers, the toys of issue 32 traced on meta and CPU, the patches, the CLI."""
 
@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from attn_doctor.tracing import cost, kernels, masks, sdpa_select
+from attn_doctor.tracing.kernel_choice import cost, kernels, masks, sdpa_select
 
 from conftest import REPO, cli, marker_line, toy_target
 
@@ -88,8 +88,8 @@ def test_versions_change_the_order_and_the_checks():
 @pytest.mark.parametrize("pattern,causal", [("tril", True), ("additive", True), ("causal", False)])
 def test_masks_are_followed_on_meta(pattern, causal):
     tracker = masks.MaskTracker()
-    from attn_doctor.tracing.mode import activate
-    from attn_doctor.tracing.tracer import Tracer
+    from attn_doctor.tracing.runs.mode import activate
+    from attn_doctor.tracing.dtype_path.tracer import Tracer
 
     built = {}
     tracer = Tracer()
@@ -107,8 +107,8 @@ def test_masks_are_followed_on_meta(pattern, causal):
 
 def test_arange_comparison_is_the_causal_mask():
     # transformers' sdpa_mask: kv_idx <= q_idx over aranges
-    from attn_doctor.tracing.mode import activate
-    from attn_doctor.tracing.tracer import Tracer
+    from attn_doctor.tracing.runs.mode import activate
+    from attn_doctor.tracing.dtype_path.tracer import Tracer
 
     tracer = Tracer()
     with activate(tracer), torch.device("meta"):
@@ -277,7 +277,7 @@ def test_the_representative_size_keeps_the_calls_layout_and_causal_mask():
 
 
 def test_check_sample_reports_the_kernel_per_layer():
-    from attn_doctor.tracing.samples import run_sample_forward
+    from attn_doctor.tracing.runs.samples import run_sample_forward
 
     r = run_sample_forward(device="meta", capability=(8, 0), samples=["sdpa_block"])
     (sample,) = r["samples"]
@@ -293,7 +293,7 @@ def test_torch_is_asked_in_its_own_signature(gqa):
     itself must not raise, or every CUDA trace would fall back to the emulation."""
     import torch
 
-    from attn_doctor.tracing import kernels
+    from attn_doctor.tracing.kernel_choice import kernels
 
     q = torch.randn(1, 4, 16, 8)
     kv = torch.randn(1, 2 if gqa else 4, 16, 8)

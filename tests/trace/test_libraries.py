@@ -88,7 +88,7 @@ def test_the_kernels_stand_in_lets_libraries_import_its_layer_api_and_keeps_thei
     # use_kernel_forward_from_hub, use_kernelized_func...): inert, every layer keeps its forward
     import types
 
-    from attn_doctor.tracing.hub_standin import make_kernels_standin
+    from attn_doctor.tracing.standins.hub import make_kernels_standin
 
     kernels = make_kernels_standin(lambda name, package=False: types.ModuleType(name))["kernels"]
 

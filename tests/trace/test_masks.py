@@ -1,13 +1,13 @@
-"""Masks judged by where they come from (tracing/masks.py, fallbacks.py): a causal mask is AD610
+"""Masks judged by where they come from (tracing/kernel_choice/masks.py, fallbacks.py): a causal mask is AD610
 wherever it was made (a buffer made at construction too, on meta); a mask made from the batch, a
 sliding window, a learned or position bias are never told to become is_causal=True: AD616 (a note)
 names what forces the mask-reading kernel and what skips the work instead."""
 import pytest
 import torch
 
-from attn_doctor.tracing import masks
-from attn_doctor.tracing.mode import activate
-from attn_doctor.tracing.tracer import Tracer
+from attn_doctor.tracing.kernel_choice import masks
+from attn_doctor.tracing.runs.mode import activate
+from attn_doctor.tracing.dtype_path.tracer import Tracer
 from conftest import marker_line, toy_target
 
 TOY = "mask_toy.py"

@@ -100,7 +100,7 @@ def test_user_prints_do_not_corrupt_json(tmp_path):
 
 
 def test_child_in_another_interpreter_runs_the_sample_forward():
-    from attn_doctor.tracing.launch import run_child
+    from attn_doctor.tracing.runs.launch import run_child
 
     result = run_child("sample", {"dtype": "bf16"}, python=sys.executable, timeout=300)
     assert result["schema"] == "attn-doctor.sample/1"
@@ -123,7 +123,7 @@ def test_the_childs_bytecode_of_the_doctor_leaves_nothing_in_a_pycache_prefix(tm
     # folder's random name: removed with the folder, not kept for ever one copy per trace.
     import torch
 
-    from attn_doctor.tracing.launch import run_child
+    from attn_doctor.tracing.runs.launch import run_child
 
     # An interpreter in which attn-doctor is not installed, as a target venv is: no site processing
     # (an editable install's finder comes from a .pth), torch's folder on PYTHONPATH after the link.

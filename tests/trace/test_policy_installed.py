@@ -1,4 +1,4 @@
-"""CUDA autocast's policy is the installed torch's, not a copy of one release (tracing/policy.py).
+"""CUDA autocast's policy is the installed torch's, not a copy of one release (tracing/calls/policy.py).
 
 The hand-written table was read from torch 2.11; the installed torch's own op lists
 (torch/testing/_internal/autocast_test_lists.py, read as text) are laid over it. These tests run
@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from attn_doctor.tracing import policy
+from attn_doctor.tracing.calls import policy
 from conftest import marker_line, toy_target
 
 INSTALLED = policy.installed_lists(os.path.dirname(torch.__file__))
@@ -49,7 +49,7 @@ def test_rms_norm_follows_the_installed_torch():
 
 
 def test_a_qk_rms_norm_before_flash_attn_is_found_where_this_torch_promotes_it():
-    from attn_doctor.tracing.api import trace
+    from attn_doctor.tracing.runs.api import trace
 
     report = trace(toy_target("rmsnorm_toy.py", "build"), autocast="bf16", device="meta")
     routes = {r["name"]: r for r in report.get("routes") or ()}

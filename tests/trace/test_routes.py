@@ -43,7 +43,7 @@ def test_on_cuda_the_installed_path_is_the_verdict(trace):
     # The combination rule, applied to the two real traces of the same model: with --device cuda the
     # path this machine takes decides; the stand-in's failure is advice.
     from attn_doctor.render.trace_human import render_trace
-    from attn_doctor.tracing.routes import combine_routes
+    from attn_doctor.tracing.runs.routes import combine_routes
 
     standin = trace(toy_target(TOY, "build_fallback"), autocast="bf16", routes=False)
     installed = trace(toy_target(TOY, "build_fallback"), autocast="bf16", routes=False, standins=False)

@@ -3,9 +3,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_doctor.tracing import policy, sinks
-from attn_doctor.tracing.mode import activate
-from attn_doctor.tracing.tracer import Tracer
+from attn_doctor.tracing.calls import policy, sinks
+from attn_doctor.tracing.runs.mode import activate
+from attn_doctor.tracing.dtype_path.tracer import Tracer
 
 
 def test_flash_attn_rules_in_flash_api_order():
@@ -113,7 +113,7 @@ def test_flash_attn_custom_op_is_a_sink():
 
 
 def test_standin_enforces_flash_attn_checks_outside_a_trace():
-    from attn_doctor.tracing import fa2_standin
+    from attn_doctor.tracing.standins import fa2 as fa2_standin
 
     q = torch.randn(1, 4, 2, 8, dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="^FlashAttention only support fp16 and bf16 data type$"):

@@ -1,4 +1,4 @@
-"""One trace in this process (attn_doctor/tracing/run.py), for real through the API and the CLI:
+"""One trace in this process (attn_doctor/tracing/runs/run.py), for real through the API and the CLI:
 a forward pass that reaches no attention call judges nothing, options that do not go together,
 autocast regions named after the trace device, the CPU retry where meta cannot run the forward,
 and example inputs moved to the trace device."""

@@ -32,7 +32,7 @@ def _fake_transformers(root: Path, llama_needs_the_table: bool) -> None:
 
 
 def _import_llama(root: Path):
-    code = ("import sys\nfrom attn_doctor.tracing.samples import _import_llama\n"
+    code = ("import sys\nfrom attn_doctor.tracing.runs.samples import _import_llama\n"
             "config, model = _import_llama()\nprint(config.__name__, model.__name__, type(sys.modules['transformers.models']).__name__)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), REPO]))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)

@@ -1,4 +1,4 @@
-"""SDPA's kernel choice is emulated off the GPU (tracing/sdpa_select.py, written from sdp_utils.cpp):
+"""SDPA's kernel choice is emulated off the GPU (tracing/kernel_choice/sdpa_select.py, written from sdp_utils.cpp):
 these tests hold the emulation's words and architecture ranges against the installed torch's own
 binaries, where its checks live as string literals (libtorch_cpu.so has the checks shared with the
 CPU; libtorch_cuda.so, in CUDA builds, the GPU ones). CI's newest-torch run installs a CUDA build:
@@ -13,7 +13,7 @@ import textwrap
 import pytest
 import torch
 
-from attn_doctor.tracing import sdpa_select
+from attn_doctor.tracing.kernel_choice import sdpa_select
 
 LIB = os.path.join(os.path.dirname(torch.__file__), "lib")
 CPU_LIB = os.path.join(LIB, "libtorch_cpu.so")

@@ -31,7 +31,7 @@ def site(tmp_path_factory):
 
 
 def run(site, monkeypatch, tmp_path, **kwargs):
-    from attn_doctor.tracing.launch import run_child
+    from attn_doctor.tracing.runs.launch import run_child
 
     if site:
         monkeypatch.setenv("PYTHONPATH", site)
@@ -89,7 +89,7 @@ def test_the_transformers_sample_leaves_optional_libraries_unimported(site, tmp_
         (fakes / name).mkdir(parents=True)
         (fakes / name / "__init__.py").write_text(
             "import pathlib\npathlib.Path(%r).write_text('imported')\n__version__ = '1.0'\n" % str(tmp_path / (name + ".imported")))
-    code = ("from attn_doctor.tracing.samples import run_sample_forward\n"
+    code = ("from attn_doctor.tracing.runs.samples import run_sample_forward\n"
             "out = run_sample_forward(device='meta', samples=['transformers_sdpa'])\n"
             "print(out['samples'][0]['status'], out['verdict'])\n")
     env = dict(__import__("os").environ, PYTHONPATH=":".join(filter(None, [str(fakes), site])))
@@ -105,7 +105,7 @@ def test_the_transformers_sample_skips_the_models_table_and_uses_the_prefetched_
     # the packages_distributions() computed ahead is the one transformers' availability checks use.
     code = (
         "import importlib.metadata, json, sys\n"
-        "from attn_doctor.tracing.samples import run_sample_forward\n"
+        "from attn_doctor.tracing.runs.samples import run_sample_forward\n"
         "mapping = importlib.metadata.packages_distributions()\n"
         "mapping['attn_doctor_marker'] = ['attn-doctor-marker']\n"
         "out = run_sample_forward(device='meta', samples=['transformers_sdpa'], distributions=mapping)\n"

@@ -41,7 +41,7 @@ def test_a_linear_or_norm_meeting_float32_is_where_the_gpu_raises(trace, bug, op
 
 def test_the_clean_block_and_half_input_with_float32_norm_weights_are_clean(trace):
     assert _trace(trace, "none")["findings"] == []
-    from attn_doctor.tracing.api import trace as run
+    from attn_doctor.tracing.runs.api import trace as run
 
     model, x = __import__("written_out_toy").build()
     model.norm.float()  # norms kept in float32 beside a bf16 input: the one mix layer_norm takes

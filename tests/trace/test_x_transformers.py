@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def _trace_with(root, site, monkeypatch):
-    from attn_doctor.tracing.launch import run_child
+    from attn_doctor.tracing.runs.launch import run_child
 
     monkeypatch.setenv("PYTHONPATH", site)
     return run_child("trace", {"target": str(root / "xt_factory.py") + ":build"}, python=sys.executable,

@@ -272,9 +272,9 @@ def cudnn_first(facts: Facts, capability: tuple[int, int]) -> Optional[str]:
 
 def cudnn_first_for(tv: Optional[Version], cudnn: Optional[Version], cuda: str, env: dict,
                     capability: tuple[int, int]) -> Optional[str]:
-    """The same from plain values (a trace's stack): tracing/sdpa_select.py emulates the order, the
+    """The same from plain values (a trace's stack): tracing/kernel_choice/sdpa_select.py emulates the order, the
     variables the user set are read here."""
-    from ...tracing import sdpa_select
+    from ...tracing.kernel_choice import sdpa_select
 
     if tv is None:
         return None

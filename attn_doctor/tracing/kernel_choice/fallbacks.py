@@ -19,8 +19,8 @@ import linecache
 import os
 
 from . import masks, sdpa_select
-from .places import library_package
-from .patch import _arg, _enclosing_statement, _find_call, display_path, parsed_source
+from ..calls.patch import _arg, _enclosing_statement, _find_call, display_path, parsed_source
+from ..places import library_package
 
 # Slowest last: a kernel later in this list is a fallback from one earlier.
 SPEED = ("flash", "cudnn", "mem_efficient", "math")

@@ -23,12 +23,12 @@ import sys
 import types
 
 from . import bert_padding
-from .fa2_standin import STANDIN_FLASH_ATTN_VERSION, STANDIN_FUNCTIONS
-from .fa3_standin import STANDIN_FA3_VERSION
-from .fa4_standin import FA4_RUNNERS, STANDIN_FLASH_ATTN_4_VERSION, fa4_standin
-from .hub_standin import STANDIN_KERNELS_VERSION, make_kernels_standin
-from .sage_standin import STANDIN_SAGE_VERSION, make_sage_standin
-from .xformers_standin import STANDIN_XFORMERS_VERSION, make_xformers_standin
+from .fa2 import STANDIN_FLASH_ATTN_VERSION, STANDIN_FUNCTIONS
+from .fa3 import STANDIN_FA3_VERSION
+from .fa4 import FA4_RUNNERS, STANDIN_FLASH_ATTN_4_VERSION, fa4_standin
+from .hub import STANDIN_KERNELS_VERSION, make_kernels_standin
+from .sage import STANDIN_SAGE_VERSION, make_sage_standin
+from .xformers import STANDIN_XFORMERS_VERSION, make_xformers_standin
 
 _INSTALLED = {}  # what this process installed: name -> "standin" | "wrapped"
 
@@ -205,7 +205,7 @@ STANDIN_FAMILIES = {"xformers": "xformers", "flash_attn_interface": "flash_attn3
 
 
 def _make_fa3(module):
-    from . import fa3_standin
+    from . import fa3 as fa3_standin
 
     mod = module("flash_attn_interface")
     for fn in fa3_standin.STANDIN_FUNCTIONS:
@@ -249,7 +249,7 @@ def _wrap_real_hub(kernels):
     recorded (run as they are on CUDA tensors, by the stand-in elsewhere); where the Hub has no
     build for this machine, or cannot be reached, the stand-in's module for a kernel the doctor
     knows, said in a note. Kept until remove_standins."""
-    from . import hub_standin
+    from . import hub as hub_standin
     from .wrappers import wrap_hub_module
 
     real = getattr(kernels, "get_kernel", None)

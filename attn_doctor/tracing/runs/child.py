@@ -1,7 +1,7 @@
-"""Entry point run inside the *target* interpreter: ``python -m attn_doctor.tracing.child CMD JSON``.
+"""Entry point run inside the *target* interpreter: ``python -m attn_doctor.tracing.runs.child CMD JSON``.
 
-    python -m attn_doctor.tracing.child trace  '{"target": "pkg.mod:build", "autocast": "bf16"}'
-    python -m attn_doctor.tracing.child sample '{"device": "auto", "dtype": "bf16"}'
+    python -m attn_doctor.tracing.runs.child trace  '{"target": "pkg.mod:build", "autocast": "bf16"}'
+    python -m attn_doctor.tracing.runs.child sample '{"device": "auto", "dtype": "bf16"}'
 
 The JSON argument holds keyword arguments for ``api.trace`` / ``samples.run_sample_forward``.
 Exactly one JSON object is written to the original stdout; while the user's code runs, fd 1
@@ -57,8 +57,8 @@ def run(command, kwargs):
 
 def _progress_to_stderr():
     """With ATTN_DOCTOR_TRACE_PROGRESS set (the doctor shows a spinner), each step of the trace is
-    one marked line on stderr, which attn_doctor/tracing/launch.py reads as it comes."""
-    from . import state
+    one marked line on stderr, which attn_doctor/tracing/runs/launch.py reads as it comes."""
+    from .. import state
 
     def say(message):
         sys.stderr.write(state.PROGRESS_PREFIX + message + "\n")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import state
-from .autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED, set_emulated_autocast
+from .. import state
+from ..calls.autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED, set_emulated_autocast
 
 
 class TraceMode(TorchFunctionMode):

@@ -5,7 +5,7 @@ and sdp_utils_cpp.h): the backends in their priority order, each a list of check
 order, the first backend whose checks all pass wins, and every refusal carries the message torch
 warns with ``debug=True``. The checks are data (``CHECKS``, ``BACKEND_CHECKS``), each with the torch
 versions it applies to, so a release that adds or drops one is a line here. On a GPU torch itself
-answers (attn_doctor/tracing/kernels.py); the GPU test compares the two.
+answers (attn_doctor/tracing/kernel_choice/kernels.py); the GPU test compares the two.
 
 Sources read: sdp_utils.cpp of pytorch main (2026: cuDNN first on sm9x/sm10x with a runtime cuDNN
 above 9.15, ``TORCH_CUDNN_SDPA_DEPRIORITIZED``) and of the 2.9 era (``TORCH_CUDNN_SDPA_PREFERRED``,

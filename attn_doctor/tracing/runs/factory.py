@@ -14,7 +14,7 @@ import inspect
 import os
 import sys
 
-from .errors import TraceError, _one_line
+from ..errors import TraceError, _one_line
 
 
 def parse_target(target):

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import sys
 
-from . import sdpa_select, state
-from .probe_files import gpu_child
+from . import sdpa_select
+from .. import state
+from ..probe_files import gpu_child
 
 # SDPBackend's names as torch._fused_sdp_choice returns them -> sdpa_select's keys
 _TORCH_NAMES = {"flash_attention": "flash", "efficient_attention": "mem_efficient", "cudnn_attention": "cudnn",
@@ -186,7 +187,7 @@ def _annotate(tracer, spec, record, args, kwargs):
         call = describe(q, k, v, mask, dropout, is_causal, enable_gqa, torch.is_grad_enabled(), effective)
         choice = sdpa_choice(tracer, call, (q, k, v, mask, dropout, is_causal, enable_gqa))
         record["kernel"] = dict(choice, name=choice["kernel"], label=label(choice["kernel"]))
-        from .sinks import sdpa_kernel_mask_problem
+        from ..calls.sinks import sdpa_kernel_mask_problem
 
         mask_problem = sdpa_kernel_mask_problem(
             choice["kernel"], effective, effective.get("attn_mask") or (
@@ -199,7 +200,7 @@ def _annotate(tracer, spec, record, args, kwargs):
             choose=lambda eq_call, eq_tensors: sdpa_choice(tracer, eq_call, eq_tensors), target=target_of(tracer)))
         record["call"] = call_facts(q, k, mask, dropout, is_causal, enable_gqa, effective)
         if q.device.type == "cuda" and getattr(tracer, "train", False) and record["call"]["grad"]:
-            from . import numerics
+            from ..numerics import at_calls as numerics
 
             scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
             measured, problem = numerics.check_call(tracer, record, q, k, v, mask, is_causal, enable_gqa, scale)

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-from .errors import TraceError, _one_line
+from ..errors import TraceError, _one_line
 
 
 def _transformers_version():
@@ -132,7 +132,7 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
                 setattr(config, key, min(2, getattr(config, key)))
         notes.append("built a 2-layer copy of the config for the CPU retry (head dim and dtypes unchanged)")
     want_dtype = dtype_name or _config_dtype(config)
-    from .nodes import NAME_TO_DTYPE
+    from ..calls.nodes import NAME_TO_DTYPE
 
     torch_dtype = NAME_TO_DTYPE.get(want_dtype) if want_dtype else None
     config_impl = getattr(config, "_attn_implementation_internal", None)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from . import policy, sinks
-from .autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
-from .nodes import LOWER_ELIGIBLE, NAME_TO_DTYPE, dtype_name
+from ..calls import policy, sinks
+from ..calls.autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
+from ..calls.nodes import LOWER_ELIGIBLE, NAME_TO_DTYPE, dtype_name
 
 # Inline attention: probs @ v, probs = softmax(q @ k^T [* scale] [+ mask] [softcap]) [dropout] [cast].
 PV_OPS = frozenset(("matmul", "bmm", "einsum"))
@@ -75,7 +75,7 @@ def inline_attention(tracer, short, args, kwargs):
     scores = soft.inputs[0] if soft.inputs else None
     widened = _softmax_widened(q_node, k_node, scores, autocast_now)
     if widened and not problems:
-        from .patch import display_path
+        from ..calls.patch import display_path
 
         shape = ", ".join(str(x) for x in probs_t.shape)
         problems.append({"id": "AD620", "severity": "warning", "check": "softmax_width", "kernel_message": "",

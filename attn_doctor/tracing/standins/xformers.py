@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from . import sinks, state
+from ..calls import sinks
+from .. import state
 
 STANDIN_XFORMERS_VERSION = "0.0.35"
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import os
 
-from . import sinks, state
+from ..calls import sinks
+from .. import state
 
 # The flash-attn whose checks, messages and signatures the stand-in has.
 STANDIN_FLASH_ATTN_VERSION = os.environ.get("ATTN_DOCTOR_STANDIN_FLASH_ATTN_VERSION", "2.8.3")

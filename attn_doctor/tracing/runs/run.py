@@ -17,12 +17,11 @@ import os
 import sys
 import time
 
-from . import report as report_mod
-from .errors import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, EXIT_USAGE, TraceError, _one_line, _tb
-from .factory import (_bind_factory_args, call_factory, cuda_to, import_target_module, normalize_inputs,
-                      parse_target, resolve_factory, split_result)
+from .. import report as report_mod
+from ..errors import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, EXIT_USAGE, TraceError, _one_line, _tb
+from .factory import _bind_factory_args, call_factory, cuda_to, import_target_module, normalize_inputs, parse_target, resolve_factory, split_result
 from .hf_models import build_hf, transformers_sees_flash_attn
-from .state import say
+from ..state import say
 
 DTYPE_CHOICES = ("bf16", "fp16", "fp32")
 AUTOCAST_CHOICES = ("bf16", "fp16")
@@ -69,7 +68,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
     info["autocast_mode"] = (None if not autocast else ("emulated-cuda" if emulate_autocast else "cuda"))
     info["capability"] = list(capability) if capability else None
     try:
-        from . import standins as standins_mod
+        from ..standins import registry as standins_mod
 
         if standins:
             notes.extend(standins_mod.install_standins())
@@ -181,7 +180,7 @@ def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info,
     make = _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs)
 
     def watched(dev, shrink):
-        from .masks import MaskTracker
+        from ..kernel_choice.masks import MaskTracker
 
         tracker = MaskTracker()
         with tracker.recording():
@@ -204,7 +203,7 @@ def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_i
             info.update(hf_attn_implementation=meta["attn_implementation"],
                         hf={k: meta[k] for k in ("attn_implementation", "attn_implementation_source", "model_class",
                                                  "transformers")})
-            from .standins import standin_installed
+            from ..standins.registry import standin_installed
 
             if "flash" in (meta["attn_implementation"] or "") and standin_installed("flash_attn"):
                 info["standin_route"] = True  # transformers' flash path exists here only through the stand-in
@@ -227,7 +226,7 @@ def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_i
 def _prepare(built, device, dtype, seq_len=16):
     import torch
 
-    from .nodes import NAME_TO_DTYPE
+    from ..calls.nodes import NAME_TO_DTYPE
 
     model, inputs, notes = built["model"], built["inputs"], []
     compiled = getattr(model, "_orig_mod", None)
@@ -393,11 +392,11 @@ def model_max_seq(model):
 def _run(built, info, device, dtype, autocast, train, capability, emulate, continue_after, cwd):
     import torch
 
-    from . import standins as standins_mod
+    from ..standins import registry as standins_mod
     from .mode import activate
-    from .wrappers import wrap_installed
-    from .nodes import NAME_TO_DTYPE
-    from .tracer import Tracer
+    from ..standins.wrappers import wrap_installed
+    from ..calls.nodes import NAME_TO_DTYPE
+    from ..dtype_path.tracer import Tracer
 
     tracker = built.get("masks")
     with tracker.recording() if tracker is not None else contextlib.nullcontext():
@@ -467,7 +466,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
 
 
 def _is_meta_limitation(exc):
-    from .tracer import _meta_limitation
+    from ..dtype_path.tracer import _meta_limitation
 
     return _meta_limitation(exc)
 
@@ -484,7 +483,7 @@ def _no_attention_message(info, ops):
 
 
 def _result(status, **kw):
-    from ..schemas import envelope
+    from ...schemas import envelope
 
     return envelope("trace", dict(status=status, **kw))
 

@@ -15,7 +15,7 @@ import contextlib
 import enum
 import types
 
-from . import sinks
+from ..calls import sinks
 
 STANDIN_KERNELS_VERSION = "0.16.0"
 
@@ -39,7 +39,7 @@ def kind_of(repo_id):
 
 def kernel_module(repo_id):
     """A module standing for the Hub kernel ``repo_id`` (one the doctor knows)."""
-    from . import fa2_standin, fa3_standin, sage_standin
+    from . import fa2 as fa2_standin, fa3 as fa3_standin, sage as sage_standin
 
     kind = kind_of(repo_id)
     base = repo_id.split(":", 1)[0].split("@", 1)[0].strip()
@@ -66,7 +66,7 @@ def kernel_module(repo_id):
 def _recorded(fn, spec):
     """``fn`` (a stand-in that records itself under its own library's name) recorded under ``spec``
     instead: the call is the hub kernel's."""
-    from . import state
+    from .. import state
 
     def hub_fn(*args, **kwargs):
         tracer = state.ACTIVE[0]

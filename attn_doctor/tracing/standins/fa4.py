@@ -10,8 +10,9 @@ the tracer judges those.
 
 from __future__ import annotations
 
-from . import sinks, state
-from .fa2_standin import attend, attend_varlen
+from ..calls import sinks
+from .. import state
+from .fa2 import attend, attend_varlen
 
 STANDIN_FLASH_ATTN_4_VERSION = "4.0.0b36"
 

@@ -19,9 +19,6 @@ the current module path.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import torch
 
 try:
@@ -29,36 +26,17 @@ try:
 except ImportError:  # pragma: no cover - torch < 2.0
     WeakIdKeyDictionary = None
 
-from . import kernels, masks, policy, sinks, state
-from .autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
+from ..kernel_choice import kernels, masks
+from ..calls import policy, sinks
+from .. import state
+from ..calls.autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
 from .inline import PV_OPS, QK_OPS, inline_attention
-from .nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name, traced
-from .places import DOCTOR_DIR, SAMPLES_FILE, TRACE_DIR, library_package
-
-# the trace's own entry points: frames above the model's outermost call
-_ENTRY_FILES = frozenset(TRACE_DIR + name for name in ("run.py", "child.py", "api.py", "launch.py", "mode.py"))
+from ..calls.nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name, traced
+from ..places import library_package
+from .frames import UserFrames
+from .provenance import misshapen_mask
 
 F = torch.nn.functional
-
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-# The tracer's own machinery (every module of this package) is skipped when naming a caller; the
-# sample models are user code.
-_STDLIB_HELPERS = ("contextlib.py", "functools.py")
-
-
-def _transparent_dirs():
-    """Library code whose frames are skipped when naming an op's caller: torch itself, this
-    tracer, and einops (``rearrange`` is a reshape done on the caller's behalf)."""
-    dirs = [_TORCH_DIR]
-    try:
-        import importlib.util
-
-        spec = importlib.util.find_spec("einops")
-        if spec is not None and spec.origin:
-            dirs.append(os.path.dirname(os.path.abspath(spec.origin)) + os.sep)
-    except (ImportError, ValueError):
-        pass
-    return tuple(dirs)
 
 
 def _floating_tensors(args, kwargs):
@@ -126,7 +104,7 @@ def op_display_name(func):
     return "torch." + name
 
 
-class Tracer(object):
+class Tracer(UserFrames):
     def __init__(self, autocast_dtype=None, emulate_autocast=False, capability=None, continue_after_bad_sink=True,
                  expected_dtype=None, mask_tracker=None):
         self.nodes = WeakIdKeyDictionary()
@@ -143,8 +121,7 @@ class Tracer(object):
         self.autocast_dtype = autocast_dtype
         self.continue_after = continue_after_bad_sink
         self.expected_dtype = expected_dtype
-        self._internal = {}
-        self._transparent = _transparent_dirs()
+        UserFrames.__init__(self)
         self._names_cache = {}
         self._short_cache = {}
         self._hooks = []
@@ -187,63 +164,6 @@ class Tracer(object):
         if isinstance(tensor, torch.Tensor):
             self.names[id(tensor)] = ("input", name)
             self.masks.mark_batch(tensor, name)
-
-    def _is_internal(self, filename):
-        """0: the model's code; 1: torch's, the tracer's, a helper's (skipped); 2: the doctor's driver
-        (its CLI, the trace's entry): everything from there outwards called the model, not the model."""
-        if filename.startswith(DOCTOR_DIR) and filename != SAMPLES_FILE:
-            return 2 if (not filename.startswith(TRACE_DIR) or filename in _ENTRY_FILES) else 1
-        if filename.startswith(self._transparent) or filename.endswith(_STDLIB_HELPERS):
-            return 1
-        return 1 if (filename.startswith("<") and filename != "<stdin>" and not filename.startswith("<ipython")) else 0
-
-    def _frames(self, depth):
-        """The frames of the model's code (not torch's, not the tracer's, not the doctor's that
-        started the trace), innermost first, from ``depth`` frames above this call."""
-        f = sys._getframe(depth + 1)
-        cache = self._internal
-        seen = False
-        while f is not None:
-            fn = f.f_code.co_filename
-            internal = cache.get(fn)
-            if internal is None:
-                internal = cache[fn] = self._is_internal(fn)
-            if not internal:
-                seen = True
-                yield f
-            elif internal == 2 and seen:
-                return
-            f = f.f_back
-
-    def caller(self):
-        for f in self._frames(2):
-            return f.f_code.co_filename, f.f_lineno
-        return None, None
-
-    def user_frame(self):
-        """Where the user's code called into the library that made this attention call: the
-        innermost frame outside installed packages, with the library's frame it called, when the
-        call itself is inside an installed package; else None."""
-        library = None
-        for f in self._frames(2):
-            fn = f.f_code.co_filename
-            package = library_package(fn)
-            if package is None:
-                if library is None:
-                    return None  # the call is the user's own
-                return {"file": fn, "line": f.f_lineno, "function": f.f_code.co_name, "library": library[0],
-                        "library_file": library[1], "library_line": library[2]}
-            library = (package, fn, f.f_lineno)  # the outermost library frame: the one the user called
-        return None
-
-    def callers(self, depth=3):
-        """The user's frames above the op's own line: [(file, line)], innermost first."""
-        found = []
-        for f in self._frames(2):
-            found.append((f.f_code.co_filename, f.f_lineno))
-            if len(found) > depth:
-                break
-        return found[1:]
 
     def node_of(self, t):
         n = self.nodes.get(t)
@@ -588,39 +508,9 @@ class Tracer(object):
         if any(p["kernel_message"] and p["kernel_message"] in message for p in record["problems"]):
             return
         record["problems"].append({"id": "AD607", "severity": "error", "check": "raised", "kernel_message": message})
-        maker = self._misshapen_mask(record)
+        maker = misshapen_mask(record, self.nodes, self.made_at)
         if maker is not None:
             record["problems"][-1]["mask_made"] = maker
-
-    def _misshapen_mask(self, record):
-        """Where the mask an attention call refused was made, when its shape does not broadcast to
-        the call's [batch, heads, q_len, kv_len]: the line a user changes is its maker's."""
-        q, k = record["_nodes"].get("q"), record["_nodes"].get("k")
-        shapes = record.get("inputs") or {}
-        qs, ks = (shapes.get("q") or {}).get("shape"), (shapes.get("k") or {}).get("shape")
-        if q is None or k is None or not qs or not ks or len(qs) != 4 or len(ks) != 4:
-            return None
-        expected = (qs[0], qs[1], qs[2], ks[2]) if record.get("layout", "").startswith("B,H") else None
-        for role, t in (record.get("_extra") or {}).items():
-            if "mask" not in role and "bias" not in role:
-                continue
-            try:
-                if expected is not None:
-                    torch.broadcast_shapes(tuple(t.shape), expected)
-                continue  # it broadcasts: not the mask's shape
-            except RuntimeError:
-                pass
-            if t.is_floating_point():
-                node = self.nodes.get(t)
-                site = (node.file, node.line, tuple(node.stack or ())) if node is not None and node.file else None
-            else:
-                site = self.made_at.get(t)
-            out = {"role": role, "shape": [int(x) for x in t.shape], "dtype": dtype_name(t.dtype),
-                   "expected": list(expected) if expected else None}
-            if site is not None:
-                out.update(file=site[0], line=site[1], called_by=[{"file": f, "line": ln} for f, ln in site[2]])
-            return out
-        return None
 
     def _mark_outputs(self, out, spec):
         # Attention outputs (and fused kernels' fp32 log-sum-exp) are roots: never promotions.

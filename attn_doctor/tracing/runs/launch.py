@@ -1,7 +1,7 @@
 """Run the tracer in another interpreter (``check --python /other/venv/bin/python``).
 
 The other interpreter need not have attn-doctor installed: a temporary folder holding a symlink to
-this ``attn_doctor`` package is put first on its PYTHONPATH, and ``attn_doctor.tracing.child`` is run
+this ``attn_doctor`` package is put first on its PYTHONPATH, and ``attn_doctor.tracing.runs.child`` is run
 with ``-m``. Standard library only.
 """
 
@@ -15,10 +15,11 @@ import sys
 import tempfile
 import threading
 
-from ..bytecode import mirror
-from .state import PROGRESS_PREFIX
+from ...bytecode import mirror
+from ..places import DOCTOR_DIR
+from ..state import PROGRESS_PREFIX
 
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_DIR = DOCTOR_DIR.rstrip(os.sep)  # the attn_doctor package
 
 
 def package_dir():
@@ -59,7 +60,7 @@ def run_child(command, kwargs, python=None, timeout=600, cwd=None, env=None, pro
             env["ATTN_DOCTOR_TRACE_PROGRESS"] = "1"
         try:
             proc = subprocess.Popen(
-                [python, "-m", "attn_doctor.tracing.child", command, json.dumps(kwargs)],
+                [python, "-m", "attn_doctor.tracing.runs.child", command, json.dumps(kwargs)],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
         except OSError as exc:
             return _fail("environment", "could not run %s: %s" % (python, exc))

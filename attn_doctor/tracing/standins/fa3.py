@@ -9,8 +9,9 @@ vllm-flash-attn3 build, which always returns ``(out, softmax_lse)``.
 
 from __future__ import annotations
 
-from . import sinks, state
-from .fa2_standin import attend, attend_varlen
+from ..calls import sinks
+from .. import state
+from .fa2 import attend, attend_varlen
 
 STANDIN_FA3_VERSION = "3.0.0"
 _FP8 = ("float8_e4m3fn",)

@@ -9,7 +9,7 @@ import linecache
 import re
 
 from .decided import decided_at
-from .nodes import WIDE_NAMES, same_width
+from ..calls.nodes import WIDE_NAMES, dtype_name, same_width
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9]*)\s*(?::[^=]*)?=(?!=)")
 
@@ -262,3 +262,37 @@ def _operand_label(node, origin, promoting_line=None):
     if origin.get("kind") == "explicit_cast":
         return "the result of %s (%s since %s at line %s)" % (node.op, node.dtype, origin.get("op"), origin.get("line"))
     return "the result of %s" % node.op
+
+
+def misshapen_mask(record, nodes, made_at):
+    """Where the mask an attention call refused was made (``nodes``: the tracer's floating tensors' nodes,
+    ``made_at``: its boolean ones' makers), when its shape does not broadcast to
+    the call's [batch, heads, q_len, kv_len]: the line a user changes is its maker's."""
+    import torch
+
+    q, k = record["_nodes"].get("q"), record["_nodes"].get("k")
+    shapes = record.get("inputs") or {}
+    qs, ks = (shapes.get("q") or {}).get("shape"), (shapes.get("k") or {}).get("shape")
+    if q is None or k is None or not qs or not ks or len(qs) != 4 or len(ks) != 4:
+        return None
+    expected = (qs[0], qs[1], qs[2], ks[2]) if record.get("layout", "").startswith("B,H") else None
+    for role, t in (record.get("_extra") or {}).items():
+        if "mask" not in role and "bias" not in role:
+            continue
+        try:
+            if expected is not None:
+                torch.broadcast_shapes(tuple(t.shape), expected)
+            continue  # it broadcasts: not the mask's shape
+        except RuntimeError:
+            pass
+        if t.is_floating_point():
+            node = nodes.get(t)
+            site = (node.file, node.line, tuple(node.stack or ())) if node is not None and node.file else None
+        else:
+            site = made_at.get(t)
+        out = {"role": role, "shape": [int(x) for x in t.shape], "dtype": dtype_name(t.dtype),
+               "expected": list(expected) if expected else None}
+        if site is not None:
+            out.update(file=site[0], line=site[1], called_by=[{"file": f, "line": ln} for f, ln in site[2]])
+        return out
+    return None

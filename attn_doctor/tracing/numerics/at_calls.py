@@ -18,7 +18,7 @@ MAX_SCORES = 1 << 26
 
 
 def numerics_child():
-    from .probe_files import probe_file
+    from ..probe_files import probe_file
 
     return probe_file("numerics_child")
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from . import sinks, state
+from ..calls import sinks
+from .. import state
 
 STANDIN_SAGE_VERSION = "2.2.0"
 
@@ -53,7 +54,7 @@ def _attend(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, return
 
 def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False, sm_scale=None,
             smooth_k=True, **kwargs):
-    from .fa2_standin import attend_varlen
+    from .fa2 import attend_varlen
 
     _check(q, k, v)
     return attend_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, sm_scale, is_causal)

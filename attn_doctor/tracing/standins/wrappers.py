@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 import types
 
-from . import sinks, state
-from .fa4_standin import FA4_RUNNERS
+from ..calls import sinks
+from .. import state
+from .fa4 import FA4_RUNNERS
 
 
 def _make_wrapper(spec, original, runner=None):
@@ -131,7 +132,7 @@ def _wrap_fa4(modname):
 
 
 def _standin_functions():
-    from . import fa3_standin, sage_standin, xformers_standin
+    from . import fa3 as fa3_standin, sage as sage_standin, xformers as xformers_standin
 
     return {
         "xformers": xformers_standin.RUNNERS,
@@ -144,7 +145,7 @@ def _standin_functions():
 def wrap_hub_module(module, repo_id):
     """A module the real kernels hub returned: its attention functions recorded under the repo's
     name, run as they are on CUDA tensors and by the stand-in's functions elsewhere."""
-    from . import hub_standin
+    from . import hub as hub_standin
 
     kind = hub_standin.kind_of(repo_id)
     if kind is None or getattr(module, "__attn_doctor_wrapped__", False):

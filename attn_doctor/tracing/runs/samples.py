@@ -223,7 +223,7 @@ def _as_sample_finding(finding, name):
     if it installed that library, never an error about this environment."""
     import os
 
-    from .places import SAMPLES_FILE
+    from ..places import SAMPLES_FILE
 
     f = dict(finding, sample=name)
     sink = dict(f.get("sink") or {})
@@ -249,7 +249,7 @@ def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=No
     """distributions: importlib.metadata.packages_distributions() computed ahead (see
     _lean_transformers_import), or None."""
     from .api import trace
-    from .errors import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS
+    from ..errors import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS
 
     out = {"schema": SCHEMA, "status": "ok", "dtype": dtype, "autocast": autocast, "samples": [], "findings": []}
     try:
@@ -263,7 +263,7 @@ def run_sample_forward(device="auto", dtype="bf16", autocast=None, capability=No
     out["device"] = device
     if device == "cuda" and capability is None:
         capability = tuple(torch.cuda.get_device_capability())
-    from . import standins
+    from ..standins import registry as standins
 
     had_standin = standins.standin_installed()
     try:

@@ -9,7 +9,7 @@ out."""
 
 from __future__ import annotations
 
-from .errors import EXIT_CLEAN, EXIT_FINDINGS
+from ..errors import EXIT_CLEAN, EXIT_FINDINGS
 
 ROUTE_INSTALLED = "installed"
 ROUTE_STANDIN = "standin"
@@ -17,12 +17,12 @@ ROUTE_STANDIN = "standin"
 
 def _standin_parts(report=None):
     """The stand-ins a route ran through: [(library, release whose checks it enforces)]."""
-    from .fa2_standin import STANDIN_FLASH_ATTN_VERSION
-    from .fa3_standin import STANDIN_FA3_VERSION
-    from .fa4_standin import STANDIN_FLASH_ATTN_4_VERSION
-    from .hub_standin import STANDIN_KERNELS_VERSION
-    from .sage_standin import STANDIN_SAGE_VERSION
-    from .xformers_standin import STANDIN_XFORMERS_VERSION
+    from ..standins.fa2 import STANDIN_FLASH_ATTN_VERSION
+    from ..standins.fa3 import STANDIN_FA3_VERSION
+    from ..standins.fa4 import STANDIN_FLASH_ATTN_4_VERSION
+    from ..standins.hub import STANDIN_KERNELS_VERSION
+    from ..standins.sage import STANDIN_SAGE_VERSION
+    from ..standins.xformers import STANDIN_XFORMERS_VERSION
 
     releases = {"flash_attn2": ("flash-attn", STANDIN_FLASH_ATTN_VERSION),
                 "flash_attn3": ("flash_attn_interface (FlashAttention 3)", STANDIN_FA3_VERSION),
