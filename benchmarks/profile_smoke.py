@@ -140,7 +140,7 @@ sys.path.insert(0, %(root)r)
 mode = sys.argv[1]  # whole | sample | profile
 %(load_child)s
 sample_probe = importlib.import_module("attn_doctor_child.sample_probe")  # standalone, as check runs it
-from attn_doctor.tracing import samples
+from attn_doctor.tracing.runs import samples
 t0 = time.perf_counter()
 prefetch = sample_probe.start_distributions_prefetch() if mode == "sample" else None
 import torch

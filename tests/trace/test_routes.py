@@ -94,7 +94,7 @@ def test_stand_in_is_an_installed_distribution():
     # What transformers 5.x reads (packages_distributions, version) agrees with `import flash_attn`.
     code = (
         "import importlib.metadata as md\n"
-        "from attn_doctor.tracing import standins\n"
+        "from attn_doctor.tracing.standins import registry as standins\n"
         "standins.install_standins()\n"
         "import flash_attn\n"
         "print(md.version('flash-attn'), md.version('flash_attn'), flash_attn.__version__,\n"
@@ -112,7 +112,7 @@ def test_every_stand_in_is_a_distribution_of_its_module_and_transformers_sees_no
     # Hub's kernel where is_kernels_available(): the kernels stand-in is an import, not an install.
     code = (
         "import importlib.metadata as md, sys, types\n"
-        "from attn_doctor.tracing import standins\n"
+        "from attn_doctor.tracing.standins import registry as standins\n"
         "standins.install_standins()\n"
         "m = md.packages_distributions()\n"
         "print(m['flash_attn_interface'], m['sageattention'], m['kernels'], md.version('flash_attn_3'))\n"
