@@ -81,3 +81,19 @@ def test_commands_write_output_and_progress_only_through_the_common_seam():
     assert offenders == {}
     # the measurement itself: _common does write stdout and start the spinner
     assert {"sys.stdout.buffer.write", "stderr_console().status"} <= _dotted_calls(PACKAGE / "cli" / "_common.py")
+
+
+def test_no_module_over_600_lines():
+    # a module past this has grown two concerns: split it along the seam between them
+    long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert not long, long
+
+
+def test_the_tracers_rooms_hold_at_most_15_modules_and_say_what_they_hold():
+    tracing = PACKAGE / "tracing"
+    for folder in [tracing, *(p for p in tracing.iterdir() if p.is_dir() and p.name != "__pycache__")]:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        assert len(modules) <= 15, (folder.name, len(modules))
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+        assert doc and len(doc) > 80, folder  # one paragraph: what the room holds and may import
