@@ -166,7 +166,7 @@ _PARSERS = {"yaml": lambda text: _parse_yaml(text), "json": lambda text: _parse_
 
 
 def _parse_env(text: str):
-    from .readers.simpletuner import parse_env
+    from .readers.diffusion.simpletuner import parse_env
 
     try:
         return parse_env(text)

@@ -1,13 +1,17 @@
 """One reader per training framework, each a module with NAME, LABEL, FORMATS, MARKERS (the keys that
 show the framework, with how much each says), an optional recognise_extra(doc) for what keys alone
-cannot say, and read(doc, context) -> plan.Reading. Adding a framework is one module here, listed
-below, and its real config files in tests/fixtures/configs/real/. generic.py reads the rest."""
+cannot say, and read(doc, context) -> plan.Reading, in the sub-package of its kind (hf_trainers/,
+distributed/, megatron/, diffusion/). Adding a framework is one module there, listed in READERS
+below, and its real config files in tests/fixtures/configs/real/. generic.py reads the rest; _hf.py
+and _megatron.py hold what several readers share."""
 
 from __future__ import annotations
 
-from . import (accelerate, axolotl, deepspeed, generic, h2ollmstudio, kohya, litgpt, llamafactory, llmfoundry, megatron_bridge,
-               msswift, musubi, nanotron, nemo, nemo_rl, onetrainer, openinstruct, openrlhf, oumi, simpletuner, torchtitan, torchtune,
-               transformers, trl, verl)
+from . import generic
+from .diffusion import kohya, musubi, onetrainer, simpletuner
+from .distributed import accelerate, deepspeed, litgpt, llmfoundry, nanotron, torchtitan, torchtune
+from .hf_trainers import axolotl, h2ollmstudio, llamafactory, msswift, openinstruct, openrlhf, oumi, transformers, trl, verl
+from .megatron import megatron_bridge, nemo, nemo_rl
 
 READERS = (llamafactory, axolotl, torchtune, trl, msswift, accelerate, deepspeed, torchtitan, litgpt, transformers,
            llmfoundry, verl, openrlhf, oumi, nanotron, openinstruct, h2ollmstudio, kohya, musubi, onetrainer, simpletuner,

@@ -16,7 +16,7 @@ core/builders/base.py, v0.18).
 
 from __future__ import annotations
 
-from ..plan import Reading, attention_of, truthy
+from ...plan import Reading, attention_of, truthy
 
 NAME = "axolotl"
 LABEL = "axolotl"

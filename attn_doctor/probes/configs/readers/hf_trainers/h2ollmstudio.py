@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan import Reading, attention_of, truthy
+from ...plan import Reading, attention_of, truthy
 
 NAME = "h2o-llmstudio"
 LABEL = "H2O LLM Studio"

@@ -32,7 +32,7 @@ Read from allenai/open-instruct at e6c3044aa6201c8bfa4573c1b03142af599e730d (and
 
 from __future__ import annotations
 
-from ..plan import Reading, attention_of, truthy
+from ...plan import Reading, attention_of, truthy
 
 NAME = "open-instruct"
 LABEL = "Open Instruct"

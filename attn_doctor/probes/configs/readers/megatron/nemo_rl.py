@@ -45,8 +45,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from ..plan import Reading, attention_of, get, truthy
-from . import _megatron as mg
+from ...plan import Reading, attention_of, get, truthy
+from .. import _megatron as mg
 
 NAME = "nemo-rl"
 LABEL = "NeMo-RL"
@@ -118,7 +118,7 @@ def _with_parents(doc: dict, base: Optional[Path], depth: int = 0, seen: tuple =
             missing.append(f"{name} (a cycle)")
             continue
         try:
-            from .. import ConfigReadError, load_document
+            from ... import ConfigReadError, load_document
 
             parent = load_document(resolved)
         except (ConfigReadError, OSError, ValueError):

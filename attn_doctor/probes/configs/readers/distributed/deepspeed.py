@@ -10,7 +10,7 @@ Both bf16 and fp16 enabled raises "bfloat16 and fp16 modes cannot be simultaneou
 
 from __future__ import annotations
 
-from ..plan import Reading, dtype_of, truthy
+from ...plan import Reading, dtype_of, truthy
 
 NAME = "deepspeed"
 LABEL = "DeepSpeed"

@@ -12,7 +12,7 @@ torch.cuda.is_bf16_supported() — True by emulation on sm70/sm75 — else 16-mi
 
 from __future__ import annotations
 
-from ..plan import Reading
+from ...plan import Reading
 
 NAME = "litgpt"
 LABEL = "LitGPT / Lightning"

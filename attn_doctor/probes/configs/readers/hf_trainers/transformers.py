@@ -7,8 +7,8 @@ from_pretrained(dtype="auto") loads — the default from transformers 5; `attn_i
 
 from __future__ import annotations
 
-from .. import shapes
-from ..plan import Reading, attention_of, dtype_of
+from ... import shapes
+from ...plan import Reading, attention_of, dtype_of
 
 NAME = "transformers"
 LABEL = "a model's config.json"

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..plan import Reading, truthy
+from ...plan import Reading, truthy
 
 NAME = "kohya-sd-scripts"
 LABEL = "kohya sd-scripts"

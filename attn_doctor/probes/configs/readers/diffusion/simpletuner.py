@@ -36,7 +36,7 @@ import re
 import shlex
 from typing import Any, Optional
 
-from ..plan import Reading, truthy
+from ...plan import Reading, truthy
 
 NAME = "simpletuner"
 LABEL = "SimpleTuner"

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..plan import Reading, truthy
+from ...plan import Reading, truthy
 
 NAME = "onetrainer"
 LABEL = "OneTrainer"

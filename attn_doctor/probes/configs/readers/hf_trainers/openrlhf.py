@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..plan import Reading, attention_of, dtype_of, truthy
+from ...plan import Reading, attention_of, dtype_of, truthy
 
 NAME = "openrlhf"
 LABEL = "OpenRLHF arguments"

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..plan import Reading, dtype_of
+from ...plan import Reading, dtype_of
 
 NAME = "nanotron"
 LABEL = "nanotron"

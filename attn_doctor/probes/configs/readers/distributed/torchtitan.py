@@ -14,7 +14,7 @@ components/quantization/float8.py).
 
 from __future__ import annotations
 
-from ..plan import Reading, truthy
+from ...plan import Reading, truthy
 
 NAME = "torchtitan"
 LABEL = "torchtitan"

@@ -12,8 +12,8 @@ recipe (the same parser over ScriptArguments + SFTConfig / DPOConfig + ModelConf
 
 from __future__ import annotations
 
-from ..plan import Reading, attention_of, dtype_of, truthy
-from . import _hf
+from ...plan import Reading, attention_of, dtype_of, truthy
+from .. import _hf
 
 NAME = "trl"
 LABEL = "TRL"

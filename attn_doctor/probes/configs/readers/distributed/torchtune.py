@@ -13,7 +13,7 @@ recipes/*.py).
 
 from __future__ import annotations
 
-from ..plan import Reading, truthy
+from ...plan import Reading, truthy
 
 NAME = "torchtune"
 LABEL = "torchtune"

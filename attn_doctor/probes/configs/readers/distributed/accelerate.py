@@ -10,7 +10,7 @@ precision dtype (its MixedPrecision policy is built from `mixed_precision`); `do
 
 from __future__ import annotations
 
-from ..plan import Reading, dtype_of, truthy
+from ...plan import Reading, dtype_of, truthy
 
 NAME = "accelerate"
 LABEL = "accelerate"

@@ -12,8 +12,8 @@ with `dtype` (AUTO | bf16 | fp16 | fp32) and `use_flash_attn`.
 
 from __future__ import annotations
 
-from ..plan import Reading, attention_of, dtype_of, truthy
-from . import _hf
+from ...plan import Reading, attention_of, dtype_of, truthy
+from .. import _hf
 
 NAME = "ms-swift"
 LABEL = "ms-swift"

@@ -33,8 +33,8 @@ Read from NVIDIA-NeMo/Megatron-Bridge 067f987df03b8355b03192d88d70f1709fedf51a:
 from __future__ import annotations
 
 
-from ..plan import Reading, get, truthy
-from . import _megatron as mg
+from ...plan import Reading, get, truthy
+from .. import _megatron as mg
 
 NAME = "megatron-bridge"
 LABEL = "Megatron-Bridge"

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from ..plan import Reading, attention_of, dtype_of, truthy
+from ...plan import Reading, attention_of, dtype_of, truthy
 
 NAME = "verl"
 LABEL = "verl"

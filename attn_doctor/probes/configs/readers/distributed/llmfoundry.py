@@ -42,7 +42,7 @@ import os
 import re
 from typing import Any, Optional
 
-from ..plan import Reading, attention_of, truthy
+from ...plan import Reading, attention_of, truthy
 
 NAME = "llm-foundry"
 LABEL = "LLM Foundry / Composer"

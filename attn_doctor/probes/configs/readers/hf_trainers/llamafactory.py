@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import shapes
-from ..plan import Reading, truthy
-from . import _hf
+from ... import shapes
+from ...plan import Reading, truthy
+from .. import _hf
 
 NAME = "llamafactory"
 LABEL = "LLaMA-Factory"

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..plan import Reading, attention_of, truthy
+from ...plan import Reading, attention_of, truthy
 
 NAME = "oumi"
 LABEL = "Oumi"

@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .kohya import flatten  # parser_common.read_config_from_file flattens as sd-scripts does
-from ..plan import Reading, dtype_of, truthy
+from ...plan import Reading, dtype_of, truthy
 
 NAME = "musubi-tuner"
 LABEL = "musubi-tuner"

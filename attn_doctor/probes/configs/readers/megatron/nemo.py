@@ -58,8 +58,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from ..plan import Reading, dtype_of, get, truthy
-from . import _megatron as mg
+from ...plan import Reading, dtype_of, get, truthy
+from .. import _megatron as mg
 
 NAME = "nemo"
 LABEL = "NVIDIA NeMo"
@@ -528,7 +528,7 @@ def _read_lightning(doc: dict, r: Reading) -> Reading:
 
 
 def _lightning_precision(doc: dict, r: Reading) -> None:
-    from .litgpt import _PRECISIONS
+    from ..distributed.litgpt import _PRECISIONS
 
     raw = get(doc, "trainer.precision")
     text = str(raw).strip().lower()
