@@ -179,7 +179,7 @@ def explain(
     except RecipeError as exc:
         raise UsageError(str(exc)) from exc
     if file is not None:
-        from .inputs import InputError, open_input, shown
+        from .boundary.inputs import InputError, open_input, shown
 
         try:
             source, _ = open_input(Path(os.fspath(file)).expanduser(), allow_stdin=False)

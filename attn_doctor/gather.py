@@ -120,8 +120,8 @@ def _other_environments(facts: Facts, options: CheckOptions):
 
 def load_facts_file(path: Path) -> Facts:
     """Facts from a JSON report written by `check --json` (or a bare facts document); '-' reads
-    stdin. Bounded (attn_doctor/inputs.py): a regular file or stdin, REPORT_MAX_BYTES, MAX_DEPTH."""
-    from .inputs import REPORT_MAX_BYTES, InputError, decode_json, read_bounded, shown
+    stdin. Bounded (attn_doctor/boundary/inputs.py): a regular file or stdin, REPORT_MAX_BYTES, MAX_DEPTH."""
+    from .boundary.inputs import REPORT_MAX_BYTES, InputError, decode_json, read_bounded, shown
 
     try:
         doc = decode_json(read_bounded(path, REPORT_MAX_BYTES))

@@ -205,7 +205,7 @@ PATH_SPAN = re.compile(r"`((?:attn_doctor|tests|benchmarks|examples|recipes|docs
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_paths_named_exist(page):
-    """A file or folder of the repository a page names in code (`attn_doctor/inputs.py`) is there:
+    """A file or folder of the repository a page names in code (`attn_doctor/boundary/inputs.py`) is there:
     a module moved or renamed takes its mentions with it."""
     named = {p for p in PATH_SPAN.findall(page.read_text(encoding="utf-8")) if not re.search(r"\b[A-Z]{3,}\b", p)}  # not NAME.json
     missing = sorted(p for p in named if not (ROOT / p).exists())

@@ -360,7 +360,7 @@ import msgspec  # noqa: E402
 
 from attn_doctor.facts import canonical_name  # noqa: E402
 from attn_doctor.failures import classify  # noqa: E402
-from attn_doctor.redact import safe_environment  # noqa: E402
+from attn_doctor.boundary.redact import safe_environment  # noqa: E402
 from conftest import FACTS_DIR, load_facts  # noqa: E402
 
 FIXTURES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from attn_doctor.redact import REDACTED, allowed, redact_value, safe_environment
+from attn_doctor.boundary.redact import REDACTED, allowed, redact_value, safe_environment
 from attn_doctor.probes.runner import start_child
 from helpers import broken_env
 

@@ -117,8 +117,8 @@ def _input(text, file):
             text = ["-"]
         else:
             # A log of any size is streamed; what could never end (a FIFO, /dev/zero) is refused
-            # unless it is stdin (attn_doctor/inputs.py).
-            from ..inputs import InputError, open_input, shown
+            # unless it is stdin (attn_doctor/boundary/inputs.py).
+            from ..boundary.inputs import InputError, open_input, shown
 
             try:
                 handle, from_stdin = open_input(file)

@@ -317,7 +317,7 @@ def _rank_report(blob: bytes, digest: str) -> bytes:
     inflated to at most REPORT_MAX_BYTES (never a decompression bomb), of the report schema, and
     of the digest it was sent under (recomputed: a report must not stand for another group).
     Returns its JSON."""
-    from ..inputs import REPORT_MAX_BYTES
+    from ..boundary.inputs import REPORT_MAX_BYTES
     from .view import read_report
 
     try:

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import msgspec
 
-from ..inputs import FLEET_MAX_FILES, REPORT_MAX_BYTES, InputError, check_input, read_bounded, shown
+from ..boundary.inputs import FLEET_MAX_FILES, REPORT_MAX_BYTES, InputError, check_input, read_bounded, shown
 from .aggregate import FleetReport, Member, Problem, aggregate
 from .view import REPORT_VIEW, Representatives, read_full, read_report
 

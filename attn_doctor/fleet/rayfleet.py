@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..inputs import FLEET_MAX_FILES, REPORT_MAX_BYTES, InputError, check_structure, shown
+from ..boundary.inputs import FLEET_MAX_FILES, REPORT_MAX_BYTES, InputError, check_structure, shown
 from .aggregate import FleetReport, Member, Problem, aggregate
 from .digest import report_digest
 from .files import member_of, report_from_json

@@ -1,6 +1,6 @@
 """A report read for the fleet at the decoder's speed: typed, bounded, and its fleet view typed too.
 
-A fleet reads thousands of reports, so the bounds (attn_doctor/inputs.py) are enforced where they
+A fleet reads thousands of reports, so the bounds (attn_doctor/boundary/inputs.py) are enforced where they
 cost least: the size before decoding (read_bounded); the types, and with them the depth of every
 typed part, by msgspec's typed decoding; what the fleet never shows (a result's evidence,
 remedies, links, traceback) is skipped by the decoder, its JSON checked and no object made
@@ -27,7 +27,7 @@ from typing import Any, Iterator, Optional, Union
 
 import msgspec
 
-from ..inputs import InputError, check_structure, decode_json
+from ..boundary.inputs import InputError, check_structure, decode_json
 from ..report import SCHEMA_ID, SCHEMA_VERSION, Report, Result, Tool
 from ..facts import Gpu, Platform, TorchDevice
 

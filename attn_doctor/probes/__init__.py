@@ -45,7 +45,7 @@ from ..facts import (
     ProbeRun,
     Tool,
 )
-from ..redact import safe_environment
+from ..boundary.redact import safe_environment
 from .env_probe import collect_env
 from .gpu import probe_gpus
 from .keys import FINGERPRINTED, SAMPLE_MODULES, node_inputs, sample_inputs, stack_inputs

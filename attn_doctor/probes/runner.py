@@ -124,7 +124,7 @@ OUTPUT_KEEP = 4000  # characters kept of what a probe process printed: its end, 
 
 def printed(text: Optional[str]) -> Optional[str]:
     """What a probe process printed, as kept in the report: its end, secrets redacted."""
-    from ..redact import redact_value
+    from ..boundary.redact import redact_value
 
     text = (text or "").strip()
     if not text:

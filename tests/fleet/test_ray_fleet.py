@@ -10,7 +10,7 @@ import pytest
 from fleet_helpers import FACTS, doctor, env, last_error_lines
 
 from attn_doctor.fleet.rayfleet import TASK_ENV, Target, judge, load_runtime_env, RayUsageError, targets, task_runtime_env
-from attn_doctor.inputs import REPORT_MAX_BYTES
+from attn_doctor.boundary.inputs import REPORT_MAX_BYTES
 
 T = Target(node="ab" * 28, address="10.0.0.7")
 

@@ -37,7 +37,7 @@ from attn_doctor.facts import (  # noqa: E402
     canonical_name,
 )
 from attn_doctor.failures import classify  # noqa: E402
-from attn_doctor.redact import safe_environment  # noqa: E402
+from attn_doctor.boundary.redact import safe_environment  # noqa: E402
 from attn_doctor.facts import MODULE_DISTRIBUTIONS as IMPORT_TARGETS  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "facts"

@@ -11,7 +11,7 @@ A file no reader recognises, or that cannot be read, is kept with its reason (st
 "error"): the rules report it as a finding and the rest of the check goes on.
 
 YAML is read as the frameworks read it (PyYAML's safe_load, YAML 1.1: `off`/`on`/`yes`/`no` are
-booleans); TOML with tomllib; JSON with json. All within attn_doctor/inputs.py's bounds.
+booleans); TOML with tomllib; JSON with json. All within attn_doctor/boundary/inputs.py's bounds.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ...facts import ConfigFile
-from ...inputs import CONFIG_MAX_BYTES, MAX_DEPTH, YAML_MAX_BYTES, InputError, check_structure, located, read_bounded, text_of
+from ...boundary.inputs import CONFIG_MAX_BYTES, MAX_DEPTH, YAML_MAX_BYTES, InputError, check_structure, located, read_bounded, text_of
 from .plan import unread_keys
 from .shapes import attention_shapes, head_dim_of, local_model_config  # noqa: F401  (the probe's public helpers)
 
@@ -58,7 +58,7 @@ def format_of(path: Path) -> Optional[str]:
 
 def load_document(path: Path) -> Any:
     """The file's data, as the training tools would read it (YAML 1.1 / JSON as Python's json
-    reads it / TOML), within the bounds of attn_doctor/inputs.py: a regular file, CONFIG_MAX_BYTES
+    reads it / TOML), within the bounds of attn_doctor/boundary/inputs.py: a regular file, CONFIG_MAX_BYTES
     (YAML_MAX_BYTES for YAML), MAX_DEPTH levels, MAX_VALUES values with YAML aliases expanded."""
     return load_with_format(path)[0]
 
