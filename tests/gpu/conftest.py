@@ -68,3 +68,17 @@ def gpu_facts():
         with open(out, "wb") as fh:
             fh.write(msgspec.json.format(msgspec.json.encode(facts), indent=2) + b"\n")
     return facts
+
+
+def this_gpu():
+    """The emulation's target for the GPU these tests run on: its capability, this torch, its cuDNN,
+    CUDA and the SDPA backends switched on."""
+    import torch
+
+    from attn_doctor.tracing.kernel_choice import kernels, sdpa_select
+
+    cap = torch.cuda.get_device_capability(0)
+    cuda = torch.version.cuda
+    return sdpa_select.target_for(cap, torch.__version__, cudnn=torch.backends.cudnn.version(),
+                                  cuda_major=int(cuda.split(".")[0]) if cuda else None,
+                                  enabled=kernels._enabled_backends(torch))

@@ -17,6 +17,8 @@ import torch
 
 from attn_doctor.tracing.kernel_choice import kernels, sdpa_select
 
+from .conftest import this_gpu as _this_gpu
+
 DTYPES = ("bfloat16", "float16", "float32")
 HEAD_DIMS = (64, 96, 128, 256, 512)
 MASKS = ("none", "causal", "bool", "float")
@@ -26,12 +28,6 @@ LENGTHS = ((128, 128), (1, 257), (704, 704))
 GRAD = (False, True)
 
 
-def _this_gpu():
-    cap = torch.cuda.get_device_capability(0)
-    cuda = torch.version.cuda
-    return sdpa_select.target_for(cap, torch.__version__, cudnn=torch.backends.cudnn.version(),
-                                  cuda_major=int(cuda.split(".")[0]) if cuda else None,
-                                  enabled=kernels._enabled_backends(torch))
 
 
 def _tensor(batch, heads, length, dim, dtype, layout, grad):

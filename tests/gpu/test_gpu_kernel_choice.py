@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from attn_doctor.tracing.kernel_choice import kernels, sdpa_select
 from attn_doctor.tracing.runs.api import trace
 
-from .conftest import marker_line, toy_target
+from .conftest import marker_line, this_gpu as _this_gpu, toy_target
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FACTS = json.load(open(os.path.join(REPO, "tests", "fixtures", "kernel_choice", "issue32_h100_torch211.json")))
@@ -27,14 +27,6 @@ TOY = "kernel_choice_toy.py"
 FINDING = {"causal": None, "tril": "AD610", "additive": "AD610", "fp32": "AD604", "headdim320": "AD603",
            "strided": "AD611", "dropout": None}
 MARKER = {"fp32": "causal", "headdim320": "causal"}
-
-
-def _this_gpu():
-    cap = torch.cuda.get_device_capability(0)
-    cuda = torch.version.cuda
-    return sdpa_select.target_for(cap, torch.__version__, cudnn=torch.backends.cudnn.version(),
-                                  cuda_major=int(cuda.split(".")[0]) if cuda else None,
-                                  enabled=kernels._enabled_backends(torch))
 
 
 def _issue_call(pattern):
