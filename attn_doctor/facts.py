@@ -245,7 +245,7 @@ class NumericsDirection(Struct):
 
 
 class NumericsResult(Struct):
-    """One kernel, one dtype, one case of the numerics sweep (attn_doctor/probes/numerics_child.py):
+    """One kernel, one dtype, one case of the numerics sweep (attn_doctor/probes/target/numerics_child.py):
     forward and backward against float64."""
 
     backend: str  # sdpa-flash, sdpa-mem-efficient, sdpa-cudnn, sdpa-math, flash_attn, xformers, flex-compiled, ...

@@ -50,8 +50,8 @@ FLEX_ALONE = r"""
 import os, sys
 sys.path.insert(0, sys.argv[1])
 from attn_doctor.facts import BF16_NATIVE_FROM
-from attn_doctor.probes.torch_probe import _load_file_module
-gc = _load_file_module("gc", os.path.join(sys.argv[1], "attn_doctor", "probes", "gpu_child.py"))
+from attn_doctor.probes.target.torch_probe import _load_file_module
+gc = _load_file_module("gc", os.path.join(sys.argv[1], "attn_doctor", "probes", "target", "gpu_child.py"))
 gc.BF16_NATIVE_FROM = tuple(BF16_NATIVE_FROM)
 out = gc.run_smoke_group("compile:flex-compiled", 0, ["main", "compile:flex-compiled"], [], os.path.join(os.environ["XDG_CACHE_HOME"], "kernels"))
 sys.exit(0 if out.get("status") == "ok" else 1)

@@ -32,9 +32,9 @@ sys.path.insert(0, ROOT)
 
 def _load():
     from attn_doctor.facts import BF16_NATIVE_FROM
-    from attn_doctor.probes.torch_probe import _load_file_module, installed
+    from attn_doctor.probes.target.torch_probe import _load_file_module, installed
 
-    gc = _load_file_module("attn_doctor_gpu_child", os.path.join(ROOT, "attn_doctor", "probes", "gpu_child.py"))
+    gc = _load_file_module("attn_doctor_gpu_child", os.path.join(ROOT, "attn_doctor", "probes", "target", "gpu_child.py"))
     gc.BF16_NATIVE_FROM = tuple(BF16_NATIVE_FROM)
     libraries = [name for name, probe in gc.LIBRARIES.items() if installed(probe)]
     compiled = [name for name, needs in gc.COMPILED.items() if installed(needs)]

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
 
 from attn_doctor.facts import BF16_NATIVE_FROM  # noqa: E402
-from attn_doctor.probes import gpu_child  # noqa: E402
+from attn_doctor.probes.target import gpu_child  # noqa: E402
 
 gpu_child.BF16_NATIVE_FROM = BF16_NATIVE_FROM  # what the torch probe hands the child in `check`
 

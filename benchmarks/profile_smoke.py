@@ -28,7 +28,7 @@ import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, %(root)r)
 from attn_doctor.facts import BF16_NATIVE_FROM
-from attn_doctor.probes import torch_probe
+from attn_doctor.probes.target import torch_probe
 import torch
 t_import = time.perf_counter() - t0
 groups = json.loads(sys.argv[1])
@@ -209,7 +209,7 @@ def main() -> None:
     parser.add_argument("--only", default="ref,split,cudnn,concurrent")
     args = parser.parse_args()
     only = set(args.only.split(","))
-    script = str(ROOT / "attn_doctor" / "probes" / "gpu_child.py")
+    script = str(ROOT / "attn_doctor" / "probes" / "target" / "gpu_child.py")
     if "ref" in only:
         init = "import torch; torch.cuda.init()"
         times = [wall([args.python, "-W", "ignore", "-c", init]) for _ in range(args.repeat + 1)][1:]

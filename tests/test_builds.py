@@ -1,4 +1,4 @@
-"""The compiled-extension probe (attn_doctor/probes/builds_child.py) on real shared libraries:
+"""The compiled-extension probe (attn_doctor/probes/target/builds_child.py) on real shared libraries:
 built here with gcc against this torch's libc10, installed as a distribution in a temporary site
 folder, loaded by the real probe child next to the real torch, and judged by rule AD312."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from attn_doctor.probes import builds_child
+from attn_doctor.probes.target import builds_child
 from attn_doctor.probes.runner import BUILDS_CHILD_SCRIPT, start_child
 
 torch = pytest.importorskip("torch")

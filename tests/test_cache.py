@@ -453,7 +453,7 @@ def test_bytecode_state_validates_a_pyc_as_importlib_does(tmp_path):
     import importlib.util
     import py_compile
 
-    from attn_doctor.probes.env_probe import bytecode_state
+    from attn_doctor.probes.target.env_probe import bytecode_state
 
     big = tmp_path / "big.py"
     big.write_text("X = 1\n" * 50)

@@ -199,7 +199,7 @@ def test_smoke_backward_is_exact_and_imports_nothing_heavy():
     # backward(out, g) replaces out.backward(g), which imports sympy (0.5 s) in every smoke fork.
     code = textwrap.dedent("""
         import json, sys, torch
-        from attn_doctor.probes.gpu_child import backward
+        from attn_doctor.probes.target.gpu_child import backward
         gen = torch.Generator().manual_seed(0)
         x = [torch.randn(2, 4, 64, 32, generator=gen) for _ in range(4)]
         dtypes = (torch.float64, torch.float16, torch.bfloat16)
@@ -232,7 +232,7 @@ def test_refusal_reasons_are_torchs_warnings_from_a_forced_backend(monkeypatch):
 
     import torch
 
-    from attn_doctor.probes import gpu_child
+    from attn_doctor.probes.target import gpu_child
 
     reason = ("Flash attention requires q,k,v to have the same last dimension and to be less than or equal to 256. "
               "Got Query.size(-1): 512, Key.size(-1): 512, Value.size(-1): 512 instead.")
@@ -362,7 +362,7 @@ def test_the_forced_call_gets_the_traced_calls_mask_and_dropout():
     # so no reason came back) and the dropout.
     import torch
 
-    from attn_doctor.probes import gpu_child
+    from attn_doctor.probes.target import gpu_child
 
     q = torch.randn(2, 4, 16, 8)
     mask = torch.ones(1, 16, 16, dtype=torch.bool).tril()

@@ -1,4 +1,4 @@
-"""The numerics sweep (attn_doctor/probes/numerics_child.py) on real torch kernels on the CPU: SDPA's
+"""The numerics sweep (attn_doctor/probes/target/numerics_child.py) on real torch kernels on the CPU: SDPA's
 own CPU kernels pass every case (no false alarm), and kernels with real bug mechanisms are caught at
 the cases that show them, and only there. The GPU runs it for real (tests/gpu/test_gpu_numerics.py).
 """
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(f"test_{name}", ROOT / "attn_doctor" / "probes" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"test_{name}", ROOT / "attn_doctor" / "probes" / "target" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

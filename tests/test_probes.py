@@ -493,7 +493,7 @@ def test_package_scan_agrees_with_importlib_metadata(tmp_path, monkeypatch):
     import importlib.metadata as md
 
     from attn_doctor.facts import canonical_name
-    from attn_doctor.probes import inventory
+    from attn_doctor.probes.target import inventory
 
     site = tmp_path / "site"
     (site / "legacy_pkg.egg-info").mkdir(parents=True)

@@ -16,6 +16,10 @@ All three start at once and overlap; a cached one costs a file read, a shared on
 elsewhere is waited for. This module only orchestrates: it starts them, waits for each, and folds
 each answer into Facts as it comes (`ready` sees the facts grow).
 
+Two rooms: this folder runs in the doctor's process (the runner, the three results' keys and
+parsing, the GPUs, the environments beside); target/ runs inside the target interpreter,
+standard library only (and torch there), loaded by runner.CHILD_BOOTSTRAP or by path.
+
 May import (the layering contract, pyproject.toml): trace (the sample probe runs the tracer) and
 the bottom layer (facts, errors, failures, redact, bytecode, inputs, cache, schemas). Never rules,
 the pipeline, the API, render or the CLI: they call the probes, never the other way round.
@@ -46,7 +50,7 @@ from ..facts import (
     Tool,
 )
 from ..boundary.redact import safe_environment
-from .env_probe import collect_env
+from .target.env_probe import collect_env
 from .gpu import probe_gpus
 from .keys import FINGERPRINTED, SAMPLE_MODULES, node_inputs, sample_inputs, stack_inputs
 from .local import bytecode_env as _bytecode_env

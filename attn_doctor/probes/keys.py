@@ -22,7 +22,7 @@ from typing import Optional
 
 from .. import cache
 from ..facts import Facts, GpuInfo
-from .env_probe import fingerprint_modules
+from .target.env_probe import fingerprint_modules
 
 # What the sample forward pass imports, fingerprinted for its cache key where the target would
 # import it from (a trailing "/": the top folder only; torch's 2,000 files change with its version).

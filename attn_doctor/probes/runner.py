@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-PROBES_DIR = Path(__file__).parent
-CHILD_PACKAGE = "attn_doctor_child"  # what this folder's child modules are called inside the target
+PROBES_DIR = Path(__file__).parent / "target"  # the modules that run inside the target interpreter
+CHILD_PACKAGE = "attn_doctor_child"  # what that folder is called inside the target
 GPU_CHILD_SCRIPT = PROBES_DIR / "gpu_child.py"  # loaded by path inside the target
 BUILDS_CHILD_SCRIPT = PROBES_DIR / "builds_child.py"  # likewise
 

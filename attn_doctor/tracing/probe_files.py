@@ -1,4 +1,4 @@
-"""The probes' standalone files (attn_doctor/probes/STEM.py) loaded by path inside the traced
+"""The probes' standalone files (attn_doctor/probes/target/STEM.py) loaded by path inside the traced
 interpreter: the tracer sits below the probes and may not import them, yet asks the same questions
 of torch (why a fused SDPA backend refuses a call, a kernel's numbers against float64)."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 
-_PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes")
+_PROBES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes", "target")
 _LOADED = {}
 
 
 def probe_file(stem):
-    """attn_doctor/probes/STEM.py, loaded by path once: the standalone files the check's probes load
+    """attn_doctor/probes/target/STEM.py, loaded by path once: the standalone files the check's probes load
     inside the target interpreter (the tracer is below the probes: it may not import them)."""
     mod = _LOADED.get(stem)
     if mod is None:
@@ -25,5 +25,5 @@ def probe_file(stem):
 
 
 def gpu_child():
-    """probes/gpu_child.py, whose fused_verdicts asks torch why it refuses a backend."""
+    """probes/target/gpu_child.py, whose fused_verdicts asks torch why it refuses a backend."""
     return probe_file("gpu_child")

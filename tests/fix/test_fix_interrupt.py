@@ -23,7 +23,7 @@ import pytest
 
 from attn_doctor import schemas
 
-from attn_doctor.probes import inventory
+from attn_doctor.probes.target import inventory
 
 from .conftest import CONFIGS, FACTS, make_wheel, offline_env
 from helpers.interrupt import counts, installer_seconds, interrupt_once, spread, stash_folders, table, wait_for_installer

@@ -82,10 +82,10 @@ def test_check_reports_cudnns_backward_nan_and_is_clean_with_cudnn_deprioritized
 def _group(group, seed):
     code = ("import json, sys, torch; sys.path.insert(0, %r)\n"
             "from attn_doctor.facts import BF16_NATIVE_FROM\n"
-            "from attn_doctor.probes.torch_probe import _load_file_module\n"
+            "from attn_doctor.probes.target.torch_probe import _load_file_module\n"
             "gc = _load_file_module('gc', %r); gc.BF16_NATIVE_FROM = tuple(BF16_NATIVE_FROM)\n"
             "print(json.dumps(gc.numerics_child().run_numerics_group(%r, gc._sdpa_backends(torch), 0, gc.bf16_native, %d)))"
-            % (REPO, os.path.join(REPO, "attn_doctor", "probes", "gpu_child.py"), group, seed))
+            % (REPO, os.path.join(REPO, "attn_doctor", "probes", "target", "gpu_child.py"), group, seed))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

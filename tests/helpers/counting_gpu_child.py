@@ -1,4 +1,4 @@
-"""A stand-in for attn_doctor/probes/gpu_child.py at the hardware boundary (no GPU here): one fake
+"""A stand-in for attn_doctor/probes/target/gpu_child.py at the hardware boundary (no GPU here): one fake
 H100-class device, and smoke groups that append their name to $SMOKE_RUNS each time they run.
 SMOKE_CRASH=1 makes the group report a crash (signal 11), as a broken kernel would."""
 

@@ -60,7 +60,7 @@ def test_a_release_that_needs_the_models_table_is_imported_whole_and_says_so(tmp
 @needs_fork
 def test_the_prefetched_distribution_table_is_what_importlib_metadata_says():
     code = ("import importlib.metadata, json, sys\nsys.path.insert(0, %r)\n"
-            "from attn_doctor.probes import sample_probe\n"
+            "from attn_doctor.probes.target import sample_probe\n"
             "got = sample_probe.finish_distributions_prefetch(sample_probe.start_distributions_prefetch())\n"
             "want = importlib.metadata.packages_distributions()\n"
             "print(json.dumps([got == json.loads(json.dumps(want)), len(want)]))\n" % REPO)
@@ -73,7 +73,7 @@ def test_the_prefetched_distribution_table_is_what_importlib_metadata_says():
 @needs_fork
 def test_a_prefetch_that_takes_too_long_is_given_up_and_killed():
     # The samples then let transformers compute the table itself: slower, never stuck.
-    from attn_doctor.probes import sample_probe
+    from attn_doctor.probes.target import sample_probe
 
     read_fd, write_fd = os.pipe()
     pid = os.fork()

@@ -1,6 +1,6 @@
 """recipes/numerics.toml's checks: kernels that run but compute wrong numbers.
 
-Measured: the numerics sweep's results (attn_doctor/probes/numerics_child.py), one finding per
+Measured: the numerics sweep's results (attn_doctor/probes/target/numerics_child.py), one finding per
 kernel: SDPA's cuDNN kernel (AD704), SDPA's other kernels (AD705), the attention libraries and
 compiled attention (AD706). A kernel is graded by what the job meets: an error where SDPA's default
 dispatch picks it for the failing calls (or where the job calls the library itself), a note where it

@@ -26,7 +26,7 @@ def _smoke_ran(facts: Facts) -> None:
 def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
     """An attention backend that accepted the inputs computed wrong numbers, raised, or took its
     smoke process down with it (crash, hang)."""
-    from ...probes.gpu_child import COMPILED, LIBRARIES
+    from ...probes.target.gpu_child import COMPILED, LIBRARIES
 
     _smoke_ran(facts)
     problems, packages = [], []
@@ -55,7 +55,7 @@ def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
 def _unloaded_build(facts: Facts, backend: str) -> str:
     """The cause behind a library backend's failure when its compiled extension does not load next
     to this torch (AD312 says which build it is): the smoke failure is then its symptom."""
-    from ...probes.gpu_child import LIBRARIES
+    from ...probes.target.gpu_child import LIBRARIES
 
     for dist in MODULE_DISTRIBUTIONS.get(LIBRARIES.get(backend, ""), ()):
         build = facts.builds.get(dist)
@@ -84,7 +84,7 @@ def sdpa_default_math(facts: Facts, data: dict) -> Optional[dict]:
 def compiled_attention_fails(facts: Facts, data: dict) -> Optional[dict]:
     """torch.compile (Inductor writing triton kernels) could not compile flex_attention on this GPU,
     or the compiled kernel computed wrong numbers."""
-    from ...probes.gpu_child import COMPILED
+    from ...probes.target.gpu_child import COMPILED
 
     _smoke_ran(facts)
     compiled = [r for r in facts.smoke.results if r.backend in COMPILED]

@@ -1,7 +1,7 @@
 """The kernel each attention call runs on the target GPU, recorded on the tracer's sink records.
 
 SDPA: on a CUDA device torch itself answers (``torch._fused_sdp_choice`` for the pick, and the
-reasons of each refusing backend from probes/gpu_child.py's ``fused_verdicts``, which forces the
+reasons of each refusing backend from probes/target/gpu_child.py's ``fused_verdicts``, which forces the
 backend and catches torch's warnings); on meta and CPU the choice is emulated for ``--capability``
 (else sm90) and the installed torch's rules (sdpa_select.py). Other entry points name the kernel
 they run: FlashAttention 2/3/4, flex_attention compiled or not, xformers' operator, fla's Triton

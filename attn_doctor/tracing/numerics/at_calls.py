@@ -1,5 +1,5 @@
 """At an SDPA call traced on a CUDA device in training: the call through the kernel SDPA picks for it,
-forward and backward, against float64 (probes/numerics_child.py's references and criterion).
+forward and backward, against float64 (probes/target/numerics_child.py's references and criterion).
 
 Twice: on the call's own inputs, and on the same call (its shapes, mask, causal flag, heads, dtype)
 with the logits that break kernels: every row's logsumexp far below zero, as a "massive activation"

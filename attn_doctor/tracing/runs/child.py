@@ -5,7 +5,7 @@
 
 The JSON argument holds keyword arguments for ``api.trace`` / ``samples.run_sample_forward``.
 Exactly one JSON object is written to the original stdout; while the user's code runs, fd 1
-points at stderr (as in attn_doctor/probes/child.py), so prints in a model cannot corrupt it.
+points at stderr (as in attn_doctor/probes/target/child.py), so prints in a model cannot corrupt it.
 Standard library and torch only, Python 3.8+.
 """
 
