@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from attn_doctor.tracing.calls import policy, sinks
+from attn_doctor.tracing.standins import fa3
 from attn_doctor.tracing.runs.mode import activate
 from attn_doctor.tracing.dtype_path.tracer import Tracer
 
@@ -22,8 +23,26 @@ def test_flash_attn_rules_in_flash_api_order():
     assert [(p["id"], p["severity"]) for p in big] == [("AD603", "error")]
     old = j("flash_attn2", {"q": "float16", "k": "float16", "v": "float16"}, hd, capability=(7, 5))
     assert [p["id"] for p in old] == ["AD605"]
-    assert j("flash_attn3", {"q": "float32", "k": "float32", "v": "float32"}, hd)[0]["kernel_message"] == \
-        "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type"
+    # FlashAttention 3's rules live with its stand-in, on its calls' specs: the tracer judges by them.
+    fa3_call = fa3.SPECS["flash_attn_func"]
+    assert sinks.judge_call(fa3_call, "flash_attn3", {"q": "float32", "k": "float32", "v": "float32"}, hd)[0][
+        "kernel_message"] == "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type"
+
+
+def test_every_library_call_carries_its_librarys_rules():
+    from attn_doctor.tracing.standins.hub import hub_specs
+    from attn_doctor.tracing.standins.registry import LIBRARIES
+
+    mixed = {"q": "bfloat16", "k": "float32", "v": "bfloat16"}
+    for library in LIBRARIES:
+        for name, spec in library.specs.items():
+            assert spec.family == library.family, (library.top, name)
+            # a mix of dtypes is refused by every library's kernel
+            assert [p["id"] for p in sinks.judge_call(spec, spec.family, mixed, (64, 64))][:1] in (["AD602"], ["AD604"]), \
+                (library.top, name)
+    for kind in ("fa2", "fa3", "vllm_fa3", "sage"):
+        for name, spec in hub_specs("kernels-community/x", kind).items():
+            assert spec.name == "kernels-community/x:" + name and sinks.judge_call(spec, spec.family, mixed, (64, 64))
 
 
 def test_sdpa_rules_and_messages():

@@ -387,7 +387,7 @@ class Tracer(UserFrames):
             head_dims = spec.head_dims(args, kwargs, tensors)
         except Exception:  # noqa: BLE001 - odd shapes must not stop the trace
             head_dims = (None, None)
-        problems = sinks.judge(family, effective, head_dims, self.capability, extra_effective)
+        problems = sinks.judge_call(spec, family, effective, head_dims, self.capability, extra_effective)
         record = {
             "name": spec.name,
             "family": spec.family,

@@ -1,6 +1,6 @@
 """Which attention path the model takes. Where an attention library (flash-attn 2/3/4, xformers,
 SageAttention, the kernels hub) does not import, a stand-in takes its
-place (standins.py), so the model takes the path it takes where the library is installed. When the
+place (standins/registry.py), so the model takes the path it takes where the library is installed. When the
 stand-in was called, that is not the path the model takes here: api.trace runs the trace again
 without it in a fresh process, and combine_routes makes one report of both (``routes``). On
 ``--device cuda`` the installed route is the verdict and the stand-in's is advice; on meta and CPU,
@@ -17,24 +17,15 @@ ROUTE_STANDIN = "standin"
 
 def _standin_parts(report=None):
     """The stand-ins a route ran through: [(library, release whose checks it enforces)]."""
-    from ..standins.fa2 import STANDIN_FLASH_ATTN_VERSION
-    from ..standins.fa3 import STANDIN_FA3_VERSION
-    from ..standins.fa4 import STANDIN_FLASH_ATTN_4_VERSION
-    from ..standins.hub import STANDIN_KERNELS_VERSION
-    from ..standins.sage import STANDIN_SAGE_VERSION
-    from ..standins.xformers import STANDIN_XFORMERS_VERSION
+    from ..standins.registry import LIBRARIES
 
-    releases = {"flash_attn2": ("flash-attn", STANDIN_FLASH_ATTN_VERSION),
-                "flash_attn3": ("flash_attn_interface (FlashAttention 3)", STANDIN_FA3_VERSION),
-                "flash_attn4": ("flash-attn-4", STANDIN_FLASH_ATTN_4_VERSION),
-                "xformers": ("xformers", STANDIN_XFORMERS_VERSION),
-                "sage": ("sageattention", STANDIN_SAGE_VERSION)}
+    releases = {library.family: (library.release, library.version) for library in LIBRARIES}
     parts = []
     for s in (report or {}).get("sinks") or ():
         if not s.get("standin"):
             continue
         if ":" in (s.get("name") or ""):  # a kernels-hub kernel: "repo:function"
-            part = ("the kernels hub's %s" % s["name"].split(":")[0], "(kernels %s)" % STANDIN_KERNELS_VERSION)
+            part = ("the kernels hub's %s" % s["name"].split(":")[0], "(kernels %s)" % releases["hub"][1])
         else:
             # transformers' flash path reaches flash-attn 2's functions
             part = releases.get(s.get("family"), releases["flash_attn2"])
@@ -53,16 +44,18 @@ def standin_libraries(report=None):
     return " and ".join(name for name, _ in _standin_parts(report))
 
 
-_KERNEL_LABELS = {"sdpa": "SDPA", "mha": "MHA (SDPA inside)", "flash_attn2": "flash-attn 2", "flash_attn3":
-                  "FlashAttention 3", "flash_attn4": "FlashAttention 4", "xformers": "xformers", "fla": "fla",
-                  "eager": "eager (matmul, softmax)", "transformers_flash": "flash_attention_2 (transformers)",
-                  "sage": "SageAttention"}
+# torch's own kernels and transformers'; the attention libraries' names are in their records.
+_KERNEL_LABELS = {"sdpa": "SDPA", "mha": "MHA (SDPA inside)", "fla": "fla", "eager": "eager (matmul, softmax)",
+                  "transformers_flash": "flash_attention_2 (transformers)"}
 
 
 def _kernels(sink_list):
+    from ..standins.registry import LIBRARIES
+
+    labels = dict(_KERNEL_LABELS, **{library.family: library.kernel for library in LIBRARIES})
     seen = []
     for s in sink_list or ():
-        label = _KERNEL_LABELS.get(s.get("family"), s.get("name"))
+        label = labels.get(s.get("family"), s.get("name"))
         if label not in seen:
             seen.append(label)
     return seen

@@ -421,7 +421,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     for k, a in kwargs.items():
         for t in _tensors(a):
             tracer.masks.mark_batch(t, "input %s" % k)
-    flex_notes = [n for n in wrap_installed(model) if n.startswith("flex_attention")]
+    flex_notes = [n for n in wrap_installed(standins_mod.LIBRARIES, model) if n.startswith("flex_attention")]
     model.train(bool(train))
     forward_error = None
     emulated = ac_dtype if (emulate and ac_dtype is not None) else None

@@ -1,4 +1,4 @@
-"""flash_attn.bert_padding of the flash_attn stand-in (standins.py): pure PyTorch in flash-attn
+"""flash_attn.bert_padding of the flash_attn stand-in (standins/registry.py): pure PyTorch in flash-attn
 itself (flash_attn/bert_padding.py), and transformers imports it next to the kernels. unpad_input
 returns five values, as from flash-attn 2.6 on."""
 

@@ -1,4 +1,4 @@
-"""The flash-attn 2 stand-in's functions (flash_attn, flash_attn.flash_attn_interface; standins.py
+"""The flash-attn 2 stand-in's functions (flash_attn, flash_attn.flash_attn_interface; registry.py
 puts them in place where flash_attn does not import): flash-attn 2's real checks with its real
 messages (flash_api.cpp order: dtype, same dtype, contiguous last dim, head dim), then the attention
 computed with PyTorch's SDPA so the forward pass goes on (nothing runs on ``meta``). The
@@ -12,6 +12,8 @@ import os
 
 from ..calls import sinks
 from .. import state
+from . import bert_padding
+from .library import Library
 
 # The flash-attn whose checks, messages and signatures the stand-in has.
 STANDIN_FLASH_ATTN_VERSION = os.environ.get("ATTN_DOCTOR_STANDIN_FLASH_ATTN_VERSION", "2.8.3")
@@ -185,3 +187,26 @@ STANDIN_FUNCTIONS = (
     flash_attn_func, flash_attn_qkvpacked_func, flash_attn_kvpacked_func, flash_attn_varlen_func,
     flash_attn_varlen_qkvpacked_func, flash_attn_varlen_kvpacked_func, flash_attn_with_kvcache,
 )
+
+
+def make_flash_attn_standin(module):
+    pkg = module("flash_attn", True)
+    iface = module("flash_attn.flash_attn_interface")
+    padding = module("flash_attn.bert_padding")
+    pkg.__version__ = STANDIN_FLASH_ATTN_VERSION
+    for fn in STANDIN_FUNCTIONS:
+        setattr(pkg, fn.__name__, fn)
+        setattr(iface, fn.__name__, fn)
+    for fn in (bert_padding.index_first_axis, bert_padding.unpad_input, bert_padding.pad_input):
+        setattr(padding, fn.__name__, fn)
+    pkg.flash_attn_interface = iface
+    pkg.bert_padding = padding
+    return {"flash_attn": pkg, "flash_attn.flash_attn_interface": iface, "flash_attn.bert_padding": padding}
+
+
+# Its rules are sinks.judge's (transformers' flash path reaches them too); off CUDA the real
+# flash-attn runs and raises its own error.
+LIBRARY = Library(
+    top="flash_attn", family="flash_attn2", release="flash-attn", version=STANDIN_FLASH_ATTN_VERSION,
+    label="flash-attn %s" % STANDIN_FLASH_ATTN_VERSION, kernel="flash-attn 2", make=make_flash_attn_standin,
+    specs=sinks.FLASH_ATTN2, real_modules=("flash_attn", "flash_attn.flash_attn_interface"), distribution="flash_attn")

@@ -1,5 +1,5 @@
 """The FlashAttention 3 stand-in's functions (module ``flash_attn_interface``, FA3's hopper/ build;
-standins.py puts them in place where it does not import): FA3's checks with its messages
+registry.py puts them in place where it does not import): FA3's checks with its messages
 (hopper/flash_api.cpp, mha_fwd, as of 3.0.0: Ampere and newer, fp16/bf16/fp8_e4m3, q/k/v of one
 dtype, contiguous last dimension, head dim at most 256 and a multiple of 8), its signatures and its
 return values (``out``, or ``(out, softmax_lse)`` with ``return_attn_probs=True``), then the
@@ -10,11 +10,57 @@ vllm-flash-attn3 build, which always returns ``(out, softmax_lse)``.
 from __future__ import annotations
 
 from ..calls import sinks
+from ..calls.sinks import problem
 from .. import state
 from .fa2 import attend, attend_varlen
+from .library import Library
 
 STANDIN_FA3_VERSION = "3.0.0"
 _FP8 = ("float8_e4m3fn",)
+DTYPES = sinks.HALF + _FP8
+MAX_HEAD_DIM = 256
+
+
+def judge(dtypes, head_dims, capability, extras):
+    """FlashAttention 3 (hopper/flash_api.cpp, mha_fwd, as of 3.0.0 and since 2025-01: Ampere and
+    newer), its checks in their order: architecture, q's dtype (fp8 on Hopper only), k and v
+    against q, head dim at most 256 and a multiple of 8 (16 for fp8)."""
+    q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    problems = []
+    if capability is not None and tuple(capability) < (8, 0):
+        problems.append(problem("AD605", "error", "arch", "FlashAttention only supports Ampere GPUs or newer."))
+    if q not in DTYPES:
+        problems.append(problem("AD604", "error", "dtype", "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type"))
+    elif q not in sinks.HALF and capability is not None and tuple(capability) < (9, 0):
+        problems.append(problem("AD605", "error", "arch", "FlashAttention on Ampere/Ada cards only supports fp16 and bf16 "
+                                                           "data type"))
+    elif k != q:
+        problems.append(problem("AD602", "error", "same_dtype", "query and key must have the same dtype"))
+    elif v != q:
+        problems.append(problem("AD602", "error", "same_dtype", "query and value must have the same dtype"))
+    dq, dv = head_dims
+    if dq is not None and dq > MAX_HEAD_DIM:
+        problems.append(problem("AD603", "error", "head_dim", "FlashAttention forward only supports head dimension at most 256"))
+    elif dq is not None:
+        align = 16 if q == "float8_e4m3fn" else 8
+        if dq % align:
+            problems.append(problem("AD603", "error", "head_dim", "head_size should be a multiple of %d" % align))
+    return problems
+
+
+# Its public functions, with the (q, k, v, ...) leading arguments of flash-attn 2's.
+SPECS = {
+    "flash_attn_func": sinks.SinkSpec("flash_attn_interface.flash_attn_func", "flash_attn3", "B,S,H,D", sinks.QKV,
+                                      judge=judge),
+    "flash_attn_varlen_func": sinks.SinkSpec("flash_attn_interface.flash_attn_varlen_func", "flash_attn3", "T,H,D",
+                                             sinks.QKV, judge=judge),
+    "flash_attn_qkvpacked_func": sinks.SinkSpec(
+        "flash_attn_interface.flash_attn_qkvpacked_func", "flash_attn3", "B,S,3,H,D",
+        {"q": (0, "qkv"), "k": (0, "qkv"), "v": (0, "qkv")}, judge=judge),
+    "flash_attn_with_kvcache": sinks.SinkSpec(
+        "flash_attn_interface.flash_attn_with_kvcache", "flash_attn3", "B,S,H,D",
+        {"q": (0, "q"), "k": (1, "k_cache"), "v": (2, "v_cache")}, judge=judge),
+}
 
 
 class FlashAttn3Error(RuntimeError):
@@ -74,7 +120,7 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
         out = _compute(q, k, v, softmax_scale, causal)
         return (out, _lse(q)) if return_attn_probs else out
 
-    return _dispatch(sinks.FLASH_ATTN3["flash_attn_func"], impl, (q, k, v), {})
+    return _dispatch(SPECS["flash_attn_func"], impl, (q, k, v), {})
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
@@ -90,7 +136,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             return out, torch.zeros(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)
         return out
 
-    return _dispatch(sinks.FLASH_ATTN3["flash_attn_varlen_func"], impl, (q, k, v), {})
+    return _dispatch(SPECS["flash_attn_varlen_func"], impl, (q, k, v), {})
 
 
 def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=None, k_descale=None, v_descale=None,
@@ -103,7 +149,7 @@ def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=N
         out = _compute(q, k, v, softmax_scale, causal)
         return (out, _lse(q)) if return_attn_probs else out
 
-    return _dispatch(sinks.FLASH_ATTN3["flash_attn_qkvpacked_func"], impl, (qkv,), {})
+    return _dispatch(SPECS["flash_attn_qkvpacked_func"], impl, (qkv,), {})
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,
@@ -125,7 +171,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
         out = _compute(q, k_cache, v_cache, softmax_scale, causal)
         return (out, _lse(q)) if return_softmax_lse else out
 
-    return _dispatch(sinks.FLASH_ATTN3["flash_attn_with_kvcache"], impl, (q, k_cache, v_cache), {})
+    return _dispatch(SPECS["flash_attn_with_kvcache"], impl, (q, k_cache, v_cache), {})
 
 
 STANDIN_FUNCTIONS = (flash_attn_func, flash_attn_varlen_func, flash_attn_qkvpacked_func, flash_attn_with_kvcache)
@@ -157,3 +203,18 @@ def functions_for(specs, always_lse=False):
 
         out[name] = make()
     return out
+
+
+def make_fa3_standin(module):
+    mod = module("flash_attn_interface")
+    for fn in STANDIN_FUNCTIONS:
+        setattr(mod, fn.__name__, fn)
+    mod.__version__ = STANDIN_FA3_VERSION
+    return {"flash_attn_interface": mod}
+
+
+LIBRARY = Library(
+    top="flash_attn_interface", family="flash_attn3", release="flash_attn_interface (FlashAttention 3)",
+    version=STANDIN_FA3_VERSION, label="FlashAttention 3 (flash_attn_interface %s)" % STANDIN_FA3_VERSION,
+    kernel="FlashAttention 3", make=make_fa3_standin, specs=SPECS, real_modules=("flash_attn_interface",),
+    runners=lambda: {fn.__name__: fn for fn in STANDIN_FUNCTIONS}, distribution="flash_attn_3")

@@ -1,7 +1,7 @@
 """The Hugging Face kernels hub's attention kernels, off the GPU. ``get_kernel(repo_id, ...)``
 returns a module built for the machine it runs on, downloaded from the Hub: on a machine without a
 GPU (or without network) there is none (``Cannot find a build variant for this system``). The
-stand-in ``kernels`` package (standins.py puts it in place where ``kernels`` is not installed) and
+stand-in ``kernels`` package (registry.py puts it in place where ``kernels`` is not installed) and
 the wrapper of a real one (wrappers.py) give, for the attention kernels the doctor knows, a module
 with the kernel's own functions, checks and return values, each call recorded under the
 repository's name: kernels-community/flash-attn (and flash-attn2: FlashAttention 2's API),
@@ -16,6 +16,7 @@ import enum
 import types
 
 from ..calls import sinks
+from .library import Library
 
 STANDIN_KERNELS_VERSION = "0.16.0"
 
@@ -37,13 +38,23 @@ def kind_of(repo_id):
     return KNOWN.get(base)
 
 
+def hub_specs(repo, kind):
+    """The attention functions of a kernel loaded from the Hugging Face kernels hub (``get_kernel``):
+    the FlashAttention 2 / 3 and SageAttention APIs (``kind``: kind_of's), under the repository's
+    name, judged by the rules of the library whose API they have."""
+    from . import fa3, sage
+
+    table = {"fa2": sinks.FLASH_ATTN2, "fa3": fa3.SPECS, "vllm_fa3": fa3.SPECS, "sage": sage.SPECS}[kind]
+    return {name: spec.renamed("%s:%s" % (repo, name)) for name, spec in table.items()}
+
+
 def kernel_module(repo_id):
     """A module standing for the Hub kernel ``repo_id`` (one the doctor knows)."""
     from . import fa2 as fa2_standin, fa3 as fa3_standin, sage as sage_standin
 
     kind = kind_of(repo_id)
     base = repo_id.split(":", 1)[0].split("@", 1)[0].strip()
-    specs = sinks.hub_specs(base, kind)
+    specs = hub_specs(base, kind)
     mod = types.ModuleType(base.split("/")[-1].replace("-", "_"))
     mod.__attn_doctor_standin__ = True
     mod.__attn_doctor_hub__ = base
@@ -173,3 +184,11 @@ def _layer_api(name):
     if name.startswith("_"):
         raise AttributeError("module 'kernels' has no attribute %r" % name)
     return _named(name) if name[:1].isupper() else _keep
+
+
+# The real kernels' get_kernel is wrapped when it imports (registry), each module it returns then
+# (wrappers.wrap_hub_module): no functions of its own to wrap here.
+LIBRARY = Library(
+    top="kernels", family="hub", release="the kernels hub", version=STANDIN_KERNELS_VERSION,
+    label="the kernels hub (kernels %s)" % STANDIN_KERNELS_VERSION, kernel="the kernels hub",
+    make=make_kernels_standin, distribution="kernels")

@@ -1,12 +1,11 @@
-"""Stand-ins for the attention libraries that do not import here, put in place before the model's
-code is imported, so that ``try: from LIB import fn`` takes the branch it takes on the GPU:
-``flash_attn`` not importable (a CPU machine, a broken build) gets a stand-in package in
-``sys.modules`` (its functions: fa2_standin.py, bert_padding.py); ``flash_attn.cute`` not installed
-gets FlashAttention 4's (fa4_standin.py); ``xformers`` not installed gets xformers'
-(xformers_standin.py); ``flash_attn_interface`` (FlashAttention 3), ``sageattention`` and the
-kernels hub's ``kernels`` not importable get theirs (fa3_standin.py, sage_standin.py,
-hub_standin.py). The flash_attn and xformers stand-ins are also installed distributions to
-``importlib.metadata`` (a ``NAME-X.dist-info`` in a temporary folder on sys.path): libraries that
+"""The stand-ins put in place before the model's code is imported, so that ``try: from LIB import
+fn`` takes the branch it takes on the GPU: each library of LIBRARIES (one ``Library`` record in its
+own module) that does not import here (a CPU machine, a build for another torch) gets its stand-in
+modules in ``sys.modules``: ``flash_attn`` (fa2.py, bert_padding.py), ``flash_attn.cute`` where
+flash-attn-4 is not installed (fa4.py), ``xformers`` where it is not installed (xformers.py),
+``flash_attn_interface`` (FlashAttention 3, fa3.py), ``sageattention`` (sage.py) and the kernels
+hub's ``kernels`` (hub.py). Each is also an installed distribution to ``importlib.metadata`` (a
+``NAME-X.dist-info`` in a temporary folder on sys.path) where its record names one: libraries that
 check availability by distribution (transformers 5.x indexes ``packages_distributions()
 ["flash_attn"]``, diffusers' ``is_xformers_available``) see a consistent install. The real
 libraries that do import are wrapped instead (wrappers.py). A stand-in is said in the report only
@@ -22,13 +21,15 @@ import os
 import sys
 import types
 
-from . import bert_padding
-from .fa2 import STANDIN_FLASH_ATTN_VERSION, STANDIN_FUNCTIONS
-from .fa3 import STANDIN_FA3_VERSION
-from .fa4 import FA4_RUNNERS, STANDIN_FLASH_ATTN_4_VERSION, fa4_standin
-from .hub import STANDIN_KERNELS_VERSION, make_kernels_standin
-from .sage import STANDIN_SAGE_VERSION, make_sage_standin
-from .xformers import STANDIN_XFORMERS_VERSION, make_xformers_standin
+from . import fa2, fa3, fa4, hub, sage, xformers
+from .fa2 import STANDIN_FLASH_ATTN_VERSION
+
+# Every attention library the tracer knows, each one record in its own module (library.Library).
+# flash-attn 2 and flash-attn-4 share the package flash_attn (flash_attn.cute): they are put in
+# place together, first; each of the others on its own, in this order.
+LIBRARIES = (fa2.LIBRARY, fa4.LIBRARY, xformers.LIBRARY, fa3.LIBRARY, sage.LIBRARY, hub.LIBRARY)
+_FLASH_ATTN = ("flash_attn", "flash_attn.cute")
+OTHER_LIBRARIES = tuple(library for library in LIBRARIES if library.top not in _FLASH_ATTN)
 
 _INSTALLED = {}  # what this process installed: name -> "standin" | "wrapped"
 
@@ -41,33 +42,6 @@ def _module(name, is_package=False):
     mod.__file__ = __file__
     mod.__attn_doctor_standin__ = True
     return mod
-
-
-def make_flash_attn_standin():
-    pkg = _module("flash_attn", is_package=True)
-    iface = _module("flash_attn.flash_attn_interface")
-    padding = _module("flash_attn.bert_padding")
-    pkg.__version__ = STANDIN_FLASH_ATTN_VERSION
-    for fn in STANDIN_FUNCTIONS:
-        setattr(pkg, fn.__name__, fn)
-        setattr(iface, fn.__name__, fn)
-    for fn in (bert_padding.index_first_axis, bert_padding.unpad_input, bert_padding.pad_input):
-        setattr(padding, fn.__name__, fn)
-    pkg.flash_attn_interface = iface
-    pkg.bert_padding = padding
-    return {"flash_attn": pkg, "flash_attn.flash_attn_interface": iface, "flash_attn.bert_padding": padding}
-
-
-def make_flash_attn_4_standin():
-    cute = _module("flash_attn.cute", is_package=True)
-    iface = _module("flash_attn.cute.interface")
-    cute.__version__ = STANDIN_FLASH_ATTN_4_VERSION
-    for name in FA4_RUNNERS:
-        fn = fa4_standin(name)
-        setattr(cute, name, fn)
-        setattr(iface, name, fn)
-    cute.interface = iface
-    return {"flash_attn.cute": cute, "flash_attn.cute.interface": iface}
 
 
 _DIST = {}  # the stand-ins' distribution metadata: {"dir": temporary sys.path entry, "names": [...]}
@@ -140,7 +114,7 @@ def _importable(name):
     except (ImportError, ValueError):
         return False, None
     if spec is None or (spec.origin in (None, "namespace") and spec.submodule_search_locations):
-        return False, None  # the same test as probes/torch_probe.py's installed(), which needs no import here
+        return False, None  # the same test as probes/target/torch_probe.py's installed(), which needs no import here
     try:
         importlib.import_module(name)
         return True, None
@@ -167,7 +141,7 @@ def install_standins():
             if (key == "flash_attn" or key.startswith("flash_attn.")) and not (
                     fa4_paths and (key == "flash_attn.cute" or key.startswith("flash_attn.cute."))):
                 del sys.modules[key]
-        modules = make_flash_attn_standin()
+        modules = fa2.LIBRARY.make(_module)
         modules["flash_attn"].__path__ = fa4_paths
         if "flash_attn.cute" in sys.modules:  # FlashAttention 4 imported already: the same modules
             modules["flash_attn"].cute = sys.modules["flash_attn.cute"]
@@ -184,39 +158,8 @@ def install_standins():
     return notes
 
 
-# The other libraries with a stand-in: (top module, maker, label for notes, distribution to
-# register, whether an installed copy is import-tested). xformers installs and imports
-# on any machine (its operators then refuse what they cannot run): an installed one is wrapped,
-# never replaced; the others, built for CUDA only, may not import at all. Every stand-in is also a
-# distribution: transformers 5.x indexes packages_distributions()[TOP] once find_spec(TOP) finds a
-# module, and a KeyError there stops its import.
-OTHER_LIBRARIES = (
-    ("xformers", make_xformers_standin, "xformers %s" % STANDIN_XFORMERS_VERSION, ("xformers", STANDIN_XFORMERS_VERSION),
-     False),
-    ("flash_attn_interface", None, "FlashAttention 3 (flash_attn_interface %s)" % STANDIN_FA3_VERSION,
-     ("flash_attn_3", STANDIN_FA3_VERSION), True),
-    ("sageattention", make_sage_standin, "sageattention %s" % STANDIN_SAGE_VERSION, ("sageattention", STANDIN_SAGE_VERSION),
-     True),
-    ("kernels", make_kernels_standin, "the kernels hub (kernels %s)" % STANDIN_KERNELS_VERSION,
-     ("kernels", STANDIN_KERNELS_VERSION), True),
-)
-STANDIN_FAMILIES = {"xformers": "xformers", "flash_attn_interface": "flash_attn3", "sageattention": "sage",
-                    "kernels": "hub"}
-
-
-def _make_fa3(module):
-    from . import fa3 as fa3_standin
-
-    mod = module("flash_attn_interface")
-    for fn in fa3_standin.STANDIN_FUNCTIONS:
-        setattr(mod, fn.__name__, fn)
-    mod.__version__ = STANDIN_FA3_VERSION
-    return {"flash_attn_interface": mod}
-
-
 def _install_other(library):
-    top, maker, label, dist, test_import = library
-    maker = maker or _make_fa3
+    top = library.top
     mod = sys.modules.get(top)
     if mod is not None and getattr(mod, "__attn_doctor_standin__", False):
         return
@@ -226,7 +169,7 @@ def _install_other(library):
         spec = None
     reason = None
     if spec is not None or mod is not None:
-        if not test_import:
+        if not library.import_tested:
             return
         ok, reason = _importable(top)
         if ok:
@@ -236,12 +179,13 @@ def _install_other(library):
         for key in list(sys.modules):  # a half-imported broken package must not shadow the stand-in
             if key == top or key.startswith(top + "."):
                 del sys.modules[key]
-    sys.modules.update(maker(_module))
-    _install_distribution(dist[0], dist[1], top, top=top)
+    sys.modules.update(library.make(_module))
+    if library.distribution:
+        _install_distribution(library.distribution, library.version, top, top=top)
     if top == "kernels":
         _transformers_sees_no_hub()
     _INSTALLED[top] = "%s %s here; used a stand-in that enforces %s's checks and messages" % (
-        top, "does not import (" + reason + ")" if reason else "is not installed", label)
+        top, "does not import (" + reason + ")" if reason else "is not installed", library.label)
 
 
 def _wrap_real_hub(kernels):
@@ -350,8 +294,8 @@ def standin_notes(sink_records):
     notes = []
     if _INSTALLED.get("flash_attn_note") and _called_directly(sink_records, "flash_attn2"):
         notes.append(_INSTALLED["flash_attn_note"])
-    for top, family in STANDIN_FAMILIES.items():
-        note = _INSTALLED.get(top)
+    for library in OTHER_LIBRARIES:
+        family, note = library.family, _INSTALLED.get(library.top)
         if note and ((family == "hub" and hub) or (family != "hub" and family in called and not (
                 family in ("flash_attn3", "sage") and hub and not _called_directly(sink_records, family)))):
             notes.append(note)
@@ -382,14 +326,14 @@ def _install_flash_attn_4_standin():
     for key in list(sys.modules):
         if key == "flash_attn.cute" or key.startswith("flash_attn.cute."):
             del sys.modules[key]
-    modules = make_flash_attn_4_standin()
+    modules = fa4.LIBRARY.make(_module)
     sys.modules.update(modules)
     if parent is not None:
         parent.cute = modules["flash_attn.cute"]
     # said only by a trace that called it (fa4_standin_note): most models never import flash_attn.cute
     _INSTALLED["flash_attn.cute"] = (
         "flash_attn.cute (FlashAttention 4) is not installed here; used a stand-in that enforces flash-attn-4 %s's "
-        "dtype checks and messages (its head-dim and GPU checks are judged by the tracer)" % STANDIN_FLASH_ATTN_4_VERSION)
+        "dtype checks and messages (its head-dim and GPU checks are judged by the tracer)" % fa4.LIBRARY.version)
 
 
 def fa4_standin_note(sink_records):
@@ -401,13 +345,13 @@ def fa4_standin_note(sink_records):
 
 
 def remove_standins():
-    tops = ("flash_attn",) + tuple(library[0] for library in OTHER_LIBRARIES)
+    tops = tuple({library.top.split(".", 1)[0] for library in LIBRARIES})
     for key in list(sys.modules):
         mod = sys.modules[key]
         if (key.split(".", 1)[0] in tops) and getattr(mod, "__attn_doctor_standin__", False):
             del sys.modules[key]
     for library in OTHER_LIBRARIES:
-        _INSTALLED.pop(library[0], None)
+        _INSTALLED.pop(library.top, None)
     for key, (module, original) in list(_REAL.items()):
         setattr(module, key.rsplit(".", 1)[-1], original)
         del _REAL[key]
@@ -434,4 +378,4 @@ def standin_installed(name=None):
         return _INSTALLED.get("flash_attn") == "standin"
     if name is not None:
         return name in _INSTALLED
-    return _INSTALLED.get("flash_attn") == "standin" or any(library[0] in _INSTALLED for library in OTHER_LIBRARIES)
+    return _INSTALLED.get("flash_attn") == "standin" or any(library.top in _INSTALLED for library in OTHER_LIBRARIES)

@@ -1,4 +1,4 @@
-"""The SageAttention stand-in (``sageattention``; standins.py puts it in place where it does not
+"""The SageAttention stand-in (``sageattention``; registry.py puts it in place where it does not
 import): ``sageattn`` and the per-architecture kernels it dispatches to, with sageattention 2.2.0's
 signatures and checks in their order (q's dtype fp16/bf16, one device, one dtype: AssertionError
 with its messages; head dim at most 128: ValueError), then the attention computed with SDPA in the
@@ -12,9 +12,43 @@ from __future__ import annotations
 import math
 
 from ..calls import sinks
+from ..calls.sinks import problem
 from .. import state
+from .library import Library
 
 STANDIN_SAGE_VERSION = "2.2.0"
+
+# SageAttention 2.x's sageattn dispatches by architecture (sageattention/core.py): these have a kernel.
+ARCHS = ((8, 0), (8, 6), (8, 9), (9, 0), (12, 0), (12, 1))
+MAX_HEAD_DIM = 128
+
+
+def judge(dtypes, head_dims, capability, extras):
+    """SageAttention 2.x (sageattention 2.2.0's sageattn and its per-architecture kernels), in its
+    order: the architecture (ValueError), q's dtype, the same dtype (AssertionError), head dim."""
+    q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    problems = []
+    if capability is not None and tuple(capability) not in ARCHS:
+        problems.append(problem("AD605", "error", "arch", "Unsupported CUDA architecture: sm%d%d" % tuple(capability)))
+    if q not in sinks.HALF:
+        problems.append(problem("AD604", "error", "dtype", "Input tensors must be in dtype of torch.float16 or "
+                                                             "torch.bfloat16"))
+    elif not (q == k == v):
+        problems.append(problem("AD602", "error", "same_dtype", "All tensors must have the same dtype."))
+    dq = head_dims[0]
+    if dq is not None and dq > MAX_HEAD_DIM:
+        problems.append(problem("AD603", "error", "head_dim", "Unsupported head_dim: %d" % dq))
+    return problems
+
+
+# SageAttention 2.x (sageattention): sageattn(q, k, v, tensor_layout="HND", is_causal=False, ...) and
+# the per-architecture kernels it dispatches to, which check the same; layout HND [B, H, N, D] or NHD.
+SPECS = {name: sinks.SinkSpec("sageattention." + name, "sage", "B,H,S,D (tensor_layout HND; NHD: B,S,H,D)",
+                                    sinks.QKV, judge=judge)
+        for name in ("sageattn", "sageattn_qk_int8_pv_fp16_cuda", "sageattn_qk_int8_pv_fp8_cuda",
+                     "sageattn_qk_int8_pv_fp8_cuda_sm90", "sageattn_qk_int8_pv_fp16_triton")}
+SPECS["sageattn_varlen"] = sinks.SinkSpec("sageattention.sageattn_varlen", "sage", "T,H,D", sinks.QKV,
+                                          judge=judge)
 
 
 def _check(q, k, v):
@@ -82,6 +116,14 @@ def functions_for(specs):
 def make_sage_standin(module):
     top = module("sageattention", True)
     top.__version__ = STANDIN_SAGE_VERSION
-    for name, fn in functions_for(sinks.SAGE).items():
+    for name, fn in functions_for(SPECS).items():
         setattr(top, name, fn)
     return {"sageattention": top}
+
+
+LIBRARY = Library(
+    top="sageattention", family="sage", release="sageattention", version=STANDIN_SAGE_VERSION,
+    label="sageattention %s" % STANDIN_SAGE_VERSION, kernel="SageAttention", make=make_sage_standin, specs=SPECS,
+    real_modules=("sageattention",),
+    runners=lambda: {name: _varlen if name == "sageattn_varlen" else _attend for name in SPECS},
+    distribution="sageattention")

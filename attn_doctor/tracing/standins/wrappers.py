@@ -12,7 +12,6 @@ import types
 
 from ..calls import sinks
 from .. import state
-from .fa4 import FA4_RUNNERS
 
 
 def _make_wrapper(spec, original, runner=None):
@@ -127,19 +126,17 @@ def _cuda_or(orig, spec, standin):
     return runner
 
 
-def _wrap_fa4(modname):
-    return _wrap_off_cuda(modname, sinks.FLASH_ATTN4, FA4_RUNNERS)
-
-
-def _standin_functions():
-    from . import fa3 as fa3_standin, sage as sage_standin, xformers as xformers_standin
-
-    return {
-        "xformers": xformers_standin.RUNNERS,
-        "fa3": {fn.__name__: fn for fn in fa3_standin.STANDIN_FUNCTIONS},
-        "sage": {"sageattn_varlen": sage_standin._varlen, **{name: sage_standin._attend for name in sinks.SAGE
-                                                              if name != "sageattn_varlen"}},
-    }
+def wrap_library(library):
+    """(original, wrapper) pairs for an installed library's functions (a ``library.Library``) in
+    each of its modules that is loaded: recorded and judged; off CUDA tensors its stand-in's
+    implementation runs in place of the real one where it has ``runners``."""
+    pairs = []
+    for modname in library.real_modules:
+        if library.runners is None:
+            pairs += _wrap_module_functions(modname, library.specs)
+        else:
+            pairs += _wrap_off_cuda(modname, library.specs, library.runners())
+    return pairs
 
 
 def wrap_hub_module(module, repo_id):
@@ -152,7 +149,7 @@ def wrap_hub_module(module, repo_id):
         return module
     base = repo_id.split(":", 1)[0].split("@", 1)[0].strip()
     standin = hub_standin.kernel_module(base)
-    for fname, spec in sinks.hub_specs(base, kind).items():
+    for fname, spec in hub_standin.hub_specs(base, kind).items():
         orig = getattr(module, fname, None)
         replacement = getattr(standin, fname, None)
         if orig is None or replacement is None or getattr(orig, "__attn_doctor_wrapper__", False):
@@ -335,19 +332,13 @@ def _compiled_call(wrapper):
     return compiled
 
 
-def wrap_installed(model=None):
-    """At trace start (the model's modules are imported by now): wrap what is loaded."""
+def wrap_installed(libraries, model=None):
+    """At trace start (the model's modules are imported by now): wrap what is loaded, the attention
+    libraries' functions (``libraries``: registry.LIBRARIES) among it."""
     notes = []
     pairs = []
-    pairs += _wrap_module_functions("flash_attn", sinks.FLASH_ATTN2)
-    pairs += _wrap_module_functions("flash_attn.flash_attn_interface", sinks.FLASH_ATTN2)
-    standin = _standin_functions()
-    pairs += _wrap_off_cuda("flash_attn_interface", sinks.FLASH_ATTN3, standin["fa3"])
-    pairs += _wrap_fa4("flash_attn.cute")
-    pairs += _wrap_fa4("flash_attn.cute.interface")
-    pairs += _wrap_off_cuda("xformers.ops", sinks.XFORMERS, standin["xformers"])
-    pairs += _wrap_off_cuda("xformers.ops.fmha", sinks.XFORMERS, standin["xformers"])
-    pairs += _wrap_off_cuda("sageattention", sinks.SAGE, standin["sage"])
+    for library in libraries:
+        pairs += wrap_library(library)
     if "fla" in sys.modules:
         pairs += wrap_fla()
     flex = wrap_flex()

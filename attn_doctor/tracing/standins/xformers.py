@@ -1,5 +1,5 @@
 """The xformers stand-in (``xformers``, ``xformers.ops``, ``xformers.ops.fmha`` and its
-``attn_bias``; standins.py puts it in place where xformers is not installed, and wrappers.py runs
+``attn_bias``; registry.py puts it in place where xformers is not installed, and wrappers.py runs
 its computation in place of a real xformers' off CUDA tensors): ``memory_efficient_attention`` and
 its forward variants with xformers 0.0.35's signatures, the checks of ``Inputs.validate_inputs``
 with their messages (ValueError), the cutlass kernel's refusal of a tensor bias of another dtype
@@ -13,9 +13,54 @@ from __future__ import annotations
 import math
 
 from ..calls import sinks
+from ..calls.sinks import problem
 from .. import state
+from .library import Library
 
 STANDIN_XFORMERS_VERSION = "0.0.35"
+
+
+def judge(dtypes, head_dims, capability, extras):
+    """xformers' memory_efficient_attention (0.0.32-0.0.35): validate_inputs refuses q/k/v of mixed
+    dtypes; a tensor attn_bias of another dtype than q is refused by the cutlass kernel, the only
+    one that takes a bias; bf16 below sm80 has no operator; fp32 runs cutlass (no flash)."""
+    q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
+    problems = []
+    if not (q == k == v):
+        problems.append(problem(
+            "AD602", "error", "same_dtype",
+            "Query/Key/Value should either all have the same dtype, or (in the quantized case) Key/Value should have "
+            "dtype torch.int32 (query.dtype: torch.%s, key.dtype: torch.%s, value.dtype: torch.%s)" % (q, k, v)))
+    elif q not in sinks.HALF:
+        problems.append(problem(
+            "AD604", "warning", "dtype",
+            "dtype=torch.%s (supported: {torch.float16, torch.bfloat16}) (xformers' flash operators refuse it; the "
+            "cutlass kernel runs, slower)" % q))
+    elif q == "bfloat16" and capability is not None and tuple(capability) < (8, 0):
+        problems.append(problem("AD605", "error", "arch", "No operator found for `memory_efficient_attention_forward`: "
+                                                           "bf16 is only supported on A100+ GPUs"))
+    bias = extras.get("attn_bias")
+    if bias is not None and bias != q and q in (sinks.HALF + ("float32",)):
+        problems.append(problem("AD606", "error", "mask_dtype", "invalid dtype for bias - should match query's dtype"))
+    return problems
+
+
+def _xformers_bias(value):
+    """The tensor an xformers attn_bias carries: a tensor itself, or LowerTriangularMaskWithTensorBias'
+    ``_bias`` (``_subtensor`` in xformers 0.0.27-0.0.31)."""
+    for attr in ("_bias", "_subtensor"):
+        inner = getattr(value, attr, None)
+        if inner is not None and type(inner).__name__ in ("Tensor", "Parameter"):
+            return inner
+    return value
+
+
+SPECS = {
+    name: sinks.SinkSpec("xformers.ops." + name, "xformers", "B,S,H,D", sinks.QKV_LONG,
+                         extras={"attn_bias": (3, "attn_bias")}, unwrap=_xformers_bias, judge=judge)
+    for name in ("memory_efficient_attention", "memory_efficient_attention_forward",
+                 "memory_efficient_attention_forward_requires_grad")
+}
 
 
 # ---------------------------------------------------------------- attn_bias classes
@@ -198,7 +243,7 @@ def _function(name):
         tracer = state.ACTIVE[0]
         if tracer is None:
             return runner(*args, **kwargs)
-        return tracer.sink_call(sinks.XFORMERS[name], runner, args, kwargs, standin=True)
+        return tracer.sink_call(SPECS[name], runner, args, kwargs, standin=True)
 
     fn.__name__ = name
     return fn
@@ -221,3 +266,10 @@ def make_xformers_standin(module):
     ops.LowerTriangularMask, ops.AttentionBias = LowerTriangularMask, AttentionBias
     ops.fmha, fmha.attn_bias, top.ops = fmha, bias, ops
     return {"xformers": top, "xformers.ops": ops, "xformers.ops.fmha": fmha, "xformers.ops.fmha.attn_bias": bias}
+
+
+LIBRARY = Library(
+    top="xformers", family="xformers", release="xformers", version=STANDIN_XFORMERS_VERSION,
+    label="xformers %s" % STANDIN_XFORMERS_VERSION, kernel="xformers", make=make_xformers_standin, specs=SPECS,
+    real_modules=("xformers.ops", "xformers.ops.fmha"), runners=lambda: RUNNERS, import_tested=False,
+    distribution="xformers")
