@@ -107,3 +107,117 @@ def test_the_kernels_stand_in_lets_libraries_import_its_layer_api_and_keeps_thei
     assert kernels.CUDAProperties(min_capability=75, max_capability=90).min_capability == 75
     assert kernels.kernelize("model", mode=kernels.Mode.INFERENCE | kernels.Mode.TORCH_COMPILE) == "model"
     assert kernels.SomeNewRepository(repo_id="x").repo_id == "x"
+
+
+# docs/development.md's recipe, followed for a made-up library: one module in standins/ and one
+# entry in registry.LIBRARIES, in a copy of the package. The trace must then put its stand-in in
+# place, judge its call by its rules in its words, name it in the note and the route, and find the
+# line that promoted q, with nothing else of the tracer touched.
+TOY_LIBRARY = '''"""toyattn 1.0, a made-up attention library: fp16 and bf16 only."""
+from ..calls import sinks
+from ..calls.sinks import problem
+from .. import state
+from .library import Library
+
+STANDIN_TOYATTN_VERSION = "1.0"
+
+
+def judge(dtypes, head_dims, capability, extras):
+    if dtypes.get("q") not in sinks.HALF or len(set(dtypes.values())) > 1:
+        return [problem("AD604", "error", "dtype", "toyattn: q, k and v must all be fp16 or all bf16")]
+    return []
+
+
+SPECS = {"toy_attn": sinks.SinkSpec("toyattn.toy_attn", "toyattn", "B,S,H,D", sinks.QKV, judge=judge)}
+
+
+def _attend(q, k, v):
+    import torch
+
+    if q.dtype not in (torch.float16, torch.bfloat16) or not q.dtype == k.dtype == v.dtype:
+        raise TypeError("toyattn: q, k and v must all be fp16 or all bf16")
+    o = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    return o.transpose(1, 2)
+
+
+def toy_attn(q, k, v):
+    tracer = state.ACTIVE[0]
+    if tracer is None:
+        return _attend(q, k, v)
+    return tracer.sink_call(SPECS["toy_attn"], _attend, (q, k, v), {}, standin=True)
+
+
+def make_toyattn_standin(module):
+    top = module("toyattn", True)
+    top.__version__ = STANDIN_TOYATTN_VERSION
+    top.toy_attn = toy_attn
+    return {"toyattn": top}
+
+
+LIBRARY = Library(
+    top="toyattn", family="toyattn", release="toyattn", version=STANDIN_TOYATTN_VERSION,
+    label="toyattn %s" % STANDIN_TOYATTN_VERSION, kernel="ToyAttention", make=make_toyattn_standin, specs=SPECS,
+    real_modules=("toyattn",), runners=lambda: {"toy_attn": _attend}, distribution="toyattn")
+'''
+
+TOY_MODEL = '''import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(64, 192)
+        self.register_buffer("q_scale", torch.ones(16), persistent=False)
+
+    def forward(self, x):
+        from toyattn import toy_attn
+
+        q, k, v = self.qkv(x).view(2, 32, 3, 4, 16).unbind(2)
+        q = q * self.q_scale  # PROMOTE-Q
+        return toy_attn(q, k, v)  # SINK-TOY
+
+
+def build():
+    model = Block().to(torch.bfloat16)
+    model.q_scale = model.q_scale.float()
+    return model, torch.randn(2, 32, 64, dtype=torch.bfloat16)
+'''
+
+
+def test_a_new_library_is_one_module_and_one_registry_entry(tmp_path):
+    import sys
+
+    from conftest import REPO
+
+    shutil.copytree(os.path.join(REPO, "attn_doctor"), tmp_path / "attn_doctor",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(os.path.join(REPO, "recipes"), tmp_path / "recipes")
+    standins = tmp_path / "attn_doctor" / "tracing" / "standins"
+    (standins / "toyattn.py").write_text(TOY_LIBRARY)
+    registry = standins / "registry.py"
+    text = registry.read_text()
+    entry = "sage.LIBRARY, hub.LIBRARY)"
+    assert text.count(entry) == 1 and text.count("from . import fa2, fa3, fa4, hub, sage, xformers\n") == 1
+    registry.write_text(text.replace(entry, "sage.LIBRARY, hub.LIBRARY, toyattn.LIBRARY)").replace(
+        "from . import fa2, fa3, fa4, hub, sage, xformers\n", "from . import fa2, fa3, fa4, hub, sage, toyattn, xformers\n"))
+    (tmp_path / "model.py").write_text(TOY_MODEL)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "attn_doctor", "trace", "model.py:build", "--json"], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=600)
+    import json
+
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    (f,) = report["findings"]
+    lines = TOY_MODEL.splitlines()
+    assert f["id"] == "AD601" and f["kernel_message"].startswith("toyattn: q, k and v must all be fp16 or all bf16")
+    assert f["sink"]["name"] == "toyattn.toy_attn" and f["sink"]["standin"] is True
+    assert f["sink"]["line"] == next(i for i, s in enumerate(lines, 1) if "SINK-TOY" in s)
+    assert [e["line"] for e in f["chain"] if e["op"] == "Tensor.mul"] == [
+        next(i for i, s in enumerate(lines, 1) if "PROMOTE-Q" in s)]
+    assert "toyattn is not installed here; used a stand-in that enforces toyattn 1.0's checks and messages" in \
+        report["notes"], report["notes"]
+    (route,) = [r for r in report["routes"] if r["name"] == "standin"]
+    assert route["label"] == "with toyattn 1.0" and route["attention"] == ["ToyAttention"], route
+    assert route["libraries"] == "toyattn" and route["verdict"] == "fails"
