@@ -197,8 +197,9 @@ def test_rank_without_its_rank_0_fails_in_one_line(tmp_path):
 def test_a_rank_whose_rank_0_froze_prints_its_own_verdict_within_the_deadline(tmp_path):
     # Rank 0's store up, then frozen (SIGSTOP: a hung node, a partition that drops packets) after
     # this rank joined it: TCPStore's own timeout does not bound a request once sent, so the
-    # hand-over has a deadline of its own. The rank's check is slowed (its --python sleeps) so that
-    # the store freezes between its rendezvous and its hand-over.
+    # hand-over has a deadline of its own. The rank's check waits (its --python waits for a gate file)
+    # until the store is frozen, so that the freeze falls between its rendezvous and its hand-over
+    # however slowly the machine runs (the rendezvous imports torch beside the check).
     from datetime import timedelta
 
     from torch.distributed import PrefixStore, TCPStore
@@ -208,8 +209,10 @@ def test_a_rank_whose_rank_0_froze_prints_its_own_verdict_within_the_deadline(tm
                              f"s = TCPStore('127.0.0.1', {port}, None, True, timeout=timedelta(seconds=60), wait_for_workers=False, "
                              "multi_tenant=True); print('up', flush=True); time.sleep(300)"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env())
+    gate = tmp_path / "store-frozen"
     slow = tmp_path / "slow-python"
-    slow.write_text(f"#!/bin/sh\nsleep 6\nexec {sys.executable} \"$@\"\n")
+    slow.write_text(f"#!/bin/sh\ni=0\nuntil [ -e '{gate}' ] || [ $i -ge 1200 ]; do sleep 0.05; i=$((i + 1)); done\n"
+                    f"exec {sys.executable} \"$@\"\n")  # at most a minute, never an orphan looping on
     slow.chmod(0o755)
     rank = None
     try:
@@ -221,16 +224,18 @@ def test_a_rank_whose_rank_0_froze_prints_its_own_verdict_within_the_deadline(tm
             time.sleep(0.01)
         os.kill(host.pid, signal.SIGSTOP)
         frozen = time.monotonic()
+        gate.touch()  # and only now may the rank's check finish
         stdout, stderr = rank.communicate(timeout=90)
         waited = time.monotonic() - frozen
     finally:
+        gate.touch()
         host.kill()
         host.communicate()
         if rank is not None and rank.poll() is None:
             rank.kill()
             rank.communicate()
     assert rank.returncode == 3, stderr
-    assert waited < 6 + 3 + 15, waited  # its check, the 3 s deadline, start-up and exit: never the store's mercy
+    assert waited < 3 + 20, waited  # its check, the 3 s deadline and exit: never the store's mercy
     (line,) = last_error_lines(stderr)
     assert "rank 1 (" in line and "rank 0's store at 127.0.0.1:" in line and "took no report within 3 s" in line
     (own,) = stdout.splitlines()
