@@ -22,7 +22,6 @@ import sys
 import types
 
 from . import fa2, fa3, fa4, hub, sage, xformers
-from .fa2 import STANDIN_FLASH_ATTN_VERSION
 
 # Every attention library the tracer knows, each one record in its own module (library.Library).
 # flash-attn 2 and flash-attn-4 share the package flash_attn (flash_attn.cute): they are put in
@@ -47,7 +46,7 @@ def _module(name, is_package=False):
 _DIST = {}  # the stand-ins' distribution metadata: {"dir": temporary sys.path entry, "names": [...]}
 
 
-def _install_distribution(name="flash_attn", version=STANDIN_FLASH_ATTN_VERSION, summary="flash-attn", top=None):
+def _install_distribution(name, version, summary, top=None):
     """A ``NAME-VERSION.dist-info`` on a temporary sys.path entry, so ``importlib.metadata``
     (``version("flash-attn")``, ``packages_distributions()``) agrees with ``import TOP`` (TOP: the
     module the distribution installs, NAME's own by default; FlashAttention 3's flash_attn_3
@@ -146,11 +145,11 @@ def install_standins():
         if "flash_attn.cute" in sys.modules:  # FlashAttention 4 imported already: the same modules
             modules["flash_attn"].cute = sys.modules["flash_attn.cute"]
         sys.modules.update(modules)
-        _install_distribution()
+        _install_distribution(fa2.LIBRARY.distribution, fa2.LIBRARY.version, fa2.LIBRARY.release)
         _INSTALLED["flash_attn"] = "standin"
         _INSTALLED["flash_attn_note"] = (
             "flash_attn %s here; used a stand-in that enforces flash-attn %s's checks and messages"
-            % ("does not import (" + reason + ")" if reason else "is not installed", STANDIN_FLASH_ATTN_VERSION))
+            % ("does not import (" + reason + ")" if reason else "is not installed", fa2.LIBRARY.version))
     if not fa4_paths:
         _install_flash_attn_4_standin()
     for library in OTHER_LIBRARIES:

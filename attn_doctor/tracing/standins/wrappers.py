@@ -88,7 +88,12 @@ def rebind_model(model, replacements):
     return count
 
 
-def _wrap_module_functions(modname, table):
+def _wrap_module(modname, table, standins=None):
+    """(original, wrapper) pairs for the functions of ``table`` in the loaded module ``modname``.
+    ``standins`` (function name -> stand-in), for a library that runs on CUDA tensors only
+    (flash-attn-4: `inputs must be on CUDA device`; xformers' operators, FlashAttention 3,
+    SageAttention): on CUDA tensors the real function runs, elsewhere (meta, CPU) its stand-in's
+    checks and SDPA run in its place. None: the real function runs everywhere."""
     mod = sys.modules.get(modname)
     if mod is None or getattr(mod, "__attn_doctor_standin__", False):
         return []
@@ -97,24 +102,10 @@ def _wrap_module_functions(modname, table):
         orig = getattr(mod, fname, None)
         if orig is None or getattr(orig, "__attn_doctor_wrapper__", False):
             continue
-        pairs.append((orig, _make_wrapper(spec, orig)))
-    return pairs
-
-
-def _wrap_off_cuda(modname, table, standins):
-    """A real library that runs on CUDA tensors only (flash-attn-4: `inputs must be on CUDA device`;
-    xformers' operators, FlashAttention 3, SageAttention): on CUDA tensors it runs; elsewhere (meta,
-    CPU) its stand-in's checks and SDPA run in its place. ``standins``: function name -> stand-in."""
-    mod = sys.modules.get(modname)
-    if mod is None or getattr(mod, "__attn_doctor_standin__", False):
-        return []
-    pairs = []
-    for fname, spec in table.items():
-        orig = getattr(mod, fname, None)
-        standin = standins.get(fname)
-        if orig is None or standin is None or getattr(orig, "__attn_doctor_wrapper__", False):
-            continue
-        pairs.append((orig, _make_wrapper(spec, orig, _cuda_or(orig, spec, standin))))
+        if standins is None:
+            pairs.append((orig, _make_wrapper(spec, orig)))
+        elif standins.get(fname) is not None:
+            pairs.append((orig, _make_wrapper(spec, orig, _cuda_or(orig, spec, standins[fname]))))
     return pairs
 
 
@@ -130,12 +121,10 @@ def wrap_library(library):
     """(original, wrapper) pairs for an installed library's functions (a ``library.Library``) in
     each of its modules that is loaded: recorded and judged; off CUDA tensors its stand-in's
     implementation runs in place of the real one where it has ``runners``."""
+    standins = library.runners() if library.runners is not None else None
     pairs = []
     for modname in library.real_modules:
-        if library.runners is None:
-            pairs += _wrap_module_functions(modname, library.specs)
-        else:
-            pairs += _wrap_off_cuda(modname, library.specs, library.runners())
+        pairs += _wrap_module(modname, library.specs, standins)
     return pairs
 
 
