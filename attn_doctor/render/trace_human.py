@@ -43,6 +43,8 @@ def finding_renderable(f, verbose=False, plain=False):
             title.append(": " + ", ".join(f["module_paths"][:3]) + (", ..." if len(f["module_paths"]) > 3 else ""),
                          style="dim")
         title.append(")", style="dim")
+    if f.get("run_note"):  # about the whole run (its precision), not one call: the line says it all
+        return title
     tree = Tree(title, guide_style="dim")
     for entry in f.get("chain") or ():
         label = Text.assemble(
@@ -98,8 +100,9 @@ def finding_renderable(f, verbose=False, plain=False):
             if call.get("source"):
                 sub.add(Text(call["source"], style="green"))
     sink = f["sink"]
-    dtypes = ", ".join("%s %s%s" % ({"a": "operand", "b": "operand"}.get(r, r), sink[r]["dtype"], list(sink[r]["shape"]))
-                       for r in ("q", "k", "v", "weights", "a", "b") if isinstance(sink.get(r), dict))
+    dtypes = ", ".join("%s %s%s" % (sink[r].get("name") or ("operand" if r in "abcd" else r), sink[r]["dtype"],
+                                    list(sink[r]["shape"]) if sink[r].get("shape") is not None else "")
+                       for r in ("q", "k", "v", "weights", "a", "b", "c", "d") if isinstance(sink.get(r), dict))
     layout = "[%s] " % sink["layout"] if sink.get("layout") else ""
     sink_node = tree.add(Text.assemble(("op " if sink.get("family") == "op" else "sink ", "cyan"), (sink["name"], "bold"),
                                        "  ", (_loc(sink["file"], sink["line"]), "underline"),
@@ -184,6 +187,8 @@ def render_trace(report, console=None, verbose=False):
     where = report.get("interpreter") or {}
     if where.get("python"):
         console.print(Text("  traced in %s — %s" % (where["python"], where.get("why")), style="dim"))
+    if hf.get("inputs"):
+        console.print(Text("  inputs made from the config: " + hf["inputs"], style="dim"))
     for note in report.get("notes") or ():
         console.print(Text("  note: " + note, style="dim"))
     err = report.get("error")

@@ -64,8 +64,10 @@ def public_sink(record):
     return out
 
 
-def build(tracer, expected_dtype=None, cwd=None):
-    """(sinks, findings) from a tracer's records; repeated sites (one per layer) are merged."""
+def build(tracer, expected_dtype=None, cwd=None, fp32_model=False):
+    """(sinks, findings) from a tracer's records; repeated sites (one per layer) are merged.
+    fp32_model: the model computes in float32 without autocast (its SDPA calls' float32 inputs are
+    one note for the run, not a warning per call)."""
     sink_list, findings, by_key = [], [], {}
     for record in tracer.sinks:
         if record.get("inner"):
@@ -91,7 +93,42 @@ def build(tracer, expected_dtype=None, cwd=None):
             f = _finding(record, public, group, expected_dtype, cwd)
             by_key[key] = f
             findings.append(f)
-    return sink_list, _one_per_cause(findings)
+    findings = _one_per_cause(findings)
+    if fp32_model:
+        findings = _fp32_model_note(findings)
+    return sink_list, findings
+
+
+# What an fp32 model gets at SDPA (a slower kernel: AD604's warning) is the model's precision, not
+# a problem of one call: one note for the run, which says how to trace the precision it trains in.
+def _fp32_model_note(findings):
+    fp32 = [f for f in findings if f["id"] == "AD604" and f["severity"] == "warning"]
+    if not fp32:
+        return findings
+    calls = sum(f.get("count", 1) for f in fp32)
+    sites = ", ".join(_loc(f["sink"]["file"], f["sink"]["line"]) for f in fp32[:3]) + (", ..." if len(fp32) > 3 else "")
+    runs = next((f["kernel"]["runs"] for f in fp32 if f.get("kernel") and f["kernel"].get("runs")), None)
+    if runs:
+        from .kernel_choice.sdpa_select import LABELS
+
+        runs = "SDPA's %s kernel" % LABELS.get(runs, runs)
+    note = dict(fp32[0], severity="info", chain=[], origins=[], patch=None, count=calls, checks=["fp32_model"],
+                run_note=True, kernel_message="", cost=None,
+                message=("the model computes in float32 (its parameters are float32 and no autocast was traced): its "
+                         "%d attention call%s (%s) get float32 q/k/v, which %s; that is the precision of this trace, "
+                         "not a fault of one call. To trace the precision you train in: --autocast bf16 (mixed "
+                         "precision, fp32 weights) or --dtype bf16 (a bf16 model); fp16 likewise"
+                         % (calls, "" if calls == 1 else "s", sites,
+                            "run on %s, not a flash kernel" % runs if runs else "no flash kernel takes")))
+    out, placed = [], False
+    for f in findings:
+        if f in fp32:
+            if not placed:
+                out.append(note)
+                placed = True
+            continue
+        out.append(f)
+    return out
 
 
 def _one_per_cause(findings):
@@ -138,6 +175,14 @@ def _finding(record, public, problems, expected_dtype, cwd):
             rid = "AD601"
         else:
             origins = wide_origins(record)
+    elif first["check"] == "precision":
+        seen_places = set()
+        for o in record.get("_origins") or ():
+            if (o.get("file"), o.get("line")) not in seen_places:
+                seen_places.add((o.get("file"), o.get("line")))
+                origins.append(dict(o))
+    elif first["check"] == "forward_raised":
+        chain = list(record.get("_chain") or ())  # the operands' origins are in the message (raised.py)
     elif first["check"] == "softmax_width" and record.get("_scores") is not None:
         from .dtype_path.provenance import chain_entry, promotions_behind
 
@@ -159,11 +204,18 @@ def _finding(record, public, problems, expected_dtype, cwd):
         sink[role] = info
     if public.get("other_inputs"):
         sink["other_inputs"] = public["other_inputs"]
+    if first.get("fix_line") and first["fix_line"].get("file"):
+        # the line a precision finding's fix changes (a table made in half, k^T v in float16)
+        where = first["fix_line"]
+        origins = list(origins) + [{"kind": "created", "op": where.get("op") or "the product", "file": where["file"],
+                                    "line": where["line"], "feeds": where.get("feeds") or ["the call"],
+                                    "dtype": where.get("dtype") or "",
+                                    "source": linecache.getline(where["file"], where["line"]).strip() or None}]
     message = first["message"] if first.get("message") and rid == first["id"] else _message(
         rid, record, first, chain, public)
     if rid == "AD620" and chain:
-        message += "; the scores are %s" % _promotion_text(chain)
-    if origins:
+        message += "; the scores are %s" % promotion_text(chain)
+    if origins and first["check"] != "precision":  # a precision finding's message names its sources
         message += "; " + "; ".join(_origin_text(o) for o in origins)
     made = first.get("mask_made")
     if made:
@@ -182,7 +234,7 @@ def _finding(record, public, problems, expected_dtype, cwd):
     cost = first.get("cost")
     if cost and cost.get("measured"):
         message += "; " + cost_mod.describe(cost)
-    patch_text = None
+    patch_text = record.get("_patch")
     if first.get("fix"):
         patch_text = fallbacks.patch_for(record, first, cwd)
     elif first["check"] in ("dtype", "same_dtype"):
@@ -208,7 +260,22 @@ def _finding(record, public, problems, expected_dtype, cwd):
         "kernel": {"runs": first.get("runs"), "instead": first.get("instead")} if first.get("runs") else None,
         "cost": cost,
         **({"fix": first["remedy"]} if first.get("remedy") else {}),
+        **(_raised_extras(record) if rid == "AD621" else {}),
     }
+
+
+def _raised_extras(record):
+    """A crash's finding: the lines its operands were made at (the places a fix changes) as
+    origins, and the fix in words."""
+    from .dtype_path.raised import raised_fix
+
+    out = {"origins": [dict(o) for o in record.get("_origins") or () if o.get("line")]}
+    fix = raised_fix(record)
+    if fix:
+        out["fix"] = fix
+    if record.get("called_by"):
+        out["sink_called_by"] = record["called_by"]
+    return out
 
 
 # Keyword arguments of the user's call that choose a mask or causality in the library's words.
@@ -296,7 +363,7 @@ def _loc(file, line):
     return "%s:%s" % (patch.display_path(file) if file else "?", line)
 
 
-def _promotion_text(chain):
+def promotion_text(chain):
     """"promoted to float32 by OP at FILE:LINE (float32 operand X at ..., made by ...)"."""
     head = chain[0]
     what = head.get("reason", "") if head.get("kind") == "autocast" else ""
@@ -334,18 +401,22 @@ def _message(rid, record, problem, chain, public=None):
             parts.append(text)
         return "%s at %s gets %s with %s: the kernel refuses it" % (
             record["name"], where, ", ".join(parts) or "a mask", dtypes)
+    if rid == "AD621":
+        from .dtype_path.raised import raised_message
+
+        return raised_message(record)
     if rid == "AD607":
         return "%s at %s raised (%s): %s" % (record["name"], where, dtypes, problem["kernel_message"])
     if rid == "AD601":
         return "%s reaches %s at %s with %s: %s" % (
             "/".join(r for r in ROLES if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes,
-            _promotion_text(chain))
+            promotion_text(chain))
     if rid == "AD602":
         return "%s at %s gets mixed dtypes (%s)" % (record["name"], where, dtypes)
     if rid == "AD608":
         text = "%s at %s gets operands of two dtypes (%s, %s): on a GPU it raises here, before the attention call" % (
             record["name"], where, eff.get("a"), eff.get("b"))
-        return text + ("; %s" % _promotion_text(chain) if chain else "")
+        return text + ("; %s" % promotion_text(chain) if chain else "")
     if rid == "AD604":
         if problem["severity"] == "warning":
             return "%s at %s gets %s inputs (%s): no flash kernel, SDPA falls back to a slower one" % (

@@ -108,12 +108,13 @@ def test_child_in_another_interpreter_runs_the_sample_forward():
     names = {s["name"]: s["status"] for s in result["samples"]}
     assert names["sdpa_block"] == "ran" and names["flash_attn_block"] == "ran"
     bad = run_child("sample", {"dtype": "fp32"}, python=sys.executable, timeout=300)
-    # SDPA takes fp32 on another kernel (a warning); flash-attn refuses it, but flash-attn is not
-    # installed here: its stand-in's verdict is a note about what the job would meet with it
-    assert bad["verdict"] == "warning" and bad["exit_code"] == 0, bad  # warnings do not fail a trace
+    # SDPA takes an fp32 model on another kernel (one note for the run: the model's precision, not a
+    # fault of a call); flash-attn refuses it, but flash-attn is not installed here: its stand-in's
+    # verdict is a note about what the job would meet with it
+    assert bad["verdict"] == "pass" and bad["exit_code"] == 0, bad
     by_sample = {f["sample"]: f for f in bad["findings"]}
     assert set(by_sample) == {"sdpa_block", "flash_attn_block"}
-    assert by_sample["sdpa_block"]["severity"] == "warning"
+    assert by_sample["sdpa_block"]["severity"] == "info" and "float32" in by_sample["sdpa_block"]["message"]
     assert by_sample["flash_attn_block"]["severity"] == "info" and by_sample["flash_attn_block"]["standin"]
 
 

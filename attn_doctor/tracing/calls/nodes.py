@@ -52,7 +52,7 @@ class Node(object):
     the trace), sink (an attention kernel's output)."""
 
     __slots__ = ("seq", "kind", "op", "file", "line", "module", "inputs", "dtype", "promo", "name", "short", "shapes",
-                 "stack")
+                 "stack", "batch")
 
     def __init__(self, seq, kind, dtype, op=None, file=None, line=None, module=None, inputs=(), promo=None,
                  name=None, short=None, shapes=None):
@@ -63,3 +63,5 @@ class Node(object):
         # for casts and tensors made here: the calls that led to the line ((file, line), outermost
         # last), so that a float32 made in a helper names the model's line that called it
         self.stack = None
+        # made from the model's inputs (an activation), not from parameters or sizes alone
+        self.batch = False

@@ -142,3 +142,22 @@ def sink_patch(file, line, call_names, roles, dtypes, target, cwd=None, rule_id=
     diff = difflib.unified_diff(lines, new_lines, fromfile=old, tofile=new, n=3)
     out = "".join(diff)
     return out or None
+
+
+def line_patch(file, line, old, new, cwd=None):
+    """Diff text replacing ``old`` by ``new`` on one line of ``file`` (the first occurrence), or
+    None where the line does not hold ``old``: a one-line fix as `git apply` / `patch -p1` take it."""
+    if not file or not os.path.isfile(file):
+        return None
+    try:
+        with open(file, encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not (0 < line <= len(lines)) or old not in lines[line - 1]:
+        return None
+    new_lines = list(lines)
+    new_lines[line - 1] = lines[line - 1].replace(old, new, 1)
+    path = display_path(file, cwd)
+    a, b = (path, path) if os.path.isabs(path) else ("a/" + path, "b/" + path)
+    return "".join(difflib.unified_diff(lines, new_lines, fromfile=a, tofile=b, n=3)) or None

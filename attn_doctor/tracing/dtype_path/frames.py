@@ -12,7 +12,8 @@ import torch
 from ..places import DOCTOR_DIR, RUNS_DIR, SAMPLES_FILE, TRACE_DIR, library_package
 
 # the trace's own entry points: frames above the model's outermost call
-_ENTRY_FILES = frozenset(RUNS_DIR + name for name in ("run.py", "child.py", "api.py", "launch.py", "mode.py"))
+# (mode.py is not one: its __torch_function__ is the innermost frame of every op, below the model's)
+_ENTRY_FILES = frozenset(RUNS_DIR + name for name in ("run.py", "child.py", "api.py", "launch.py"))
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 # The tracer's own machinery (every module of this package) is skipped when naming a caller; the
@@ -56,23 +57,38 @@ class UserFrames(object):
         started the trace), innermost first, from ``depth`` frames above this call."""
         f = sys._getframe(depth + 1)
         cache = self._internal
-        seen = False
         while f is not None:
             fn = f.f_code.co_filename
             internal = cache.get(fn)
             if internal is None:
                 internal = cache[fn] = self._is_internal(fn)
             if not internal:
-                seen = True
                 yield f
-            elif internal == 2 and seen:
+            elif internal == 2:
                 return
             f = f.f_back
 
     def caller(self):
         for f in self._frames(2):
             return f.f_code.co_filename, f.f_lineno
-        return None, None
+        return self._outer_forward(3)
+
+    def _outer_forward(self, depth):
+        """A model made of torch's own modules alone (an nn.MultiheadAttention) has no frame of its
+        own: the outermost ``forward`` below the doctor's driver (torch's module that was called)."""
+        f = sys._getframe(depth)
+        found = (None, None)
+        while f is not None:
+            fn = f.f_code.co_filename
+            internal = self._internal.get(fn)
+            if internal is None:
+                internal = self._internal[fn] = self._is_internal(fn)
+            if internal == 2:
+                break
+            if f.f_code.co_name == "forward":
+                found = (fn, f.f_lineno)
+            f = f.f_back
+        return found
 
     def user_frame(self):
         """Where the user's code called into the library that made this attention call: the

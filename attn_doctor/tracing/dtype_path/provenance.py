@@ -285,11 +285,8 @@ def misshapen_mask(record, nodes, made_at):
             continue  # it broadcasts: not the mask's shape
         except RuntimeError:
             pass
-        if t.is_floating_point():
-            node = nodes.get(t)
-            site = (node.file, node.line, tuple(node.stack or ())) if node is not None and node.file else None
-        else:
-            site = made_at.get(t)
+        node = nodes.get(t) if t.is_floating_point() else made_at.get(t)
+        site = (node.file, node.line, tuple(node.stack or ())) if node is not None and node.file else None
         out = {"role": role, "shape": [int(x) for x in t.shape], "dtype": dtype_name(t.dtype),
                "expected": list(expected) if expected else None}
         if site is not None:

@@ -35,6 +35,8 @@ from ..calls.nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtyp
 from ..places import library_package
 from .frames import UserFrames
 from .provenance import misshapen_mask
+from . import precision
+from .raised import note_op_raise
 
 F = torch.nn.functional
 
@@ -131,9 +133,18 @@ class Tracer(UserFrames):
         # model being built, so that a mask kept as a buffer is known on meta too
         self.masks = mask_tracker if mask_tracker is not None else masks.MaskTracker()
         self._mixed_seen = {}  # (file, line, op) -> the AD608 record of a matmul that mixes dtypes
-        # boolean tensors the forward made (masks) -> (file, line, callers): a mask's maker, named
-        # where an attention call refuses its shape (floating ones have their node)
+        # the tensors the forward made that are not floating (boolean masks, integer positions) ->
+        # their Node: a mask's maker, named where an attention call refuses its shape or an op
+        # raises on it (floating ones have theirs in ``nodes``)
         self.made_at = WeakIdKeyDictionary()
+        # the op that raised, with its operands (raised.py), and the exception an attention call
+        # raised (AD607 has that one)
+        self.raised = None
+        self.raised_at_sink = None
+        self.param_dtypes = {}  # dtype name -> parameters' elements: the dtype the model computes in
+        self.attention_outputs = set()  # seq of the nodes attention written out produced (never new scores)
+        self.precision_seen = {}  # (rule, file, line) -> the record of a precision fault (precision.py)
+        self.overflow_lines = set()  # (file, line) of fills that overflow: a raise there is that fault
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -142,6 +153,9 @@ class Tracer(UserFrames):
             self.module_names[id(module)] = (prefix + name) or type(module).__name__
         for name, p in model.named_parameters():
             self.names[id(p)] = ("param", prefix + name)
+            if p.is_floating_point():
+                key = dtype_name(p.dtype)
+                self.param_dtypes[key] = self.param_dtypes.get(key, 0) + p.numel()
         for name, b in model.named_buffers():
             if b is not None:
                 self.names[id(b)] = ("buffer", prefix + name)
@@ -171,12 +185,14 @@ class Tracer(UserFrames):
             ref = self.names.get(id(t))
             kind, name = ref if ref else ("tensor", None)
             self.seq += 1
-            site = self.masks.site_of(t) if kind in ("tensor", "attribute") else None
+            site = self.masks.site_of(t) if kind in ("tensor", "attribute", "buffer") else None
             if site is not None:  # made by the model's construction, before the trace: named where
                 file, line, func = site
                 n = Node(self.seq, kind, dtype_name(t.dtype), name=name, op=self.display(func), file=file, line=line)
+                n.batch = kind == "input"
             else:
                 n = Node(self.seq, kind, dtype_name(t.dtype), name=name)
+                n.batch = kind == "input"
             self.nodes[t] = n
         return n
 
@@ -256,25 +272,50 @@ class Tracer(UserFrames):
             if mixed is not None and mixed.get("continued_with"):
                 target = NAME_TO_DTYPE[mixed["continued_with"]]
                 call_args, call_kwargs = _cast_args(call_args, call_kwargs, _floating, target)
+        precision.before_op(self, func, short, call_args, call_kwargs)
         try:
             out = func(*call_args, **call_kwargs)
         except Exception as exc:  # noqa: BLE001
             if inline is not None:
+                self.raised_at_sink = exc
                 self._raised(inline[0], exc)
             elif mixed is not None:
                 mixed["raised"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0][:400]
                                               if str(exc).strip() else "")
+            note_op_raise(self, func, call_args, call_kwargs, exc)
             raise
         self.masks.observe(short, args, kwargs, out)
         self.masks.propagate(short, args, kwargs, out)
-        if isinstance(out, torch.Tensor) and out.dtype == torch.bool and out.dim() >= 2 and not self.in_sink:
-            file, line = self.caller()
-            if file is not None:
-                self.made_at[out] = (file, line, tuple(self.callers()))
+        if isinstance(out, torch.Tensor) and not traced(out) and out.dim() >= 1 and not self.in_sink:
+            self._made(func, short, args, kwargs, out)
         outs = _output_tensors(out)
         if outs:
             self.record(func, args, kwargs, outs, applied)
+            if inline is not None:
+                for o in outs:
+                    n = self.nodes.get(o)
+                    if n is not None:
+                        self.attention_outputs.add(n.seq)
+        precision.after_op(self, func, short, args, kwargs, out)
         return out
+
+    def _made(self, func, short, args, kwargs, out):
+        """A Node for a boolean or integer tensor the forward made (a mask, positions), with the
+        nodes of every tensor it was made from: where its shape came from."""
+        file, line = self.caller()
+        if file is None:
+            return
+        ins = []
+        for a in list(args) + list((kwargs or {}).values()):
+            if isinstance(a, torch.Tensor):
+                n = self.nodes.get(a) if traced(a) else self.made_at.get(a)
+                if n is not None:
+                    ins.append(n)
+        self.seq += 1
+        node = Node(self.seq, "op", dtype_name(out.dtype), op=self.display(func), file=file, line=line,
+                    module=self.current_module(), inputs=ins, short=short)
+        node.stack = self.callers()
+        self.made_at[out] = node
 
     def _mixed_operands(self, func, short, args, kwargs):
         """A matmul, linear, einsum or convolution whose floating operands differ in dtype raises
@@ -329,6 +370,8 @@ class Tracer(UserFrames):
         file, line = self.caller()
         module = self.current_module()
         kind = "cast" if explicit else "op"
+        batch = any(n.batch or n.kind == "input" for n in in_nodes) or any(
+            self.masks.from_batch(t) is not None for t in _all_tensors(args, kwargs) if not traced(t))
         if kind == "cast" and ins and all(o.dtype == ins[0].dtype for o in outs):
             # .to(device), .type_as(same dtype), softmax(x, dtype=x.dtype): not a cast
             kind = "op"
@@ -348,6 +391,7 @@ class Tracer(UserFrames):
             node = self.nodes[o] = Node(self.seq, kind, dtype_name(o.dtype), op=self.display(func), file=file,
                                         line=line, module=module, inputs=in_nodes, promo=promo, short=short,
                                         shapes=[list(t.shape) for t in ins] if short in QK_OPS else None)
+            node.batch = batch
             if (kind == "cast" or not in_nodes) and RANK.get(o.dtype, 0) >= 2:
                 node.stack = stack if stack is not None else self.callers()
                 stack = node.stack
@@ -430,6 +474,7 @@ class Tracer(UserFrames):
                 # meta: the CPU retry runs it for real; anything but a missing kernel is a real bug
                 # of the wrapper, raised on the GPU too (transformers 5.6.0's ``s_aux.to``).
                 if fallback is None or _meta_limitation(exc) or not _kernel_missing(exc):
+                    self.raised_at_sink = exc
                     if len(self.sinks) == before:
                         self._raised(record, exc)
                     else:  # the kernel call inside was judged (and raised)
@@ -465,7 +510,14 @@ class Tracer(UserFrames):
         try:
             if cast_to is not None or mask_to is not None:
                 call_args, call_kwargs = list(args), dict(kwargs)
-                if cast_to is not None:
+                if cast_to is not None and spec.family == "mha":
+                    # its kernel includes the projections: their weights go to the same dtype, or the
+                    # cast q/k/v would meet float32 weights, which the model never does
+                    call_args, call_kwargs = _cast_args(call_args, call_kwargs, _floating, NAME_TO_DTYPE[cast_to])
+                    call_args = list(call_args)
+                    if problems:
+                        record["continued_with"] = cast_to
+                elif cast_to is not None:
                     roles = {}
                     for r, (pos, key) in spec.roles.items():
                         roles.setdefault((pos, key), r)
@@ -485,6 +537,7 @@ class Tracer(UserFrames):
             try:
                 out = func(*call_args, **call_kwargs)
             except Exception as exc:  # noqa: BLE001
+                self.raised_at_sink = exc
                 self._raised(record, exc)
                 raise
             if restore is not None:
@@ -519,6 +572,17 @@ class Tracer(UserFrames):
             self.nodes[o] = Node(self.seq, "sink", dtype_name(o.dtype), op=spec.name)
 
 
+def _all_tensors(args, kwargs):
+    for seq in (args, kwargs.values() if kwargs else ()):
+        for a in seq:
+            if isinstance(a, torch.Tensor):
+                yield a
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, torch.Tensor):
+                        yield b
+
+
 def _cast_in_place(call_args, call_kwargs, spots, dtype, pred):
     """Cast the tensors at ``spots`` ({(pos, key): role}) of a call's arguments to ``dtype``."""
     for (pos, key) in spots:
@@ -545,9 +609,22 @@ def _kernel_missing(exc):
 
 
 def _meta_limitation(exc):
+    return meta_limitation(exc) is not None
+
+
+def meta_limitation(exc):
+    """Why the meta device could not run what raised ``exc`` (data-dependent Python, a meta kernel
+    stricter than the real ones), or None where the exception is the model's own."""
     text = str(exc)
-    return ("meta tensor" in text or "meta tensors" in text or "Cannot copy out of meta" in text
-            or "register_meta" in text or "data-dependent" in text or "device type for autocast" in text)
+    if ("meta tensor" in text or "meta tensors" in text or "Cannot copy out of meta" in text
+            or "register_meta" in text or "data-dependent" in text):
+        return "the forward pass does data-dependent Python (.item(), .tolist(), a tensor in an if) that meta cannot run"
+    if "device type for autocast" in text:
+        return "the forward pass opens an autocast region for the meta device, which has none"
+    if "Expected inputs of BF16 type but got mat_a.dtype" in text:
+        # torch's meta kernel for grouped matmul (MoE experts) takes bf16 only; CPU and CUDA take more
+        return "torch's meta kernel for grouped matmul (the MoE experts) takes only bf16"
+    return None
 
 
 def _transformers_flash_effective(args, effective, autocast_now):

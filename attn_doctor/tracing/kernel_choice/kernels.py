@@ -30,6 +30,7 @@ NAMES = {
     "sage": "SageAttention (quantized QK)",
     "fla": "fla's Triton kernel",
     "eager": "eager attention (matmul, softmax, matmul)",
+    "linear": "linear attention (k^T v, then q @ kv)",
     "mha": "F.multi_head_attention_forward (SDPA inside)",
 }
 

@@ -141,11 +141,14 @@ class MaskTracker(object):
         """Where the model's construction made a wide floating tensor (kept through moves)."""
         import torch
 
-        if not isinstance(out, torch.Tensor) or out.dtype not in (torch.float32, torch.float64):
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
             return
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if short in _SITE_KEEPING and first is not None and first in self.sites:
+            # kept through moves and casts (a float32 buffer cast with the model keeps its maker)
             self.sites[out] = self.sites[first]
+            return
+        if out.dtype not in (torch.float32, torch.float64):
             return
         if out in self.sites:
             return

@@ -192,53 +192,14 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
     if used and "flash" in used and _flash_importable():
         _ensure_flash_in_modeling_modules(model)
         _ensure_flash_utils()
-    inputs = {"input_ids": torch.zeros(1, seq_len, dtype=torch.long, device=device)}
-    if getattr(model.config, "is_encoder_decoder", False):
-        inputs["decoder_input_ids"] = torch.zeros(1, max(1, seq_len // 2), dtype=torch.long, device=device)
-    if getattr(config, "vision_config", None) is not None:
-        image = _image_inputs(model, config, seq_len, device)
-        if image is not None:
-            count = image.pop("_count")
-            inputs.update(image)
-            notes.append("one image (pixel_values %s) and its %d image tokens in the input, so the vision tower "
-                         "runs too" % (list(image["pixel_values"].shape), count))
-        else:
-            notes.append("text-only forward (token ids): the vision tower was not run")
+    from .hf_inputs import make_inputs
+
+    inputs, described, input_notes = make_inputs(model, model.config, seq_len, device)
+    notes.extend(input_notes)
     meta = {"attn_implementation": used, "attn_implementation_source": (
         "--attn-implementation" if attn_impl else ("config" if config_impl else "transformers default")),
-        "dtype": want_dtype, "model_class": type(model).__name__, "transformers": version}
+        "dtype": want_dtype, "model_class": type(model).__name__, "transformers": version, "inputs": described}
     return model, ((), inputs), notes, meta
-
-
-def _image_token(config):
-    for key in ("image_token_index", "image_token_id"):
-        value = getattr(config, key, None)
-        if isinstance(value, int):
-            return value
-    return None
-
-
-def _image_inputs(model, config, seq_len, device):
-    """input_ids with image tokens and pixel_values for a llava-style model (one image, its
-    patches as tokens); None where the layout is another (tiles, grids): then text only."""
-    import torch
-
-    vision = config.vision_config
-    token = _image_token(config)
-    size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
-    if token is None or not isinstance(size, int) or not isinstance(patch, int) or not patch:
-        return None
-    if "pixel_values" not in inspect.signature(model.forward).parameters:
-        return None
-    count = getattr(config, "image_seq_length", None) or getattr(vision, "num_image_tokens", None)
-    if not isinstance(count, int):
-        count = (size // patch) ** 2 + (1 if getattr(config, "vision_feature_select_strategy", "") == "full" else 0)
-    ids = torch.zeros(1, count + seq_len, dtype=torch.long, device=device)
-    ids[:, :count] = token
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-    channels = getattr(vision, "num_channels", 3)
-    return {"input_ids": ids, "pixel_values": torch.zeros(1, channels, size, size, dtype=dtype, device=device),
-            "_count": count}
 
 
 def _impl_of(model, default=None):
@@ -338,7 +299,7 @@ def _ensure_flash_in_modeling_modules(model):
 
 
 def _config_dtype(config):
-    value = getattr(config, "torch_dtype", None) or getattr(config, "dtype", None)
+    value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)  # "torch_dtype" warns from 4.56
     if value is None:
         return None
     name = str(value).replace("torch.", "")

@@ -28,6 +28,7 @@ AUTOCAST_CHOICES = ("bf16", "fp16")
 DEVICE_CHOICES = ("meta", "cpu", "cuda")
 # A model that cannot run on meta is retried on CPU only below this size (parameters + buffers).
 CPU_RETRY_LIMIT_BYTES = int(os.environ.get("ATTN_DOCTOR_CPU_RETRY_LIMIT", str(4 * 1024 ** 3)))
+GIVEN_COPY_LIMIT_BYTES = 256 * 1024 ** 2
 
 
 def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capability, standins, emulate_autocast,
@@ -118,7 +119,10 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
     status = "ok" if forward_error is None else "partial"
     error = None
     if forward_error is not None:
-        error = {"kind": "forward", "message": "the forward pass stopped: %s" % _one_line(forward_error),
+        stopped = any(f["id"] == "AD621" for f in findings)
+        error = {"kind": "forward", "message": ("the forward pass stopped at the error above (AD621): nothing after it "
+                                                "was traced" if stopped else
+                                                "the forward pass stopped: %s" % _one_line(forward_error)),
                  "traceback": _tb(forward_error)}
     elif not sink_list:
         status = "no_attention"
@@ -126,7 +130,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
     exit_code = EXIT_FINDINGS if summary["errors"] else (EXIT_FAILED if error is not None else EXIT_CLEAN)
     out = _result(status, exit_code=exit_code, error=error, notes=notes, findings=findings, sinks=sink_list,
                   summary=summary, standin_calls=sum(1 for r in tracer.sinks if r.get("standin")),
-                  duration_s=round(time.monotonic() - start, 3))
+                  duration_s=round(time.monotonic() - start, 3), outputs=getattr(tracer, "outputs", None))
     out.update(info)
     out["stack"] = stack_facts(device)
     return out
@@ -193,7 +197,18 @@ def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info,
 
 def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs=None):
     if model is not None:
+        # a small model kept as it was given, so a run meta cannot finish is retried on a CPU copy
+        # (moving it to meta loses its values); a large one the API copied already
+        pristine = [None]
+        if model_bytes(model) <= GIVEN_COPY_LIMIT_BYTES and not any(
+                p.device.type == "meta" for p in model.parameters()):
+            import copy
+
+            pristine[0] = copy.deepcopy(model)
+
         def given(dev, shrink):
+            if dev == "cpu" and pristine[0] is not None:
+                return {"model": pristine[0], "inputs": normalize_inputs(inputs), "notes": [], "given": True}
             return {"model": model, "inputs": normalize_inputs(inputs), "notes": [], "given": True}
 
         return given
@@ -202,12 +217,13 @@ def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_i
             m, inp, notes, meta = build_hf(hf, dev, dtype, attn_impl, seq_len, shrink)
             info.update(hf_attn_implementation=meta["attn_implementation"],
                         hf={k: meta[k] for k in ("attn_implementation", "attn_implementation_source", "model_class",
-                                                 "transformers")})
+                                                 "transformers", "inputs")})
             from ..standins.registry import standin_installed
 
             if "flash" in (meta["attn_implementation"] or "") and standin_installed("flash_attn"):
                 info["standin_route"] = True  # transformers' flash path exists here only through the stand-in
-            return {"model": m, "inputs": inp, "notes": notes, "dtype": meta["dtype"]}
+            return {"model": m, "inputs": inp, "notes": notes, "dtype": meta["dtype"],
+                    "inputs_guessed": meta["inputs"]}
 
         return from_hf
     module, factory = parse_target(target)
@@ -255,6 +271,7 @@ def _prepare(built, device, dtype, seq_len=16):
             raise TraceError("usage", "the factory returned a model without example inputs and its first layer is "
                                       "not an embedding: return (model, example_inputs) from the factory")
         notes.append("no example inputs given; used token ids of shape (1, %d)" % seq_len)
+        built["inputs_guessed"] = "token ids of shape (1, %d)" % seq_len
     moved = set()
 
     def move(t):
@@ -299,6 +316,30 @@ def guess_inputs(model, device, seq_len):
                 return (), {"input_ids": ids}
             return (ids,), {}
     return None
+
+
+def output_signature(out, limit=64):
+    """What a forward pass returned, as {"tensors": [[path, dtype, shape], ...]}: the same for a traced
+    and a plain run of one model on one device, or the trace changed what the model computes."""
+    import torch
+
+    found = []
+
+    def walk(obj, path, depth):
+        if len(found) >= limit or depth > 6:
+            return
+        if isinstance(obj, torch.Tensor):
+            found.append([path or "output", str(obj.dtype).replace("torch.", ""), [int(x) for x in obj.shape]])
+        elif isinstance(obj, dict) or hasattr(obj, "to_tuple"):
+            items = obj.items() if isinstance(obj, dict) else ((k, getattr(obj, k, None)) for k in obj.keys())
+            for k, v in items:
+                walk(v, "%s.%s" % (path, k) if path else str(k), depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(obj[:16]):
+                walk(v, "%s[%d]" % (path, i), depth + 1)
+
+    walk(out, "", 0)
+    return {"tensors": found}
 
 
 def _map_tensors(obj, fn):
@@ -433,10 +474,12 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     mapper = cuda_to(device) if off_gpu else contextlib.nullcontext()
     autocast_map = autocast_on_trace_device(device) if off_gpu else contextlib.nullcontext()
     flash_seen = transformers_sees_flash_attn() if off_gpu else contextlib.nullcontext()
+    tracer.outputs = None
     try:
         with device_ctx, grad_ctx, mapper, autocast_map, flash_seen, activate(tracer, emulated):
             with real_autocast:
                 out = model(*args, **kwargs)
+            tracer.outputs = output_signature(out)
             if train:
                 loss = next((t for t in _tensors(out) if t.is_floating_point() and t.requires_grad), None)
                 if loss is not None:
@@ -444,12 +487,24 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     except BaseException as exc:  # noqa: BLE001 - the user's forward may raise anything
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if tracer.outputs is None:
+            tracer.outputs = {"raised": _one_line(exc)}
         if device == "meta" and _is_meta_limitation(exc):
-            raise TraceError("meta", "the forward pass does data-dependent Python (.item(), .tolist(), a tensor in "
-                                     "an if) that meta cannot run (%s)" % _one_line(exc), exc)
-        if not tracer.sinks:
-            raise TraceError("forward", "the forward pass raised %s before reaching an attention call"
-                             % _one_line(exc), exc)
+            from ..dtype_path.tracer import meta_limitation
+
+            raise TraceError("meta", "%s (%s)" % (meta_limitation(exc), _one_line(exc)), exc)
+        from ..dtype_path.raised import raise_record, where_text
+
+        raised = raise_record(tracer, exc, expected)
+        if raised is not None and not built.get("inputs_guessed"):
+            # the model's own inputs made it raise: the crash is the finding, at its line (AD621)
+            tracer.sinks.append(raised)
+        elif not tracer.sinks:
+            at = (" " + where_text(raised)) if raised is not None else ""
+            guessed = ("; the inputs were made by attn-doctor (%s): give the model's own with a factory that returns "
+                       "(model, inputs)" % built["inputs_guessed"]) if raised is not None else ""
+            raise TraceError("forward", "the forward pass raised %s%s before reaching an attention call%s"
+                             % (_one_line(exc), at, guessed), exc)
         forward_error = exc
     if getattr(mapper, "mapped", 0):
         prep_notes.append("the forward pass put tensors on cuda; they went to %s, the trace device" % device)
@@ -461,7 +516,9 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
         prep_notes.extend(flex_notes)
     prep_notes.extend(standins_mod.fa4_standin_note(tracer.sinks))
     prep_notes.extend(standins_mod.standin_notes(tracer.sinks))
-    sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd)
+    dtypes = tracer.param_dtypes
+    fp32_model = not autocast and bool(dtypes) and max(dtypes, key=dtypes.get) == "float32"
+    sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd, fp32_model=fp32_model)
     return sink_list, findings, tracer, forward_error, prep_notes
 
 

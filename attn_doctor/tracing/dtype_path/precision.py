@@ -1,0 +1,253 @@
+"""Precision faults that raise no error where the trace runs, each named at its line:
+
+- AD622: a rotary or position table computed in half precision: ``cos``/``sin`` of positions times
+  frequencies in float16 or bfloat16 (a frequency buffer cast with the model, positions made in the
+  model's dtype). bf16 holds integers exactly only up to 256 and float16 up to 2048, and a frequency
+  keeps 8 or 11 bits: past a few hundred positions the angles are off by radians. The line that
+  makes the angles, and the buffer's or the positions' maker.
+- AD623: a mask fill value the dtype cannot hold: ``masked_fill``/``full``/``fill_`` with
+  ``torch.finfo(torch.float32).min`` (or -1e9) on a float16 or bfloat16 tensor raises "value cannot be
+  converted to type c10::Half without overflow" on CPU and GPU (meta lets it through); a float32 mask
+  holding such a value cast down becomes -inf, and a row that is all mask gives NaN after softmax.
+- AD624: a boolean mask added to float scores: ``scores + mask`` adds 1 and 0 where the mask meant
+  "attend" and "do not", so nothing is masked.
+
+Each is a record like a sink's (family "op"), merged per line, with the line to change and, where
+one line fixes it, a patch."""
+
+from __future__ import annotations
+
+import linecache
+import re
+
+import torch
+
+from ..calls.nodes import HALF_DTYPES, dtype_name
+
+_FILLS = frozenset(("masked_fill", "masked_fill_", "fill_", "full", "full_like", "new_full", "fill"))
+_ADDS = frozenset(("add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub_", "__sub__", "__rsub__", "rsub",
+                   "__isub__"))
+_TRIG = frozenset(("cos", "sin", "cos_", "sin_", "polar"))
+_CASTS = frozenset(("to", "half", "bfloat16", "type", "type_as"))
+_LIMIT = {torch.float16: torch.finfo(torch.float16).max, torch.bfloat16: torch.finfo(torch.bfloat16).max}
+_C10 = {torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16"}
+_FINFO32 = re.compile(r"torch\.finfo\(\s*torch\.float(?:32)?\s*\)\.min")
+
+
+def _scalar(v):
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    return None
+
+
+def _fill_value(short, args, kwargs):
+    if short in ("masked_fill", "masked_fill_"):
+        return _scalar(args[2] if len(args) > 2 else kwargs.get("value"))
+    if short in ("fill_", "fill"):
+        return _scalar(args[1] if len(args) > 1 else kwargs.get("value"))
+    if short in ("full", "new_full", "full_like"):
+        return _scalar(args[1] if len(args) > 1 else kwargs.get("fill_value"))
+    return None
+
+
+def _fill_dtype(short, args, kwargs):
+    if short in ("masked_fill", "masked_fill_", "fill_", "fill", "full_like", "new_full"):
+        dtype = kwargs.get("dtype")
+        if dtype is None and args and isinstance(args[0], torch.Tensor):
+            dtype = args[0].dtype
+        return dtype
+    if short == "full":
+        return kwargs.get("dtype") or torch.get_default_dtype()
+    return None
+
+
+def before_op(tracer, func, short, args, kwargs):
+    """AD623 for a fill the dtype cannot hold: found before the op runs (meta would let it pass)."""
+    if short not in _FILLS or tracer.in_sink:
+        return
+    value = _fill_value(short, args, kwargs)
+    dtype = _fill_dtype(short, args, kwargs)
+    if value is None or dtype not in _LIMIT or value != value or abs(value) == float("inf"):
+        return
+    if abs(value) <= _LIMIT[dtype]:
+        return
+    file, line = tracer.caller()
+    message = "value cannot be converted to type %s without overflow" % _C10[dtype]
+    receiver = None
+    source = linecache.getline(file, line) if file else ""
+    m = re.search(r"([A-Za-z_][\w.]*)\s*\.\s*masked_fill_?\(", source)
+    if m:
+        receiver = m.group(1)
+    fix = ("torch.finfo(%s.dtype).min" % receiver) if receiver else "torch.finfo(<the tensor>.dtype).min"
+    _record(tracer, "AD623", "error", file, line, func, {"a": args[0] if args and isinstance(args[0], torch.Tensor)
+                                                              else None}, message,
+            "%s at %s fills a %s tensor with %g, which %s cannot hold: on CPU and GPU it raises \"%s\" (meta lets "
+            "it through); use the dtype's own limit, %s, or -inf where the softmax sees at least one key per row"
+            % (tracer.display(func), _loc(file, line), dtype_name(dtype), value, dtype_name(dtype), message, fix),
+            patch=_finfo_patch(file, line, receiver, tracer))
+    tracer.overflow_lines.add((file, line))
+
+
+def after_op(tracer, func, short, args, kwargs, out):
+    """AD624 (a bool mask added), AD623 (a mask cast down to -inf), AD622 (cos/sin of positions in half)."""
+    if tracer.in_sink:
+        return
+    if short in _ADDS:
+        _bool_added(tracer, func, short, args, kwargs, out)
+    elif short in _CASTS and isinstance(out, torch.Tensor) and out.dtype in _LIMIT and args and \
+            isinstance(args[0], torch.Tensor) and args[0].dtype in (torch.float32, torch.float64):
+        _cast_overflow(tracer, func, args[0], out)
+    elif short in _TRIG and isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor) and \
+            args[0].dtype in HALF_DTYPES:
+        _half_angles(tracer, func, args[0])
+
+
+def _bool_added(tracer, func, short, args, kwargs, out):
+    tensors = [a for a in list(args[:2]) + [kwargs.get("other")] if isinstance(a, torch.Tensor)]
+    masks = [t for t in tensors if t.dtype == torch.bool and t.dim() >= 2]
+    scores = [t for t in tensors if t.is_floating_point()]
+    if not masks or not scores:
+        return
+    file, line = tracer.caller()
+    mask = masks[0]
+    maker = tracer.made_at.get(mask)
+    origins = []
+    if maker is not None and maker.file:
+        origins.append({"kind": "created", "op": maker.op, "file": maker.file, "line": maker.line,
+                        "feeds": ["mask"], "dtype": "bool%s" % list(mask.shape),
+                        "source": linecache.getline(maker.file, maker.line).strip() or None})
+    _record(tracer, "AD624", "error", file, line, func, {"a": scores[0], "b": mask},
+            "adds a boolean mask to float scores",
+            "%s at %s adds a boolean mask bool%s to %s scores: True becomes 1 and False 0, so nothing is masked "
+            "(the scores only shift by one); mask with scores.masked_fill(~mask, torch.finfo(scores.dtype).min), or "
+            "pass the boolean mask to F.scaled_dot_product_attention(attn_mask=mask), where True means attend"
+            % (tracer.display(func), _loc(file, line), list(mask.shape), dtype_name(scores[0].dtype)),
+            origins=origins)
+
+
+def _cast_overflow(tracer, func, src, out):
+    pattern = tracer.masks.of(src)
+    if not pattern:
+        return
+    limit = _LIMIT[out.dtype]
+    values = [v for v in pattern[1:] if isinstance(v, float) and v == v and abs(v) != float("inf") and abs(v) > limit]
+    if not values:
+        return
+    file, line = tracer.caller()
+    node = tracer.nodes.get(src)
+    origins = []
+    if node is not None and node.file:
+        origins.append({"kind": "created", "op": node.op, "file": node.file, "line": node.line, "feeds": ["mask"],
+                        "dtype": "%s%s" % (dtype_name(src.dtype), list(src.shape)),
+                        "source": linecache.getline(node.file, node.line).strip() or None})
+    _record(tracer, "AD623", "warning", file, line, func, {"a": src}, "a mask value overflows the dtype",
+            "%s at %s casts a mask holding %g to %s, which cannot hold it: it becomes -inf there, and a row the mask "
+            "covers entirely gives NaN after the softmax; build the mask with torch.finfo(%s).min (the target "
+            "dtype's limit)" % (tracer.display(func), _loc(file, line), values[0], dtype_name(out.dtype),
+                                str(out.dtype)), origins=origins)
+
+
+_POSITION_OPS = frozenset(("arange", "cumsum"))
+
+
+def _half_angles(tracer, func, angles):
+    """cos/sin of half-precision angles made from positions (an arange, integer position ids) or
+    a frequency buffer."""
+    node = tracer.nodes.get(angles)
+    if node is None:
+        return
+    found = _table_sources(node)
+    if not found["positions"]:
+        return
+    file, line = tracer.caller()
+    product = found["product"]
+    origins = []
+    for src in found["buffers"] + found["positions"]:
+        if src.file:
+            origins.append({"kind": "created" if src.kind != "buffer" else "buffer", "op": src.op or src.name,
+                            "name": src.name, "file": src.file, "line": src.line, "feeds": ["angles"],
+                            "dtype": src.dtype, "source": linecache.getline(src.file, src.line).strip() or None})
+    fix_line = None
+    if product is not None and product.file:
+        fix_line = {"file": product.file, "line": product.line, "op": product.op, "feeds": ["angles"],
+                    "dtype": product.dtype}
+    sources = ", ".join(sorted({"the buffer %s" % s.name if s.kind == "buffer" and s.name else "%s at %s" % (
+        s.op, _loc(s.file, s.line)) for s in found["buffers"] + found["positions"] if s.file or s.name}))
+    _record(tracer, "AD622", "warning", file, line, func, {"a": angles},
+            "a rotary or position table computed in %s" % angles.dtype,
+            "%s at %s computes a rotary or position table in %s from positions%s: %s holds integers exactly only "
+            "up to %d and a frequency to %d bits, so past a few hundred positions the angles are off by radians "
+            "and the table is wrong; compute positions times frequencies and their cos/sin in float32 (keep the "
+            "frequency buffer float32: inv_freq.float() @ positions.float(), as transformers does), then cast the "
+            "table to the model's dtype" % (
+                tracer.display(func), _loc(file, line), dtype_name(angles.dtype),
+                " (%s)" % sources if sources else "", dtype_name(angles.dtype),
+                256 if angles.dtype == torch.bfloat16 else 2048, 8 if angles.dtype == torch.bfloat16 else 11),
+            origins=origins, fix_line=fix_line)
+
+
+def _table_sources(node, depth=10):
+    """The positions (an arange, integer ids cast to a float) and frequency buffers behind a
+    half-precision angle, and the product that combined them."""
+    found = {"positions": [], "buffers": [], "product": None}
+    stack, seen = [(node, 0)], set()
+    while stack:
+        n, d = stack.pop()
+        if n is None or id(n) in seen or d > depth:
+            continue
+        seen.add(id(n))
+        if n.dtype not in ("float16", "bfloat16"):
+            continue  # computed wider, then cast down: the table is right
+        if n.kind == "buffer" or (n.kind == "attribute" and n.name and "freq" in n.name):
+            found["buffers"].append(n)
+        elif n.short in _POSITION_OPS or (n.kind in ("cast", "op") and not n.inputs and n.file):
+            found["positions"].append(n)
+        if len(n.inputs) >= 2 and found["product"] is None and n.short in ("mul", "__mul__", "matmul", "einsum",
+                                                                             "outer", "ger", "__rmul__", "mm", "bmm"):
+            found["product"] = n
+        stack.extend((i, d + 1) for i in n.inputs)
+    if found["buffers"] and not found["positions"] and found["product"] is not None:
+        found["positions"] = found["buffers"]  # frequencies in half times any positions: the same loss
+    return found
+
+
+def _record(tracer, rid, severity, file, line, func, operands, kernel_message, message, origins=(), patch=None,
+            fix_line=None):
+    key = (rid, file, line)
+    seen = tracer.precision_seen.get(key)
+    if seen is not None:
+        seen["count"] = seen.get("count", 1) + 1
+        return
+    inputs = {r: {"dtype": dtype_name(t.dtype), "shape": list(t.shape)} for r, t in operands.items()
+              if isinstance(t, torch.Tensor)}
+    problem = {"id": rid, "severity": severity, "check": "precision", "kernel_message": kernel_message,
+               "message": message}
+    if fix_line:
+        problem["fix_line"] = fix_line
+    record = {"name": tracer.display(func), "family": "op", "layout": None, "file": file, "line": line,
+              "module_path": tracer.current_module(), "inputs": inputs,
+              "effective_dtypes": {r: v["dtype"] for r, v in inputs.items()}, "autocast": None, "head_dim": None,
+              "head_dim_v": None, "problems": [problem], "via": None, "seq": tracer.seq, "_nodes": {},
+              "_origins": list(origins), "_patch": patch}
+    tracer.precision_seen[key] = record
+    tracer.sinks.append(record)
+
+
+def _finfo_patch(file, line, receiver, tracer):
+    if not receiver or not file:
+        return None
+    from ..calls.patch import line_patch
+
+    source = linecache.getline(file, line)
+    m = _FINFO32.search(source)
+    if not m:
+        return None
+    return line_patch(file, line, m.group(0), "torch.finfo(%s.dtype).min" % receiver)
+
+
+def _loc(file, line):
+    from ..calls.patch import display_path
+
+    return "%s:%s" % (display_path(file) if file else "?", line)

@@ -1,0 +1,482 @@
+"""Inputs for any transformers model, made from what the model says it takes: its forward
+signature, its ``main_input_name`` and its config (image size and channels, patch and merge sizes,
+the image token and how many of them one image becomes, mel bins, the encoder-decoder split).
+
+Text models get token ids (never a special token's id); vision models one image in the layout
+their forward takes (``[batch, channels, height, width]``, one more axis for models that take
+several images or tiles, flattened patches with ``image_grid_thw`` for the Qwen-VL family);
+multimodal models the image and as many image tokens as their vision tower makes of it (asked of
+``get_image_features`` on the trace device, else read from the config); audio models a log-mel
+spectrogram or a waveform of the length their encoder expects; encoder-decoder models decoder
+token ids.
+
+Each candidate is tried by one plain forward pass on the trace device (meta costs no memory and
+no compute) before the trace, and the first that runs is traced; where the model's own message
+says what it expected (a mel length, an image-token count) the candidate is corrected and tried
+again. What was made is said in the report, and a model none of them runs is a failure with the
+model's last message, never a guess traced as if it were right."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+
+from ..errors import TraceError, _one_line
+
+# The image token of multimodal configs, by the names transformers uses.
+_IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index", "image_token")
+# How many tokens one image becomes, where the config says it.
+_IMAGE_COUNT_KEYS = ("image_seq_length", "mm_tokens_per_image", "num_image_tokens", "image_token_count",
+                     "num_query_tokens", "image_seq_len")
+_TRIES = 6
+_DEBUG = bool(os.environ.get("ATTN_DOCTOR_DEBUG_INPUTS"))
+
+
+def _cfg(config, *names, default=None):
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def _signature(model):
+    try:
+        return inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _special_ids(config):
+    found = set()
+    for cfg in (config, getattr(config, "text_config", None)):
+        if cfg is None:
+            continue
+        for key, value in vars(cfg).items():
+            if ("token" in key or key.endswith("_id") or key.endswith("_index")) and isinstance(value, int) \
+                    and not isinstance(value, bool):
+                found.add(value)
+            elif "token" in key and isinstance(value, (list, tuple)):
+                found.update(v for v in value if isinstance(v, int))
+    return found
+
+
+def _vocab(config):
+    text = getattr(config, "text_config", None)
+    for cfg in (config, text):
+        v = getattr(cfg, "vocab_size", None) if cfg is not None else None
+        if isinstance(v, int) and v > 1:
+            return v
+    return None
+
+
+def text_token(config):
+    """A token id no special token has (pad, bos, eos, the image token ...), below the vocabulary."""
+    special = _special_ids(config)
+    vocab = _vocab(config) or 32
+    for tid in range(3, max(4, vocab)):
+        if tid not in special:
+            return tid
+    return 0
+
+
+def _size(value, default=224):
+    if isinstance(value, int) and value > 0:
+        return value, value
+    if isinstance(value, (list, tuple)) and len(value) >= 2 and all(isinstance(v, int) for v in value[-2:]):
+        return int(value[-2]), int(value[-1])
+    if isinstance(value, dict):
+        h, w = value.get("height"), value.get("width")
+        if isinstance(h, int) and isinstance(w, int):
+            return h, w
+        edge = value.get("shortest_edge")
+        if isinstance(edge, int):
+            return edge, edge
+    return default, default
+
+
+def _vision_config(config):
+    for key in ("vision_config", "vision_tower_config", "visual"):
+        sub = getattr(config, key, None)
+        if sub is not None and not isinstance(sub, (dict, str)):
+            return sub
+    if getattr(config, "image_size", None) is not None or getattr(config, "patch_size", None) is not None:
+        return config
+    return None
+
+
+def _channels(vision):
+    value = _cfg(vision, "num_channels", "in_channels", "in_chans", "num_input_channels", default=3)
+    return value if isinstance(value, int) and value > 0 else 3
+
+
+def _patch(vision):
+    value = _cfg(vision, "patch_size", "patch_sizes", default=16)
+    if isinstance(value, (list, tuple)):
+        value = value[0]
+    return value if isinstance(value, int) and value > 0 else 16
+
+
+class Candidate(object):
+    """One way to give the model an image (or none): its keyword arguments and how many tokens it
+    becomes (None: not known yet)."""
+
+    def __init__(self, name, kwargs, count=None):
+        self.name, self.kwargs, self.count = name, kwargs, count
+
+
+def _image_candidates(model, config, params, device, dtype):
+    """The layouts one image can take for this model, most likely first."""
+    import torch
+
+    vision = _vision_config(config)
+    if vision is None or "pixel_values" not in params:
+        return []
+    c = _channels(vision)
+    h, w = _size(_cfg(vision, "image_size", "img_size", "input_size", default=None), 224)
+    patch = _patch(vision)
+    out = []
+    if "image_grid_thw" in params:
+        # the Qwen-VL family: the patches of one image flattened, its grid (t, h, w) in patches
+        merge = _cfg(vision, "spatial_merge_size", "merge_size", default=2) or 2
+        tps = _cfg(vision, "temporal_patch_size", default=2) or 2
+        c_in = _cfg(vision, "in_channels", "in_chans", "num_channels", default=3) or 3
+        side = 4 * merge
+        pixels = torch.ones(side * side, c_in * tps * patch * patch, dtype=dtype, device=device)
+        grid = torch.tensor([[1, side, side]], dtype=torch.long, device=device)
+        out.append(Candidate("patches [%d, %d] with image_grid_thw [1, %d, %d]" % (side * side, pixels.shape[1], side, side),
+                             {"pixel_values": pixels, "image_grid_thw": grid}, side * side // (merge * merge)))
+    # not zeros: some models drop all-zero images as padding (Idefics3)
+    four = {"pixel_values": torch.ones(1, c, h, w, dtype=dtype, device=device)}
+    five = {"pixel_values": torch.ones(1, 1, c, h, w, dtype=dtype, device=device)}
+    for cand in (four, five):
+        if "image_sizes" in params:
+            cand["image_sizes"] = torch.tensor([[h, w]], dtype=torch.long, device=device)
+        if "pixel_attention_mask" in params:
+            cand["pixel_attention_mask"] = torch.ones(*cand["pixel_values"].shape[:-3], h, w, dtype=torch.bool,
+                                                      device=device)
+        if "pixel_mask" in params:
+            cand["pixel_mask"] = torch.ones(1, h, w, dtype=torch.long, device=device)
+    out.append(Candidate("pixel_values [1, %d, %d, %d]" % (c, h, w), four))
+    out.append(Candidate("pixel_values [1, 1, %d, %d, %d]" % (c, h, w), five))
+    return out
+
+
+def _video_candidates(config, params, device, dtype):
+    import torch
+
+    vision = _vision_config(config) or config
+    c = _channels(vision)
+    h, w = _size(_cfg(vision, "image_size", "img_size", default=None), 224)
+    frames = _cfg(vision, "num_frames", "frames", default=None) or 2 * (_cfg(vision, "tubelet_size", default=1) or 1)
+    return [Candidate("pixel_values_videos [1, %d, %d, %d, %d]" % (frames, c, h, w),
+                      {"pixel_values_videos": torch.zeros(1, frames, c, h, w, dtype=dtype, device=device)})]
+
+
+def _feature_count(model, cand):
+    """How many tokens the model's vision tower makes of one image: asked of its
+    ``get_image_features`` on the trace device; None where it cannot say."""
+    import torch
+
+    get = getattr(model, "get_image_features", None)
+    if get is None:
+        return None
+    try:
+        names = inspect.signature(get).parameters
+    except (TypeError, ValueError):
+        names = {}
+    kwargs = {k: v for k, v in cand.kwargs.items() if k in names or "kwargs" in names}
+    try:
+        with torch.no_grad():
+            out = get(**kwargs)
+    except Exception:  # noqa: BLE001 - a tower that needs more than the image: the config says
+        return None
+    return _count_tokens(out)
+
+
+def _count_tokens(out):
+    import torch
+
+    if hasattr(out, "pooler_output") and getattr(out, "pooler_output", None) is not None:
+        out = out.pooler_output
+    elif hasattr(out, "last_hidden_state") and not isinstance(out, torch.Tensor):
+        out = out.last_hidden_state
+    if isinstance(out, torch.Tensor):
+        return int(out.numel() // max(1, out.shape[-1])) if out.dim() >= 2 else None
+    if isinstance(out, (list, tuple)) and out and all(isinstance(t, torch.Tensor) for t in out):
+        return sum(int(t.numel() // max(1, t.shape[-1])) for t in out)
+    return None
+
+
+def _config_count(config, vision):
+    for cfg in (config, vision):
+        if cfg is None:
+            continue
+        v = _cfg(cfg, *_IMAGE_COUNT_KEYS)
+        if isinstance(v, int) and v > 0:
+            return v
+    if vision is not None:
+        h, w = _size(_cfg(vision, "image_size", default=None), 224)
+        patch = _patch(vision)
+        return (h // patch) * (w // patch)
+    return None
+
+
+def _image_token(config):
+    for cfg in (config, getattr(config, "text_config", None)):
+        if cfg is None:
+            continue
+        for key in _IMAGE_TOKEN_KEYS:
+            v = getattr(cfg, key, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+    return None
+
+
+def _audio_inputs(config, params, main, device, dtype):
+    """A log-mel spectrogram or a waveform, as the model's forward and config say."""
+    import torch
+
+    audio = _cfg(config, "audio_config", "encoder_config", default=None) or config
+    if main == "input_features" or ("input_features" in params and main not in ("input_values",)):
+        mels = _cfg(audio, "num_mel_bins", "n_mels", "mel_bins", default=None)
+        if isinstance(mels, int):
+            frames = _cfg(audio, "max_source_positions", default=None)
+            frames = 2 * frames if isinstance(frames, int) and frames <= 4096 else 128
+            return {"input_features": torch.zeros(1, mels, frames, dtype=dtype, device=device)}, "mels"
+        feat = _cfg(audio, "input_feat_per_channel", default=None)
+        if isinstance(feat, int):
+            feat *= _cfg(audio, "input_channels", default=1) or 1
+        else:
+            feat = _cfg(audio, "feature_size", "num_features", "hidden_size", default=80)
+        return {"input_features": torch.zeros(1, 128, feat, dtype=dtype, device=device)}, "frames"
+    if main == "input_values" or "input_values" in params:
+        mels = _cfg(audio, "num_mel_bins", default=None)
+        if isinstance(mels, int):  # a spectrogram given as input_values (AST): [batch, time, mel bins]
+            frames = _cfg(audio, "max_length", default=None)
+            frames = frames if isinstance(frames, int) and 0 < frames <= 4096 else 128
+            return {"input_values": torch.zeros(1, frames, mels, dtype=dtype, device=device)}, "mels"
+        channels = _cfg(config, "audio_channels", default=None)
+        samples = 16000
+        shape = (1, channels, samples) if isinstance(channels, int) and "codec" not in type(config).__name__.lower() \
+            and _cfg(config, "codebook_size", default=None) is not None else (1, samples)
+        return {"input_values": torch.zeros(*shape, dtype=dtype, device=device)}, "waveform"
+    return None, None
+
+
+# Messages in which a model says what input it expected.
+_MEL_LENGTH = re.compile(r"input features to be of length (\d+), but found (\d+)")
+_NORM_SHAPE = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size")
+_ONE_AXIS_SHORT = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d), \d\], but got \1\)|"
+                             r"[Ee]xpected (?:3D|4D) .*input.* \(got (?:2D|3D) input")
+_RUNNING_MEAN = re.compile(r"running_mean should contain (\d+) elements not (\d+)")
+_SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
+_IMAGE_TOKENS = re.compile(r"Image features and image tokens do not match[^\d]*tokens: (\d+), features:? (\d+)")
+
+
+def _repair(inputs, exc, state):
+    """Inputs corrected from the model's own message, or None where it says nothing usable."""
+    import torch
+
+    text = str(exc)
+    m = _MEL_LENGTH.search(text)
+    if m and "input_features" in inputs:
+        feats = inputs["input_features"]
+        fixed = dict(inputs)
+        fixed["input_features"] = torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
+                                              device=feats.device)
+        return fixed
+    feats_key = next((k for k in ("input_features", "input_values") if k in inputs and k in state.get("audio", ())), None)
+    if feats_key is not None:
+        feats = inputs[feats_key]
+        m = _NORM_SHAPE.search(text)
+        if m and feats.shape[-1] != int(m.group(1)):
+            # a norm over the features' last axis says how many features a frame has
+            return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
+                                                           device=feats.device))
+        m = _RUNNING_MEAN.search(text)
+        if m and feats.dim() >= 3 and feats.shape[-2] == int(m.group(1)) and feats.shape[-1] == int(m.group(2)):
+            # mel bins last, not time: [.., time, mel]
+            return _replace(inputs, feats_key, feats.transpose(-1, -2).contiguous())
+        if _ONE_AXIS_SHORT.search(text) and feats.dim() <= 3 and not state.get("unsqueezed"):
+            state["unsqueezed"] = True  # [batch, channel, time, mel]: one channel
+            return _replace(inputs, feats_key, feats.unsqueeze(1))
+    m = _SPLIT.search(text)
+    pixels = inputs.get("pixel_values")
+    if m and pixels is not None and pixels.dim() == 5 and int(m.group(2)) != pixels.shape[1]:
+        # the model cuts one image into as many tiles as its grid says (llava-next): that many
+        fixed = dict(inputs)
+        fixed["pixel_values"] = torch.ones(pixels.shape[0], int(m.group(2)), *pixels.shape[2:], dtype=pixels.dtype,
+                                           device=pixels.device)
+        state["image"].kwargs["pixel_values"] = fixed["pixel_values"]
+        state["count"] = None
+        return fixed
+    m = _IMAGE_TOKENS.search(text)
+    if m and state.get("image") is not None and int(m.group(2)) != state.get("count"):
+        state["count"] = int(m.group(2))
+        return "recount"
+    return None
+
+
+def _replace(inputs, key, value):
+    fixed = dict(inputs)
+    fixed[key] = value
+    return fixed
+
+
+def _ids(config, count, image_token, seq_len, device):
+    import torch
+
+    tid = text_token(config)
+    ids = torch.full((1, (count or 0) + seq_len), tid, dtype=torch.long, device=device)
+    if count and image_token is not None:
+        ids[:, :count] = image_token
+    return ids
+
+
+def make_inputs(model, config, seq_len, device, dry_run=True):
+    """(kwargs, description, notes) for ``model``; raises TraceError("build") where no candidate
+    runs (with the model's message for the most likely one)."""
+    import torch
+
+    params = _signature(model)
+    main = getattr(model, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):
+        main = main[0]
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    notes = []
+    base = {}
+    image_token = _image_token(config)
+    takes_text = "input_ids" in params
+    audio = None
+    if main in ("input_features", "input_values") or "input_features" in params or "input_values" in params:
+        audio, _ = _audio_inputs(config, params, main, device, dtype)
+    known = ("input_ids", "pixel_values", "pixel_values_videos", "input_features", "input_values", "inputs_embeds")
+    if main not in known and not (takes_text or audio):
+        raise TraceError("build", "%s takes %s as its main input, which attn-doctor cannot make from a config (a "
+                                  "time series, latents, states): give the model and its inputs with a factory "
+                                  "(MODULE:FACTORY returning (model, inputs))" % (type(model).__name__, main))
+    if audio:
+        base.update(audio)
+        feats = next(iter(audio.values()))
+        for mask in ("input_features_mask", "feature_attention_mask"):
+            if mask in params:  # which frames are real: all of them
+                base[mask] = torch.ones(feats.shape[0], feats.shape[-1] if feats.dim() == 3 and
+                                        audio.get("input_features") is not None and feats.shape[1] < feats.shape[2]
+                                        else feats.shape[1], dtype=torch.long, device=device)
+    images = []
+    if main == "pixel_values_videos" or ("pixel_values_videos" in params and "pixel_values" not in params):
+        images = _video_candidates(config, params, device, dtype)
+    elif "pixel_values" in params:
+        images = _image_candidates(model, config, params, device, dtype)
+    optional_image = main not in ("pixel_values", "pixel_values_videos")
+    enc_dec = bool(getattr(config, "is_encoder_decoder", False))
+    if enc_dec and "decoder_input_ids" in params:
+        start = _cfg(config, "decoder_start_token_id", default=None)
+        dec = torch.full((1, max(1, seq_len // 2)), text_token(config), dtype=torch.long, device=device)
+        if isinstance(start, int) and 0 <= start < (_vocab(config) or start + 1):
+            dec[:, 0] = start
+        base["decoder_input_ids"] = dec
+    # with an image first (its tower runs too), then without one where the image is optional
+    candidates = list(images) + ([None] if (optional_image or not images) else [])
+    first_exc, state = None, {}
+    for cand in candidates:
+        state = {"image": cand, "count": None, "audio": tuple(audio or ())}
+        with_text = takes_text and (main == "input_ids" or cand is None or image_token is not None
+                                    or "pixel_values" in params and main != "pixel_values") and not (
+            cand is not None and main == "pixel_values")
+        if cand is not None and with_text and image_token is not None:
+            state["count"] = cand.count or _feature_count(model, cand) or _config_count(config, _vision_config(config))
+        for _ in range(_TRIES):
+            kwargs = dict(base)
+            if cand is not None:
+                kwargs.update(cand.kwargs)
+            if with_text:
+                kwargs["input_ids"] = _ids(config, state["count"] if cand is not None and image_token is not None
+                                           else 0, image_token, seq_len, device)
+            error = _dry_run(model, kwargs, device) if dry_run else None
+            if error is None:
+                if cand is None and images:
+                    notes.append("no image input attn-doctor made runs this model (%s): traced without one, so the "
+                                 "vision tower was not run" % _one_line(first_exc) if first_exc is not None else
+                                 "traced without an image: the vision tower was not run")
+                return kwargs, _describe(kwargs, state, image_token), notes
+            if _DEBUG:
+                import traceback
+
+                print("attn-doctor inputs: %s -> %s" % (_describe(kwargs, state, image_token), _one_line(error)),
+                      "".join(traceback.format_exception(type(error), error, error.__traceback__)[-3:]))
+            if first_exc is None:
+                first_exc = error
+            fixed = _repair(kwargs, error, state)
+            if fixed is None:
+                break
+            if fixed != "recount":
+                base.update({k: v for k, v in fixed.items() if k in base})
+                if cand is not None and state["count"] is None and with_text and image_token is not None:
+                    state["count"] = _feature_count(model, cand) or _config_count(config, _vision_config(config))
+    raise TraceError("build", "no inputs attn-doctor made from the config run %s's forward pass (%s): give the model "
+                              "and its inputs with a factory (MODULE:FACTORY returning (model, inputs))"
+                     % (type(model).__name__, _one_line(first_exc)), first_exc)
+
+
+def _dry_run(model, kwargs, device):
+    """None where one plain forward pass runs (or stops only at what the trace device cannot do:
+    data-dependent Python on meta); else the exception."""
+    import contextlib
+
+    import torch
+
+    from ..dtype_path.tracer import _meta_limitation
+    from .factory import cuda_to
+    from .hf_models import transformers_sees_flash_attn
+    from .run import autocast_on_trace_device
+
+    off_gpu = device != "cuda"
+    try:
+        # as the trace will run it: the trace device standing for the GPU, flash-attn as it imports here
+        with torch.no_grad(), torch.device(device), (cuda_to(device) if off_gpu else contextlib.nullcontext()), (
+                autocast_on_trace_device(device) if off_gpu else contextlib.nullcontext()), (
+                transformers_sees_flash_attn() if off_gpu else contextlib.nullcontext()):
+            model(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - the model's own message decides
+        if device == "meta" and _meta_limitation(exc):
+            return None
+        return exc if input_problem(exc) else None
+    return None
+
+
+# What a forward pass says when its inputs do not fit it (a shape, a missing input, an index past
+# a table), as opposed to what the trace is there to judge (dtypes, a kernel's refusal).
+_SHAPE_WORDS = re.compile(r"size|shape|dimension|unpack|match|out of range|expected \d|D input|split_with_sizes|"
+                          r"not found|must be|Number of|cannot reshape|invalid for input|specify|provide|None",
+                          re.I)
+_DTYPE_WORDS = re.compile(r"dtype|scalar type|Half|BFloat16|Float\b|fp16|bf16|float16|bfloat16|same type", re.I)
+
+
+def input_problem(exc):
+    """True where ``exc`` says the inputs do not fit the model; False where it is a dtype or kernel
+    problem (the trace judges those on the model, whatever the inputs)."""
+    if type(exc).__module__.startswith("attn_doctor"):
+        return False  # a stand-in's refusal: the kernel's rules, judged by the trace
+    text = str(exc)
+    if _DTYPE_WORDS.search(text):
+        return False
+    if isinstance(exc, (IndexError, KeyError, AttributeError, TypeError, NotImplementedError)):
+        return True
+    return bool(_SHAPE_WORDS.search(text))
+
+
+def _describe(kwargs, state, image_token):
+    import torch
+
+    parts = []
+    for name, t in kwargs.items():
+        if isinstance(t, torch.Tensor):
+            dtype = "" if t.dtype in (torch.long, torch.int64, torch.bool) else str(t.dtype).replace("torch.", "")
+            parts.append("%s %s%s" % (name, dtype, list(t.shape)))
+    text = ", ".join(parts)
+    if state.get("count") and image_token is not None and state.get("image") is not None:
+        text += " (%d image tokens, id %d)" % (state["count"], image_token)
+    return text

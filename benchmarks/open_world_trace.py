@@ -1,0 +1,311 @@
+"""The open world of `trace --hf`: every architecture the installed transformers ships with a model
+class (benchmarks/hf_architectures.py: no list chosen here), each built from a scaled-down config and
+traced in the config's default dtype, bf16 and fp16, beside a plain forward of the same model and
+inputs in the same process. Label-free invariants, no expected findings needed:
+
+- reached: the trace reached the model's attention calls (or says exactly why not);
+- faithful: the traced forward returned what the plain forward returned (each output's dtype and
+  shape), or raised what the plain one raised;
+- clean: a healthy build gets no error and no warning (notes allowed);
+- the exit code, the findings by rule, the time of each trace against the plain build + forward.
+
+One process per architecture, N in parallel (--workers, default: the CPU count); each writes one JSON
+line per (architecture, dtype) to --out. Then the tables: counts by outcome, by dtype and by class
+of failure, and every architecture that is not clean with its reason (counts, not chosen rows).
+
+    python benchmarks/open_world_trace.py --out ow.jsonl                 # every architecture
+    python benchmarks/open_world_trace.py --only llama,vit,whisper       # some
+    python benchmarks/open_world_trace.py --sample 40 --seed 1           # a stratified sample
+    python benchmarks/open_world_trace.py --table ow.jsonl               # the tables of a finished run
+    python benchmarks/open_world_trace.py --device cuda --train --only qwen2   # on a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+DTYPES = (None, "bf16", "fp16")
+TIMEOUT = int(os.environ.get("OPEN_WORLD_TIMEOUT", "300"))
+
+
+# ---------------------------------------------------------------- one architecture (a worker process)
+
+def _plain(hf, dtype, device):
+    """The plain forward of what `trace --hf` builds (the same builder, the same inputs), untraced."""
+    import torch
+
+    from attn_doctor.tracing.runs.hf_models import build_hf
+    from attn_doctor.tracing.runs.run import _map_tensors, output_signature
+
+    t0 = time.monotonic()
+    model, inputs, notes, meta = build_hf(hf, device, dtype, None, 16)
+    built = time.monotonic() - t0
+    args, kwargs = inputs
+    model.eval()
+    try:
+        with torch.no_grad(), torch.device(device):
+            out = model(*args, **kwargs)
+        sig = output_signature(out)
+    except Exception as exc:  # noqa: BLE001 - the model's own failure is a result here
+        sig = {"raised": "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])}
+    return sig, built, time.monotonic() - t0
+
+
+def _faithful(plain, traced, retried_on_cpu):
+    if traced is None:
+        return None
+    if "raised" in plain or "raised" in traced:
+        if retried_on_cpu:
+            return None  # meta and CPU raise in their own words
+        return plain.get("raised", "").split(":")[0] == traced.get("raised", "").split(":")[0] if (
+            "raised" in plain and "raised" in traced) else False
+    return plain["tensors"] == traced["tensors"]
+
+
+def run_one(model_type, workdir, device, train, dtypes):
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, HERE)
+    import hf_architectures as arch
+
+    try:
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+    except Exception:  # noqa: BLE001
+        pass
+    from attn_doctor.tracing.runs.api import trace
+
+    folder = os.path.join(workdir, model_type)
+    rows = []
+    try:
+        made = arch.write_config(model_type, folder)
+    except BaseException as exc:  # noqa: BLE001
+        return [{"model_type": model_type, "outcome": "no_config",
+                 "reason": "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])}]
+    width_scaled = True
+    for dtype in dtypes:
+        row = {"model_type": model_type, "class": made["class"], "dtype": dtype or "default"}
+        try:
+            plain, build_s, plain_s = _plain(folder, dtype, "meta" if device == "meta" else device)
+        except BaseException as exc:  # noqa: BLE001 - transformers refuses to build it
+            if width_scaled:
+                # the widths' scaling broke a dependency between sub-configs: layers only
+                arch.write_config(model_type, folder, width=False)
+                width_scaled = False
+                try:
+                    plain, build_s, plain_s = _plain(folder, dtype, "meta")
+                except BaseException as exc2:  # noqa: BLE001
+                    exc = exc2
+                    plain = None
+            else:
+                plain = None
+            if plain is None:
+                row.update(outcome="no_build", reason="%s: %s" % (
+                    type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300]))
+                rows.append(row)
+                continue
+        t0 = time.monotonic()
+        try:
+            report = trace(hf=folder, dtype=dtype, device=device, train=train, routes=False)
+        except BaseException as exc:  # noqa: BLE001 - the doctor's own crash: a result, counted as such
+            row.update(outcome="crash", reason="%s: %s" % (type(exc).__name__, str(exc)[:300]),
+                       plain=plain)
+            rows.append(row)
+            continue
+        took = time.monotonic() - t0
+        findings = report.get("findings") or []
+        retried = report.get("device") == "cpu" and device == "meta"
+        row.update(
+            width_scaled=width_scaled, status=report["status"], exit=report["exit_code"],
+            sinks=report["summary"]["sinks"], ops=report["summary"].get("ops"),
+            findings=[[f["id"], f["severity"]] for f in findings],
+            errors=sum(1 for f in findings if f["severity"] == "error"),
+            warnings=sum(1 for f in findings if f["severity"] == "warning"),
+            error=(report.get("error") or {}).get("message"), notes=(report.get("notes") or [])[:6],
+            device=report.get("device"), trace_s=round(took, 3), plain_s=round(plain_s, 3),
+            build_s=round(build_s, 3), plain=plain, traced=report.get("outputs"),
+            faithful=_faithful(plain, report.get("outputs") or {}, retried),
+            messages=[f["message"][:300] for f in findings if f["severity"] in ("error", "warning")][:4])
+        row["outcome"] = outcome(row)
+        rows.append(row)
+    return rows
+
+
+def outcome(row):
+    """One word for a row: clean, noted, warned, erred (findings on a build assumed healthy),
+    stopped (the forward raised after some attention calls), no_attention, failed (exit 3)."""
+    if row.get("status") in ("failed", "usage_error"):
+        return "failed"
+    if row.get("status") == "no_attention":
+        return "no_attention"
+    if row.get("errors"):
+        return "erred"
+    if row.get("status") == "partial":
+        return "stopped"
+    if row.get("warnings"):
+        return "warned"
+    return "clean"
+
+
+# ---------------------------------------------------------------- the driver
+
+def _worker(model_type, workdir, device, train, dtypes):
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", model_type, "--workdir", workdir,
+           "--device", device, "--dtypes", ",".join(d or "default" for d in dtypes)] + (["--train"] if train else [])
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO,
+                              env=dict(os.environ, PYTHONWARNINGS="ignore", TOKENIZERS_PARALLELISM="false"))
+    except subprocess.TimeoutExpired:
+        return [{"model_type": model_type, "outcome": "timeout", "reason": "over %d s" % TIMEOUT}]
+    rows = []
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                pass
+    if not rows:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        rows = [{"model_type": model_type, "outcome": "worker_died", "reason": "exit %d: %s" % (proc.returncode, tail)}]
+    for r in rows:
+        r["worker_s"] = round(time.monotonic() - t0, 2)
+    return rows
+
+
+def stratified(types, n, seed):
+    """n architectures spread over the kinds of model (by the head class picked), seeded."""
+    import hf_architectures as arch
+
+    maps = arch.mappings()
+    by_head = collections.defaultdict(list)
+    for t in types:
+        head = next((h for h in arch.HEAD_ORDER if t in (maps.get(h) or {})), "other")
+        by_head[head].append(t)
+    rng = random.Random(seed)
+    for v in by_head.values():
+        rng.shuffle(v)
+    picked, heads = [], sorted(by_head)
+    while len(picked) < min(n, len(types)):
+        for h in heads:
+            if by_head[h] and len(picked) < n:
+                picked.append(by_head[h].pop())
+    return sorted(picked)
+
+
+def tables(rows):
+    lines = []
+    per = [r for r in rows if r.get("dtype")]
+    archs = sorted({r["model_type"] for r in rows})
+    lines.append("architectures: %d; runs (architecture x dtype): %d" % (len(archs), len(per)))
+    by_arch = collections.defaultdict(list)
+    for r in rows:
+        by_arch[r["model_type"]].append(r)
+    count = collections.Counter(r["outcome"] for r in rows)
+    lines.append("outcomes over all rows: " + ", ".join("%s %d" % kv for kv in count.most_common()))
+    dt = collections.defaultdict(collections.Counter)
+    for r in per:
+        dt[r["dtype"]][r["outcome"]] += 1
+    for d in ("default", "bf16", "fp16"):
+        if dt.get(d):
+            lines.append("  %-8s %s" % (d, ", ".join("%s %d" % kv for kv in dt[d].most_common())))
+    ran = [r for r in per if "faithful" in r]
+    unfaithful = [r for r in ran if r.get("faithful") is False]
+    lines.append("faithful (traced = plain: outputs' dtypes and shapes, or the same exception): %d of %d compared "
+                 "(%d not comparable: retried on CPU with a raise)" % (
+                     sum(1 for r in ran if r.get("faithful")), sum(1 for r in ran if r.get("faithful") is not None),
+                     sum(1 for r in ran if r.get("faithful") is None)))
+    for r in unfaithful[:40]:
+        lines.append("  UNFAITHFUL %s %s: plain %s / traced %s" % (r["model_type"], r["dtype"],
+                                                                   json.dumps(r.get("plain"))[:160],
+                                                                   json.dumps(r.get("traced"))[:160]))
+    reached = [r for r in per if r.get("sinks")]
+    lines.append("reached attention: %d of %d runs" % (len(reached), len(per)))
+    rules = collections.Counter()
+    for r in per:
+        for rid, sev in r.get("findings") or ():
+            rules["%s %s" % (rid, sev)] += 1
+    lines.append("findings by rule: " + (", ".join("%s x%d" % kv for kv in rules.most_common()) or "none"))
+    times = [(r["trace_s"], r["build_s"] + r["plain_s"]) for r in per if r.get("trace_s") is not None]
+    if times:
+        import statistics
+
+        ratio = [t / max(p, 1e-3) for t, p in times]
+        lines.append("trace time: median %.2f s (plain build+forward median %.2f s); trace/plain median %.2fx" % (
+            statistics.median(t for t, _ in times), statistics.median(p for _, p in times), statistics.median(ratio)))
+    lines.append("")
+    lines.append("not clean, by architecture (outcome per dtype: default/bf16/fp16) and the first reason:")
+    for a in archs:
+        rs = by_arch[a]
+        if all(r["outcome"] in ("clean", "noted") for r in rs):
+            continue
+        outs = "/".join(r["outcome"] for r in rs)
+        reason = next((r.get("reason") or r.get("error") or (r.get("messages") or [""])[0] for r in rs
+                       if r["outcome"] not in ("clean", "noted")), "")
+        lines.append("  %-32s %-34s %s" % (a, outs, (reason or "")[:220]))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="open_world_trace.jsonl")
+    ap.add_argument("--only", help="comma-separated model types")
+    ap.add_argument("--sample", type=int, help="a stratified sample of this many architectures")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--device", default="meta", choices=("meta", "cpu", "cuda"))
+    ap.add_argument("--train", action="store_true")
+    ap.add_argument("--dtypes", default="default,bf16,fp16")
+    ap.add_argument("--table", help="print the tables of a finished run's JSON lines and exit")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    dtypes = tuple(None if d == "default" else d for d in args.dtypes.split(","))
+    if args.one:
+        for row in run_one(args.one, args.workdir, args.device, args.train, dtypes):
+            print(json.dumps(row), flush=True)
+        return 0
+    if args.table:
+        with open(args.table, encoding="utf-8") as fh:
+            print(tables([json.loads(line) for line in fh if line.strip()]))
+        return 0
+    sys.path.insert(0, HERE)
+    import hf_architectures as arch
+
+    types = arch.architectures()
+    if args.only:
+        types = [t for t in args.only.split(",") if t]
+    elif args.sample:
+        types = stratified(types, args.sample, args.seed)
+    workdir = tempfile.mkdtemp(prefix="open-world-")
+    t0 = time.monotonic()
+    rows = []
+    with open(args.out, "w", encoding="utf-8") as out, concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+        futures = {pool.submit(_worker, t, workdir, args.device, args.train, dtypes): t for t in types}
+        for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+            for row in fut.result():
+                rows.append(row)
+                out.write(json.dumps(row) + "\n")
+            out.flush()
+            print("[%d/%d] %s %s" % (i, len(types), futures[fut], "/".join(r["outcome"] for r in fut.result())),
+                  file=sys.stderr, flush=True)
+    print(tables(rows))
+    print("wall time: %.0f s for %d architectures with %d workers" % (time.monotonic() - t0, len(types), args.workers))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
