@@ -89,9 +89,24 @@ def _ints(config, keys):
 
 
 def _shrink_layers(config, changed, where):
+    before = {k: v for k, v in _ints(config, LAYER_KEYS)}
     for k, v in _ints(config, LAYER_KEYS):
         if v > 2:
             _set(config, k, 2, changed, where)
+    # every list with one entry per layer (mlp_layer_types, per-layer sizes) follows the count
+    counts = {v: vars(config).get(k) for k, v in before.items() if v > 2}
+    for key, value in list(vars(config).items()):
+        if key == "layer_types" or not isinstance(value, list) or len(value) not in counts:
+            continue
+        _set(config, key, value[:counts[len(value)]], changed, where)
+    per_layer = vars(config).get("per_layer_config")
+    n = vars(config).get("num_hidden_layers")
+    if isinstance(per_layer, dict) and isinstance(n, int):
+        kept = {k: v for k, v in per_layer.items() if str(k).isdigit() and int(k) < n}
+        _set(config, "per_layer_config", kept, changed, where)
+    for key in ("out_features", "out_indices"):
+        if vars(config).get(key) is not None and before:
+            _set(config, key, None, changed, where)  # a backbone's stages past the layers kept
     for k in ("depths", "encoder_depths", "decoder_depths"):
         v = vars(config).get(k)
         if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) for x in v):
@@ -196,21 +211,35 @@ def scale_down(config, width=True):
     return changed
 
 
+LEVELS = ("widths", "layers", "none")
+
+
 def write_config(model_type, folder, width=True):
     """Write a scaled-down config.json of ``model_type`` (its ``architectures`` the picked class) into
-    ``folder``. Returns {"model_type", "class", "changed", "folder"} or raises what transformers raises."""
+    ``folder``, read back by transformers (its validators run there). Scaled as far as the config's
+    own validators allow: widths and layers, else layers only, else transformers' defaults (meta
+    builds any size). Returns {"model_type", "class", "changed", "level", "folder"} or raises what
+    transformers raises for its defaults."""
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     name = model_class_name(model_type)
     if name is None or getattr(transformers, name, None) is None:
         raise LookupError("transformers %s has no model class for %s" % (transformers.__version__, model_type))
-    config = CONFIG_MAPPING[model_type]()
-    changed = scale_down(config, width=width)
-    config.architectures = [name]
     os.makedirs(folder, exist_ok=True)
-    config.save_pretrained(folder)
-    return {"model_type": model_type, "class": name, "changed": changed, "folder": folder}
+    last = None
+    for level in (LEVELS if width else LEVELS[1:]):
+        try:
+            config = CONFIG_MAPPING[model_type]()
+            changed = scale_down(config, width=level == "widths") if level != "none" else []
+            config.architectures = [name]
+            config.save_pretrained(folder)
+            transformers.AutoConfig.from_pretrained(folder)
+        except Exception as exc:  # noqa: BLE001 - a validator refusing this scaling: the next level
+            last = exc
+            continue
+        return {"model_type": model_type, "class": name, "changed": changed, "level": level, "folder": folder}
+    raise last
 
 
 def describe(folder):

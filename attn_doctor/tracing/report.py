@@ -96,7 +96,30 @@ def build(tracer, expected_dtype=None, cwd=None, fp32_model=False):
     findings = _one_per_cause(findings)
     if fp32_model:
         findings = _fp32_model_note(findings)
+    for f in findings:
+        _library_choice(f)
     return sink_list, findings
+
+
+# Warnings about what the model computes slowly or less precisely (a fallback kernel, a mask read
+# for nothing, a table in half): where every line they name is an installed library's, no line of
+# the user's changes it. The library's choice is said as a note, with where to take it.
+_AT_MOST_NOTES = frozenset(("AD603", "AD610", "AD611", "AD612", "AD613", "AD618", "AD619", "AD620", "AD622", "AD625"))
+
+
+def _library_choice(f):
+    if f.get("severity") != "warning" or f["id"] not in _AT_MOST_NOTES:
+        return
+    sink = f.get("sink") or {}
+    named = [sink] + list(f.get("chain") or ()) + [o for o in f.get("origins") or () if o.get("file")]
+    files = [e.get("file") for e in named if e.get("file")]
+    libraries = {library_package(x) for x in files}
+    if not files or None in libraries or sink.get("called_from"):
+        return
+    owner = sorted(libraries)[0]
+    f["severity"] = "info"
+    f["message"] += ("; every line this names is %s's own code, not a line you change: a note, not a warning "
+                     "(report it to %s, or choose another attention implementation)" % (owner, owner))
 
 
 # What an fp32 model gets at SDPA (a slower kernel: AD604's warning) is the model's precision, not
@@ -230,7 +253,9 @@ def _finding(record, public, problems, expected_dtype, cwd):
     called_from = _called_from(record)
     if called_from:
         sink["called_from"] = called_from
-        message += "; " + _called_from_text(called_from, mask=first["check"] not in ("dtype", "same_dtype"), chain=chain)
+        mask_maker = (first.get("fix_line") or {}) if first["check"] not in ("dtype", "same_dtype") else {}
+        message += "; " + _called_from_text(called_from, mask=first["check"] not in ("dtype", "same_dtype"),
+                                            chain=chain, maker=mask_maker)
     cost = first.get("cost")
     if cost and cost.get("measured"):
         message += "; " + cost_mod.describe(cost)
@@ -295,13 +320,17 @@ def _called_from(record):
             "library_line": frame.get("library_line"), "options": options[:4]}
 
 
-def _called_from_text(frame, mask, chain=()):
+def _called_from_text(frame, mask, chain=(), maker=None):
     """Where the fix goes for an attention call inside a library: the library's option that chose
     the mask, what the user's code gives it, or, where the promotion itself is in the library's
     code, the library (`check`'s sample models are the doctor's: no code of the user's is involved)."""
     sample = frame.get("file") == SAMPLES_FILE
     where = "the call is inside %s, %s" % (frame["library"], "in attn-doctor's sample model built with it" if sample
                                            else "reached from your code at %s" % _loc(frame["file"], frame["line"]))
+    if mask and maker and maker.get("file") and library_package(maker["file"]) is None and not sample:
+        # the tensor the call refuses or reads needlessly is made by the user's own code
+        return where + ": the %s is made in your code at %s: change it there" % (
+            "/".join(maker.get("feeds") or ["mask"]), _loc(maker["file"], maker["line"]))
     if mask:
         chosen = (" (%s)" % ", ".join(frame["options"])) if frame["options"] else ""
         return where + chosen + ": the library builds this mask, so the change is the library's option there " \

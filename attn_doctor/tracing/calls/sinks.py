@@ -163,9 +163,11 @@ def transformers_spec(impl):
 def eager_spec(qualname):
     # transformers' eager_attention_forward(module, query, key, value, attention_mask, ...): plain
     # matmul / softmax / matmul, layout (batch, heads, seq, head_dim). Autocast casts both matmuls'
-    # inputs, so inside an autocast region a q/k/v mix reaches them in one dtype.
+    # inputs, so inside an autocast region a q/k/v mix reaches them in one dtype. An outer sink: the
+    # ops inside it are traced, so the attention written out there is judged where it is written
+    # (its mask added, its softmax's dtype, a fill that overflows), at the model's own lines.
     return SinkSpec(qualname, "eager", "B,H,S,D", {"q": (1, "query"), "k": (2, "key"), "v": (3, "value")},
-                    autocast=True)
+                    autocast=True, outer=True)
 
 
 def fla_spec(qualname, param_names):

@@ -144,6 +144,7 @@ class Tracer(UserFrames):
         self.param_dtypes = {}  # dtype name -> parameters' elements: the dtype the model computes in
         self.attention_outputs = set()  # seq of the nodes attention written out produced (never new scores)
         self.precision_seen = {}  # (rule, file, line) -> the record of a precision fault (precision.py)
+        self.activation_products = 0  # matrix products of two activations: a model without any has no attention
         self.overflow_lines = set()  # (file, line) of fills that overflow: a raise there is that fault
 
     # ------------------------------------------------------------ bookkeeping
@@ -254,6 +255,8 @@ class Tracer(UserFrames):
         inline = None
         short = self.short(func)
         if short in PV_OPS and not self.in_sink:
+            if _products_activations(self, args):
+                self.activation_products += 1
             inline = inline_attention(self, short, args, kwargs)
             if inline is not None:
                 call_args, call_kwargs = inline[1], inline[2]
@@ -570,6 +573,14 @@ class Tracer(UserFrames):
         for o in _output_tensors(out):
             self.seq += 1
             self.nodes[o] = Node(self.seq, "sink", dtype_name(o.dtype), op=spec.name)
+
+
+def _products_activations(tracer, args):
+    operands = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(operands) < 2 and args and isinstance(args[-1], (list, tuple)):
+        operands = [a for a in args[-1] if isinstance(a, torch.Tensor)]
+    nodes = [tracer.nodes.get(t) for t in operands[-2:] if traced(t)]
+    return len(nodes) == 2 and all(n is not None and n.batch and n.kind != "param" for n in nodes)
 
 
 def _all_tensors(args, kwargs):

@@ -37,6 +37,28 @@ def _rank(kernel, order):
     return fused.index(kernel) if kernel in fused else len(fused)
 
 
+def _maker(tracer, t):
+    """The node of the op that made ``t`` (a mask, q): where the model chose it."""
+    if t is None:
+        return None
+    table = tracer.nodes if (t.is_floating_point() or t.is_complex()) else getattr(tracer, "made_at", {})
+    try:
+        return table.get(t)
+    except TypeError:
+        return None
+
+
+def _made_by_model(node):
+    return node is not None and bool(node.file) and library_package(node.file) is None
+
+
+def _name_maker(problem, node, role):
+    """The line that made the tensor a fallback is about (the mask, the strided q): the line to change."""
+    if node is not None and node.file and node.line:
+        problem["fix_line"] = {"file": node.file, "line": node.line, "op": node.op, "feeds": [role],
+                               "dtype": node.dtype}
+
+
 def _problem(pid, check, message, kernel_message, choice, equivalent, fix=None):
     return {"id": pid, "severity": "warning", "check": check, "kernel_message": kernel_message, "message": message,
             "runs": choice.get("kernel"), "instead": equivalent.get("kernel"), "fix": fix,
@@ -66,6 +88,7 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
 
     # A mask: the causal one (is_causal=True replaces it), or one that forces a mask-reading kernel
     # for a reason of its own (a window, a bias, padding), named with what skips the work instead.
+    maker = _maker(tracer, mask)
     if mask is not None and not call["is_causal"]:
         verdict = masks.classify(getattr(tracer, "masks", None), mask, q.shape[-2], k.shape[-2], tracer)
         record["mask"] = {key: verdict[key] for key in ("kind", "lo", "hi", "how", "from_batch", "parameters",
@@ -81,10 +104,12 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
                                         ", ".join(str(x) for x in mask.shape), sdpa_select.LABELS.get(eq["kernel"])))
             out.append(_problem("AD610", "causal_mask", message, choice["refused"].get("flash", ""), choice, eq,
                                 fix="causal"))
+            _name_maker(out[-1], maker, "attn_mask")
             cost.attach(out[-1], tracer, made, eq_args, eq)
-        elif verdict["kind"] == "full" and not verdict["from_batch"] and library_package(record.get("file")) is None \
+        elif verdict["kind"] == "full" and not verdict["from_batch"] and (
+                library_package(record.get("file")) is None or _made_by_model(maker)) \
                 and not any(p.get("severity") == "error" for p in record["problems"]):
-            # the model's own call (a library's mask is the library's choice: not the user's line)
+            # the model's own mask (a library's mask is the library's choice: not the user's line)
             # a mask that masks nothing: the same attention as no mask, which the flash kernel takes
             eq_call = _equivalent(call, lambda c: c.update(mask=None))
             eq_args = (q, k, v, None, call["dropout"], False, call["enable_gqa"])
@@ -96,6 +121,7 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
                            runs, sdpa_select.LABELS.get(eq["kernel"])))
             out.append(_problem("AD619", "mask_masks_nothing", message, choice["refused"].get("flash", ""), choice, eq,
                                 fix="no_mask"))
+            _name_maker(out[-1], maker, "attn_mask")
             cost.attach(out[-1], tracer, made, eq_args, eq)
             measured = out[-1]["cost"].get("measured")
             if not measured and _rank(eq["kernel"], order) >= _rank(choice["kernel"], order):
@@ -124,6 +150,7 @@ def sdpa_fallbacks(tracer, record, call, tensors, choice, choose, target):
                            ", ".join("%s.contiguous()" % r for r in strided), sdpa_select.LABELS.get(eq["kernel"])))
             out.append(_problem("AD611", "last_dim_stride", message, choice["refused"].get("flash", ""), choice, eq,
                                 fix={"contiguous": strided}))
+            _name_maker(out[-1], _maker(tracer, dict((("q", q), ("k", k), ("v", v)))[strided[0]]), strided[0])
             cost.attach(out[-1], tracer, made, eq_args, eq)
     # q/k/v not 4-D ([batch, heads, seq, head_dim]): the fused kernels take no other rank.
     ranks = {t.dim() for t in (q, k, v)}

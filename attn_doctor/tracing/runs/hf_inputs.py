@@ -131,6 +131,8 @@ def _image_candidates(model, config, params, device, dtype):
     import torch
 
     vision = _vision_config(config)
+    if vision is None and getattr(model, "main_input_name", None) == "pixel_values":
+        vision = config  # an image model whose config names no size: 224 pixels, 3 channels
     if vision is None or "pixel_values" not in params:
         return []
     c = _channels(vision)
@@ -148,18 +150,22 @@ def _image_candidates(model, config, params, device, dtype):
         out.append(Candidate("patches [%d, %d] with image_grid_thw [1, %d, %d]" % (side * side, pixels.shape[1], side, side),
                              {"pixel_values": pixels, "image_grid_thw": grid}, side * side // (merge * merge)))
     # not zeros: some models drop all-zero images as padding (Idefics3)
-    four = {"pixel_values": torch.ones(1, c, h, w, dtype=dtype, device=device)}
-    five = {"pixel_values": torch.ones(1, 1, c, h, w, dtype=dtype, device=device)}
-    for cand in (four, five):
-        if "image_sizes" in params:
+    def image(shape, sizes):
+        cand = {"pixel_values": torch.ones(*shape, dtype=dtype, device=device)}
+        if sizes:
             cand["image_sizes"] = torch.tensor([[h, w]], dtype=torch.long, device=device)
         if "pixel_attention_mask" in params:
-            cand["pixel_attention_mask"] = torch.ones(*cand["pixel_values"].shape[:-3], h, w, dtype=torch.bool,
-                                                      device=device)
+            cand["pixel_attention_mask"] = torch.ones(*shape[:-3], h, w, dtype=torch.bool, device=device)
         if "pixel_mask" in params:
             cand["pixel_mask"] = torch.ones(1, h, w, dtype=torch.long, device=device)
-    out.append(Candidate("pixel_values [1, %d, %d, %d]" % (c, h, w), four))
-    out.append(Candidate("pixel_values [1, 1, %d, %d, %d]" % (c, h, w), five))
+        return cand
+
+    # image_sizes where the forward takes them, and first without (a llava whose tower has no patch size)
+    sizes = (False, True) if "image_sizes" in params else (False,)
+    for with_sizes in sizes:
+        out.append(Candidate("pixel_values [1, %d, %d, %d]" % (c, h, w), image((1, c, h, w), with_sizes)))
+    for with_sizes in sizes[::-1]:
+        out.append(Candidate("pixel_values [1, 1, %d, %d, %d]" % (c, h, w), image((1, 1, c, h, w), with_sizes)))
     return out
 
 
@@ -223,6 +229,20 @@ def _config_count(config, vision):
     return None
 
 
+_AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index", "audio_token")
+
+
+def _special_token(config, keys):
+    for cfg in (config, getattr(config, "text_config", None)):
+        if cfg is None:
+            continue
+        for key in keys:
+            v = getattr(cfg, key, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+    return None
+
+
 def _image_token(config):
     for cfg in (config, getattr(config, "text_config", None)):
         if cfg is None:
@@ -271,8 +291,10 @@ _NORM_SHAPE = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape
 _ONE_AXIS_SHORT = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d), \d\], but got \1\)|"
                              r"[Ee]xpected (?:3D|4D) .*input.* \(got (?:2D|3D) input")
 _RUNNING_MEAN = re.compile(r"running_mean should contain (\d+) elements not (\d+)")
+_UNPACK = re.compile(r"not enough values to unpack \(expected (\d), got (\d)\)")
 _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
-_IMAGE_TOKENS = re.compile(r"Image features and image tokens do not match[^\d]*tokens: (\d+), features:? (\d+)")
+_TOKENS = re.compile(r"(Image|Audio|Video) features and \w+ tokens do not match[^\d]*tokens: (\d+), features:? (\d+)",
+                     re.I)
 
 
 def _repair(inputs, exc, state):
@@ -299,6 +321,10 @@ def _repair(inputs, exc, state):
         if m and feats.dim() >= 3 and feats.shape[-2] == int(m.group(1)) and feats.shape[-1] == int(m.group(2)):
             # mel bins last, not time: [.., time, mel]
             return _replace(inputs, feats_key, feats.transpose(-1, -2).contiguous())
+        m = _UNPACK.search(text)
+        if m and int(m.group(2)) == feats.dim() and int(m.group(1)) == feats.dim() + 1 and not state.get("unsqueezed"):
+            state["unsqueezed"] = True  # [batch, channels, samples]: one channel
+            return _replace(inputs, feats_key, feats.unsqueeze(1))
         if _ONE_AXIS_SHORT.search(text) and feats.dim() <= 3 and not state.get("unsqueezed"):
             state["unsqueezed"] = True  # [batch, channel, time, mel]: one channel
             return _replace(inputs, feats_key, feats.unsqueeze(1))
@@ -312,10 +338,15 @@ def _repair(inputs, exc, state):
         state["image"].kwargs["pixel_values"] = fixed["pixel_values"]
         state["count"] = None
         return fixed
-    m = _IMAGE_TOKENS.search(text)
-    if m and state.get("image") is not None and int(m.group(2)) != state.get("count"):
-        state["count"] = int(m.group(2))
-        return "recount"
+    m = _TOKENS.search(text)
+    if m:
+        kind, wanted = m.group(1).lower(), int(m.group(3))
+        if kind == "audio" and state.get("audio") and wanted != state.get("audio_count"):
+            state["audio_count"] = wanted
+            return "recount"
+        if kind in ("image", "video") and state.get("image") is not None and wanted != state.get("count"):
+            state["count"] = wanted
+            return "recount"
     return None
 
 
@@ -325,13 +356,18 @@ def _replace(inputs, key, value):
     return fixed
 
 
-def _ids(config, count, image_token, seq_len, device):
+def _ids(config, runs, seq_len, device):
+    """Token ids: each special token's run (an image's or an audio clip's placeholders) first, then
+    ``seq_len`` text tokens."""
     import torch
 
     tid = text_token(config)
-    ids = torch.full((1, (count or 0) + seq_len), tid, dtype=torch.long, device=device)
-    if count and image_token is not None:
-        ids[:, :count] = image_token
+    total = sum(runs.values())
+    ids = torch.full((1, total + seq_len), tid, dtype=torch.long, device=device)
+    at = 0
+    for token, count in runs.items():
+        ids[:, at:at + count] = token
+        at += count
     return ids
 
 
@@ -378,14 +414,22 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
         if isinstance(start, int) and 0 <= start < (_vocab(config) or start + 1):
             dec[:, 0] = start
         base["decoder_input_ids"] = dec
-    # with an image first (its tower runs too), then without one where the image is optional
-    candidates = list(images) + ([None] if (optional_image or not images) else [])
+    # with an image first (its tower runs too), then without one where the image is optional; text
+    # where the model takes it (an image model's text only where it needs some: BLIP's decoder)
+    audio_token = _special_token(config, _AUDIO_TOKEN_KEYS) if audio else None
+    required = {n for n, p in params.items() if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    variants = []
+    for cand in list(images) + ([None] if (optional_image or not images) else []):
+        if not takes_text:
+            variants.append((cand, False))
+        elif cand is not None and main in ("pixel_values", "pixel_values_videos") and "input_ids" not in required:
+            variants.extend([(cand, False), (cand, True)])
+        else:
+            variants.append((cand, True))
     first_exc, state = None, {}
-    for cand in candidates:
-        state = {"image": cand, "count": None, "audio": tuple(audio or ())}
-        with_text = takes_text and (main == "input_ids" or cand is None or image_token is not None
-                                    or "pixel_values" in params and main != "pixel_values") and not (
-            cand is not None and main == "pixel_values")
+    for cand, with_text in variants:
+        state = {"image": cand, "count": None, "audio": tuple(audio or ()), "audio_count": 0}
         if cand is not None and with_text and image_token is not None:
             state["count"] = cand.count or _feature_count(model, cand) or _config_count(config, _vision_config(config))
         for _ in range(_TRIES):
@@ -393,8 +437,12 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
             if cand is not None:
                 kwargs.update(cand.kwargs)
             if with_text:
-                kwargs["input_ids"] = _ids(config, state["count"] if cand is not None and image_token is not None
-                                           else 0, image_token, seq_len, device)
+                runs = {}
+                if cand is not None and image_token is not None and state["count"]:
+                    runs[image_token] = state["count"]
+                if audio_token is not None and state["audio_count"]:
+                    runs[audio_token] = state["audio_count"]
+                kwargs["input_ids"] = _ids(config, runs, seq_len, device)
             error = _dry_run(model, kwargs, device) if dry_run else None
             if error is None:
                 if cand is None and images:
@@ -434,6 +482,8 @@ def _dry_run(model, kwargs, device):
     from .run import autocast_on_trace_device
 
     off_gpu = device != "cuda"
+    training = model.training
+    model.eval()  # as a model is run to be traced (some refuse a training forward without labels)
     try:
         # as the trace will run it: the trace device standing for the GPU, flash-attn as it imports here
         with torch.no_grad(), torch.device(device), (cuda_to(device) if off_gpu else contextlib.nullcontext()), (
@@ -444,6 +494,8 @@ def _dry_run(model, kwargs, device):
         if device == "meta" and _meta_limitation(exc):
             return None
         return exc if input_problem(exc) else None
+    finally:
+        model.train(training)
     return None
 
 

@@ -126,7 +126,8 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
                  "traceback": _tb(forward_error)}
     elif not sink_list:
         status = "no_attention"
-        error = {"kind": "no_attention", "message": _no_attention_message(info, tracer.ops), "traceback": None}
+        error = {"kind": "no_attention", "message": _no_attention_message(info, tracer.ops, tracer.activation_products),
+                 "traceback": None}
     exit_code = EXIT_FINDINGS if summary["errors"] else (EXIT_FAILED if error is not None else EXIT_CLEAN)
     out = _result(status, exit_code=exit_code, error=error, notes=notes, findings=findings, sinks=sink_list,
                   summary=summary, standin_calls=sum(1 for r in tracer.sinks if r.get("standin")),
@@ -503,8 +504,10 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
             at = (" " + where_text(raised)) if raised is not None else ""
             guessed = ("; the inputs were made by attn-doctor (%s): give the model's own with a factory that returns "
                        "(model, inputs)" % built["inputs_guessed"]) if raised is not None else ""
-            raise TraceError("forward", "the forward pass raised %s%s before reaching an attention call%s"
+            err = TraceError("forward", "the forward pass raised %s%s before reaching an attention call%s"
                              % (_one_line(exc), at, guessed), exc)
+            err.outputs = tracer.outputs
+            raise err
         forward_error = exc
     if getattr(mapper, "mapped", 0):
         prep_notes.append("the forward pass put tensors on cuda; they went to %s, the trace device" % device)
@@ -528,15 +531,20 @@ def _is_meta_limitation(exc):
     return _meta_limitation(exc)
 
 
-def _no_attention_message(info, ops):
+def _no_attention_message(info, ops, products=0):
+    """Why nothing was judged: a model without attention (no product of two activations at all:
+    convolutions, MLPs, state-space or Fourier layers), or attention in a form the tracer does not
+    know (its products of activations are named)."""
     head = "the forward pass ran (%d ops) but reached no attention call: nothing was judged" % ops
     hf = info.get("hf") or {}
-    if hf.get("attn_implementation") == "eager":
-        return head + ("; transformers %s builds %s with eager attention written inline (matmul, softmax), which "
-                       "has no kernel dtype rules to judge: trace --attn-implementation sdpa to judge the SDPA path"
-                       % (hf.get("transformers"), hf.get("model_class")))
-    return head + (" (the tracer knows SDPA, flash-attn 2/3/4, xformers, fla and transformers' attention "
-                   "functions): is the attention path the one you meant, or a kernel it does not know?")
+    what = hf.get("model_class") or "the model"
+    if not products:
+        return head + ("; %s has no attention: no op multiplied two activations (its mixing is convolutions, MLPs, "
+                       "state-space or Fourier layers), so there is no attention kernel to judge" % what)
+    return head + ("; %s multiplies activations %d time%s, but never as scores (q by k, normalised) applied to values: "
+                   "the tracer knows SDPA, flash-attn 2/3/4, xformers, fla, transformers' attention functions and "
+                   "attention written out (softmax or linear): is the attention path the one you meant, or a kernel "
+                   "it does not know?" % (what, products, "" if products == 1 else "s"))
 
 
 def _result(status, **kw):
@@ -549,6 +557,7 @@ def _failure(exc, info, notes, start):
     status = "usage_error" if exc.kind == "usage" else "failed"
     code = EXIT_USAGE if exc.kind == "usage" else EXIT_FAILED
     out = _result(status, exit_code=code, error={"kind": exc.kind, "message": exc.message, "traceback": _tb(exc.exc)},
+                  outputs=getattr(exc, "outputs", None),
                   notes=notes, findings=[], sinks=[], summary={"sinks": 0, "bad_sinks": 0, "errors": 0,
                                                                "warnings": 0, "ops": 0},
                   duration_s=round(time.monotonic() - start, 3))
