@@ -139,20 +139,32 @@ def run_one(model_type, workdir, device, train, dtypes):
             build_s=round(build_s, 3), plain=plain, traced=report.get("outputs"),
             faithful=_faithful(plain, report.get("outputs") or {}, retried),
             messages=[f["message"][:300] for f in findings if f["severity"] in ("error", "warning")][:4])
+        if row["errors"] and device == "meta":
+            # an error on meta is confirmed where the same build's plain forward raises on a real
+            # device (the CPU checks dtypes as the GPU does): a true fault of the build, not a false alarm
+            try:
+                cpu, _, _ = _plain(folder, dtype, "cpu")
+            except BaseException as exc:  # noqa: BLE001
+                cpu = {"raised": "%s: %s" % (type(exc).__name__, str(exc)[:200])}
+            said = cpu.get("raised") or ""
+            if said and "not implemented for" not in said:
+                row["confirmed_by_plain_cpu"] = said[:300]
         row["outcome"] = outcome(row)
         rows.append(row)
     return rows
 
 
 def outcome(row):
-    """One word for a row: clean, noted, warned, erred (findings on a build assumed healthy),
-    stopped (the forward raised after some attention calls), no_attention, failed (exit 3)."""
+    """One word for a row: clean, warned, erred (an error on a build whose plain CPU forward runs: a
+    false alarm unless shown otherwise), erred_confirmed (the plain CPU forward raises too: the build
+    is broken, the error true), stopped (the forward raised after some attention calls),
+    no_attention, failed (exit 3, with its reason)."""
     if row.get("status") in ("failed", "usage_error"):
         return "failed"
     if row.get("status") == "no_attention":
         return "no_attention"
     if row.get("errors"):
-        return "erred"
+        return "erred_confirmed" if row.get("confirmed_by_plain_cpu") else "erred"
     if row.get("status") == "partial":
         return "stopped"
     if row.get("warnings"):

@@ -145,6 +145,7 @@ class Tracer(UserFrames):
         self.attention_outputs = set()  # seq of the nodes attention written out produced (never new scores)
         self.precision_seen = {}  # (rule, file, line) -> the record of a precision fault (precision.py)
         self.activation_products = 0  # matrix products of two activations: a model without any has no attention
+        self.inputs_by_name = {}
         self.overflow_lines = set()  # (file, line) of fills that overflow: a raise there is that fault
 
     # ------------------------------------------------------------ bookkeeping
@@ -178,6 +179,8 @@ class Tracer(UserFrames):
     def label_input(self, tensor, name):
         if isinstance(tensor, torch.Tensor):
             self.names[id(tensor)] = ("input", name)
+            # by the forward's parameter name (labels): what a kernel's numbers at a call are weighed by
+            self.inputs_by_name[name.split(" ", 1)[-1]] = tensor
             self.masks.mark_batch(tensor, name)
 
     def node_of(self, t):

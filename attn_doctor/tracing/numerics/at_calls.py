@@ -64,14 +64,14 @@ def check_call(tracer, record, q, k, v, mask, is_causal, enable_gqa, scale):
     tracer.in_sink += 1  # the comparison's own ops are no model ops
     try:
         with torch.enable_grad(), torch.autocast("cuda", enabled=False):
-            return _check(torch, nc, record, q, k, v, mask, is_causal, enable_gqa, scale)
+            return _check(torch, nc, tracer, record, q, k, v, mask, is_causal, enable_gqa, scale)
     except Exception as exc:  # noqa: BLE001 - a surprise here must not cost the trace
         return {"note": "not compared with float64: %s: %s" % (type(exc).__name__, str(exc)[:200])}, None
     finally:
         tracer.in_sink -= 1
 
 
-def _check(torch, nc, record, q, k, v, mask, is_causal, enable_gqa, scale):
+def _check(torch, nc, tracer, record, q, k, v, mask, is_causal, enable_gqa, scale):
     half = (torch.float16, torch.bfloat16)
     effective = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(str(record.get("autocast") or ""))
     if effective is not None:  # autocast casts q, k, v (and a float mask) before the kernel: so does the comparison
@@ -103,10 +103,89 @@ def _check(torch, nc, record, q, k, v, mask, is_causal, enable_gqa, scale):
         runs.append(result)
         if result.get("status") == "wrong" and problem is None:
             problem = _problem(torch, nc, record, result, label, sdpa, inputs, refs, name)
+            padding = _padding_rows(torch, nc, sdpa, inputs, scale, name)
+            if padding is not None:
+                _as_padding(problem, padding, _labels_ignore(tracer, padding["rows"]))
     out = {"runs": runs}
     if cut_note:
         out["note"] = cut_note
     return out, problem
+
+
+def _empty_rows(torch, mask, is_causal, sq, sk):
+    """[batch, heads, q_len] booleans: the query rows that see no key (left padding under a causal
+    mask), or None where every row sees one."""
+    if mask is None:
+        return None
+    allowed = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
+    if is_causal:
+        allowed = allowed & torch.ones(sq, sk, dtype=torch.bool, device=mask.device).tril()
+    empty = ~allowed.any(-1)
+    return empty if bool(empty.any()) else None
+
+
+def _padding_rows(torch, nc, sdpa, inputs, scale, name):
+    """Where the kernel is wrong only at rows that see no key: {"rows": [batch, q_len] booleans,
+    "count"}; None where it is wrong elsewhere too (given one key each, it still fails)."""
+    q, k, v, grad_out, mask, is_causal, enable_gqa = inputs[:7]
+    empty = _empty_rows(torch, mask, is_causal, q.shape[-2], k.shape[-2])
+    if empty is None:
+        return None
+    # the same call with each such row allowed its own position (or the last key): every row sees one
+    sq, sk = q.shape[-2], k.shape[-2]
+    shape = q.shape[:-1] + (sk,)
+    rows = empty.expand(q.shape[:-1])
+    pos = torch.arange(sq, device=q.device).clamp(max=sk - 1)
+    open_ = rows[..., None] & torch.nn.functional.one_hot(pos, sk).bool().expand(shape)
+    causal = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril() if is_causal else None
+    if mask.dtype == torch.bool:
+        fixed_mask = mask.expand(shape).clone()
+        if causal is not None:
+            fixed_mask &= causal
+        fixed_mask |= open_
+    else:
+        fixed_mask = mask.expand(shape).clone()
+        if causal is not None:
+            fixed_mask = fixed_mask.masked_fill(~causal, torch.finfo(fixed_mask.dtype).min)
+        fixed_mask = fixed_mask.masked_fill(open_, 0.0)
+    fixed = (q, k, v, grad_out, fixed_mask, False, enable_gqa)
+    refs = (nc.run_reference(torch, fixed, None, scale), nc.run_reference(torch, fixed, q.dtype, scale))
+    again = nc.check_kernel(torch, sdpa, fixed, refs, name, torch.cuda.synchronize)
+    if again.get("status") != "ok":
+        return None
+    per_token = rows.any(1) if rows.dim() == 3 else rows  # [batch, q_len]
+    return {"rows": per_token, "count": int(per_token.sum())}
+
+
+def _labels_ignore(tracer, rows):
+    """True where the model's labels are -100 at every row that sees no key (and at the next
+    position, which a causal LM's shifted loss reads from it): the loss ignores them."""
+    labels = (getattr(tracer, "inputs_by_name", None) or {}).get("labels")
+    if labels is None or labels.dim() != 2 or labels.shape[-1] != rows.shape[-1]:
+        return None
+    labels = labels[: rows.shape[0]].to(rows.device)
+    nxt = labels.roll(-1, dims=-1)
+    nxt[..., -1] = -100
+    return bool(((labels == -100) & (nxt == -100))[rows].all())
+
+
+def _as_padding(problem, padding, ignored):
+    """A kernel wrong only at rows that see no key, graded as check grades them: those rows hold
+    padding, so a warning (later layers carry their values) and a note where the labels ignore them."""
+    severity = "info" if ignored else "warning"
+    problem["severity"] = severity
+    problem["padding_rows"] = padding["count"]
+    problem["message"] = problem["message"].replace(
+        "computes wrong gradients on this GPU", "computes wrong values at the %d query row%s that see no key "
+        "(padding: left padding under a causal mask) on this GPU" % (padding["count"], "" if padding["count"] == 1 else "s"))
+    problem["message"] = problem["message"].replace(
+        "computes a wrong output on this GPU", "computes wrong values at the %d query row%s that see no key "
+        "(padding: left padding under a causal mask) on this GPU" % (padding["count"], "" if padding["count"] == 1 else "s"))
+    problem["message"] += ("; every other row is right (given one key each, the same call is within tolerance). SDPA "
+                           "promises zeros for a row that sees no key: %s" % (
+                               "the labels are -100 at those positions, so the loss ignores them (a note)" if ignored
+                               else "those rows hold padding, which the loss ignores where its labels are -100 there, "
+                                    "but the values flow on through later layers (a warning, as check grades it)"))
 
 
 def _clean_kernel(torch, nc, inputs, refs, name):
