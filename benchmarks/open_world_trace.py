@@ -53,8 +53,11 @@ def _plain(hf, dtype, device):
     built = time.monotonic() - t0
     args, kwargs = inputs
     model.eval()
+    import contextlib
+
     try:
-        with torch.no_grad(), torch.device(device):
+        # as the trace runs it: under the device's context off the GPU, as written on it
+        with torch.no_grad(), (torch.device(device) if device != "cuda" else contextlib.nullcontext()):
             out = model(*args, **kwargs)
         sig = output_signature(out)
     except Exception as exc:  # noqa: BLE001 - the model's own failure is a result here
@@ -63,8 +66,8 @@ def _plain(hf, dtype, device):
 
 
 def _faithful(plain, traced, retried_on_cpu):
-    if traced is None:
-        return None
+    if not traced:
+        return None  # the trace stopped before the forward (its build or inputs): nothing to compare
     if "raised" in plain or "raised" in traced:
         if retried_on_cpu:
             return None  # meta and CPU raise in their own words
@@ -106,7 +109,7 @@ def run_one(model_type, workdir, device, train, dtypes):
                 arch.write_config(model_type, folder, width=False)
                 width_scaled = False
                 try:
-                    plain, build_s, plain_s = _plain(folder, dtype, "meta")
+                    plain, build_s, plain_s = _plain(folder, dtype, device)
                 except BaseException as exc2:  # noqa: BLE001
                     exc = exc2
                     plain = None

@@ -290,6 +290,7 @@ _MEL_LENGTH = re.compile(r"input features to be of length (\d+), but found (\d+)
 _NORM_SHAPE = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size")
 _ONE_AXIS_SHORT = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d), \d\], but got \1\)|"
                              r"[Ee]xpected (?:3D|4D) .*input.* \(got (?:2D|3D) input")
+_MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\)")
 _RUNNING_MEAN = re.compile(r"running_mean should contain (\d+) elements not (\d+)")
 _UNPACK = re.compile(r"not enough values to unpack \(expected (\d), got (\d)\)")
 _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
@@ -316,6 +317,11 @@ def _repair(inputs, exc, state):
         if m and feats.shape[-1] != int(m.group(1)):
             # a norm over the features' last axis says how many features a frame has
             return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
+                                                           device=feats.device))
+        m = _MATMUL.search(text)
+        if m and feats.dim() >= 2 and int(m.group(2)) == feats.shape[-1] and int(m.group(3)) != feats.shape[-1]:
+            # the first projection says how many features a frame has: [.., in_features] of its weight
+            return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], int(m.group(3)), dtype=feats.dtype,
                                                            device=feats.device))
         m = _RUNNING_MEAN.search(text)
         if m and feats.dim() >= 3 and feats.shape[-2] == int(m.group(1)) and feats.shape[-1] == int(m.group(2)):
@@ -501,7 +507,7 @@ def _dry_run(model, kwargs, device):
 
 # What a forward pass says when its inputs do not fit it (a shape, a missing input, an index past
 # a table), as opposed to what the trace is there to judge (dtypes, a kernel's refusal).
-_SHAPE_WORDS = re.compile(r"size|shape|dimension|unpack|match|out of range|expected \d|D input|split_with_sizes|"
+_SHAPE_WORDS = re.compile(r"size|shape|dimension|reduction dim|unpack|match|out of range|expected \d|D input|split_with_sizes|"
                           r"not found|must be|Number of|cannot reshape|invalid for input|specify|provide|None",
                           re.I)
 _DTYPE_WORDS = re.compile(r"dtype|scalar type|Half|BFloat16|Float\b|fp16|bf16|float16|bfloat16|same type", re.I)
