@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import argparse
 import collections
-import concurrent.futures
 import importlib.util
 import inspect
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -112,8 +110,12 @@ def build(dtype="bfloat16", device="meta"):
     spec.loader.exec_module(mod)
     config = transformers.AutoConfig.from_pretrained({config!r})
     {config_edit}
+    cls = getattr(mod, {cls!r})
     with torch.device(device):
-        model = getattr(mod, {cls!r})._from_config(config, attn_implementation={impl!r}, dtype=getattr(torch, dtype))
+        try:
+            model = cls._from_config(config, attn_implementation={impl!r}, dtype=getattr(torch, dtype))
+        except ValueError:  # an architecture that refuses it (Gemma2 and sdpa): what transformers picks
+            model = cls._from_config(config, dtype=getattr(torch, dtype))
     return model.eval(), {{"input_ids": torch.full((1, 16), 5, dtype=torch.long, device=device)}}
 '''
 
@@ -169,6 +171,15 @@ def run_one(model_type, workdir, classes, dtypes):
             source = fh.read()
     except BaseException as exc:  # noqa: BLE001
         return [{"model_type": model_type, "outcome": "no_config", "reason": "%s: %s" % (type(exc).__name__, exc)}]
+    original = sys.modules.get(module_name)
+    try:
+        return _inject_all(rows, model_type, folder, made, source, source_file, module_name, classes, dtypes, trace)
+    finally:
+        if original is not None:  # the next architecture this process runs sees transformers' own module
+            sys.modules[module_name] = original
+
+
+def _inject_all(rows, model_type, folder, made, source, source_file, module_name, classes, dtypes, trace):
     for bug in classes:
         config_edit = "pass"
         if bug == "gqa_headdim":
@@ -220,19 +231,6 @@ def run_one(model_type, workdir, classes, dtypes):
                 row["outcome"] = "found" if at_line else ("elsewhere" if findings else "missed")
             rows.append(row)
     return rows
-
-
-def _worker(model_type, workdir, classes, dtypes):
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", model_type, "--workdir", workdir,
-           "--classes", ",".join(classes), "--dtypes", ",".join(dtypes)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO,
-                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    except subprocess.TimeoutExpired:
-        return [{"model_type": model_type, "outcome": "timeout"}]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return rows or [{"model_type": model_type, "outcome": "worker_died",
-                     "reason": (proc.stderr.strip().splitlines() or ["?"])[-1][:300]}]
 
 
 def applicable_architectures():
@@ -306,12 +304,19 @@ def main(argv=None):
     ap.add_argument("--dtypes", default=",".join(DTYPES))
     ap.add_argument("--table")
     ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     classes, dtypes = args.classes.split(","), args.dtypes.split(",")
     if args.one:
         for row in run_one(args.one, args.workdir, classes, dtypes):
             print(json.dumps(row), flush=True)
+        return 0
+    if args.serve:
+        sys.path.insert(0, HERE)
+        from worker_pool import serve
+
+        serve(lambda name: run_one(name, args.workdir, classes, dtypes))
         return 0
     if args.table:
         with open(args.table, encoding="utf-8") as fh:
@@ -325,16 +330,21 @@ def main(argv=None):
         types = sorted(rng.sample(types, min(args.sample, len(types))))
     workdir = tempfile.mkdtemp(prefix="bug-injection-")
     t0 = time.monotonic()
-    rows = []
-    with open(args.out, "w", encoding="utf-8") as out, concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-        futures = {pool.submit(_worker, t, workdir, classes, dtypes): t for t in types}
-        for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
-            got = fut.result()
-            rows.extend(got)
+    sys.path.insert(0, HERE)
+    from worker_pool import run_jobs
+
+    cmd = [sys.executable, os.path.abspath(__file__), "--serve", "--workdir", workdir, "--classes", ",".join(classes),
+           "--dtypes", ",".join(dtypes)]
+    done = [0]
+    with open(args.out, "w", encoding="utf-8") as out:
+        def on_done(name, got):
+            done[0] += 1
             for row in got:
                 out.write(json.dumps(row) + "\n")
             out.flush()
-            print("[%d/%d] %s" % (i, len(types), futures[fut]), file=sys.stderr, flush=True)
+            print("[%d/%d] %s" % (done[0], len(types), name), file=sys.stderr, flush=True)
+
+        rows = run_jobs(cmd, types, args.workers, TIMEOUT, on_done=on_done, cwd=REPO)
     print(table(rows))
     print("wall time: %.0f s for %d architectures with %d workers" % (time.monotonic() - t0, len(types), args.workers))
     return 0

@@ -9,8 +9,9 @@ inputs in the same process. Label-free invariants, no expected findings needed:
 - clean: a healthy build gets no error and no warning (notes allowed);
 - the exit code, the findings by rule, the time of each trace against the plain build + forward.
 
-One process per architecture, N in parallel (--workers, default: the CPU count); each writes one JSON
-line per (architecture, dtype) to --out. Then the tables: counts by outcome, by dtype and by class
+N worker processes (--workers, default: the CPU count; benchmarks/worker_pool.py), each importing
+torch and transformers once and tracing one architecture after another (one that hangs or kills
+its process costs that architecture alone); one JSON line per (architecture, dtype) in --out. Then the tables: counts by outcome, by dtype and by class
 of failure, and every architecture that is not clean with its reason (counts, not chosen rows).
 
     python benchmarks/open_world_trace.py --out ow.jsonl                 # every architecture
@@ -24,11 +25,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-import concurrent.futures
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -177,30 +176,6 @@ def outcome(row):
 
 # ---------------------------------------------------------------- the driver
 
-def _worker(model_type, workdir, device, train, dtypes):
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", model_type, "--workdir", workdir,
-           "--device", device, "--dtypes", ",".join(d or "default" for d in dtypes)] + (["--train"] if train else [])
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO,
-                              env=dict(os.environ, PYTHONWARNINGS="ignore", TOKENIZERS_PARALLELISM="false"))
-    except subprocess.TimeoutExpired:
-        return [{"model_type": model_type, "outcome": "timeout", "reason": "over %d s" % TIMEOUT}]
-    rows = []
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                pass
-    if not rows:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        rows = [{"model_type": model_type, "outcome": "worker_died", "reason": "exit %d: %s" % (proc.returncode, tail)}]
-    for r in rows:
-        r["worker_s"] = round(time.monotonic() - t0, 2)
-    return rows
-
-
 def stratified(types, n, seed):
     """n architectures spread over the kinds of model (by the head class picked), seeded."""
     import hf_architectures as arch
@@ -286,12 +261,18 @@ def main(argv=None):
     ap.add_argument("--dtypes", default="default,bf16,fp16")
     ap.add_argument("--table", help="print the tables of a finished run's JSON lines and exit")
     ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     dtypes = tuple(None if d == "default" else d for d in args.dtypes.split(","))
     if args.one:
         for row in run_one(args.one, args.workdir, args.device, args.train, dtypes):
             print(json.dumps(row), flush=True)
+        return 0
+    if args.serve:
+        from worker_pool import serve
+
+        serve(lambda name: run_one(name, args.workdir, args.device, args.train, dtypes))
         return 0
     if args.table:
         with open(args.table, encoding="utf-8") as fh:
@@ -307,16 +288,21 @@ def main(argv=None):
         types = stratified(types, args.sample, args.seed)
     workdir = tempfile.mkdtemp(prefix="open-world-")
     t0 = time.monotonic()
-    rows = []
-    with open(args.out, "w", encoding="utf-8") as out, concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-        futures = {pool.submit(_worker, t, workdir, args.device, args.train, dtypes): t for t in types}
-        for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
-            for row in fut.result():
-                rows.append(row)
+    from worker_pool import run_jobs
+
+    cmd = [sys.executable, os.path.abspath(__file__), "--serve", "--workdir", workdir, "--device", args.device,
+           "--dtypes", args.dtypes] + (["--train"] if args.train else [])
+    done = [0]
+    with open(args.out, "w", encoding="utf-8") as out:
+        def on_done(name, got):
+            done[0] += 1
+            for row in got:
                 out.write(json.dumps(row) + "\n")
             out.flush()
-            print("[%d/%d] %s %s" % (i, len(types), futures[fut], "/".join(r["outcome"] for r in fut.result())),
+            print("[%d/%d] %s %s" % (done[0], len(types), name, "/".join(r["outcome"] for r in got)),
                   file=sys.stderr, flush=True)
+
+        rows = run_jobs(cmd, types, args.workers, TIMEOUT, on_done=on_done, cwd=REPO)
     print(tables(rows))
     print("wall time: %.0f s for %d architectures with %d workers" % (time.monotonic() - t0, len(types), args.workers))
     return 0
