@@ -141,7 +141,7 @@ def _shrink_width(config, changed, where):
     if not explicit and d % h:
         return
     head_dim = explicit if isinstance(explicit, int) and explicit > 0 else d // h
-    new_d = d * new_h // h if (d * new_h) % h == 0 else None
+    new_d = max(64, int(round(d * new_h / float(h) / 64.0)) * 64)
     if not explicit:
         new_d = head_dim * new_h
     if not new_d or new_d < 8:
@@ -156,7 +156,8 @@ def _shrink_width(config, changed, where):
     for k, _ in _ints(config, WIDTH_KEYS):
         _set(config, k, new_d, changed, where)
     for k, v in _ints(config, FFN_KEYS):
-        _set(config, k, max(16, int(round(v * ratio / 8.0)) * 8), changed, where)
+        # multiples of 64: grouped matmul (MoE experts) wants 16-byte aligned rows
+        _set(config, k, max(64, int(round(v * ratio / 64.0)) * 64), changed, where)
 
 
 def _shrink_experts(config, changed, where):

@@ -48,12 +48,12 @@ gpu)
     echo "check exit $?"; grep -E "numerics|AD70" "$out/check.txt" | cut -c1-300 | head -n 8
     ;;
 meta)
-    OPEN_WORLD_TIMEOUT=120 timeout 560 "$py" benchmarks/open_world_trace.py --workers "$workers" \
+    OPEN_WORLD_TIMEOUT=120 timeout ${PART_LIMIT:-560} "$py" benchmarks/open_world_trace.py --workers "$workers" \
         --out "$out/open_world.jsonl" >"$out/open_world.txt" 2>"$out/open_world.err"
     echo "exit $?"; head -n 16 "$out/open_world.txt"; tail -n 1 "$out/open_world.txt"
     ;;
 inject)
-    BUG_INJECTION_TIMEOUT=200 timeout 560 "$py" benchmarks/bug_injection.py --workers "$workers" \
+    BUG_INJECTION_TIMEOUT=200 timeout ${PART_LIMIT:-560} "$py" benchmarks/bug_injection.py --workers "$workers" \
         --out "$out/bug_injection.jsonl" >"$out/bug_injection.txt" 2>"$out/bug_injection.err"
     echo "exit $?"; head -n 16 "$out/bug_injection.txt"; tail -n 1 "$out/bug_injection.txt"
     ;;

@@ -97,6 +97,16 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
                 exc.message += ("; too large to retry on CPU (%.1f GB): return a smaller config from the factory"
                                 % (size / 1e9))
                 return _failure(exc, info, notes, start)
+            if hf and size > CPU_RETRY_LIMIT_BYTES:
+                # even 2 layers of a wide model can outgrow the memory a CPU retry allocates for real
+                try:
+                    small = model_bytes(builder("meta", True)["model"])
+                except Exception:  # noqa: BLE001
+                    small = 0
+                if small > CPU_RETRY_LIMIT_BYTES:
+                    exc.message += ("; too large to retry on CPU even with 2 layers (%.1f GB; the limit is "
+                                    "ATTN_DOCTOR_CPU_RETRY_LIMIT, %.1f GB)" % (small / 1e9, CPU_RETRY_LIMIT_BYTES / 1e9))
+                    return _failure(exc, info, notes, start)
             notes.append(exc.message + "; retried on CPU" + (" with a 2-layer config" if hf and size >
                                                               CPU_RETRY_LIMIT_BYTES else ""))
             info["device"] = "cpu"
