@@ -44,6 +44,9 @@ DTYPES = ("bf16", "fp16")
 
 ANCHOR = re.compile(r"^([ \t]*)attn_output, attn_weights = attention_interface\($", re.M)
 EAGER_SCORES = re.compile(r"^([ \t]*)attn_weights = torch\.matmul\(query, key_states\.transpose\(2, 3\)\) \* scaling$", re.M)
+# (transformers 5.17 and older: the product as a matmul of the expanded tables)
+ROTARY_MATMUL = re.compile(r"^([ \t]*)freqs = \(inv_freq_expanded\.float\(\) @ position_ids_expanded\.float\(\)\)"
+                           r"\.transpose\(1, 2\)$", re.M)
 ROTARY = re.compile(r"^([ \t]*)freqs = position_ids\[\.\.\., None\]\.float\(\) \* (self\.)?inv_freq\.to\(device=x\.device, "
                     r"dtype=torch\.float\)$", re.M)
 
@@ -67,13 +70,53 @@ CLASSES = tuple(INSERTS) + ("bool_added", "rotary_half", "gqa_headdim")
 IMPLEMENTATION = {"bool_added": "eager", "fp32_mask": "eager"}
 
 
-def inject(source, bug):
+MASK_CLASSES = ("fp32_mask", "fill_overflow", "all_true_mask", "wrong_shape")
+
+
+def _passes_the_mask(source, anchor):
+    """True where the attention call passes the variable attention_mask as its mask."""
+    block = source[anchor.end():source.find("\n" + anchor.group(1) + ")", anchor.end())]
+    return bool(re.search(r"^\s*attention_mask,\s*$|attention_mask=attention_mask\b", block, re.M))
+
+
+def _anchors(source, built_classes):
+    """The attention calls of the file, those in a class the model builds first (the language
+    model's attention before a vision tower's the model never runs on token ids)."""
+    import ast
+
+    found = list(ANCHOR.finditer(source))
+    if not built_classes or len(found) < 2:
+        return found
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return found
+    spans = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+
+    def owner(m):
+        line = source.count("\n", 0, m.start()) + 1
+        inside = [c for c in spans if c[0] <= line <= c[1]]
+        return min(inside, key=lambda c: c[1] - c[0])[2] if inside else None
+
+    tower = ("Vision", "Audio", "Encoder", "Projector", "Image", "Video", "Speech")
+
+    def rank(m):
+        name = owner(m) or ""
+        return (name not in built_classes, any(t in name for t in tower) and "Text" not in name)
+
+    return sorted(found, key=rank)
+
+
+def inject(source, bug, built_classes=()):
     """(new source, the changed line's number, what changed), or None where the file has no place
     for this class."""
     if bug in INSERTS:
-        m = ANCHOR.search(source)
+        anchors = _anchors(source, built_classes)
+        m = anchors[0] if anchors else None
         if m is None or _Q not in source or _K not in source:
             return None
+        if bug in MASK_CLASSES and not _passes_the_mask(source, m):
+            return None  # the call takes a mask of another name (Doge's dynamic mask): nothing to replace
         indent = m.group(1)
         line_no = source.count("\n", 0, m.start()) + 1
         new = source[:m.start()] + indent + INSERTS[bug] + "  # INJECTED\n" + source[m.start():]
@@ -87,6 +130,13 @@ def inject(source, bug):
                 "device=attn_weights.device).tril()")
         new = source[:m.end()] + "\n" + m.group(1) + text + "  # INJECTED" + source[m.end():]
         return new, line_no, text
+    if bug == "rotary_half" and ROTARY.search(source) is None:
+        m = ROTARY_MATMUL.search(source)
+        if m is None:
+            return None
+        line_no = source.count("\n", 0, m.start()) + 1
+        text = "freqs = (inv_freq_expanded.to(x.dtype) @ position_ids_expanded.to(x.dtype)).transpose(1, 2)"
+        return source[:m.start()] + m.group(1) + text + "  # INJECTED" + source[m.end():], line_no, text
     if bug == "rotary_half":
         m = ROTARY.search(source)
         if m is None:
@@ -103,11 +153,23 @@ FACTORY = '''import importlib.util, sys
 import torch
 import transformers
 
+
+def expose(mod, name):
+    # transformers' lazy modules keep the classes they resolved once (AutoModel builds the text
+    # model through them): point them at this module's classes, so the copy is what runs
+    package = sys.modules[name.rsplit(".", 1)[0]]
+    for attr, obj in vars(mod).items():
+        if isinstance(obj, type) and obj.__module__ == name:
+            setattr(package, attr, obj)
+            if attr in getattr(transformers, "__dict__", {{}}) or hasattr(transformers, attr):
+                setattr(transformers, attr, obj)
+
 def build(dtype="bfloat16", device="meta"):
     spec = importlib.util.spec_from_file_location({module!r}, {file!r})
     mod = importlib.util.module_from_spec(spec)
     sys.modules[{module!r}] = mod
     spec.loader.exec_module(mod)
+    expose(mod, {module!r})
     config = transformers.AutoConfig.from_pretrained({config!r})
     {config_edit}
     cls = getattr(mod, {cls!r})
@@ -115,6 +177,8 @@ def build(dtype="bfloat16", device="meta"):
         try:
             model = cls._from_config(config, attn_implementation={impl!r}, dtype=getattr(torch, dtype))
         except ValueError:  # an architecture that refuses it (Gemma2 and sdpa): what transformers picks
+            config = transformers.AutoConfig.from_pretrained({config!r})
+            {config_edit}
             model = cls._from_config(config, dtype=getattr(torch, dtype))
     return model.eval(), {{"input_ids": torch.full((1, 16), 5, dtype=torch.long, device=device)}}
 '''
@@ -177,17 +241,78 @@ def run_one(model_type, workdir, classes, dtypes):
     finally:
         if original is not None:  # the next architecture this process runs sees transformers' own module
             sys.modules[module_name] = original
+            package = sys.modules[module_name.rsplit(".", 1)[0]]
+            for attr, obj in vars(original).items():
+                if isinstance(obj, type) and obj.__module__ == module_name:
+                    setattr(package, attr, obj)
+                    if attr in vars(transformers):
+                        setattr(transformers, attr, obj)
+
+
+def _built(made, folder):
+    """(the classes the model builds, its text config): where the injected line must be to run."""
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(os.path.join(folder, "config"))
+    with torch.device("meta"):
+        model = getattr(transformers, made["class"])._from_config(config)
+    return {type(m).__name__ for m in model.modules()}, getattr(config, "text_config", None) or config
+
+
+def _baseline(model_type, folder, made, source_file, module_name, dtypes, trace):
+    """{dtype: None where the uninjected model traces clean, else why not}: an injected bug counts
+    only on a build that is healthy without it."""
+    base_dir = os.path.join(folder, "baseline")
+    os.makedirs(base_dir, exist_ok=True)
+    target = os.path.join(base_dir, os.path.basename(source_file))
+    with open(source_file, encoding="utf-8") as src, open(target, "w", encoding="utf-8") as dst:
+        dst.write(src.read())
+    factory = os.path.join(base_dir, "factory_%s_baseline.py" % model_type.replace("-", "_"))
+    with open(factory, "w", encoding="utf-8") as fh:
+        fh.write(FACTORY.format(module=module_name, file=target, config=os.path.join(folder, "config"),
+                                cls=made["class"], impl="sdpa", config_edit="pass"))
+    out = {}
+    for dtype in dtypes:
+        try:
+            report = trace(target=factory + ":build", factory_kwargs={"dtype": {"bf16": "bfloat16", "fp16": "float16"}[dtype]},
+                           routes=False, cwd=base_dir)
+        except BaseException as exc:  # noqa: BLE001
+            out[dtype] = "%s: %s" % (type(exc).__name__, exc)
+            continue
+        bad = [f["id"] for f in report.get("findings") or () if f["severity"] in ("error", "warning")]
+        if report["status"] != "ok" or bad:
+            out[dtype] = (report.get("error") or {}).get("message") or "findings %s" % bad
+        else:
+            out[dtype] = None
+        out.setdefault("families", set()).update(s.get("family") for s in report.get("sinks") or ())
+    return out
+
+
+# Classes about what SDPA's fused kernels refuse: a bug only where the attention runs through SDPA
+# (written-out attention takes any layout, mask and head dim at the same cost).
+SDPA_ONLY = ("noncontiguous", "all_true_mask", "gqa_headdim")
 
 
 def _inject_all(rows, model_type, folder, made, source, source_file, module_name, classes, dtypes, trace):
+    try:
+        built, text_config = _built(made, folder)
+    except Exception:  # noqa: BLE001 - the factory will say why
+        built, text_config = set(), None
+    baseline = _baseline(model_type, folder, made, source_file, module_name, dtypes, trace)
     for bug in classes:
         config_edit = "pass"
         if bug == "gqa_headdim":
-            injected = (source, None, "config: head_dim 512, 2 kv heads")
+            if text_config is None or "head_dim" not in vars(text_config) or "num_key_value_heads" not in vars(text_config):
+                injected = None  # a config without an explicit head dim and grouped heads: nothing to set
+            else:
+                injected = (source, None, "config: head_dim 512, 2 kv heads")
             config_edit = ("tc = getattr(config, 'text_config', config); tc.head_dim = 512; "
                            "tc.num_key_value_heads = 2 if tc.num_attention_heads % 2 == 0 else 1")
         else:
-            injected = inject(source, bug)
+            injected = inject(source, bug, built)
+        if bug in SDPA_ONLY and "sdpa" not in baseline.get("families", ()):
+            injected = None
         if injected is None:
             rows.append({"model_type": model_type, "bug": bug, "outcome": "not_applicable"})
             continue
@@ -204,6 +329,10 @@ def _inject_all(rows, model_type, folder, made, source, source_file, module_name
         for dtype in dtypes:
             row = {"model_type": model_type, "bug": bug, "dtype": dtype, "class": made["class"],
                    "changed": "%s:%s" % (os.path.basename(target), line_no) if line_no else None, "what": what}
+            if baseline.get(dtype):
+                row.update(outcome="baseline_not_clean", reason=str(baseline[dtype])[:300])
+                rows.append(row)
+                continue
             t0 = time.monotonic()
             try:
                 report = trace(target=factory + ":build",
@@ -258,7 +387,8 @@ def applicable_architectures():
 
 def table(rows):
     lines = []
-    runs = [r for r in rows if r.get("dtype")]
+    skipped = [r for r in rows if r.get("outcome") == "baseline_not_clean"]
+    runs = [r for r in rows if r.get("dtype") and r.get("outcome") != "baseline_not_clean"]
     by = collections.defaultdict(collections.Counter)
     for r in runs:
         by[r["bug"]][r["outcome"]] += 1
@@ -282,6 +412,8 @@ def table(rows):
     if notes:
         lines.append("found as a note only (the kernel is the same either way on the GPU judged for): " +
                      ", ".join("%s %d" % kv for kv in sorted(notes.items())))
+    lines.append("not counted: %d runs on %d architectures whose uninjected build does not trace clean" % (
+        len(skipped), len({r["model_type"] for r in skipped})))
     na = collections.Counter(r["bug"] for r in rows if r.get("outcome") == "not_applicable")
     lines.append("not applicable (the file has no place for the class): " + ", ".join("%s %d" % kv for kv in sorted(na.items())))
     misses = [r for r in runs if r["outcome"] != "found"]

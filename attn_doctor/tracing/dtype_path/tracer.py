@@ -479,6 +479,13 @@ class Tracer(UserFrames):
                 fallback = getattr(func, "attn_doctor_fallback", None)
                 # meta: the CPU retry runs it for real; anything but a missing kernel is a real bug
                 # of the wrapper, raised on the GPU too (transformers 5.6.0's ``s_aux.to``).
+                inner_op = self.raised is not None and self.raised["exc"] is exc
+                if inner_op and not _meta_limitation(exc):
+                    # an op of the attention written out inside it raised (its mask added, a fill):
+                    # that op's line and operands are the finding (AD621), not the wrapper's call
+                    record["problems"] = []
+                    record["inner"] = record.get("inner") or ["the op that raised"]
+                    raise
                 if fallback is None or _meta_limitation(exc) or not _kernel_missing(exc):
                     self.raised_at_sink = exc
                     if len(self.sinks) == before:
