@@ -133,13 +133,18 @@ def _image_candidates(model, config, params, device, dtype):
     vision = _vision_config(config)
     if vision is None and getattr(model, "main_input_name", None) == "pixel_values":
         vision = config  # an image model whose config names no size: 224 pixels, 3 channels
-    if vision is None or "pixel_values" not in params:
+    tower = "grid_thw" in params and "hidden_states" in params  # a Qwen-VL-style vision tower alone
+    if tower and vision is None:
+        vision = config
+    if vision is None or ("pixel_values" not in params and not tower):
         return []
     c = _channels(vision)
     h, w = _size(_cfg(vision, "image_size", "img_size", "input_size", default=None), 224)
     patch = _patch(vision)
     out = []
-    if "image_grid_thw" in params:
+    grid_key = "image_grid_thw" if "image_grid_thw" in params else ("grid_thw" if "grid_thw" in params else None)
+    pixel_key = "pixel_values" if "pixel_values" in params else ("hidden_states" if grid_key == "grid_thw" else None)
+    if grid_key and pixel_key:
         # the Qwen-VL family: the patches of one image flattened, its grid (t, h, w) in patches
         merge = _cfg(vision, "spatial_merge_size", "merge_size", default=2) or 2
         tps = _cfg(vision, "temporal_patch_size", default=2) or 2
@@ -147,8 +152,10 @@ def _image_candidates(model, config, params, device, dtype):
         side = 4 * merge
         pixels = torch.ones(side * side, c_in * tps * patch * patch, dtype=dtype, device=device)
         grid = torch.tensor([[1, side, side]], dtype=torch.long, device=device)
-        out.append(Candidate("patches [%d, %d] with image_grid_thw [1, %d, %d]" % (side * side, pixels.shape[1], side, side),
-                             {"pixel_values": pixels, "image_grid_thw": grid}, side * side // (merge * merge)))
+        out.append(Candidate("patches [%d, %d] with %s [1, %d, %d]" % (side * side, pixels.shape[1], grid_key, side, side),
+                             {pixel_key: pixels, grid_key: grid}, side * side // (merge * merge)))
+        if pixel_key != "pixel_values":
+            return out  # a Qwen-VL-style vision tower alone: patches in, nothing else
     # not zeros: some models drop all-zero images as padding (Idefics3)
     def image(shape, sizes):
         cand = {"pixel_values": torch.ones(*shape, dtype=dtype, device=device)}
@@ -290,7 +297,10 @@ _MEL_LENGTH = re.compile(r"input features to be of length (\d+), but found (\d+)
 _NORM_SHAPE = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size")
 _ONE_AXIS_SHORT = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d), \d\], but got \1\)|"
                              r"[Ee]xpected (?:3D|4D) .*input.* \(got (?:2D|3D) input")
-_MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\)")
+# (CPU and GPU: "mat1 and mat2 shapes cannot be multiplied (80x128 and 320x1024)"; meta: "a and b must
+# have same reduction dim, but got [80, 128] X [320, 1024]")
+_MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\)|"
+                     r"same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), \d+\]")
 _RUNNING_MEAN = re.compile(r"running_mean should contain (\d+) elements not (\d+)")
 _UNPACK = re.compile(r"not enough values to unpack \(expected (\d), got (\d)\)")
 _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
@@ -319,9 +329,11 @@ def _repair(inputs, exc, state):
             return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
                                                            device=feats.device))
         m = _MATMUL.search(text)
-        if m and feats.dim() >= 2 and int(m.group(2)) == feats.shape[-1] and int(m.group(3)) != feats.shape[-1]:
+        got, want = ((int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))) if m else (None, None))
+        if m and feats.dim() >= 2 and got == feats.shape[-1] and want != got and not state.get("features_set"):
             # the first projection says how many features a frame has: [.., in_features] of its weight
-            return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], int(m.group(3)), dtype=feats.dtype,
+            state["features_set"] = True
+            return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], want, dtype=feats.dtype,
                                                            device=feats.device))
         m = _RUNNING_MEAN.search(text)
         if m and feats.dim() >= 3 and feats.shape[-2] == int(m.group(1)) and feats.shape[-1] == int(m.group(2)):
@@ -410,7 +422,7 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
     images = []
     if main == "pixel_values_videos" or ("pixel_values_videos" in params and "pixel_values" not in params):
         images = _video_candidates(config, params, device, dtype)
-    elif "pixel_values" in params:
+    elif "pixel_values" in params or ("grid_thw" in params and "hidden_states" in params):
         images = _image_candidates(model, config, params, device, dtype)
     optional_image = main not in ("pixel_values", "pixel_values_videos")
     enc_dec = bool(getattr(config, "is_encoder_decoder", False))
