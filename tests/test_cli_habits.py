@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,15 @@ COMMANDS = ("check", "explain", "trace", "fix", "fleet", "rules")
 def run(*args, input=None, cwd=None, env=None, timeout=120):
     return subprocess.run([sys.executable, "-m", "attn_doctor", *args], capture_output=True, text=True, input=input,
                           cwd=cwd, env=env, timeout=timeout)
+
+
+PROGRESS_LINE = re.compile(r"^attn-doctor: .* \(\d+ s\)$")
+
+
+def _without_progress(stderr):
+    """stderr's lines but the progress a trace writes to a pipe once it has run a couple of seconds
+    (`attn-doctor: importing ./slow.py (3 s)`): what the command said besides how far it got."""
+    return [line for line in stderr.strip().splitlines() if not PROGRESS_LINE.match(line)]
 
 
 def _help(command):
@@ -192,7 +202,7 @@ def test_ctrl_c_during_a_trace_factory(tmp_path):
     code, out, err = _interrupt(proc)
     # not "the factory raised KeyboardInterrupt": the user stopped it
     assert code == 130 and out == ""
-    assert err.strip().splitlines() == ["attn-doctor: trace interrupted; nothing was changed"]
+    assert _without_progress(err) == ["attn-doctor: trace interrupted; nothing was changed"]
 
 
 # ---------------------------------------------------------------- 6. errors that point
@@ -202,8 +212,47 @@ def test_trace_names_the_users_file_and_suggests_the_factory(tmp_path):
     (tmp_path / "mymodel.py").write_text("def build(device='meta'):\n    pass\n\ndef helper():\n    pass\n")
     proc = run("trace", "./mymodel.py:biuld", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "attn-doctor: error: ./mymodel.py has no attribute 'biuld'; did you mean 'build'?"
+    assert _without_progress(proc.stderr) == ["attn-doctor: error: ./mymodel.py has no attribute 'biuld'; did you mean 'build'?"]
     assert "attn_doctor_target" not in proc.stderr
+
+
+@pytest.mark.parametrize("args,said", [
+    (("./nothere.py:build",), "no such file: ./nothere.py"),
+    (("--hf", "./nothere"), "--hf ./nothere: no such file or folder"),
+])
+def test_trace_of_a_missing_file_answers_before_torch_is_imported(tmp_path, args, said):
+    # a torch that cannot be imported on the path: the answer must come before any import of it
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("raise SystemExit('torch was imported')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env["PYTHONPATH"] = os.pathsep.join([str(fake)] + [p for p in (env.get("PYTHONPATH") or "").split(os.pathsep) if p])
+    proc = run("trace", *args, cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == "attn-doctor: error: " + said
+
+
+def test_a_long_trace_says_how_far_it_got_on_a_pipe_too(tmp_path):
+    # stderr a pipe (a job's log, `| tee`): no spinner, but a line per stage once it ran a couple of seconds
+    (tmp_path / "slow.py").write_text(textwrap.dedent("""
+        import time
+        import torch
+        import torch.nn.functional as F
+
+        class Attn(torch.nn.Module):
+            def forward(self, x):
+                return F.scaled_dot_product_attention(x, x, x)
+
+        def build():
+            time.sleep(3)
+            return Attn(), torch.randn(1, 2, 8, 16)
+        """))
+    proc = run("trace", "./slow.py:build", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    progress = [line for line in proc.stderr.splitlines() if PROGRESS_LINE.match(line)]
+    assert progress and any("building the model" in line or "tracing" in line for line in progress), proc.stderr
+    assert "\r" not in proc.stderr and "\x1b" not in proc.stderr  # lines, not a spinner's redraws
+    assert "no dtype problems" in proc.stdout
 
 
 def test_trace_hf_without_transformers_points_at_python(tmp_path):

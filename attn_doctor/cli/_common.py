@@ -216,10 +216,49 @@ def progress(message: str = "probing") -> Progress:
     return Progress(message)
 
 
-def progress_on_terminal(json_out: bool, message: str = "probing") -> "Progress | None":
+class LineProgress:
+    """Progress for a stderr that is no terminal (a pipe, a log): no spinner, whose redraws would fill
+    it, but a line when the stage changes, from the moment the work has run a couple of seconds, and
+    at most one every few seconds for a stage that counts (tracing: N ops)."""
+
+    AFTER_S, EVERY_S = 2.0, 5.0
+
+    def __init__(self, message: str = "probing"):
+        import time
+
+        self._clock = time.monotonic
+        self._start = self._last = self._clock()
+        self._pending, self._said = message, None
+
+    def update(self, message: str) -> None:
+        self._pending = message
+        now = self._clock()
+        stage = message.split(":", 1)[0]
+        if now - self._start < self.AFTER_S:
+            return
+        if self._said is not None and stage == self._said.split(":", 1)[0] and now - self._last < self.EVERY_S:
+            return
+        if message == self._said:
+            return
+        self._said, self._last = message, now
+        # one plain line; the message may carry a path from outside: control characters dropped
+        text = "".join(ch for ch in message if ch.isprintable())
+        sys.stderr.write("attn-doctor: %s (%.0f s)\n" % (text, now - self._start))
+        sys.stderr.flush()
+
+    def stop(self) -> None:
+        pass
+
+
+def progress_on_terminal(json_out: bool, message: str = "probing", lines: bool = False) -> "Progress | None":
     """A Progress where someone watches (stderr a terminal, human output); None elsewhere: a
-    spinner's redraws would fill a log, and --json output is read by a program."""
-    return Progress(message) if not json_out and not _quiet and sys.stderr.isatty() else None
+    spinner's redraws would fill a log, and --json output is read by a program. ``lines``: on a
+    stderr that is no terminal, a line per stage instead (a long trace in a pipe or a job's log)."""
+    if json_out or _quiet:
+        return None
+    if sys.stderr.isatty():
+        return Progress(message)
+    return LineProgress(message) if lines else None
 
 
 def interrupted(what: str) -> "typer.Exit":

@@ -175,9 +175,17 @@ def trace(
         where = resolve_target(python, naming=CLI)
     except UsageError as exc:
         raise fail(str(exc)) from None
+    # a file that is not there is said at once, before torch is imported (here or in the child)
+    from ..tracing.runs.factory import target_problem
+    from ..tracing.runs.hf_models import hf_config_problem
+
+    problem = (target_problem(target) if target and not hf else None) or (hf_config_problem(hf) if hf and not target
+                                                                          else None)
+    if problem:
+        raise fail(problem)
     if where.ignored:
         warn(f"{where.ignored}: tracing in the interpreter attn-doctor runs in ({where.python})")
-    progress = progress_on_terminal(json_out or patch_only, "looking for torch's bytecode")
+    progress = progress_on_terminal(json_out or patch_only, "looking for torch's bytecode", lines=True)
     try:
         from ..probes import trace_bytecode_env
 

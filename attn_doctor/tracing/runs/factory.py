@@ -27,6 +27,22 @@ def parse_target(target):
     return module, factory
 
 
+def target_problem(target, cwd=None):
+    """The one-line usage error of a MODULE:FACTORY whose file is missing or a folder, or None: said
+    before torch is imported (seconds), as the trace would say it after."""
+    try:
+        module, _ = parse_target(target)
+    except TraceError as exc:
+        return exc.message
+    if module.endswith(".py") or os.sep in module:
+        path = os.path.join(cwd or os.getcwd(), module)
+        if os.path.isdir(path):
+            return "%s is a folder: give a Python file (path/to/model.py:FACTORY) or a module" % module
+        if not os.path.isfile(path):
+            return "no such file: %s" % module
+    return None
+
+
 def import_target_module(module):
     if module.endswith(".py") or os.sep in module:
         path = os.path.abspath(module)

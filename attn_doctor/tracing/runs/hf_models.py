@@ -43,6 +43,15 @@ def _hf_config_data(path):
     return file, data
 
 
+def hf_config_problem(path):
+    """The one-line usage error of an --hf path (missing, no config.json, not a JSON object), or None."""
+    try:
+        _hf_config_data(path)
+    except TraceError as exc:
+        return exc.message
+    return None
+
+
 def _read_hf_config(path, file, data, transformers):
     """The config object; anything transformers refuses is a failure with its own reason (exit 3)."""
     try:

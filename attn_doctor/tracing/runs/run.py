@@ -529,7 +529,12 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
         prep_notes.extend(flex_notes)
     prep_notes.extend(standins_mod.fa4_standin_note(tracer.sinks))
     prep_notes.extend(standins_mod.standin_notes(tracer.sinks))
-    dtypes = tracer.param_dtypes
+    dtypes = dict(tracer.param_dtypes)
+    if not dtypes:  # a model without parameters computes in its inputs' dtype
+        for t in list(_tensors(args)) + list(_tensors(kwargs)):
+            if t.is_floating_point():
+                name = str(t.dtype).replace("torch.", "")
+                dtypes[name] = dtypes.get(name, 0) + t.numel()
     fp32_model = not autocast and bool(dtypes) and max(dtypes, key=dtypes.get) == "float32"
     sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd, fp32_model=fp32_model)
     return sink_list, findings, tracer, forward_error, prep_notes
