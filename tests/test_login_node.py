@@ -76,3 +76,25 @@ def test_fix_gpu_with_a_report_is_a_usage_error(tmp_path):
     t4 = str(Path(__file__).resolve().parent / "fixtures" / "facts" / "t4.json")
     proc = _doctor("fix", "--gpu", "a100", "--from-report", t4, "--dry-run")
     assert proc.returncode == 2 and "--gpu" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_check_gpu_judges_the_named_gpu_against_the_architectures_torch_was_built_for():
+    # the architectures a CUDA build carries are in its binary: read on a machine without a driver too
+    # (CI's newest torch, a CUDA build; a V100 is sm_70, which CUDA 13 builds no longer carry)
+    import torch
+
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    archs = (flags() or "").split() if flags is not None else []
+    if not archs:
+        pytest.skip("a torch without CUDA (the CPU wheel) carries no GPU architectures")
+    run = _doctor("check", "--gpu", "v100", "--json")
+    report = json.loads(run.stdout)
+    assert report["facts"]["torch"]["arch_list"] == archs
+    results = {r["rule"]: r for r in report["results"]}
+    ad105 = results["AD105"]
+    assert "did not report its compiled architectures" not in (ad105.get("message") or "") + (ad105.get("reason") or "")
+    if any(a in ("sm_70", "compute_70") or (a.startswith("compute_") and int(a[8:10]) <= 70) for a in archs):
+        assert ad105["status"] == "pass", ad105
+    else:
+        assert ad105["status"] == "error" and run.returncode == 1, ad105
+        assert "sm70" in ad105["message"] and "cu126" in json.dumps(ad105), ad105

@@ -54,7 +54,10 @@ def rules(
         rule = loaded.get(rule_id)
         if rule is None:
             raise fail(loaded.unknown([rule_id], "rule").replace("rule ", "", 1))
-        emit(json_out, lambda: rules_json([rule]), lambda console: render_rule(rule, console))
+        from ..diagnosis.fixtures import first_example
+
+        example = None if json_out else first_example(rule, loaded)  # its remedies as a report words them
+        emit(json_out, lambda: rules_json([rule]), lambda console: render_rule(rule, console, example))
         raise typer.Exit(0)
     emit(json_out, lambda: rules_json(loaded.rules), lambda console: render_rules(loaded.rules, console),
          lambda console: render_summary(loaded.rules, console))

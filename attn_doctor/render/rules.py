@@ -62,7 +62,16 @@ def supersedes_line(rule: Rule) -> str:
     return f"Supersedes {', '.join(rule.supersedes)}: where both fire on the same evidence, only {rule.id} is reported."
 
 
-def render_rule(rule: Rule, console: Console) -> None:
+_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.\[\]]*)\}")
+
+
+def _unfilled(text) -> str:
+    """A template's fields, where no finding fills them (the rules reference), as what they stand
+    for: `<edit>`, never a brace a reader takes for a bug."""
+    return _FIELD.sub(lambda m: "<%s>" % m.group(1).replace("_", " "), str(text)) if text else text
+
+
+def render_rule(rule: Rule, console: Console, example: "Example | None" = None) -> None:
     console.print(Text(f"{rule.id} {rule.name}", style="bold"))
     console.print(Text(rule.title))
     console.print(Text(f"severity: {rule.severity}   area: {rule.area}", style=SEVERITY_STYLE[rule.severity]))
@@ -70,19 +79,25 @@ def render_rule(rule: Rule, console: Console) -> None:
     console.print(Text("\n\n".join(paragraphs(rule.explanation))))
     if rule.remedies:
         console.print()
-        console.print(Text("Remedies:", style="bold"))
-        for remedy in rule.remedies:
-            safety = "" if remedy.safety == "safe" else f" (unsafe: {remedy.why_unsafe})"
-            console.print(Text(f"  - [{remedy.kind}] {remedy.summary}{safety}"))
+        filled = _filled_remedies(rule, example)
+        console.print(Text("Remedies%s:" % (" (as a report words them for its example, %s)" % example.fixture.split("[", 1)[0] if filled else
+                                            ", <fields> filled from what check finds" if any(
+                                                _FIELD.search(str(getattr(r, k) or "")) for r in rule.remedies
+                                                for k in ("summary", "value", "requirement", "detail")) else ""),
+                           style="bold"))
+        for template, remedy in zip(rule.remedies, filled or rule.remedies):
+            safety = "" if template.safety == "safe" else f" (unsafe: {_unfilled(template.why_unsafe)})"
+            console.print(Text(f"  - [{remedy.kind}] {_unfilled(remedy.summary)}{safety}"))
             if remedy.requirement:
-                console.print(Text(f"      requirement: {remedy.requirement}", style="cyan"))
+                console.print(Text(f"      requirement: {_unfilled(remedy.requirement)}", style="cyan"))
             if remedy.key is not None:
-                console.print(Text(f"      {remedy.config}: {remedy.key} = {remedy.value}", style="cyan"))
+                console.print(Text(f"      {remedy.config}: {_unfilled(remedy.key)} = {_unfilled(remedy.value)}",
+                                   style="cyan"))
             if remedy.command:
                 # the recipe's form: `python`/`pip` become the target's interpreter when shown in a report
-                console.print(Text(f"      command: {shlex.join(remedy.command)}", style="cyan"))
+                console.print(Text(f"      command: {_unfilled(shlex.join(remedy.command))}", style="cyan"))
             if remedy.detail:
-                console.print(Text(f"      {remedy.detail}", style="dim"))
+                console.print(Text(f"      {_unfilled(remedy.detail)}", style="dim"))
     if rule.signatures:
         console.print()
         console.print(Text("Error signatures:", style="bold"))
@@ -202,6 +217,19 @@ def _rule_markdown(rule: Rule, source: Optional[Path], checks: dict[str, Callabl
     if rule.links:
         out += ["", "Links: " + ", ".join(f"<{link}>" for link in rule.links)]
     return out
+
+
+def _filled_remedies(rule: Rule, example: "Example | None") -> list:
+    """The rule's remedies as a report words them from its example's evidence, or [] without one."""
+    if example is None:
+        return []
+    from ..remedies import Target
+    from ..diagnosis.engine import remedies
+
+    try:
+        return list(remedies(rule, example.evidence, Target("python")))
+    except Exception:  # noqa: BLE001 - the reference falls back to the templates, described
+        return []
 
 
 def _remedy_lines(rule: Rule, evidence: dict) -> list[str]:

@@ -122,6 +122,19 @@ def _forced_reasons(torch, q, key, member, is_causal, k=None, v=None, mask=None,
     return lines[:4]
 
 
+def _compiled_archs(torch):
+    """torch.cuda.get_arch_list() without its "CUDA is available" guard: the list the build was
+    compiled for (TORCH_CUDA_ARCH_LIST), a constant of the binary; [] for a build without CUDA."""
+    get = getattr(torch._C, "_cuda_getArchFlags", None)
+    if get is None:
+        return []
+    try:
+        flags = get()
+    except Exception:  # noqa: BLE001
+        return []
+    return flags.split() if isinstance(flags, str) else []
+
+
 def cuda_facts():
     """CUDA devices, cuDNN and the SDPA backends, as torch sees them."""
     import torch
@@ -151,6 +164,9 @@ def cuda_facts():
             except Exception:  # noqa: BLE001
                 pass
     if not available:
+        # the architectures the build carries are in the binary, not on a GPU: read without CUDA (a
+        # login node judging --gpu v100 against a build without sm_70)
+        out["arch_list"] = _compiled_archs(torch)
         # Ask once more for the reason: lazy init raises with the driver's message.
         try:
             torch.cuda.init()

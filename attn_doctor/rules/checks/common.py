@@ -32,3 +32,18 @@ def _error_line(err) -> str:
         return ""
     text = (err.message.strip().splitlines() or [""])[-1]
     return f"{err.type}: {text}"[:300] if text else err.type
+
+
+def kernels_not_run(facts: Facts, what: str) -> str:
+    """Why no kernel ran on a GPU here (the smoke tests, the numerics sweep), in the words of what
+    the report knows: a GPU assumed with --gpu, no GPU found, a torch without CUDA, the option that
+    turned them off; "the report does not say why" only for a report that truly does not."""
+    if facts.smoke.error:
+        return f"no {what} ran: {facts.smoke.error}"
+    if facts.assumed_gpu is not None:
+        return f"no {what} ran: the GPU is assumed (--gpu), judged from its catalogue entry; nothing ran on it here"
+    if facts.gpu_capabilities() == []:
+        return f"no {what} ran: no NVIDIA GPU found"
+    if facts.torch.status == "ok" and not getattr(facts.torch, "cuda", None):
+        return f"no {what} ran: this torch is not a CUDA build"
+    return f"no {what} ran (the report does not say why: it may come from an attn-doctor that did not record it)"

@@ -32,7 +32,20 @@ def torch_arch_missing(facts: Facts, data: dict) -> Optional[dict]:
         "sm": "sm" + d.capability.replace(".", ""),
         "arch_list": " ".join(torch.arch_list),
         "torch": torch.version,
+        "build_with_it": _build_with(d.capability, torch.cuda),
     }
+
+
+def _build_with(capability: str, cuda: Optional[str]) -> str:
+    """Which torch build carries an architecture this one lacks, as far as CUDA's own support goes:
+    CUDA 13 dropped Maxwell, Pascal and Volta (sm5x-sm70); CUDA 12.8 is the first with Blackwell."""
+    major = int(capability.split(".")[0])
+    if major <= 7 and capability != "7.5":
+        return ("a torch build for CUDA 12.6 (pip install torch --index-url https://download.pytorch.org/whl/cu126): "
+                "CUDA 13 builds carry no sm_%s" % capability.replace(".", ""))
+    if major >= 10:
+        return "a torch build for CUDA 12.8 or newer (Blackwell needs it)"
+    return "a torch build whose torch.cuda.get_arch_list() names sm_%s" % capability.replace(".", "")
 
 
 def _arch_runs(capability: str, arch_list: list[str]) -> bool:

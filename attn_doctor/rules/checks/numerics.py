@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from ...facts import MODULE_DISTRIBUTIONS, Facts, NumericsResult
 from ..conditions import SkipRule
+from .common import kernels_not_run
 
 DIRECTION = {"out": "forward", "dq": "dQ", "dk": "dK", "dv": "dV"}
 DTYPE = {"float16": "fp16", "bfloat16": "bf16"}
@@ -46,11 +47,7 @@ def _swept(facts: Facts) -> list[NumericsResult]:
     if facts.smoke.status == "skipped":
         if facts.quick:
             raise SkipRule("the numerics sweep needs the full check (--quick)")
-        if facts.smoke.error:
-            raise SkipRule(f"no kernel tests ran: {facts.smoke.error}")
-        if facts.gpu_capabilities() == []:
-            raise SkipRule("no numerics sweep ran: no NVIDIA GPU found")
-        raise SkipRule("no numerics sweep ran (no reason recorded)")
+        raise SkipRule(kernels_not_run(facts, "numerics sweep"))
     if not facts.smoke.numerics:
         raise SkipRule("no numerics sweep ran (a report from an attn-doctor before it)")
     return facts.smoke.numerics

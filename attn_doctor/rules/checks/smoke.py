@@ -9,6 +9,7 @@ from typing import Optional
 
 from ...facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
 from ..conditions import SkipRule
+from .common import kernels_not_run
 from .pytorch import triton_torch_pin
 
 
@@ -16,11 +17,7 @@ def _smoke_ran(facts: Facts) -> None:
     if facts.smoke.status == "skipped":
         if facts.quick:
             raise SkipRule("the smoke tests need the full check (--quick)")
-        if facts.smoke.error:  # the reason the report recorded (e.g. the option that turned them off)
-            raise SkipRule(f"no smoke tests ran: {facts.smoke.error}")
-        if facts.gpu_capabilities() == []:
-            raise SkipRule("no smoke tests ran: no NVIDIA GPU found")
-        raise SkipRule("no smoke tests ran (no reason recorded)")
+        raise SkipRule(kernels_not_run(facts, "smoke tests"))
 
 
 def smoke_failures(facts: Facts, data: dict) -> Optional[dict]:
