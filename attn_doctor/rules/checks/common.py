@@ -46,4 +46,4 @@ def kernels_not_run(facts: Facts, what: str) -> str:
         return f"no {what} ran: no NVIDIA GPU found"
     if facts.torch.status == "ok" and not getattr(facts.torch, "cuda", None):
         return f"no {what} ran: this torch is not a CUDA build"
-    return f"no {what} ran (the report does not say why: it may come from an attn-doctor that did not record it)"
+    return f"no {what} in this report (an attn-doctor before them made it)"
