@@ -114,6 +114,8 @@ def node_value(data: dict) -> tuple[NodeValue, bool, Optional[str]]:
 
 def apply_stack(facts: Facts, value: StackValue, cached: Optional[str]) -> None:
     cuda = {k: getattr(facts.torch, k) for k in _CUDA_FIELDS}  # the node's part, if it came first
+    if not cuda["arch_list"]:  # no CUDA probe here (no GPU): the architectures the stack read from the build
+        cuda["arch_list"] = value.torch.arch_list
     facts.torch = msgspec.structs.replace(value.torch, cached=cached, **cuda)
     facts.imports, facts.builds, facts.builds_probed = value.imports, value.builds, value.builds_probed
     facts.smoke = combine(facts.smoke, value.smoke, capability_cached=cached)

@@ -193,7 +193,24 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
         elif gpu_error:
             out["smoke_error"] = gpu_error
         out["smoke"] = {g: results.get("smoke:" + g, {"status": "timeout"}) for g in groups}
+    else:
+        # no GPU here (a login node): the architectures the build carries, for --gpu to be judged
+        # against. Asked only now: torch poisons fork() for CUDA once it is asked, and the forks are done.
+        info["arch_list"] = compiled_archs(torch)
     return out
+
+
+def compiled_archs(torch):
+    """torch.cuda.get_arch_list() without its "CUDA is available" guard: the list the build was
+    compiled for (TORCH_CUDA_ARCH_LIST), a constant of the binary; [] for a build without CUDA."""
+    get = getattr(torch._C, "_cuda_getArchFlags", None)
+    if get is None:
+        return []
+    try:
+        flags = get()
+    except Exception:  # noqa: BLE001
+        return []
+    return flags.split() if isinstance(flags, str) else []
 
 
 def _bind(fn, *args):
