@@ -67,7 +67,14 @@ def test_quiet_is_the_summary_line_only():
     loud = run("check", "--from-report", str(FIXTURES / "t4.json"))
     quiet = run("check", "--from-report", str(FIXTURES / "t4.json"), "-q")
     assert quiet.returncode == loud.returncode == 1
-    assert quiet.stdout.splitlines() == [loud.stdout.splitlines()[-1]]
+    # each problem's one line (which rule failed), then the summary line; nothing else
+    lines = quiet.stdout.splitlines()
+    assert lines[-1] == loud.stdout.splitlines()[-1]
+    report = json.loads(run("check", "--from-report", str(FIXTURES / "t4.json"), "--json").stdout)
+    failed = [r for r in report["results"] if r["status"] in ("error", "warning")]
+    assert lines[:-1] == sorted(["%s %s %s: %s" % ("✗" if r["status"] == "error" else "!", r["rule"], r["name"], r["title"])
+                                 for r in failed], key=lambda line: not line.startswith("✗"))
+    assert any(line.startswith("✗ AD103") for line in lines)  # the error the T4 report holds
     assert "exit code 1" in quiet.stdout
     explained = run("explain", "-q", "RuntimeError: FlashAttention only supports Ampere GPUs or newer.")
     assert len(explained.stdout.splitlines()) == 1 and "(exit code 1)" in explained.stdout

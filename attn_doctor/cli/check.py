@@ -195,7 +195,7 @@ def check(
     def human(console, summary=False):  # rich is imported only for human output
         from ..render import human
 
-        human.render_summary(report, console) if summary else human.render(report, console, verbose=verbose)
+        human.render_quiet(report, console) if summary else human.render(report, console, verbose=verbose)
 
     emit(json_out, lambda: to_json(report), human, lambda console: human(console, summary=True))
     raise typer.Exit(report.exit_code)

@@ -224,8 +224,8 @@ def trace(
             sys.stderr.write("no patch to suggest\n")
     else:
         from ..render.json import plain_json
-        from ..render.trace_human import render_summary, render_trace
+        from ..render.trace_human import render_quiet, render_trace
 
         emit(json_out, lambda: plain_json(report), lambda console: render_trace(report, console, verbose=verbose),
-             lambda console: render_summary(report, console))
+             lambda console: render_quiet(report, console))
     raise typer.Exit(code)

@@ -190,8 +190,19 @@ def render_footer(report: Report, console: Console, verbose: bool = False) -> No
     render_summary(report, console)
 
 
+def render_quiet(report: Report, console: Console) -> None:
+    """All of the report with -q: each problem's one line (what failed, by rule), then the counts."""
+    marks = {"error": ("✗", "bold red"), "warning": ("!", "bold yellow"), "crashed": ("✗", "bold magenta")}
+    order = {"error": 0, "crashed": 1, "warning": 2}
+    for r in sorted((r for r in report.results if r.status in marks), key=lambda r: order[r.status]):
+        if r.status in marks:
+            mark, style = marks[r.status]
+            console.print(Text.assemble((mark + " ", style), (f"{r.rule} {r.name}", "bold"), f": {r.title}"))
+    render_summary(report, console)
+
+
 def render_summary(report: Report, console: Console) -> None:
-    """The last line of the report, and all of it with -q: the counts and the exit code."""
+    """The last line of the report: the counts and the exit code."""
     s = report.summary
     parts = []
     for key, label in (("error", "error"), ("warning", "warning"), ("info", "note"), ("crashed", "crashed")):

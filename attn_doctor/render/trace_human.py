@@ -264,8 +264,20 @@ def _failed_line(status, err):
                          err.get("message", "") if err else "")
 
 
+def render_quiet(report, console):
+    """All of the report with -q: each finding's one line (its rule, where, its kind of call), then
+    the verdict."""
+    for f in report.get("findings") or ():
+        if f.get("severity") not in ("error", "warning"):
+            continue
+        sink = f.get("sink") or {}
+        console.print(Text.assemble(_mark(f["severity"]), (f["id"] + " ", "bold"),
+                                    "%s at %s" % (sink.get("name") or "?", _loc(sink.get("file"), sink.get("line")))))
+    render_summary(report, console)
+
+
 def render_summary(report, console):
-    """The verdict line(s) that end the report, and all of it with -q."""
+    """The verdict line(s) that end the report."""
     status, err = report.get("status"), report.get("error")
     summary = report.get("summary") or {}
     findings = report.get("findings") or []
