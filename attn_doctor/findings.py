@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import Any, Optional
 
@@ -37,17 +38,38 @@ def _recipes():
 def _trace_remedies(finding: dict, where: Optional[str]) -> tuple[str, ...]:
     out = []
     patch = str(finding.get("patch") or "")
-    added = [line[1:].strip() for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    if added and where:
-        out.append("at %s: %s (attn-doctor trace --patch writes the diff; attn-doctor fix --trace applies it)"
-                   % (where, added[0]))
+    added = _first_added(patch)
+    if added:
+        out.append("at %s: %s (attn-doctor trace --patch writes the diff; attn-doctor fix --trace applies it)" % added)
     try:
         rule = _recipes().get(str(finding.get("id") or ""))
     except Exception:  # noqa: BLE001 - the finding stands without its remedy text
         rule = None
+    if finding.get("fix") and not out:
+        # the finding's own fix names what to change (the mask, the table, the operand that does not fit)
+        out.append(str(finding["fix"]) + (" (at %s)" % where if where else ""))
     if rule is not None and not out:
         out.extend(r.summary for r in rule.remedies[:2])
     return tuple(out)
+
+
+def _first_added(patch: str) -> Optional[tuple[str, str]]:
+    """(file:line, text) of a unified diff's first added line: where the patch changes the code (the
+    line a mask is cast at, which need not be the attention call's)."""
+    path, number = None, None
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            path = line[4:].strip()
+            path = path[2:] if path.startswith("b/") else path
+        elif line.startswith("@@"):
+            m = re.search(r"\+(\d+)", line)
+            number = int(m.group(1)) if m else None
+        elif number is not None:
+            if line.startswith("+"):
+                return "%s:%d" % (path, number), line[1:].strip()
+            if not line.startswith("-"):
+                number += 1
+    return None
 
 
 def forward_crash(report: Optional[TraceReport]) -> Optional[Finding]:
@@ -58,6 +80,8 @@ def forward_crash(report: Optional[TraceReport]) -> Optional[Finding]:
     message = " ".join(str(error.get("message") or "").split())
     if error.get("kind") != "forward" or not message or "meta" in message.lower():
         return None
+    if any(f.get("id") == "AD621" for f in report.findings or ()):
+        return None  # the trace named the line that raised and the operand: that finding is the crash
     tb = str(error.get("traceback") or "")
     where = _raising_line(tb)
     last = (tb.strip().splitlines() or [""])[-1].strip()

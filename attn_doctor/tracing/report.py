@@ -260,7 +260,16 @@ def _finding(record, public, problems, expected_dtype, cwd):
     if cost and cost.get("measured"):
         message += "; " + cost_mod.describe(cost)
     patch_text = record.get("_patch")
-    if first.get("fix"):
+    operand_fix = None
+    if rid == "AD601" and chain and not ({"q", "k", "v"} & {r for e in chain for r in e.get("feeds", ())}):
+        # the attention weights were promoted, not q or k: the operand to cast is what joined the
+        # scores (a float32 mask or bias), at the line where it joined them
+        operand_fix = _weights_operand_fix(record, chain, eff, cwd)
+        if operand_fix is not None:
+            patch_text = operand_fix.get("patch")
+    if patch_text:
+        pass
+    elif first.get("fix"):
         patch_text = fallbacks.patch_for(record, first, cwd)
     elif first["check"] in ("dtype", "same_dtype"):
         roles = _roles_for(record)
@@ -285,8 +294,54 @@ def _finding(record, public, problems, expected_dtype, cwd):
         "kernel": {"runs": first.get("runs"), "instead": first.get("instead")} if first.get("runs") else None,
         "cost": cost,
         **({"fix": first["remedy"]} if first.get("remedy") else {}),
+        **({"fix": operand_fix["fix"]} if operand_fix else {}),
         **(_raised_extras(record) if rid == "AD621" else {}),
     }
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+
+
+def _weights_operand_fix(record, chain, eff, cwd):
+    """{"fix": words, "patch": diff or None} for scores promoted by a wider operand (a float32 mask
+    added): cast that operand where it joins them, to the dtype of v (named from the call's line)."""
+    entry = next((e for e in chain if e.get("operand")), None)
+    if entry is None:
+        return None
+    name = entry["operand"]
+    origin = entry.get("operand_origin") or {}
+    half = eff.get("v") or eff.get("q")
+    made = " (made at %s)" % _loc(origin["file"], origin["line"]) if origin.get("line") else ""
+    fix = ("the %s operand %s%s widens the scores at %s: cast it to the scores' dtype where it joins them (%s.to(...)) "
+           "or make it in %s where it is made" % (entry.get("operand_dtype") or "float32", name, made,
+                                                 _loc(entry["file"], entry["line"]), name, half))
+    patch_text = None
+    if _NAME.match(name) and entry.get("file"):
+        dtype_expr = _value_name(record) or ("torch.%s" % half if half else None)
+        line = linecache.getline(entry["file"], entry["line"])
+        if dtype_expr and re.search(r"\b%s\b" % re.escape(name), line):
+            patch_text = patch.line_patch(entry["file"], entry["line"], name, "%s.to(%s)" % (
+                name, dtype_expr if dtype_expr.startswith("torch.") else dtype_expr + ".dtype"), cwd=cwd)
+    return {"fix": fix, "patch": patch_text}
+
+
+def _value_name(record):
+    """The variable v is in at a written-out attention's line (`probs @ v`, `torch.matmul(p, v)`)."""
+    import ast
+
+    source = linecache.getline(record.get("file") or "", record.get("line") or 0).strip()
+    try:
+        tree = ast.parse(source.split("=", 1)[-1].strip() if "=" in source.split("(")[0] else
+                         source.replace("return ", "", 1))
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and isinstance(node.right, ast.Name):
+            return node.right.id
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in (
+                "matmul", "bmm") and len(node.args) >= 2 and isinstance(node.args[1], ast.Name):
+            return node.args[1].id
+    return None
 
 
 def _raised_extras(record):

@@ -60,3 +60,19 @@ def test_one_float32_value_reaching_two_projections_is_one_finding_with_its_path
     assert origin["kind"] == "created" and origin["line"] == marker_line(TOY, "TABLE")
     # the lines the value went through, nearest its use first: where a fix may cast it back
     assert [p["line"] for p in origin["path"]] == [marker_line(TOY, "TABLE-VIEW"), marker_line(TOY, "TABLE-COS")]
+
+
+def test_scores_widened_by_a_float32_mask_name_the_mask_and_cast_it_where_it_joins(trace):
+    # q and k are bf16: the operand to change is the float32 mask, at the line where it joins the scores
+    r = trace(toy_target("mask_added_toy.py", "build"))
+    (f,) = r["findings"]
+    assert f["id"] == "AD601" and f["chain"][0]["operand"] == "mask"
+    assert f["chain"][0]["line"] == marker_line("mask_added_toy.py", "MASK-ADDED")
+    assert "+        scores = q @ k.transpose(-1, -2) + mask.to(v.dtype)  # MASK-ADDED" in f["patch"]
+    assert "mask" in f["fix"] and "q and k" not in f["fix"]
+    # what preflight() says as its remedy is that line, not the rule's "cast q and k back"
+    from attn_doctor.findings import _trace_remedies
+
+    (remedy,) = _trace_remedies(f, "mask_added_toy.py:%s" % f["sink"]["line"])
+    assert remedy.startswith("at ") and remedy.split(": ", 1)[0].endswith("mask_added_toy.py:%d" % marker_line("mask_added_toy.py", "MASK-ADDED"))
+    assert "mask.to(v.dtype)" in remedy
