@@ -34,6 +34,13 @@ def bare(tmp_path_factory) -> Path:
     return path
 
 
+def _empty(tmp_path: Path) -> Path:
+    """A working folder with nothing in it (the environments the test made are found elsewhere)."""
+    folder = tmp_path / "cwd"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 def search(target: Path, path: list, home: Path, cwd: Path, **extra):
     environ = {"PATH": os.pathsep.join(map(str, path)), "HOME": str(home), **extra}
     return find_environments(str(target), doctor="attn-doctor", environ=environ, cwd=str(cwd))
@@ -73,7 +80,22 @@ def test_venvs_of_the_projects_beside_and_in_home_envs(bare, tmp_path):
     (home / "envs" / "train").symlink_to(HERE_BIN.parent)
     found = search(bare / "bin" / "python", [], home, work)
     assert [(sorted(c.found), c.torch) for c in found.candidates] == [(["./trainer/.venv", "~/envs/train"], TORCH)]
-    assert "./*/.venv and ./*/venv" in found.searched and any("~/envs" in s for s in found.searched)
+    assert "venvs and conda environments of any name in ./ and ./*/" in found.searched
+    assert any("~/envs" in s for s in found.searched)
+
+
+@needs_torch
+def test_environments_of_any_name_in_the_working_folder(bare, tmp_path):
+    """`./train` and the README's `./.venv-dev`: a folder with pyvenv.cfg is a venv, whatever its name,
+    here and one level down (a project's `./proj/env`)."""
+    work = tmp_path / "work"
+    (work / "proj").mkdir(parents=True)
+    for link in (work / "train", work / ".venv-dev", work / "proj" / "env"):
+        link.symlink_to(HERE_BIN.parent)
+    (work / "data").mkdir()  # a folder that is no environment
+    (work / "data" / "bin").mkdir()
+    found = search(bare / "bin" / "python", [], tmp_path, work)
+    assert [(sorted(c.found), c.torch) for c in found.candidates] == [(["./.venv-dev", "./proj/env", "./train"], TORCH)]
 
 
 def test_nothing_found_is_said_with_what_was_searched(bare, tmp_path):
@@ -109,7 +131,7 @@ def test_conda_envs_from_conda_exe_and_environments_txt(bare, tmp_path):
     (home / ".conda").mkdir()
     # conda's list of environments: every `conda create -p` appends to it; junk is skipped.
     (home / ".conda" / "environments.txt").write_text(f"{root}\n{root / 'envs' / 'train'}\n{elsewhere}\nrelative/path\n\x00\xff\n")
-    found = search(bare / "bin" / "python", [], home, tmp_path, CONDA_EXE=str(root / "bin" / "conda"))
+    found = search(bare / "bin" / "python", [], home, _empty(tmp_path), CONDA_EXE=str(root / "bin" / "conda"))
     got = [(c.found, c.torch, c.python_version) for c in found.candidates]
     assert got == [(["conda env train"], "2.11.0+cu130", "3.11"), (["conda env ft"], "2.5.1", "3.11"), (["conda base"], None, "3.12")]
     assert found.candidates[0].python == str(root / "envs" / "train" / "bin" / "python")  # as -p takes it, not resolved
@@ -192,5 +214,5 @@ def test_a_python_without_venv_finds_torch_in_the_user_site(bare, tmp_path):
     prefix = _conda_env(tmp_path / "usr", None)
     info = home / ".local" / "lib" / "python3.11" / "site-packages" / "torch-2.4.1.dist-info"
     info.mkdir(parents=True)
-    found = search(bare / "bin" / "python", [prefix / "bin"], home, tmp_path)
+    found = search(bare / "bin" / "python", [prefix / "bin"], home, _empty(tmp_path))
     assert [(c.found, c.torch, c.python_version) for c in found.candidates] == [(["python on PATH"], "2.4.1", "3.11")]

@@ -7,7 +7,8 @@ imported in any environment (a broken interpreter cannot hang the check, and an 
 PATH, conda's environments (the base of $CONDA_EXE, of a conda / mamba on PATH and of the usual
 install folders, each one's `envs/`, and `~/.conda/environments.txt`, the list every `conda create`
 appends to and `conda env list` reads: its start-up alone costs longer than this whole search),
-`./.venv` and `./venv` (and in the folders beside: `./*/.venv`), pyenv's versions, uv's Pythons, virtualenvwrapper's,
+venvs and conda environments of any name in the working folder and the folders beside it
+(`./train`, `./.venv-dev`, `./*/.venv`: a folder with pyvenv.cfg or conda-meta), pyenv's versions, uv's Pythons, virtualenvwrapper's,
 `~/venvs`, `~/.venvs` and `~/envs`.
 
 The search runs in a thread with a deadline: a hung network home folder stops it, never the check.
@@ -69,7 +70,8 @@ def find_environments(target: str, doctor: Optional[str] = None, environ: Option
 
 
 def searched_words() -> list[str]:
-    return ["python3 and python on PATH", "conda environments", "./.venv and ./venv", "./*/.venv and ./*/venv", "pyenv versions",
+    return ["python3 and python on PATH", "conda environments", "venvs and conda environments of any name in ./ and ./*/",
+            "pyenv versions",
             "uv Pythons", "~/.virtualenvs, ~/venvs, ~/.venvs and ~/envs"]
 
 
@@ -127,15 +129,24 @@ def _places(environ: dict, cwd: str) -> Iterator[tuple[str, str]]:
             if python:
                 yield python, f"{name} on PATH"
     yield from _conda(environ, home)
+    # environments of any name in this folder and the projects beside it: ./train, ./.venv-dev,
+    # ./myproject/.venv (a folder with pyvenv.cfg is a venv, one with conda-meta a conda environment)
+    here = Path(cwd)
     for name in (".venv", "venv"):
-        python = _environment_python(Path(cwd) / name)
+        python = _environment_python(here / name)
         if python:
             yield python, f"./{name}"
-    for project in _children(Path(cwd)):  # the projects beside: ./*/.venv, ./*/venv
-        for name in (".venv", "venv"):
-            python = _environment_python(project / name)
+    for child in _children(here):
+        if _is_environment(child):
+            python = _environment_python(child)
             if python:
-                yield python, f"./{project.name}/{name}"
+                yield python, f"./{child.name}"
+            continue
+        for grandchild in _children(child):
+            if _is_environment(grandchild):
+                python = _environment_python(grandchild)
+                if python:
+                    yield python, f"./{child.name}/{grandchild.name}"
     pyenv = Path(environ.get("PYENV_ROOT") or home / ".pyenv") / "versions"
     for folder in _children(pyenv):
         python = _environment_python(folder)
@@ -322,6 +333,13 @@ def _pyvenv(root: Path) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- small helpers
+
+
+def _is_environment(folder: Path) -> bool:
+    try:
+        return (folder / "pyvenv.cfg").is_file() or (folder / "conda-meta").is_dir()
+    except OSError:
+        return False
 
 
 def _environment_python(folder: Path) -> Optional[str]:
