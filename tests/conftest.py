@@ -48,7 +48,9 @@ def x_transformers_installs(tmp_path_factory):
     try:
         return root, x_transformers.install(root)
     except RuntimeError as exc:
-        pytest.skip(str(exc))
+        from helpers.registry import skip_or_fail
+
+        skip_or_fail("x-transformers 1.30.1 and 1.30.2", str(exc))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -24,7 +24,9 @@ def site(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target",
                            str(target), "transformers"], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        pytest.skip("pip could not install transformers: %s" % proc.stderr.strip()[-300:])
+        from helpers.registry import skip_or_fail
+
+        skip_or_fail("transformers", proc.stderr)
     for extra in target.glob("torch*"):  # never shadow the venv's torch
         subprocess.run(["rm", "-rf", str(extra)])
     return str(target)

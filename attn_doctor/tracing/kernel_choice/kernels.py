@@ -109,15 +109,23 @@ def judged_for(target):
                                     torch_version[0], torch_version[1], unchecked)
 
 
-def ask_torch(q, k, v, mask, dropout, is_causal, enable_gqa):
-    """torch's own answer on a CUDA device: {"kernel", "refused": {backend: reason}, "accepts"}."""
+def torch_choice(q, k, v, mask, dropout, is_causal, enable_gqa):
+    """The kernel torch's SDPA dispatch picks for these tensors, by its private _fused_sdp_choice
+    called as the installed torch declares it (scale and enable_gqa keyword-only; enable_gqa from
+    torch 2.5)."""
     import torch
     from torch.nn.attention import SDPBackend
 
-    # scale and enable_gqa are keyword-only; enable_gqa exists from torch 2.5
     gqa = {"enable_gqa": True} if enable_gqa else {}
     index = torch._fused_sdp_choice(q, k, v, mask, dropout, is_causal, scale=None, **gqa)
-    kernel = _TORCH_NAMES.get(SDPBackend(index).name.lower(), SDPBackend(index).name.lower())
+    return _TORCH_NAMES.get(SDPBackend(index).name.lower(), SDPBackend(index).name.lower())
+
+
+def ask_torch(q, k, v, mask, dropout, is_causal, enable_gqa):
+    """torch's own answer on a CUDA device: {"kernel", "refused": {backend: reason}, "accepts"}."""
+    import torch
+
+    kernel = torch_choice(q, k, v, mask, dropout, is_causal, enable_gqa)
     usable, reasons = gpu_child().fused_verdicts(torch, q, is_causal, k=k, v=v, mask=mask, dropout=dropout,
                                                  enable_gqa=enable_gqa)
     return {"kernel": kernel, "refused": {key: " ".join(why) for key, why in reasons.items()},
