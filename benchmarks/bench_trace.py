@@ -10,8 +10,9 @@ measured in the same run; it is not a timed test.
 3. `attn-doctor trace --hf` of a 2-layer, 64-wide transformers Llama in an environment with
    transformers (--python; a uv install has no bytecode of its own, so this is where the doctor's
    bytecode cache counts), the whole command, against importing torch and transformers' Llama in
-   that interpreter with its bytecode (beside the sources, or where the doctor keeps it); target
-   <= 1.5x. Interleaved runs, median; the first trace, which compiles into the cache, is untimed.
+   that interpreter with its bytecode (beside the sources, or where the doctor keeps it; target
+   <= 1.5x), and against building the same model from its config and running one forward in plain
+   Python there (target <= 1.0x: the trace, its inputs' plain dry run included, costs no more). Interleaved runs, median; the first trace, which compiles into the cache, is untimed.
 
     python benchmarks/bench_trace.py                               # [1] and [2], full
     python benchmarks/bench_trace.py --quick                       # smaller shapes, for a smoke run
@@ -202,9 +203,16 @@ def hf_trace(python, repeat):
     ref_env = dict(env, **trace_bytecode_env(python))
     if "PYTHONPYCACHEPREFIX" in ref_env:
         ref_env.pop("PYTHONDONTWRITEBYTECODE", None)
+    plain = ("import torch, transformers\n"
+             "config = transformers.AutoConfig.from_pretrained(%r)\n"
+             "with torch.device('meta'):\n"
+             "    model = transformers.LlamaForCausalLM._from_config(config)\n"
+             "with torch.no_grad(), torch.device('meta'):\n"
+             "    model(input_ids=torch.zeros(1, 16, dtype=torch.long))\n" % folder)
     commands = {
         "import torch + transformers Llama": ([python, "-c", "import torch, transformers.models.llama.modeling_llama"],
                                               ref_env),
+        "plain: build it + one forward": ([python, "-c", plain], ref_env),
         "attn-doctor trace --hf (2 layers)": ([sys.executable, "-m", "attn_doctor", "trace", "--hf", folder, "--python",
                                                python, "--json"], env),
     }
@@ -230,6 +238,10 @@ def hf_trace(python, repeat):
         print("  %-36s median %6.2fs  min %6.2fs  %5.2fx" % (name, med, min(values), med / ref))
     ratio = statistics.median(samples["attn-doctor trace --hf (2 layers)"]) / ref
     print("  trace / import: %.2fx (target <= 1.5x) %s" % (ratio, "ok" if ratio <= 1.5 else "MISSED"))
+    plain_ratio = statistics.median(samples["attn-doctor trace --hf (2 layers)"]) / statistics.median(
+        samples["plain: build it + one forward"])
+    print("  trace / (plain build + one forward): %.2fx (target <= 1.0x) %s" % (
+        plain_ratio, "ok" if plain_ratio <= 1.0 else "MISSED"))
 
 
 def main(argv):
