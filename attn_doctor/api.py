@@ -407,8 +407,9 @@ def preflight(
         not run. on_failure: "raise" (default) raises PreflightError carrying the findings; "warn"
         logs each finding on the "attn_doctor" logger (logging.WARNING) and returns.
     example_inputs, dtype, autocast: for the model's trace, as in trace(). A forward pass that raises
-        (before attention or after it) is an error finding ("trace:forward", with the exception and
-        its file:line): training would raise the same at its first step.
+        (before attention or after it) is an error finding: AD621 where the trace names the line that
+        raised and the operand that does not fit, else "trace:forward" (the exception and its
+        file:line): training would raise the same at its first step.
     quick / sample / smoke / timeout: as in check(); quick=True judges package metadata, the OS and
         the GPUs only (under a second; the model, if given, is still traced). Findings below
         fail_on are logged as warnings.

@@ -233,8 +233,10 @@ def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_i
 
             if "flash" in (meta["attn_implementation"] or "") and standin_installed("flash_attn"):
                 info["standin_route"] = True  # transformers' flash path exists here only through the stand-in
+            # built in the dtype, as from_pretrained builds it: modules transformers keeps in float32
+            # stay so, and a second cast here would change the model
             return {"model": m, "inputs": inp, "notes": notes, "dtype": meta["dtype"],
-                    "inputs_guessed": meta["inputs"]}
+                    "inputs_guessed": meta["inputs"], "built_in_dtype": dtype is not None}
 
         return from_hf
     module, factory = parse_target(target)
@@ -270,7 +272,7 @@ def _prepare(built, device, dtype, seq_len=16):
         notes.append("the model is on %s; moved it to %s" % (", ".join(sorted(devices)), device))
         model = model.to(want)
         built["model"] = model
-    if dtype is not None:
+    if dtype is not None and not built.get("built_in_dtype"):
         model.to(NAME_TO_DTYPE[dtype])
     if inputs is None:
         inputs = guess_inputs(model, want, seq_len)
