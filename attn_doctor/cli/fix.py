@@ -109,8 +109,8 @@ def fix(
     Exit codes: 0 everything planned was applied and verified (or nothing to do, or --dry-run);
     1 an action failed, was rolled back or blocked (unsafe, PEP 668), the plan was declined, or the
     --trace model could not be traced;
-    2 usage error (bad option, unreadable file, no --yes without a terminal, a --trace target that
-    does not name a factory);
+    2 usage error (bad option, a --config file that is missing, empty or does not parse, no --yes
+    without a terminal, a --trace target that does not name a factory);
     128 + the signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
     """
     from ._common import UsageError, check_verbosity, fail, print_schema
@@ -146,6 +146,7 @@ def fix(
         # The same options and pipeline as `check` (attn_doctor.core.run_check), validated first.
         if (gpu is not None or capability is not None) and facts is not None:
             raise UsageError("--gpu / --capability judge this environment for another GPU; a report from --from-report has its own")
+        _readable(config or [])
         check_options = resolved(CheckOptions(python=python, quick=quick, facts_file=facts, configs=tuple(config or ()),
                                               recipes_dir=recipes, timeout=timeout, sample=not no_sample, smoke=not no_smoke,
                                               use_cache=not no_cache, naming=CLI, gpu=gpu, capability=capability))
@@ -182,6 +183,19 @@ def fix(
         from ..fix.journal import UnknownRun
 
         raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError, UnknownRun)) else 1) from None
+
+
+def _readable(paths: list[str]) -> None:
+    """fix changes only files it can read: a --config it cannot is a usage error (exit 2), said
+    before anything runs, never a plan around it."""
+    from ..boundary.inputs import shown
+    from ..probes.configs import unreadable
+    from ._common import UsageError
+
+    for path in paths:
+        why = unreadable(path)
+        if why is not None:
+            raise UsageError(f"--config {shown(path)}: {why}: fix cannot change a file it cannot read")
 
 
 def _trace_request(trace, facts, *, autocast, dtype, device, train, factory_arg):

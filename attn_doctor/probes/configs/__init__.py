@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,9 +70,14 @@ def load_with_format(path: Path) -> tuple[Any, str]:
     fmt = format_of(path)
     try:
         raw = read_bounded(path, CONFIG_MAX_BYTES if fmt == "json" else YAML_MAX_BYTES, allow_stdin=False)
-        text = text_of(raw)
+        if b"\x00" in raw[:8192]:
+            # NUL bytes are never in a text config: said as what it is, not as a parse error at byte 0
+            raise InputError("a binary file, not a text config")
+        text = text_of(raw, "a text config: a binary file, or not UTF-8 text")
     except InputError as exc:
         raise ConfigReadError(str(exc)) from None
+    if not text.strip():
+        raise ConfigReadError("the file is empty")
     try:
         if fmt is not None:
             doc = _PARSERS[fmt](text)
@@ -100,7 +106,7 @@ def _sniff(text: str) -> tuple[Any, str]:
             return _PARSERS[fmt](text), fmt
         except ConfigReadError as exc:
             errors.append(str(exc))
-    raise ConfigReadError("not JSON, TOML or YAML (the file name does not say which: " + "; ".join(errors) + ")")
+    raise ConfigReadError("not JSON, TOML or YAML (the file name does not say which; " + "; ".join(errors) + ")")
 
 
 def _parse_toml(text: str) -> Any:
@@ -111,7 +117,15 @@ def _parse_toml(text: str) -> Any:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigReadError(f"not valid TOML: {str(exc)[:300]}") from None
+        raise ConfigReadError(f"TOML syntax error: {_toml_problem(exc, text)}") from None
+
+
+def _toml_problem(exc: Exception, source: str) -> str:
+    """tomllib's message as `the problem at line L, column C: <that line>`."""
+    text = str(exc)
+    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
+    problem = text[: found.start()].strip() if found else text
+    return (problem[:200] + (f" at {located(source, int(found.group(1)), int(found.group(2)))}" if found else ""))
 
 
 def _parse_yaml(text: str) -> Any:
@@ -129,7 +143,7 @@ def _parse_yaml(text: str) -> Any:
             warnings.simplefilter("ignore")  # a reused anchor is loaded as PyYAML loads it; no stderr noise
             return yaml.load(text)
     except YAMLError as exc:
-        raise ConfigReadError(f"not valid YAML{yaml_error_place(exc, text)}") from None
+        raise ConfigReadError(f"YAML syntax error{yaml_error_place(exc, text)}") from None
 
 
 def _tagged_as_plain(constructor, _suffix, node):
@@ -156,7 +170,7 @@ def _parse_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigReadError(f"not valid JSON at {located(text, exc.lineno, exc.colno)} ({exc.msg})") from None
+        raise ConfigReadError(f"JSON syntax error at {located(text, exc.lineno, exc.colno)} ({exc.msg})") from None
     except ValueError as exc:  # an integer of more digits than Python converts (4300 by default)
         raise ConfigReadError(f"not a usable JSON config: {exc}") from None
 
@@ -172,6 +186,14 @@ def _parse_env(text: str):
         return parse_env(text)
     except ValueError as exc:
         raise ConfigReadError(f"not a shell KEY=VALUE file: {exc}") from None
+
+
+def not_settings(doc: Any) -> str:
+    """Why a parsed file holds no settings, in plain words."""
+    if doc is None:
+        return "the file holds no settings (only comments, or an empty document)"
+    what = "a list" if isinstance(doc, list) else "a single value"
+    return f"the file holds {what}, not settings (expected key: value pairs)"
 
 
 def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
@@ -202,6 +224,15 @@ def detect_kind(doc: dict, fmt: str = "yaml") -> str:
     return reader.NAME if reader is not None else "unknown"
 
 
+def unreadable(path: str) -> Optional[str]:
+    """Why the file at `path` cannot be read as a config (in plain words), or None where it can."""
+    try:
+        doc, _fmt = load_with_format(Path(path).expanduser())
+    except ConfigReadError as exc:
+        return str(exc)
+    return None if isinstance(doc, dict) else not_settings(doc)
+
+
 def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFile:
     """One config file; never raises: an unreadable file is a ConfigFile with status error, one no
     reader recognises has kind "unknown" and says why."""
@@ -212,7 +243,7 @@ def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFi
     except ConfigReadError as exc:
         return ConfigFile(path=absolute, status="error", error=str(exc), format=format_of(p))
     if not isinstance(doc, dict):
-        return ConfigFile(path=absolute, status="error", format=fmt, error="not a mapping of settings (expected key: value pairs)")
+        return ConfigFile(path=absolute, status="error", format=fmt, error=not_settings(doc))
     reader, why = recognise(doc, fmt)
     if reader is None:
         from .readers import FALLBACK
