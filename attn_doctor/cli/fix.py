@@ -48,7 +48,10 @@ def fix(
         "auto", "--installer", metavar="auto|uv|pip",
         help="What installs packages: uv (`uv pip --python TARGET`, the shortest window in which a package is half there) where it is found, else pip (auto); or the one named.",
     ),
-    undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID)."),
+    undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID). "
+                              "A file you edited after the fix is not overwritten: the undo is refused, unless --keep-edits."),
+    keep_edits: bool = typer.Option(False, "--keep-edits", help="With --undo: where you edited a file after the fix, keep your "
+                                    "version beside it (FILE.edited-ID) and restore the file as it was before the fix."),
     history: bool = typer.Option(False, "--history", help="List past fix runs."),
     gpu: Optional[str] = typer.Option(
         None, "--gpu", metavar="NAME",
@@ -100,6 +103,8 @@ def fix(
 
       attn-doctor fix --undo
 
+      attn-doctor fix --undo --keep-edits
+
     With --trace MODULE:FACTORY the dtype path judged is your model's, not the built-in sample's: the
     tracer's patches (a cast before the attention call, is_causal for a causal mask, ...) are plan
     steps, shown as diffs with --dry-run, applied with a copy of each file in the journal, verified by
@@ -122,6 +127,8 @@ def fix(
     try:
         if run_id and not undo:
             raise UsageError(f"unexpected argument {run_id!r}: a run id goes with --undo")
+        if keep_edits and not undo:
+            raise UsageError("--keep-edits goes with --undo")
         if undo or history:
             # Options of a fix run would be silently ignored: --undo --dry-run would undo for real.
             given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python if history else None), ("--from-report", facts),
@@ -135,7 +142,7 @@ def fix(
         if history:
             return _history(json_out)
         if undo:
-            return _undo(run_id, json_out, python)
+            return _undo(run_id, json_out, python, keep_edits)
         if installer not in ("auto", "uv", "pip"):
             raise UsageError(f"--installer takes auto, uv or pip, not {installer!r}")
         request = _trace_request(trace, facts, autocast=autocast, dtype=dtype, device=device, train=train,
@@ -313,7 +320,7 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
             raise UsageError(unknown)
         report = check()
         options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir, installer=installer)
-        plan = build_plan(report, options, known.data)
+        plan = build_plan(report, options, known.data, known)
         plan.traced = request is not None
     finally:
         if progress:
@@ -382,7 +389,7 @@ def _history(json_out: bool) -> None:
     raise typer.Exit(0)
 
 
-def _undo(run_id: Optional[str], json_out: bool, python: Optional[str]) -> None:
+def _undo(run_id: Optional[str], json_out: bool, python: Optional[str], keep_edits: bool = False) -> None:
     from ..fix.apply import restore_run, stop_signals_refused
     from ..fix.journal import DONE_STATUSES, JournalError, Lock, find_run, state_dir
     from ..render.fix_human import render_undo
@@ -396,7 +403,7 @@ def _undo(run_id: Optional[str], json_out: bool, python: Optional[str]) -> None:
         if journal.status in DONE_STATUSES:
             raise JournalError(f"run {journal.id} was already {'restored after an interruption' if journal.status == 'interrupted' else 'undone'}"
                                + (f" at {journal.data['undone_at']}" if journal.data.get("undone_at") else ""))
-        changed = restore_run(journal)
+        changed = restore_run(journal, keep_edits=keep_edits)
     emit(json_out, lambda: undo_json(journal.id, changed), lambda console: render_undo(journal.id, changed, console))
     raise typer.Exit(0)
 

@@ -242,6 +242,25 @@ def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFi
         doc, fmt = load_with_format(p)
     except ConfigReadError as exc:
         return ConfigFile(path=absolute, status="error", error=str(exc), format=format_of(p))
+    return _read(absolute, doc, fmt, env)
+
+
+def probe_config_text(path: str, text: str, env: Optional[Mapping[str, str]] = None) -> ConfigFile:
+    """The file at `path` as it would be read if it held `text` (fix judges an edit before it writes
+    it): the same readers, its folder as the context."""
+    absolute = os.path.abspath(Path(path).expanduser())
+    try:
+        doc = parse_text(Path(absolute), text)
+        fmt = format_of(Path(absolute)) or _sniff(text)[1]
+        check_structure(doc)
+    except ConfigReadError as exc:
+        return ConfigFile(path=absolute, status="error", error=str(exc), format=format_of(Path(absolute)))
+    except (InputError, RecursionError) as exc:
+        return ConfigFile(path=absolute, status="error", error=str(exc) or "nested too deep", format=format_of(Path(absolute)))
+    return _read(absolute, doc, fmt, env)
+
+
+def _read(absolute: str, doc: Any, fmt: str, env: Optional[Mapping[str, str]]) -> ConfigFile:
     if not isinstance(doc, dict):
         return ConfigFile(path=absolute, status="error", format=fmt, error=not_settings(doc))
     reader, why = recognise(doc, fmt)
@@ -255,7 +274,7 @@ def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFi
     reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ))
     return ConfigFile(path=absolute, kind=reader.NAME, format=fmt, why=why, settings={k: _plain(v) for k, v in reading.settings.items()},
                       plan=reading.plan, unread=unread_keys(doc, reading.read), edits=reading.edits,
-                      refused=reading.refused, refused_by=reading.refused_by)
+                      refused=reading.refused, refused_by=reading.refused_by, conflicts=reading.conflicts)
 
 
 def probe_configs(paths: Optional[list[str]], env: Optional[Mapping[str, str]] = None) -> list[ConfigFile]:

@@ -200,6 +200,7 @@ def _manual(config, intent: str) -> str:
 
 
 _MANUAL = {"precision=fp16": "train in fp16 mixed precision", "precision=fp32": "train in fp32", "attention=sdpa": "use PyTorch SDPA",
+           "weights=fp32": "load the weights in fp32 (the model's dtype argument: float32, or none)",
            "tf32=off": "turn TF32 off", "fp8=off": "turn fp8 off"}
 
 
@@ -212,6 +213,8 @@ def config_bf16_no_native(facts: Facts, data: dict) -> Optional[dict]:
         return None
     matching = []
     for config in configs:
+        if config.conflicts:
+            continue  # bf16 and fp16 both on: AD504 says it, and its remedy keeps the one this GPU runs natively
         compute, params = config.plan.get("compute_dtype"), config.plan.get("param_dtype")
         if not ((compute and compute.value == "bfloat16") or (params and params.value == "bfloat16")):
             continue

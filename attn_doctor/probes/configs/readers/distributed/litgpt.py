@@ -61,10 +61,21 @@ def read(doc: dict, ctx) -> Reading:
             r.set("fp8", True, key=key, raw=raw, note="Lightning's TransformerEnginePrecision: fp8 matrix multiplies")
             r.set("fp8_backend", "te", key=key, raw=raw)
         key_written = True
-    mixed = {"precision=fp16": "16-mixed", "precision=fp32": "32-true", "precision=bf16": "bf16-mixed", "fp8=off": "bf16-mixed"}
-    if key_written and "." not in key or raw is None and trainer is None:
-        for intent, value in mixed.items():
-            if intent != "fp8=off" or r.plan.get("fp8") is not None:
-                r.edits[intent] = {"precision": value}
+    r.edits.update(precision_edits(key if key_written else ("precision" if trainer is None else "trainer.precision"),
+                                   raw, r.plan.get("fp8") is not None))
     r.settings = {"precision": raw} if raw is not None else {}
     return r
+
+
+def precision_edits(key: str, raw, fp8: bool) -> dict[str, dict[str, object]]:
+    """Each remedy as a Lightning precision value at `key` (`precision` or `trainer.precision`), in the
+    file's style: the legacy integers (16, 32) stay integers. fp16 is always 16-mixed: fp16 weights
+    without a GradScaler (16-true) are no remedy for a full fine-tune; fp8 off keeps the dtype
+    Transformer Engine computed in."""
+    legacy = isinstance(raw, int) and not isinstance(raw, bool)
+    text = str(raw).strip().lower() if raw is not None else ""
+    edits = {"precision=fp16": {key: 16 if legacy else "16-mixed"}, "precision=fp32": {key: 32 if legacy else "32-true"},
+             "precision=bf16": {key: "bf16-mixed"}}
+    if fp8:
+        edits["fp8=off"] = {key: "16-mixed" if text == "transformer-engine-float16" else "bf16-mixed"}
+    return edits

@@ -30,7 +30,7 @@ BF16_DEFAULT = "TRL's configs set bf16 = not fp16 when bf16 is not given (trl/tr
 def read(doc: dict, ctx) -> Reading:
     r = Reading()
     r.understood("dtype", "torch_dtype", "attn_implementation", "use_flash_attention_2", "model_init_kwargs", "use_liger_kernel",
-                 "load_in_4bit", "load_in_8bit", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage")
+                 "load_in_4bit", "load_in_8bit", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage", "use_peft", "use_dora")
     init = doc.get("model_init_kwargs") if isinstance(doc.get("model_init_kwargs"), dict) else {}
     key = next((k for k in ("dtype", "torch_dtype") if doc.get(k) is not None), None)
     if key is None and init.get("dtype", init.get("torch_dtype")) is not None:
@@ -51,6 +51,11 @@ def read(doc: dict, ctx) -> Reading:
         r.set("attention", "flash_attention_2", key="use_flash_attention_2", raw=doc.get("use_flash_attention_2"))
     else:
         r.set("attention", "auto", source="default", note="no attn_implementation: transformers' default (SDPA)")
+    if truthy(doc.get("use_peft")):
+        # ModelConfig.use_peft: LoRA adapters (get_peft_config), which PEFT keeps in fp32 over a frozen base
+        r.set("adapter", "dora" if truthy(doc.get("use_dora")) else "lora", key="use_peft", raw=doc.get("use_peft"))
+        r.set("adapter_dtype", "float32", source="default",
+              note="PEFT's get_peft_model keeps bf16/fp16 adapter weights in fp32 (autocast_adapter_dtype)")
     if doc.get("deepspeed"):
         r.set("distributed", "deepspeed", key="deepspeed", raw=doc.get("deepspeed"))
     if "torch_dtype" in doc:
