@@ -594,14 +594,18 @@ def test_fix_writes_the_remedy_in_the_frameworks_keys_and_keeps_comments(tmp_pat
                env={"ATTN_DOCTOR_STATE_DIR": str(state)})
     doc = json.loads(proc.stdout)
     statuses = {(a["rule"], tuple(a["files"])): a["status"] for a in doc["actions"]}
-    assert statuses[("AD509", (str(axolotl),))] == "verified" and statuses[("AD501", (str(axolotl),))] == "verified"
+    assert statuses[("AD509", (str(axolotl),))] == "verified" and statuses[("AD501", (str(axolotl), str(titan)))] == "verified"
     text = axolotl.read_text()
     assert "\nbf16: false" in text and "\nfp16: true" in text and "\ntf32: false" in text
     assert [line for line in text.splitlines() if line.lstrip().startswith("#")] == comments
-    assert titan.read_bytes() == before_titan  # TOML: by hand, with the line to write
-    ad501 = next(a for a in doc["actions"] if a["rule"] == "AD501")
-    assert f'by hand: {titan}: a TOML file is not edited automatically' in ad501["note"]
-    assert '[training] mixed_precision_param = "float32"' in ad501["note"]
+    # TOML: edited in place; the one new line goes into [training], after its last key; the rest as it was
+    import difflib
+
+    before_lines, after_lines = before_titan.decode().splitlines(True), titan.read_text().splitlines(True)
+    ops = [op for op in difflib.SequenceMatcher(None, before_lines, after_lines).get_opcodes() if op[0] != "equal"]
+    assert [(tag, after_lines[j1:j2]) for tag, _i1, _i2, j1, j2 in ops] == [("insert", ['mixed_precision_param = "float32"\n'])]
+    section = max(i for i, line in enumerate(after_lines[: ops[0][3]]) if line.startswith("["))
+    assert after_lines[section].strip() == "[training]"
 
 
 @pytest.mark.parametrize("trl, refused", [("0.27.0", True), ("1.9.0", True), ("0.26.2", False), (None, False)])

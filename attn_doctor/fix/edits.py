@@ -4,7 +4,8 @@ YAML (LLaMA-Factory, accelerate) is parsed with ruamel.yaml's round-trip loader,
 each key and value sits in the text; the value is then replaced in place, so every other byte
 (comments, key order, quoting, blank lines, indentation) stays exactly as it was. JSON (a model's
 config.json, DeepSpeed) is edited in place too (text_edits.py): numbers keep their spelling (`5e8`),
-keys their order, lines their indentation. Every edit is read back with the loader the training tool uses and must mean what was
+keys their order, lines their indentation; TOML (torchtitan, prime-rl, kohya) likewise, value by value on
+its line, comments kept. Every edit is read back with the loader the training tool uses and must mean what was
 intended, and nothing else may have changed.
 """
 
@@ -21,7 +22,7 @@ from typing import Any, Optional
 from ..probes.configs import ConfigReadError, detect_kind, is_yaml, load_with_format, parse_text
 from ..probes.configs.plan import get as _get
 from ..rules.checks.llamafactory_values import llamafactory_flash_attn_intent, llamafactory_flash_attn_value
-from .text_edits import TextEditError, json_set
+from .text_edits import TextEditError, json_set, toml_set
 
 
 class EditError(Exception):
@@ -145,12 +146,13 @@ def edit_config(path: Path, kind: str, key: str, value: Any, llamafactory_versio
 
 def apply_settings(path: Path, text: bytes, settings: dict[str, Any]) -> bytes:
     """`text` with `settings` written; verified by reading it back."""
-    if path.suffix.lower() == ".toml":
-        shown = ", ".join(f"[{k.rpartition('.')[0]}] {k.rpartition('.')[2]} = {json.dumps(v)}" if "." in k else f"{k} = {json.dumps(v)}"
-                          for k, v in settings.items())
-        raise EditError(f"a TOML file is not edited automatically (comments would be lost); set {shown} by hand")
+    if path.suffix.lower() == ".env":
+        shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+        raise EditError(f"a shell KEY=VALUE file is not edited automatically; set {shown} by hand")
     try:
-        if is_yaml(path):
+        if path.suffix.lower() == ".toml":
+            new = toml_set(text.decode("utf-8"), settings).encode("utf-8")
+        elif is_yaml(path):
             new = _yaml_set(text.decode("utf-8"), settings).encode("utf-8")
         else:
             new = json_set(text.decode("utf-8"), settings).encode("utf-8")
@@ -208,6 +210,8 @@ _SCALAR = re.compile(r"""^('(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|[^\s#][^#\n]*?)(?=\s
 def _yaml_scalar(value: Any, like: str = "") -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if value is None:
+        return "null"
     if isinstance(value, (int, float)):
         return str(value)
     text = str(value)

@@ -172,3 +172,131 @@ def _dumps_indented(value: Any, indent: str, unit: str, ascii_only: bool) -> str
         return json.dumps(value, ensure_ascii=ascii_only)
     text = json.dumps(value, indent=unit if set(unit) != {" "} else len(unit), ensure_ascii=ascii_only)
     return text.replace("\n", "\n" + indent)
+
+
+# ---------------------------------------------------------------- TOML: one line per value
+
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_ARRAY_HEADER = re.compile(r"^\s*\[\[")
+_BARE = r"[A-Za-z0-9_-]+"
+_KEY = rf"(?:{_BARE}|\"(?:[^\"\\]|\\.)*\"|'[^']*')"
+_KEY_LINE = re.compile(rf"^(\s*)({_KEY}(?:\s*\.\s*{_KEY})*)\s*=\s*")
+
+
+def _key_parts(text: str) -> list[str]:
+    parts = re.findall(_KEY, text)
+    return [p[1:-1] if p[:1] in ("'", '"') else p for p in parts]
+
+
+def _toml_value_end(line: str, start: int) -> int:
+    """Where the one-line value that starts at `start` ends (before any comment); TextEditError for a
+    value over several lines."""
+    ch = line[start:start + 1]
+    if line.startswith(('"""', "'''"), start):
+        raise TextEditError("a multi-line string")
+    if ch == '"':
+        at = start + 1
+        while at < len(line):
+            if line[at] == "\\":
+                at += 2
+                continue
+            if line[at] == '"':
+                return at + 1
+            at += 1
+        raise TextEditError("an unterminated string")
+    if ch == "'":
+        end = line.find("'", start + 1)
+        if end < 0:
+            raise TextEditError("an unterminated string")
+        return end + 1
+    if ch in "[{":
+        depth, at, quote = 0, start, None
+        while at < len(line):
+            c = line[at]
+            if quote:
+                if c == "\\" and quote == '"':
+                    at += 2
+                    continue
+                if c == quote:
+                    quote = None
+            elif c in "\"'":
+                quote = c
+            elif c in "[{":
+                depth += 1
+            elif c in "]}":
+                depth -= 1
+                if depth == 0:
+                    return at + 1
+            elif c == "#":
+                break
+            at += 1
+        raise TextEditError("an array or inline table over several lines")
+    found = re.match(r"[^\s#,\]}]+", line[start:])
+    if not found:
+        raise TextEditError("no value after '='")
+    return start + found.end()
+
+
+def toml_value(value: Any, like: str = "") -> str:
+    """A value in TOML, a string in the quotes of the value it replaces where they can hold it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        if like.startswith("'") and "'" not in value and "\n" not in value:
+            return f"'{value}'"
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TextEditError(f"a {type(value).__name__} value")
+
+
+def toml_set(text: str, settings: dict[str, Any]) -> str:
+    """`text` with each dotted key set to its value, in place on its line; a new key after the last
+    key of its table (with that key's indentation), a new table at the end."""
+    for dotted, value in settings.items():
+        text = _toml_set_one(text, dotted.split("."), value)
+    return text
+
+
+def _toml_set_one(text: str, parts: list[str], value: Any) -> str:
+    lines = text.splitlines(True)
+    table: Optional[list[str]] = []
+    last_in: dict[tuple, int] = {}  # table -> the index of its last key line
+    header_at: dict[tuple, int] = {(): -1}
+    for i, line in enumerate(lines):
+        if _ARRAY_HEADER.match(line):
+            table = None  # an array of tables: its keys are not addressed by a dotted name
+            continue
+        header = _HEADER.match(line)
+        if header and not _KEY_LINE.match(line):
+            table = _key_parts(header.group(1))
+            header_at.setdefault(tuple(table), i)
+            continue
+        found = _KEY_LINE.match(line)
+        if not found or table is None:
+            continue
+        last_in[tuple(table)] = i
+        full = table + _key_parts(found.group(2))
+        if full == parts:
+            start = found.end()
+            end = _toml_value_end(line, start)
+            lines[i] = line[:start] + toml_value(value, line[start:end]) + line[end:]
+            return "".join(lines)
+    *parent, leaf = parts
+    leaf_text = leaf if re.fullmatch(_BARE, leaf) else json.dumps(leaf)
+    key = tuple(parent)
+    if key in last_in or key in header_at:
+        at = last_in.get(key, header_at[key])
+        indent = _KEY_LINE.match(lines[at]).group(1) if key in last_in else ""
+        new = f"{indent}{leaf_text} = {toml_value(value)}\n"
+        if at >= 0 and not lines[at].endswith("\n"):
+            lines[at] += "\n"
+        lines.insert(at + 1, new)
+        return "".join(lines)
+    if not parent:
+        return f"{leaf_text} = {toml_value(value)}\n" + text
+    name = ".".join(p if re.fullmatch(_BARE, p) else json.dumps(p) for p in parent)
+    tail = "" if text.endswith("\n") or not text else "\n"
+    return text + tail + f"\n[{name}]\n{leaf_text} = {toml_value(value)}\n"
