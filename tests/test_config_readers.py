@@ -34,9 +34,23 @@ REAL = ROOT / "tests" / "fixtures" / "configs" / "real"
 FACTS = ROOT / "tests" / "fixtures" / "facts"
 FRAMEWORKS = ("llamafactory", "axolotl", "torchtune", "trl", "ms-swift", "accelerate", "deepspeed", "torchtitan", "litgpt", "transformers",
               "llm-foundry", "verl", "oumi", "nanotron", "open-instruct", "h2o-llmstudio", "kohya-sd-scripts", "musubi-tuner",
-              "onetrainer", "simpletuner", "nemo", "nemo-rl", "megatron-bridge")
+              "onetrainer", "simpletuner", "nemo", "nemo-rl", "megatron-bridge", "composer", "lightning")
 
 EXPECTED = {
+    # issue 53: Composer outside LLM Foundry (Composer's GPU default amp_fp16, not LLM Foundry's amp_bf16), and
+    # Lightning Trainer configs (LightningCLI, Hydra; Lightning's default 32-true, never another framework's)
+    'composer/diffusion_SD-2-base-256.yaml': ('composer', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'composer/diffusion_mcli_SDXL-base-256.yaml': ('composer', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'composer/resnet50_mild.yaml': ('composer', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'lightning/hydra_example_full.yaml': ('lightning', {'compute_dtype': 'float32', 'param_dtype': 'float32'},
+        (), (), ()),
+    'lightning/terratorch_burn_scars.yaml': ('lightning', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'lightning/terratorch_eurosat.yaml': ('lightning', {'compute_dtype': 'float32', 'param_dtype': 'float32'},
+        (), (), ()),
     'accelerate/0_30_0_sagemaker.yaml': ('accelerate', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
         (), (), ()),
     'accelerate/0_34_0_fp8.yaml': ('accelerate', {'compute_dtype': 'bfloat16', 'param_dtype': 'float32', 'fp8': True},
@@ -189,8 +203,10 @@ EXPECTED = {
         (), (), ()),
     'trl/dpo_1b_fp16.yml': ('trl', {'compute_dtype': 'float16', 'param_dtype': 'float32', 'attention': 'auto'},
         (), (), ()),
-    'trl/example_config.yaml': ('trl', {'compute_dtype': 'bfloat16', 'param_dtype': 'float32', 'attention': 'auto'},
-        ('AD501',), (), ()),
+    # TRL's CLI example: model_name_or_path and dataset_name only, which transformers' example scripts write
+    # too: nothing only TRL writes, so TRL's bf16 default is not assumed (issue 53), and nothing is judged
+    'trl/example_config.yaml': ('unknown', {},
+        (), (), ()),
     'trl/handbook_apo.yaml': ('trl', {'compute_dtype': 'bfloat16', 'param_dtype': 'bfloat16', 'attention': 'flash_attention_2'},
         ('AD501', 'AD502'), (), ('AD505',)),
     'trl/handbook_config.yaml': ('trl', {'compute_dtype': 'bfloat16', 'param_dtype': 'bfloat16', 'attention': 'flash_attention_2'},
@@ -514,7 +530,7 @@ def test_check_gpu_judges_a_config_for_a_gpu_this_machine_lacks(tmp_path):
     assert ad505["status"] == "info" and why in ad505["message"], ad505
     human = cli("check", "--gpu", "h100", "--no-sample", "-c", str(cfg), env=env).stdout
     assert "assumed (--gpu h100)" in human and "AD509" not in human
-    assert "· " + str(cfg) + ": axolotl (keys base_model" in human and "not understood: flash_optimum" in human
+    assert "· " + str(cfg) + ": axolotl (only axolotl writes sequence_len" in human and "not understood: flash_optimum" in human
 
 
 def test_check_gpu_usage_errors_and_the_list():
@@ -571,9 +587,23 @@ def test_accelerate_reads_the_launchers_environment_variable():
     assert (overridden.value, overridden.source, overridden.key) == ("float16", "env", "ACCELERATE_MIXED_PRECISION")
 
 
+def yaml_without(path: Path, key: str) -> Path:
+    import tempfile
+
+    lines = [line for line in path.read_text().splitlines(True) if not line.startswith(f"{key}:")]
+    out = Path(tempfile.mkdtemp()) / path.name
+    out.write_text("".join(lines))
+    return out
+
+
 def test_defaults_applied_where_the_key_is_absent():
-    trl = probe_config(str(REAL / "trl" / "example_config.yaml"), {}).plan["compute_dtype"]
+    # a handbook recipe (use_flash_attention_2, only TRL's) without its bf16 key: TRL's bf16 = not fp16
+    recipe = yaml_without(REAL / "trl" / "handbook_config.yaml", "bf16")
+    trl = probe_config(str(recipe), {}).plan["compute_dtype"]
     assert (trl.value, trl.source) == ("bfloat16", "default") and "not fp16" in trl.note
+    # the same keys without anything only TRL writes: no TRL default assumed
+    example = probe_config(str(REAL / "trl" / "example_config.yaml"), {})
+    assert example.kind == "unknown" and "suggest TRL, but nothing only TRL writes" in example.why and not example.plan
     titan = probe_config(str(REAL / "torchtitan" / "llama3_8b.toml"), {}).plan["compute_dtype"]
     assert (titan.value, titan.source) == ("bfloat16", "default") and "mixed_precision_param" in titan.note
     axolotl = probe_config(str(REAL / "axolotl" / "3b-fp8-fsdp2.yaml"), {}).plan

@@ -197,11 +197,12 @@ def not_settings(doc: Any) -> str:
 
 
 def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
-    """The reader whose framework the keys show best, and why (the keys that show it); (None, why
-    not) where no reader's score reaches RECOGNISED_FROM."""
-    best, best_score, best_keys = None, 0, []
-    from .readers import READERS  # the readers load where a config is read, not in every check
+    """The reader whose framework the file is beyond doubt, and why (the evidence only it writes);
+    (None, why not) where no reader has such evidence: why then names the framework the keys
+    suggest, if any ("keys a, b are LLM Foundry / Composer's too, but none only it writes")."""
+    from .readers import READERS, evidence  # the readers load where a config is read, not in every check
 
+    claimed, best, best_score, best_keys = [], None, 0, []
     for reader in READERS:
         if fmt not in reader.FORMATS:
             continue
@@ -210,13 +211,22 @@ def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
         extra = getattr(reader, "recognise_extra", None)
         if extra is not None:
             score += extra(doc)
+        found = evidence(reader, doc)
+        if found:
+            claimed.append((score + 5 * len(found), reader, found))
         if score > best_score:
             best, best_score, best_keys = reader, score, keys
-    if best is None or best_score < RECOGNISED_FROM:
-        top = ", ".join(str(k) for k in list(doc)[:8]) + (", ..." if len(doc) > 8 else "")
-        return None, f"its keys ({top or 'none'}) are not those of a framework attn-doctor reads"
-    shown = ", ".join(best_keys[:5]) if best_keys else "its structure"
-    return best, f"keys {shown}"
+    # a reader that another claimant's framework builds on gives way to it (a gpt-neox YAML is a DeepSpeed config too)
+    names = {reader.NAME for _s, reader, _f in claimed}
+    claimed = [c for c in claimed if not set(getattr(c[1], "SUBSUMED_BY", ())) & names]
+    if claimed:
+        _score, reader, found = max(claimed, key=lambda c: c[0])
+        return reader, "only " + reader.LABEL + " writes " + ", ".join(str(f) for f in found[:4]) + (", ..." if len(found) > 4 else "")
+    if best is not None and best_score >= RECOGNISED_FROM:
+        shown = ", ".join(best_keys[:5]) if best_keys else "its structure"
+        return None, f"{shown} suggest {best.LABEL}, but nothing only {best.LABEL} writes"
+    top = ", ".join(str(k) for k in list(doc)[:8]) + (", ..." if len(doc) > 8 else "")
+    return None, f"its keys ({top or 'none'}) are not those of a framework attn-doctor reads"
 
 
 def detect_kind(doc: dict, fmt: str = "yaml") -> str:
@@ -270,7 +280,9 @@ def _read(absolute: str, doc: Any, fmt: str, env: Optional[Mapping[str, str]]) -
         generic_why = FALLBACK.recognise(doc)
         if generic_why is None:
             return ConfigFile(path=absolute, kind="unknown", format=fmt, why=why, unread=unread_keys(doc, set()))
-        reader, why = FALLBACK, generic_why
+        # a file that looks like a framework's without proof: what it says, and no default of that framework
+        looks = f" ({why}: no framework default assumed)" if " suggest " in why else ""
+        reader, why = FALLBACK, f"{generic_why}{looks}"
     reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ))
     return ConfigFile(path=absolute, kind=reader.NAME, format=fmt, why=why, settings={k: _plain(v) for k, v in reading.settings.items()},
                       plan=reading.plan, unread=unread_keys(doc, reading.read), edits=reading.edits,

@@ -177,7 +177,7 @@ def _plain(value: Any) -> Any:
 _LOOKS = re.compile(r"(^|[_.\-])(bf16|fp16|fp32|fp8|float8|float16|bfloat16|half|precision|dtype|tf32|amp|autocast|"
                     r"attn|attention|flash|sdpa|xformers|flex|compile|mixed)($|[_.\-])", re.IGNORECASE)
 _NOT_PRECISION = re.compile(r"(dropout|pdrop|heads|head_dim|window|bias|layers|softmax_scale|logit|sink|type_vocab|"
-                            r"hidden|size|mask|rope|rotary|multiple_of|norm|eps|chunk|block|sequence|stride)", re.IGNORECASE)
+                            r"hidden|size|mask|rope|rotary|multiple_of|norm|eps|chunk|block|sequence|stride|half_life)", re.IGNORECASE)
 UNREAD_MAX = 20
 
 

@@ -78,7 +78,7 @@ def _valid_value(value, valid: tuple) -> bool:
 
 
 def framework_label(kind: str) -> str:
-    # imported where a config is judged: a check without --config never loads the 24 readers
+    # imported where a config is judged: a check without --config never loads the readers
     from ...probes.configs.readers import label
 
     return label(kind)
@@ -516,9 +516,13 @@ def config_not_recognised(facts: Facts, data: dict) -> Optional[dict]:
     if not unknown:
         return None
     looks = unknown[0].unread
-    return {"config": unknown[0].path, "config_files": [c.path for c in unknown], "why": unknown[0].why or "",
-            "more_configs": f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "",
-            "looks": f"; keys that look like precision or attention settings: {', '.join(looks)}" if looks else ""}
+    evidence = {"config": unknown[0].path, "config_files": [c.path for c in unknown], "why": unknown[0].why or "",
+                "more_configs": f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "",
+                "looks": f"; keys that look like precision or attention settings: {', '.join(looks)}" if looks else ""}
+    if all(" suggest " in (c.why or "") and not c.unread for c in unknown):
+        # half-recognised, and nothing in it asks for a precision or an attention kernel: said, not a finding
+        evidence["severity"] = "info"
+    return evidence
 
 
 # The checks recipes name (the registry in __init__.py collects them).

@@ -18,6 +18,11 @@ FORMATS = ("json", "yaml")
 MARKERS = {"zero_optimization": 4, "train_batch_size": 3, "train_micro_batch_size_per_gpu": 3, "zero_allow_untested_optimizer": 3,
            "steps_per_print": 2, "wall_clock_breakdown": 2, "communication_data_type": 2, "data_types": 2, "gradient_clipping": 1,
            "activation_checkpointing": 1, "torch_autocast": 2, "amp": 1, "flops_profiler": 2, "zero_force_ds_cpu_optimizer": 3}
+# DeepSpeed's own config keys. A gpt-neox YAML holds them too (NeoX hands them to DeepSpeed): its reader
+# says more, so the DeepSpeed reader gives way to it (SUBSUMED_BY).
+DISTINCT = ("zero_optimization", "train_micro_batch_size_per_gpu", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
+            "steps_per_print", "wall_clock_breakdown")
+SUBSUMED_BY = ("gpt-neox",)
 
 
 # deepspeed/runtime/config.py (DeepSpeedConfig._initialize_params) asserts these are not both on.

@@ -1,6 +1,6 @@
-"""A LitGPT config (`litgpt finetune ... --config x.yaml`; litgpt/utils.py, config_hub/) or a Lightning
-CLI config (`trainer: {precision: ...}`), both read by Lightning's precision plugins
-(lightning/fabric/connector.py, _PRECISION_INPUT).
+"""A LitGPT config (`litgpt finetune ... --config x.yaml`; litgpt/utils.py, config_hub/), read by Lightning's
+precision plugins (lightning/fabric/connector.py, _PRECISION_INPUT); a LightningCLI or Hydra Lightning
+config is lightning.py's.
 
 `precision`: "32-true", "16-mixed" / "bf16-mixed" (autocast over fp32 weights; 16-mixed with a
 GradScaler), "16-true" / "bf16-true" (the weights in that dtype, no fp32 copy), "64-true",
@@ -15,11 +15,13 @@ from __future__ import annotations
 from ...plan import Reading
 
 NAME = "litgpt"
-LABEL = "LitGPT / Lightning"
+LABEL = "LitGPT"
 FORMATS = ("yaml", "json")
 MARKERS = {"checkpoint_dir": 2, "out_dir": 2, "precision": 2, "initial_checkpoint_dir": 3, "logger_name": 3, "tokenizer_dir": 2,
            "devices": 1, "num_nodes": 1, "train": 1, "eval": 1, "data": 1, "model_name": 1, "quantize": 1, "resume": 1,
            "model_config": 1, "trainer": 2, "seed_everything": 3, "ckpt_path": 1, "lora_r": 1}
+# LitGPT's CLI arguments (litgpt/finetune, pretrain): a LightningCLI or Hydra config is lightning.py's.
+DISTINCT = ("initial_checkpoint_dir", "logger_name", "tokenizer_dir", "checkpoint_dir")
 _PRECISIONS = {
     "32-true": ("float32", "float32"), "32": ("float32", "float32"),
     "16-mixed": ("float16", "float32"), "16": ("float16", "float32"),

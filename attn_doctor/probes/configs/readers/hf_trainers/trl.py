@@ -24,6 +24,11 @@ MARKERS = {"dataset_name": 3, "dataset_mixture": 3, "dataset_mixer": 3, "use_pef
            "chat_template": 1, "dataset_num_proc": 1, "gradient_checkpointing_kwargs": 1, "beta": 1, "per_device_train_batch_size": 1,
            "use_liger_kernel": 1, "preprocessing_num_workers": 1, "push_to_hub": 1, "lora_r": 1, "load_in_4bit": 1,
            "use_flash_attention_2": 2, "model_init_kwargs": 2, "packing": 1, "completion_only_loss": 2, "loss_type": 1}
+# TRL's ScriptArguments / ModelConfig / trainer configs and the alignment handbook's (dataset_name is
+# transformers' example scripts' too, model_name_or_path everyone's).
+# (dataset_mixer and model_revision are Open Instruct's too; num_generations, use_vllm and dataset_num_proc ms-swift's.)
+DISTINCT = ("dataset_mixture", "dataset_text_field", "use_peft", "completion_only_loss", "model_init_kwargs", "dataset_train_split",
+            "dataset_test_split", "use_flash_attention_2", "assistant_only_loss", "vllm_mode", "dataset_splits")
 BF16_DEFAULT = "TRL's configs set bf16 = not fp16 when bf16 is not given (trl/trainer/base_config.py)"
 
 
