@@ -92,7 +92,7 @@ def check(
     python: the interpreter to diagnose (a path, a venv folder, or a name on PATH); None: the active
         environment, as the CLI picks it (``$VIRTUAL_ENV``, else ``$CONDA_PREFIX``, else this one).
     config: a training config file or several (LLaMA-Factory, axolotl, torchtune, TRL, ms-swift,
-        accelerate, DeepSpeed, torchtitan, LitGPT / Lightning, a model's config.json), read as its
+        accelerate, DeepSpeed, torchtitan, LitGPT, Lightning (LightningCLI, Hydra), a model's config.json), read as its
         framework reads it and judged against the machine; ``report.facts.configs`` holds each
         one's training plan. A file that cannot be read is a finding (AD512), not an exception.
     gpu / capability: judge for this GPU ("t4", "h100", ...) or compute capability ("7.5") instead

@@ -324,6 +324,9 @@ class ConfigFile(Struct):
     # the installed version.
     refused: dict[str, str] = {}
     refused_by: dict[str, str] = {}
+    # Settings the framework refuses together (bf16 and fp16 both on): "bf16, fp16" (the keys as the
+    # file spells them) -> the framework's own message, or "" where no framework's is known.
+    conflicts: dict[str, str] = {}
     # Each remedy this file can take, in its own keys: intent ("precision=fp16") -> {dotted key: value};
     # an intent the framework cannot express (torchtune refuses fp16) is absent.
     edits: dict[str, dict[str, Any]] = {}

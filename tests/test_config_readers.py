@@ -34,9 +34,23 @@ REAL = ROOT / "tests" / "fixtures" / "configs" / "real"
 FACTS = ROOT / "tests" / "fixtures" / "facts"
 FRAMEWORKS = ("llamafactory", "axolotl", "torchtune", "trl", "ms-swift", "accelerate", "deepspeed", "torchtitan", "litgpt", "transformers",
               "llm-foundry", "verl", "oumi", "nanotron", "open-instruct", "h2o-llmstudio", "kohya-sd-scripts", "musubi-tuner",
-              "onetrainer", "simpletuner", "nemo", "nemo-rl", "megatron-bridge")
+              "onetrainer", "simpletuner", "nemo", "nemo-rl", "megatron-bridge", "composer", "lightning")
 
 EXPECTED = {
+    # issue 53: Composer outside LLM Foundry (Composer's GPU default amp_fp16, not LLM Foundry's amp_bf16), and
+    # Lightning Trainer configs (LightningCLI, Hydra; Lightning's default 32-true, never another framework's)
+    'composer/diffusion_SD-2-base-256.yaml': ('composer', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'composer/diffusion_mcli_SDXL-base-256.yaml': ('composer', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'composer/resnet50_mild.yaml': ('composer', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'lightning/hydra_example_full.yaml': ('lightning', {'compute_dtype': 'float32', 'param_dtype': 'float32'},
+        (), (), ()),
+    'lightning/terratorch_burn_scars.yaml': ('lightning', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'lightning/terratorch_eurosat.yaml': ('lightning', {'compute_dtype': 'float32', 'param_dtype': 'float32'},
+        (), (), ()),
     'accelerate/0_30_0_sagemaker.yaml': ('accelerate', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
         (), (), ()),
     'accelerate/0_34_0_fp8.yaml': ('accelerate', {'compute_dtype': 'bfloat16', 'param_dtype': 'float32', 'fp8': True},
@@ -189,8 +203,10 @@ EXPECTED = {
         (), (), ()),
     'trl/dpo_1b_fp16.yml': ('trl', {'compute_dtype': 'float16', 'param_dtype': 'float32', 'attention': 'auto'},
         (), (), ()),
-    'trl/example_config.yaml': ('trl', {'compute_dtype': 'bfloat16', 'param_dtype': 'float32', 'attention': 'auto'},
-        ('AD501',), (), ()),
+    # TRL's CLI example: model_name_or_path and dataset_name only, which transformers' example scripts write
+    # too: nothing only TRL writes, so TRL's bf16 default is not assumed (issue 53), and nothing is judged
+    'trl/example_config.yaml': ('unknown', {},
+        (), (), ()),
     'trl/handbook_apo.yaml': ('trl', {'compute_dtype': 'bfloat16', 'param_dtype': 'bfloat16', 'attention': 'flash_attention_2'},
         ('AD501', 'AD502'), (), ('AD505',)),
     'trl/handbook_config.yaml': ('trl', {'compute_dtype': 'bfloat16', 'param_dtype': 'bfloat16', 'attention': 'flash_attention_2'},
@@ -514,7 +530,7 @@ def test_check_gpu_judges_a_config_for_a_gpu_this_machine_lacks(tmp_path):
     assert ad505["status"] == "info" and why in ad505["message"], ad505
     human = cli("check", "--gpu", "h100", "--no-sample", "-c", str(cfg), env=env).stdout
     assert "assumed (--gpu h100)" in human and "AD509" not in human
-    assert "· " + str(cfg) + ": axolotl (keys base_model" in human and "not understood: flash_optimum" in human
+    assert "· " + str(cfg) + ": axolotl (only axolotl writes sequence_len" in human and "not understood: flash_optimum" in human
 
 
 def test_check_gpu_usage_errors_and_the_list():
@@ -528,25 +544,31 @@ def test_check_gpu_usage_errors_and_the_list():
 
 
 @pytest.mark.parametrize("content, needle", [
-    (b"[training]\nmixed_precision_param = \n", "not valid TOML"),
+    (b"[training]\nmixed_precision_param = \n", "TOML syntax error: Invalid value at line 2, column 25: mixed_precision_param ="),
     (b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "nested deeper than 64 levels"),
-    (bytes(range(256)) * 40, "not a text file (UTF-8)"),
+    (bytes(range(256)) * 40, "a binary file, not a text config"),
+    (b"\xff\xfe precision: bf16\n", "not a text config: a binary file, or not UTF-8 text"),
+    (b"", "the file is empty"),
+    (b"\n  \n", "the file is empty"),
 ])
 def test_a_hostile_toml_is_one_finding_and_the_rest_of_the_report(tmp_path, content, needle):
     cfg = tmp_path / "train.toml"
     cfg.write_bytes(content)
     other = REAL / "axolotl" / "config.yml"
     proc = cli("check", "--from-report", str(FACTS / "t4.json"), "-c", str(cfg), "-c", str(other), "--json")
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the other config's error, not the unread file
     results = {r["rule"]: r for r in json.loads(proc.stdout)["results"]}
-    assert results["AD512"]["status"] == "error" and needle in results["AD512"]["message"], results["AD512"]
+    assert results["AD512"]["status"] == "info" and needle in results["AD512"]["message"], results["AD512"]
     assert results["AD509"]["status"] == "error"  # the other config is judged all the same
+    alone = cli("check", "--from-report", str(FACTS / "t4.json"), "-c", str(cfg), "--json")
+    without = cli("check", "--from-report", str(FACTS / "t4.json"), "--json")
+    assert alone.returncode == without.returncode  # the unread file adds nothing to the exit code
 
 
 def test_a_folder_is_one_finding(tmp_path):
     proc = cli("check", "--from-report", str(FACTS / "t4.json"), "-c", str(tmp_path), "--json")
     results = {r["rule"]: r for r in json.loads(proc.stdout)["results"]}
-    assert proc.returncode == 1 and "a folder, not a file" in results["AD512"]["message"]
+    assert results["AD512"]["status"] == "info" and "a folder, not a file" in results["AD512"]["message"]
 
 
 def test_an_unknown_config_is_said_out_loud_with_the_keys_it_did_not_understand(tmp_path):
@@ -565,9 +587,23 @@ def test_accelerate_reads_the_launchers_environment_variable():
     assert (overridden.value, overridden.source, overridden.key) == ("float16", "env", "ACCELERATE_MIXED_PRECISION")
 
 
+def yaml_without(path: Path, key: str) -> Path:
+    import tempfile
+
+    lines = [line for line in path.read_text().splitlines(True) if not line.startswith(f"{key}:")]
+    out = Path(tempfile.mkdtemp()) / path.name
+    out.write_text("".join(lines))
+    return out
+
+
 def test_defaults_applied_where_the_key_is_absent():
-    trl = probe_config(str(REAL / "trl" / "example_config.yaml"), {}).plan["compute_dtype"]
+    # a handbook recipe (use_flash_attention_2, only TRL's) without its bf16 key: TRL's bf16 = not fp16
+    recipe = yaml_without(REAL / "trl" / "handbook_config.yaml", "bf16")
+    trl = probe_config(str(recipe), {}).plan["compute_dtype"]
     assert (trl.value, trl.source) == ("bfloat16", "default") and "not fp16" in trl.note
+    # the same keys without anything only TRL writes: no TRL default assumed
+    example = probe_config(str(REAL / "trl" / "example_config.yaml"), {})
+    assert example.kind == "unknown" and "suggest TRL, but nothing only TRL writes" in example.why and not example.plan
     titan = probe_config(str(REAL / "torchtitan" / "llama3_8b.toml"), {}).plan["compute_dtype"]
     assert (titan.value, titan.source) == ("bfloat16", "default") and "mixed_precision_param" in titan.note
     axolotl = probe_config(str(REAL / "axolotl" / "3b-fp8-fsdp2.yaml"), {}).plan
@@ -588,14 +624,18 @@ def test_fix_writes_the_remedy_in_the_frameworks_keys_and_keeps_comments(tmp_pat
                env={"ATTN_DOCTOR_STATE_DIR": str(state)})
     doc = json.loads(proc.stdout)
     statuses = {(a["rule"], tuple(a["files"])): a["status"] for a in doc["actions"]}
-    assert statuses[("AD509", (str(axolotl),))] == "verified" and statuses[("AD501", (str(axolotl),))] == "verified"
+    assert statuses[("AD509", (str(axolotl),))] == "verified" and statuses[("AD501", (str(axolotl), str(titan)))] == "verified"
     text = axolotl.read_text()
     assert "\nbf16: false" in text and "\nfp16: true" in text and "\ntf32: false" in text
     assert [line for line in text.splitlines() if line.lstrip().startswith("#")] == comments
-    assert titan.read_bytes() == before_titan  # TOML: by hand, with the line to write
-    ad501 = next(a for a in doc["actions"] if a["rule"] == "AD501")
-    assert f'by hand: {titan}: a TOML file is not edited automatically' in ad501["note"]
-    assert '[training] mixed_precision_param = "float32"' in ad501["note"]
+    # TOML: edited in place; the one new line goes into [training], after its last key; the rest as it was
+    import difflib
+
+    before_lines, after_lines = before_titan.decode().splitlines(True), titan.read_text().splitlines(True)
+    ops = [op for op in difflib.SequenceMatcher(None, before_lines, after_lines).get_opcodes() if op[0] != "equal"]
+    assert [(tag, after_lines[j1:j2]) for tag, _i1, _i2, j1, j2 in ops] == [("insert", ['mixed_precision_param = "float32"\n'])]
+    section = max(i for i, line in enumerate(after_lines[: ops[0][3]]) if line.startswith("["))
+    assert after_lines[section].strip() == "[training]"
 
 
 @pytest.mark.parametrize("trl, refused", [("0.27.0", True), ("1.9.0", True), ("0.26.2", False), (None, False)])

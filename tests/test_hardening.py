@@ -47,21 +47,22 @@ def one_line_usage_error(proc, code=2):
 
 
 def config_finding(proc, path):
-    """The documented shape of a --config file that cannot be read: one AD512 finding that names the
-    file and the reason, the rest of the report printed, exit 1 (errors found), no traceback; fix's
-    plan lists it by hand, with the reason, and plans the rest. Returns the finding's line."""
+    """The documented shape of a --config file that cannot be read. check: one AD512 note that names
+    the file and the reason in plain words, the rest of the report printed, no traceback, and an exit
+    code that is the job's other findings' (the note alone never fails the check). fix: a usage
+    error (exit 2), one line naming the file and the reason: it cannot change a file it cannot read.
+    Returns the line."""
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
-    if proc.stdout.startswith("Plan ("):
-        assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-        lines = [line for line in proc.stdout.splitlines() if "AD512:" in line]
-        assert len(lines) == 1 and "By hand" in proc.stdout, proc.stdout
-        return lines[0]
-    assert proc.returncode == 1, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    if proc.returncode == 2:
+        line = one_line_usage_error(proc)
+        assert "fix cannot change a file it cannot read" in line and str(path)[:40] in line, line
+        return line
+    assert proc.returncode in (0, 1), (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert proc.stdout.count("AD512 config-unreadable") == 1, proc.stdout[-3000:]
-    if "[✗] Configs" in proc.stdout:  # check: every other section is there too
-        assert "System:" in proc.stdout and "GPU" in proc.stdout
+    assert "System:" in proc.stdout and "GPU" in proc.stdout  # every other section is there too
     lines = [line for line in proc.stdout.splitlines() if str(path)[:60] in line and "not judged" in line]
-    assert len(lines) == 1, proc.stdout[-3000:]
+    assert len(lines) == 1 and lines[0].lstrip().startswith("i ") and ": not read: " in lines[0], proc.stdout[-3000:]
+    assert "file read" not in next(line for line in proc.stdout.splitlines() if "Configs:" in line)
     return lines[0]
 
 

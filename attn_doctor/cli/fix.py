@@ -15,7 +15,7 @@ def fix(
     run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="With --undo: the run to undo (default: the latest)."),
     config: Optional[list[str]] = typer.Option(
         None, "--config", "-c", metavar="FILE", help="A training config to judge and fix (repeatable), in its own keys and spelling, "
-        "comments kept (YAML, JSON; TOML and config.env files get the line to change): LLaMA-Factory, axolotl, torchtune, TRL / alignment-handbook, ms-swift, accelerate, DeepSpeed, torchtitan (TOML), LitGPT / Lightning, NeMo (1.x and 2.x), NeMo-RL, Megatron-Bridge, LLM Foundry / Composer, verl, OpenRLHF, Oumi, nanotron, Open Instruct, H2O LLM Studio, kohya sd-scripts and musubi-tuner (TOML), OneTrainer, SimpleTuner (JSON, TOML, config.env), a model's config.json, and any other YAML, JSON or "
+        "every untouched byte kept: values, quotes, comments, order (YAML, JSON, TOML; config.env files get the line to change): LLaMA-Factory, axolotl, torchtune, TRL / alignment-handbook, ms-swift, accelerate, DeepSpeed, torchtitan (TOML), LitGPT, Lightning (LightningCLI, Hydra), NeMo (1.x and 2.x), NeMo-RL, Megatron-Bridge, LLM Foundry, Composer, verl, OpenRLHF, Oumi, nanotron, Open Instruct, H2O LLM Studio, kohya sd-scripts and musubi-tuner (TOML), OneTrainer, SimpleTuner (JSON, TOML, config.env), a model's config.json, and any other YAML, JSON or "
         "TOML read generically for its precision, dtype and attention keys."
     ),
     python: Optional[str] = python_option(
@@ -48,7 +48,10 @@ def fix(
         "auto", "--installer", metavar="auto|uv|pip",
         help="What installs packages: uv (`uv pip --python TARGET`, the shortest window in which a package is half there) where it is found, else pip (auto); or the one named.",
     ),
-    undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID)."),
+    undo: bool = typer.Option(False, "--undo", help="Restore the files and the package set from before a fix run (the latest, or ID). "
+                              "A file you edited after the fix is not overwritten: the undo is refused, unless --keep-edits."),
+    keep_edits: bool = typer.Option(False, "--keep-edits", help="With --undo: where you edited a file after the fix, keep your "
+                                    "version beside it (FILE.edited-ID) and restore the file as it was before the fix."),
     history: bool = typer.Option(False, "--history", help="List past fix runs."),
     gpu: Optional[str] = typer.Option(
         None, "--gpu", metavar="NAME",
@@ -100,6 +103,8 @@ def fix(
 
       attn-doctor fix --undo
 
+      attn-doctor fix --undo --keep-edits
+
     With --trace MODULE:FACTORY the dtype path judged is your model's, not the built-in sample's: the
     tracer's patches (a cast before the attention call, is_causal for a causal mask, ...) are plan
     steps, shown as diffs with --dry-run, applied with a copy of each file in the journal, verified by
@@ -109,8 +114,8 @@ def fix(
     Exit codes: 0 everything planned was applied and verified (or nothing to do, or --dry-run);
     1 an action failed, was rolled back or blocked (unsafe, PEP 668), the plan was declined, or the
     --trace model could not be traced;
-    2 usage error (bad option, unreadable file, no --yes without a terminal, a --trace target that
-    does not name a factory);
+    2 usage error (bad option, a --config file that is missing, empty or does not parse, no --yes
+    without a terminal, a --trace target that does not name a factory);
     128 + the signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
     """
     from ._common import UsageError, check_verbosity, fail, print_schema
@@ -122,6 +127,8 @@ def fix(
     try:
         if run_id and not undo:
             raise UsageError(f"unexpected argument {run_id!r}: a run id goes with --undo")
+        if keep_edits and not undo:
+            raise UsageError("--keep-edits goes with --undo")
         if undo or history:
             # Options of a fix run would be silently ignored: --undo --dry-run would undo for real.
             given = [name for name, value in (("--dry-run", dry_run), ("--config", config), ("--python", python if history else None), ("--from-report", facts),
@@ -135,7 +142,7 @@ def fix(
         if history:
             return _history(json_out)
         if undo:
-            return _undo(run_id, json_out, python)
+            return _undo(run_id, json_out, python, keep_edits)
         if installer not in ("auto", "uv", "pip"):
             raise UsageError(f"--installer takes auto, uv or pip, not {installer!r}")
         request = _trace_request(trace, facts, autocast=autocast, dtype=dtype, device=device, train=train,
@@ -146,6 +153,7 @@ def fix(
         # The same options and pipeline as `check` (attn_doctor.core.run_check), validated first.
         if (gpu is not None or capability is not None) and facts is not None:
             raise UsageError("--gpu / --capability judge this environment for another GPU; a report from --from-report has its own")
+        _readable(config or [])
         check_options = resolved(CheckOptions(python=python, quick=quick, facts_file=facts, configs=tuple(config or ()),
                                               recipes_dir=recipes, timeout=timeout, sample=not no_sample, smoke=not no_smoke,
                                               use_cache=not no_cache, naming=CLI, gpu=gpu, capability=capability))
@@ -182,6 +190,19 @@ def fix(
         from ..fix.journal import UnknownRun
 
         raise fail(str(exc), 2 if isinstance(exc, (UsageError, FactsFileError, RecipeError, UnknownRun)) else 1) from None
+
+
+def _readable(paths: list[str]) -> None:
+    """fix changes only files it can read: a --config it cannot is a usage error (exit 2), said
+    before anything runs, never a plan around it."""
+    from ..boundary.inputs import shown
+    from ..probes.configs import unreadable
+    from ._common import UsageError
+
+    for path in paths:
+        why = unreadable(path)
+        if why is not None:
+            raise UsageError(f"--config {shown(path)}: {why}: fix cannot change a file it cannot read")
 
 
 def _trace_request(trace, facts, *, autocast, dtype, device, train, factory_arg):
@@ -299,7 +320,7 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
             raise UsageError(unknown)
         report = check()
         options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir, installer=installer)
-        plan = build_plan(report, options, known.data)
+        plan = build_plan(report, options, known.data, known)
         plan.traced = request is not None
     finally:
         if progress:
@@ -368,7 +389,7 @@ def _history(json_out: bool) -> None:
     raise typer.Exit(0)
 
 
-def _undo(run_id: Optional[str], json_out: bool, python: Optional[str]) -> None:
+def _undo(run_id: Optional[str], json_out: bool, python: Optional[str], keep_edits: bool = False) -> None:
     from ..fix.apply import restore_run, stop_signals_refused
     from ..fix.journal import DONE_STATUSES, JournalError, Lock, find_run, state_dir
     from ..render.fix_human import render_undo
@@ -382,7 +403,7 @@ def _undo(run_id: Optional[str], json_out: bool, python: Optional[str]) -> None:
         if journal.status in DONE_STATUSES:
             raise JournalError(f"run {journal.id} was already {'restored after an interruption' if journal.status == 'interrupted' else 'undone'}"
                                + (f" at {journal.data['undone_at']}" if journal.data.get("undone_at") else ""))
-        changed = restore_run(journal)
+        changed = restore_run(journal, keep_edits=keep_edits)
     emit(json_out, lambda: undo_json(journal.id, changed), lambda console: render_undo(journal.id, changed, console))
     raise typer.Exit(0)
 

@@ -17,7 +17,7 @@ from typing import Optional
 from ..facts import Facts
 from ..report import Report
 from .edits import EditError, apply_settings, atomic_write
-from .journal import Journal, JournalError, Lock, interrupted_runs, state_dir
+from .journal import Journal, JournalError, Lock, interrupted_runs, sha256, state_dir
 from .patches import patch_file_name, verify_fla_states_edit
 from .packages import (STOP_SIGNALS, FixError, FixInterrupted, Interrupted, _tail, read_packages, read_site,
                        restore_packages, run_command)
@@ -40,9 +40,65 @@ def recover_interrupted(root: Optional[Path] = None, progress: Progress = None) 
     return restored
 
 
-def restore_run(journal: Journal, status: str = "undone") -> list[str]:
-    """Undo one run: files back byte for byte (mode too), packages back to the recorded set."""
+class EditedSince(JournalError):
+    """A file the run wrote was changed afterwards: undoing would drop those changes."""
+
+
+def edited_since(journal: Journal) -> list[str]:
+    """The files the run wrote that are no longer what it left (the user kept editing them)."""
+    edited = []
+    for entry in journal.data["files"]:
+        if "sha256_after" not in entry:
+            continue  # a run killed before it finished: nobody edited what it half wrote
+        try:
+            current = sha256(Path(entry["path"]).read_bytes())
+        except FileNotFoundError:
+            current = None
+        except OSError:
+            current = "unreadable"
+        if current != entry["sha256_after"]:
+            edited.append(entry["path"])
+    return edited
+
+
+def record_written(journal: Journal) -> None:
+    """What the run left in each file it touched, so that an undo can tell the user's later edits."""
+    for entry in journal.data["files"]:
+        try:
+            entry["sha256_after"] = sha256(Path(entry["path"]).read_bytes())
+        except FileNotFoundError:
+            entry["sha256_after"] = None
+        except OSError:
+            continue
+
+
+def kept_name(path: Path, run_id: str) -> Path:
+    """Where --keep-edits keeps the user's version: beside the file, never over another file."""
+    candidate = path.with_name(f"{path.name}.edited-{run_id}")
+    n = 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.edited-{run_id}-{n}")
+    return candidate
+
+
+def restore_run(journal: Journal, status: str = "undone", keep_edits: bool = False) -> list[str]:
+    """Undo one run: files back byte for byte (mode too), packages back to the recorded set. A file
+    the user changed after the run wrote it is never overwritten silently: EditedSince, before
+    anything changes; with keep_edits, the user's version is kept beside it first."""
+    edited = edited_since(journal)
+    if edited and not keep_edits:
+        shown = ", ".join(edited)
+        raise EditedSince(f"nothing undone: {shown} changed after fix {journal.id} wrote {'it' if len(edited) == 1 else 'them'}, and "
+                          f"undoing would lose those edits. `attn-doctor fix --undo {journal.id} --keep-edits` restores the file as it "
+                          "was before the fix and keeps your edited version beside it")
     changed = []
+    for file in edited:
+        path = Path(file)
+        if path.exists():
+            side = kept_name(path, journal.id)
+            atomic_write(side, path.read_bytes(), mode=path.stat().st_mode & 0o7777)
+            changed.append(f"kept your edited {path} as {side}")
     for entry in reversed(journal.data["files"]):
         path = Path(entry["path"])
         if entry["existed"]:
@@ -229,6 +285,7 @@ def _apply(plan: Plan, facts: Facts, verify, patch_dir: Path, note, journal: Jou
             )
     kept = [a for a in actions if a.status in ("verified", "unverified")]
     journal.data["actions"] = [a.to_dict() for a in plan.actions]
+    record_written(journal)
     journal.set_status("applied" if kept or patch_files else "rolled-back")
     return journal
 

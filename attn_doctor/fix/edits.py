@@ -3,8 +3,9 @@
 YAML (LLaMA-Factory, accelerate) is parsed with ruamel.yaml's round-trip loader, which knows where
 each key and value sits in the text; the value is then replaced in place, so every other byte
 (comments, key order, quoting, blank lines, indentation) stays exactly as it was. JSON (a model's
-config.json, DeepSpeed) has no comments; it is re-written with the file's own indentation and key
-order. Every edit is read back with the loader the training tool uses and must mean what was
+config.json, DeepSpeed) is edited in place too (text_edits.py): numbers keep their spelling (`5e8`),
+keys their order, lines their indentation; TOML (torchtitan, prime-rl, kohya) likewise, value by value on
+its line, comments kept. Every edit is read back with the loader the training tool uses and must mean what was
 intended, and nothing else may have changed.
 """
 
@@ -21,6 +22,7 @@ from typing import Any, Optional
 from ..probes.configs import ConfigReadError, detect_kind, is_yaml, load_with_format, parse_text
 from ..probes.configs.plan import get as _get
 from ..rules.checks.llamafactory_values import llamafactory_flash_attn_intent, llamafactory_flash_attn_value
+from .text_edits import TextEditError, json_set, toml_set
 
 
 class EditError(Exception):
@@ -144,14 +146,18 @@ def edit_config(path: Path, kind: str, key: str, value: Any, llamafactory_versio
 
 def apply_settings(path: Path, text: bytes, settings: dict[str, Any]) -> bytes:
     """`text` with `settings` written; verified by reading it back."""
-    if path.suffix.lower() == ".toml":
-        shown = ", ".join(f"[{k.rpartition('.')[0]}] {k.rpartition('.')[2]} = {json.dumps(v)}" if "." in k else f"{k} = {json.dumps(v)}"
-                          for k, v in settings.items())
-        raise EditError(f"a TOML file is not edited automatically (comments would be lost); set {shown} by hand")
-    if is_yaml(path):
-        new = _yaml_set(text.decode("utf-8"), settings).encode("utf-8")
-    else:
-        new = _json_set(text.decode("utf-8"), settings).encode("utf-8")
+    if path.suffix.lower() == ".env":
+        shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+        raise EditError(f"a shell KEY=VALUE file is not edited automatically; set {shown} by hand")
+    try:
+        if path.suffix.lower() == ".toml":
+            new = toml_set(text.decode("utf-8"), settings).encode("utf-8")
+        elif is_yaml(path):
+            new = _yaml_set(text.decode("utf-8"), settings).encode("utf-8")
+        else:
+            new = json_set(text.decode("utf-8"), settings).encode("utf-8")
+    except TextEditError as exc:
+        raise EditError(f"{exc}; edit it by hand") from None
     _verify(path, text, new, settings)
     return new
 
@@ -204,13 +210,28 @@ _SCALAR = re.compile(r"""^('(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|[^\s#][^#\n]*?)(?=\s
 def _yaml_scalar(value: Any, like: str = "") -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if value is None:
+        return "null"
     if isinstance(value, (int, float)):
         return str(value)
     text = str(value)
     quote = like[:1] if like[:1] in ("'", '"') else ""
-    if not quote and (_YAML11_SPECIAL.match(text) or not re.match(r"^[A-Za-z_][A-Za-z0-9_./-]*$", text)):
+    if not quote and not _plain_string(text):
         quote = '"'
     return f"{quote}{text}{quote}" if quote else text
+
+
+def _plain_string(text: str) -> bool:
+    """`text` written unquoted reads back as that same string under YAML 1.1 (PyYAML's safe_load):
+    `16-mixed` does, `off`, `1e5` or `16` do not."""
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$", text) or _YAML11_SPECIAL.match(text) and not text[:1].isdigit():
+        return False
+    from ..probes.configs import ConfigReadError, parse_text
+
+    try:
+        return parse_text(Path("value.yaml"), f"value: {text}\n") == {"value": text}
+    except ConfigReadError:
+        return False
 
 
 def _yaml_set(text: str, settings: dict[str, Any]) -> str:
@@ -290,25 +311,3 @@ def _yaml_set_nested(doc, lines: list[str], dotted: str, value: Any, settings: d
 
 def _last_line_of(doc, key: str, lines: list[str]) -> int:
     return doc.lc.value(key)[0]
-
-
-# ---------------------------------------------------------------- JSON
-
-
-def _json_set(text: str, settings: dict[str, Any]) -> str:
-    doc = json.loads(text)
-    indent_match = re.search(r"\n([ \t]+)\"", text)
-    indent: Any = indent_match.group(1) if indent_match else None
-    if isinstance(indent, str) and set(indent) == {" "}:
-        indent = len(indent)
-    for dotted, value in settings.items():
-        parts = dotted.split(".")
-        node = doc
-        for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                node[part] = {}
-            node = node[part]
-        node[parts[-1]] = value
-    ascii_only = all(ord(ch) < 128 for ch in text)
-    out = json.dumps(doc, indent=indent, ensure_ascii=ascii_only)
-    return out + ("\n" if text.endswith("\n") else "")

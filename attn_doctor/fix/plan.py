@@ -97,7 +97,16 @@ class Options:
     from_report: bool = False  # set by build_plan: the facts were recorded elsewhere
 
 
-def build_plan(report: Report, options: Options, data: Optional[dict] = None) -> Plan:
+def build_plan(report: Report, options: Options, data: Optional[dict] = None, recipes=None) -> Plan:
+    """The plan for a check's report. Every config edit is judged before it is offered (judge.py),
+    with `recipes` (default: the shipped ones): a change any rule says fails is not planned."""
+    from .judge import Judge
+
+    if recipes is None:
+        from ..rules.loader import load_recipes
+
+        recipes = load_recipes()
+    judge = Judge(report, recipes)
     facts = report.facts
     plan = Plan(source=report.source, python=facts.platform.python_executable,
                 target=facts.target if report.source == "probed" else None,
@@ -118,15 +127,17 @@ def build_plan(report: Report, options: Options, data: Optional[dict] = None) ->
             plan.manual.append(ManualItem(result.rule, result.status, "Nothing changed: " + (result.message or result.title),
                                           None, None))
             continue
+        if _resolved_by_earlier(result, plan, pending_text, judge):
+            continue
         action = None
         for remedy in result.remedies:
-            action = _action_for(len(plan.actions) + 1, result, remedy, facts, options, pending_text, data or {})
+            action = _action_for(len(plan.actions) + 1, result, remedy, facts, options, pending_text, data or {}, judge)
             if action is None:
                 continue
             if action.status == "blocked":
                 # A later remedy may be possible where this one is not (fla: the source patch when
                 # the torch upgrade cannot be done); an unsafe block is final only at the end.
-                later = _first_possible(result, remedy, facts, options, pending_text, data or {}, len(plan.actions) + 1)
+                later = _first_possible(result, remedy, facts, options, pending_text, data or {}, len(plan.actions) + 1, judge)
                 if later is not None:
                     action = later
             break
@@ -144,17 +155,33 @@ def build_plan(report: Report, options: Options, data: Optional[dict] = None) ->
     return plan
 
 
-def _first_possible(result, after, facts, options, pending_text, data, next_id) -> Optional[Action]:
+def _resolved_by_earlier(result: Result, plan: Plan, pending_text: dict, judge) -> bool:
+    """A config finding that the edits planned before it already resolve in every file it names: no
+    action of its own (a second edit of the same key could undo the first); the action that
+    resolves it says so."""
+    files = result.evidence.get("config_files") or []
+    if not files or not any(r.kind == "config" for r in result.remedies) or not all(f in pending_text for f in files):
+        return False
+    if not all(judge.resolved(result.rule, f, pending_text[f]) for f in files):
+        return False
+    for action in reversed(plan.actions):
+        if action.kind == "config" and set(files) & set(action.files):
+            action.note = (action.note + "; " if action.note else "") + f"also resolves {result.rule}"
+            break
+    return True
+
+
+def _first_possible(result, after, facts, options, pending_text, data, next_id, judge) -> Optional[Action]:
     remedies = result.remedies[result.remedies.index(after) + 1 :]
     for remedy in remedies:
-        action = _action_for(next_id, result, remedy, facts, options, dict(pending_text), data)
+        action = _action_for(next_id, result, remedy, facts, options, dict(pending_text), data, judge)
         if action is not None and action.status == "planned":
-            return _action_for(next_id, result, remedy, facts, options, pending_text, data)
+            return _action_for(next_id, result, remedy, facts, options, pending_text, data, judge)
     return None
 
 
 def _action_for(
-    number: int, result: Result, remedy: Remedy, facts: Facts, options: Options, pending_text: dict, data: dict
+    number: int, result: Result, remedy: Remedy, facts: Facts, options: Options, pending_text: dict, data: dict, judge=None
 ) -> Optional[Action]:
     base = dict(id=number, rule=result.rule, summary=remedy.summary, safety=remedy.safety, why_unsafe=remedy.why_unsafe)
     if remedy.kind == "pip" and remedy.requirement:
@@ -164,7 +191,7 @@ def _action_for(
         if not files:
             return None  # a generic config advice (no --config file named): manual
         return _config_action(Action(kind="config", config=remedy.config, **base), remedy, files, facts, options, pending_text,
-                              result.evidence)
+                              result.evidence, judge)
     if remedy.kind == "patch":
         return _patch_action(Action(kind="patch", **base), result, facts, options, pending_text)
     return None
@@ -275,7 +302,8 @@ def _torch_for_triton(req: Requirement, pins: dict) -> Optional[str]:
 
 
 def _config_action(
-    action: Action, remedy: Remedy, files: list[str], facts: Facts, options: Options, pending_text: dict, evidence: dict
+    action: Action, remedy: Remedy, files: list[str], facts: Facts, options: Options, pending_text: dict, evidence: dict,
+    judge=None
 ) -> Action:
     from ..probes.configs import ConfigReadError, load_document
 
@@ -293,6 +321,9 @@ def _config_action(
             else:
                 settings = settings_for(remedy.config, remedy.key, remedy.value, doc, lf_version)
             new = apply_settings(path, current, settings)
+            refusal = judge.verdict(action.rule, file, pending_text.get(file), new) if judge is not None else None
+            if refusal is not None:
+                raise EditError(refusal)
         except (OSError, EditError, ConfigReadError) as exc:
             # One file that must be edited by hand does not hold back the others of the same remedy.
             by_hand.append(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")

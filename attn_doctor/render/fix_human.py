@@ -27,11 +27,11 @@ MARKS = {
 # record are printed unwrapped, so that they copy whole (a log has no width: nothing wraps there).
 
 
-def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) -> None:
+def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False, title: Optional[str] = None) -> None:
     if not plan.actions and not plan.manual:
         console.print("[green]Nothing to fix:[/] no finding has a remedy to apply.")
         return
-    title = "Plan (dry run: nothing will change)" if dry_run else "Plan"
+    title = title or ("Plan (dry run: nothing will change)" if dry_run else "Plan")
     console.print(f"[bold]{title}[/]")
     if plan.target is not None:
         # which environment and why, in check's words: a pipx-installed doctor fixes the active venv
@@ -66,9 +66,9 @@ def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False) ->
 
 def render_unapplied(plan, console: Console, dry_run: bool, verbose: bool = False) -> None:
     """A plan that is not applied: a dry run, or nothing in it can run here."""
-    render_plan(plan, console, dry_run=True, verbose=verbose)
-    if not dry_run and plan.actions:
-        console.print("Nothing to apply.")
+    # the header says a dry run only where one was asked for: here nothing can be applied
+    render_plan(plan, console, dry_run=True, verbose=verbose,
+                title=None if dry_run else "Plan (nothing here can be applied: nothing changed)")
 
 
 def _action_line(action, console: Console) -> None:

@@ -238,10 +238,19 @@ def section_summary(area: str, facts: Facts, source: str = "probed") -> Optional
 def _configs(facts: Facts) -> Optional[str]:
     if not facts.configs:
         return None
-    kinds = [c.kind if c.status == "ok" else "unreadable" for c in facts.configs]
     from ..probes.configs.readers import label
+    from .console import inert
 
-    return f"{len(kinds)} file{'s' if len(kinds) != 1 else ''} read: " + ", ".join(dict.fromkeys(label(k) for k in kinds))
+    read = [c.kind for c in facts.configs if c.status == "ok"]
+    unread = [c for c in facts.configs if c.status != "ok"]
+    parts = []
+    if read:
+        parts.append(f"{len(read)} file{'s' if len(read) != 1 else ''} read: " + ", ".join(dict.fromkeys(label(k) for k in read)))
+    if unread:
+        # a file not read is never counted as read; one alone says why in the header
+        why = f" ({inert(unread[0].error or 'unreadable')})" if len(unread) == 1 else ""
+        parts.append(f"{len(unread)} file{'s' if len(unread) != 1 else ''} not read{why}")
+    return "; ".join(parts)
 
 
 _PLAN_LABELS = (("compute_dtype", "compute"), ("param_dtype", "weights"), ("loss_scaling", "loss scaling"), ("tf32", "tf32"),
@@ -257,7 +266,7 @@ def plan_lines(config) -> list[str]:
 
     head = f"{inert(config.path)}: "
     if config.status == "error":
-        return [head + "unreadable"]
+        return [head + "not read: " + inert(config.error or "unreadable")]
     if config.kind == "unknown":
         return [head + "not recognised"]
     from ..probes.configs.readers import label

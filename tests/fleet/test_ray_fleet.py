@@ -36,7 +36,7 @@ def test_without_ray_one_line_exit_2():
     (["fleet", "--per-gpu", "x.json"], "go with --ray"),
     (["fleet", "--ray", "--runtime-env", "[1, 2]"], "a runtime_env is a mapping"),
     (["fleet", "--ray", "--runtime-env", "{env_vars: {A: 1}}"], "env_vars must map names to strings"),
-    (["fleet", "--ray", "--runtime-env", "{pip: [unclosed"], "not valid YAML"),
+    (["fleet", "--ray", "--runtime-env", "{pip: [unclosed"], "YAML syntax error"),
     (["fleet", "--ray", "--runtime-env", "no/such/runtime_env.yaml"], "no such file"),
 ])
 def test_usage_errors_are_one_line_exit_2(args, words):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,9 +70,14 @@ def load_with_format(path: Path) -> tuple[Any, str]:
     fmt = format_of(path)
     try:
         raw = read_bounded(path, CONFIG_MAX_BYTES if fmt == "json" else YAML_MAX_BYTES, allow_stdin=False)
-        text = text_of(raw)
+        if b"\x00" in raw[:8192]:
+            # NUL bytes are never in a text config: said as what it is, not as a parse error at byte 0
+            raise InputError("a binary file, not a text config")
+        text = text_of(raw, "a text config: a binary file, or not UTF-8 text")
     except InputError as exc:
         raise ConfigReadError(str(exc)) from None
+    if not text.strip():
+        raise ConfigReadError("the file is empty")
     try:
         if fmt is not None:
             doc = _PARSERS[fmt](text)
@@ -100,7 +106,7 @@ def _sniff(text: str) -> tuple[Any, str]:
             return _PARSERS[fmt](text), fmt
         except ConfigReadError as exc:
             errors.append(str(exc))
-    raise ConfigReadError("not JSON, TOML or YAML (the file name does not say which: " + "; ".join(errors) + ")")
+    raise ConfigReadError("not JSON, TOML or YAML (the file name does not say which; " + "; ".join(errors) + ")")
 
 
 def _parse_toml(text: str) -> Any:
@@ -111,7 +117,15 @@ def _parse_toml(text: str) -> Any:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigReadError(f"not valid TOML: {str(exc)[:300]}") from None
+        raise ConfigReadError(f"TOML syntax error: {_toml_problem(exc, text)}") from None
+
+
+def _toml_problem(exc: Exception, source: str) -> str:
+    """tomllib's message as `the problem at line L, column C: <that line>`."""
+    text = str(exc)
+    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
+    problem = text[: found.start()].strip() if found else text
+    return (problem[:200] + (f" at {located(source, int(found.group(1)), int(found.group(2)))}" if found else ""))
 
 
 def _parse_yaml(text: str) -> Any:
@@ -129,7 +143,7 @@ def _parse_yaml(text: str) -> Any:
             warnings.simplefilter("ignore")  # a reused anchor is loaded as PyYAML loads it; no stderr noise
             return yaml.load(text)
     except YAMLError as exc:
-        raise ConfigReadError(f"not valid YAML{yaml_error_place(exc, text)}") from None
+        raise ConfigReadError(f"YAML syntax error{yaml_error_place(exc, text)}") from None
 
 
 def _tagged_as_plain(constructor, _suffix, node):
@@ -156,7 +170,7 @@ def _parse_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigReadError(f"not valid JSON at {located(text, exc.lineno, exc.colno)} ({exc.msg})") from None
+        raise ConfigReadError(f"JSON syntax error at {located(text, exc.lineno, exc.colno)} ({exc.msg})") from None
     except ValueError as exc:  # an integer of more digits than Python converts (4300 by default)
         raise ConfigReadError(f"not a usable JSON config: {exc}") from None
 
@@ -174,12 +188,21 @@ def _parse_env(text: str):
         raise ConfigReadError(f"not a shell KEY=VALUE file: {exc}") from None
 
 
-def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
-    """The reader whose framework the keys show best, and why (the keys that show it); (None, why
-    not) where no reader's score reaches RECOGNISED_FROM."""
-    best, best_score, best_keys = None, 0, []
-    from .readers import READERS  # the readers load where a config is read, not in every check
+def not_settings(doc: Any) -> str:
+    """Why a parsed file holds no settings, in plain words."""
+    if doc is None:
+        return "the file holds no settings (only comments, or an empty document)"
+    what = "a list" if isinstance(doc, list) else "a single value"
+    return f"the file holds {what}, not settings (expected key: value pairs)"
 
+
+def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
+    """The reader whose framework the file is beyond doubt, and why (the evidence only it writes);
+    (None, why not) where no reader has such evidence: why then names the framework the keys
+    suggest, if any ("keys a, b are LLM Foundry / Composer's too, but none only it writes")."""
+    from .readers import READERS, evidence  # the readers load where a config is read, not in every check
+
+    claimed, best, best_score, best_keys = [], None, 0, []
     for reader in READERS:
         if fmt not in reader.FORMATS:
             continue
@@ -188,18 +211,36 @@ def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
         extra = getattr(reader, "recognise_extra", None)
         if extra is not None:
             score += extra(doc)
+        found = evidence(reader, doc)
+        if found:
+            claimed.append((score + 5 * len(found), reader, found))
         if score > best_score:
             best, best_score, best_keys = reader, score, keys
-    if best is None or best_score < RECOGNISED_FROM:
-        top = ", ".join(str(k) for k in list(doc)[:8]) + (", ..." if len(doc) > 8 else "")
-        return None, f"its keys ({top or 'none'}) are not those of a framework attn-doctor reads"
-    shown = ", ".join(best_keys[:5]) if best_keys else "its structure"
-    return best, f"keys {shown}"
+    # a reader that another claimant's framework builds on gives way to it (a gpt-neox YAML is a DeepSpeed config too)
+    names = {reader.NAME for _s, reader, _f in claimed}
+    claimed = [c for c in claimed if not set(getattr(c[1], "SUBSUMED_BY", ())) & names]
+    if claimed:
+        _score, reader, found = max(claimed, key=lambda c: c[0])
+        return reader, "only " + reader.LABEL + " writes " + ", ".join(str(f) for f in found[:4]) + (", ..." if len(found) > 4 else "")
+    if best is not None and best_score >= RECOGNISED_FROM:
+        shown = ", ".join(best_keys[:5]) if best_keys else "its structure"
+        return None, f"{shown} suggest {best.LABEL}, but nothing only {best.LABEL} writes"
+    top = ", ".join(str(k) for k in list(doc)[:8]) + (", ..." if len(doc) > 8 else "")
+    return None, f"its keys ({top or 'none'}) are not those of a framework attn-doctor reads"
 
 
 def detect_kind(doc: dict, fmt: str = "yaml") -> str:
     reader, _why = recognise(doc, fmt)
     return reader.NAME if reader is not None else "unknown"
+
+
+def unreadable(path: str) -> Optional[str]:
+    """Why the file at `path` cannot be read as a config (in plain words), or None where it can."""
+    try:
+        doc, _fmt = load_with_format(Path(path).expanduser())
+    except ConfigReadError as exc:
+        return str(exc)
+    return None if isinstance(doc, dict) else not_settings(doc)
 
 
 def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFile:
@@ -211,8 +252,27 @@ def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFi
         doc, fmt = load_with_format(p)
     except ConfigReadError as exc:
         return ConfigFile(path=absolute, status="error", error=str(exc), format=format_of(p))
+    return _read(absolute, doc, fmt, env)
+
+
+def probe_config_text(path: str, text: str, env: Optional[Mapping[str, str]] = None) -> ConfigFile:
+    """The file at `path` as it would be read if it held `text` (fix judges an edit before it writes
+    it): the same readers, its folder as the context."""
+    absolute = os.path.abspath(Path(path).expanduser())
+    try:
+        doc = parse_text(Path(absolute), text)
+        fmt = format_of(Path(absolute)) or _sniff(text)[1]
+        check_structure(doc)
+    except ConfigReadError as exc:
+        return ConfigFile(path=absolute, status="error", error=str(exc), format=format_of(Path(absolute)))
+    except (InputError, RecursionError) as exc:
+        return ConfigFile(path=absolute, status="error", error=str(exc) or "nested too deep", format=format_of(Path(absolute)))
+    return _read(absolute, doc, fmt, env)
+
+
+def _read(absolute: str, doc: Any, fmt: str, env: Optional[Mapping[str, str]]) -> ConfigFile:
     if not isinstance(doc, dict):
-        return ConfigFile(path=absolute, status="error", format=fmt, error="not a mapping of settings (expected key: value pairs)")
+        return ConfigFile(path=absolute, status="error", format=fmt, error=not_settings(doc))
     reader, why = recognise(doc, fmt)
     if reader is None:
         from .readers import FALLBACK
@@ -220,11 +280,13 @@ def probe_config(path: str, env: Optional[Mapping[str, str]] = None) -> ConfigFi
         generic_why = FALLBACK.recognise(doc)
         if generic_why is None:
             return ConfigFile(path=absolute, kind="unknown", format=fmt, why=why, unread=unread_keys(doc, set()))
-        reader, why = FALLBACK, generic_why
+        # a file that looks like a framework's without proof: what it says, and no default of that framework
+        looks = f" ({why}: no framework default assumed)" if " suggest " in why else ""
+        reader, why = FALLBACK, f"{generic_why}{looks}"
     reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ))
     return ConfigFile(path=absolute, kind=reader.NAME, format=fmt, why=why, settings={k: _plain(v) for k, v in reading.settings.items()},
                       plan=reading.plan, unread=unread_keys(doc, reading.read), edits=reading.edits,
-                      refused=reading.refused, refused_by=reading.refused_by)
+                      refused=reading.refused, refused_by=reading.refused_by, conflicts=reading.conflicts)
 
 
 def probe_configs(paths: Optional[list[str]], env: Optional[Mapping[str, str]] = None) -> list[ConfigFile]:

@@ -19,7 +19,8 @@ The plan (ConfigFile.plan), each value a PlanSetting saying where it came from:
 - adapter: "lora" | "qlora" | "dora" | ... where only adapters train; adapter_dtype: what their weights are
   kept in (PEFT's get_peft_model upcasts bf16/fp16 adapter weights to fp32 by default)
 
-Remedies are intents (`precision=fp16`, `precision=fp32`, `attention=sdpa`, `tf32=off`, `fp8=off`); a
+Remedies are intents (`precision=fp16`, `precision=fp32`, `attention=sdpa`, `tf32=off`, `fp8=off`, `weights=fp32`: the
+weights loaded in fp32 under a half autocast); a
 reader writes each in its own keys (ConfigFile.edits), or leaves out one its framework cannot take.
 """
 
@@ -33,7 +34,7 @@ from ...facts import PlanSetting
 
 PLAN_KEYS = ("compute_dtype", "param_dtype", "loss_scaling", "tf32", "fp8", "fp8_backend", "attention", "compile",
              "distributed", "reduce_dtype", "quantization", "quant_compute_dtype", "adapter", "adapter_dtype")
-INTENTS = ("precision=fp16", "precision=fp32", "precision=bf16", "attention=sdpa", "tf32=off", "fp8=off")
+INTENTS = ("precision=fp16", "precision=fp32", "precision=bf16", "attention=sdpa", "tf32=off", "fp8=off", "weights=fp32")
 
 _DTYPES = {
     "bf16": "bfloat16", "bfloat16": "bfloat16", "torch.bfloat16": "bfloat16", "bfloat": "bfloat16",
@@ -138,6 +139,7 @@ class Reading:
     edits: dict[str, dict[str, Any]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)  # key -> the framework's own message
     refused_by: dict[str, str] = field(default_factory=dict)  # key -> the releases that refuse it ("trl>=0.27")
+    conflicts: dict[str, str] = field(default_factory=dict)  # "bf16, fp16" -> the framework's message for both on
 
     def set(self, name: str, value: Any, key: Optional[str] = None, raw: Any = None, source: str = "file",
             note: Optional[str] = None, requires: Optional[str] = None) -> None:
@@ -155,6 +157,14 @@ class Reading:
     def understood(self, *keys: str) -> None:
         self.read.update(keys)
 
+    def exclusive(self, doc: Any, pairs: tuple[tuple[tuple[str, ...], str], ...]) -> None:
+        """Record each group of (dotted) keys that the file turns on together although the framework
+        refuses that (its own message, from its code): bf16 and fp16 both true."""
+        for keys, message in pairs:
+            on = [k for k in keys if truthy(get(doc, k))]
+            if len(on) > 1:
+                self.conflicts[", ".join(on)] = message
+
 
 def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -167,7 +177,7 @@ def _plain(value: Any) -> Any:
 _LOOKS = re.compile(r"(^|[_.\-])(bf16|fp16|fp32|fp8|float8|float16|bfloat16|half|precision|dtype|tf32|amp|autocast|"
                     r"attn|attention|flash|sdpa|xformers|flex|compile|mixed)($|[_.\-])", re.IGNORECASE)
 _NOT_PRECISION = re.compile(r"(dropout|pdrop|heads|head_dim|window|bias|layers|softmax_scale|logit|sink|type_vocab|"
-                            r"hidden|size|mask|rope|rotary|multiple_of|norm|eps|chunk|block|sequence|stride)", re.IGNORECASE)
+                            r"hidden|size|mask|rope|rotary|multiple_of|norm|eps|chunk|block|sequence|stride|half_life)", re.IGNORECASE)
 UNREAD_MAX = 20
 
 

@@ -13,8 +13,8 @@ check missing from it, and the engine calls the checks through it.
 from __future__ import annotations
 
 from ..conditions import CheckFn
-from . import config, fa4, gpu, install, kernels, libraries, llamafactory, numerics, pytorch, smoke
+from . import config, config_conflicts, fa4, gpu, install, kernels, libraries, llamafactory, numerics, pytorch, smoke
 
-AREAS = (config, fa4, gpu, install, kernels, libraries, llamafactory, numerics, pytorch, smoke)
+AREAS = (config, config_conflicts, fa4, gpu, install, kernels, libraries, llamafactory, numerics, pytorch, smoke)
 
 CHECKS: dict[str, CheckFn] = {fn.__name__: fn for area in AREAS for fn in area.CHECKS}

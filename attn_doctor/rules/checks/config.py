@@ -78,7 +78,7 @@ def _valid_value(value, valid: tuple) -> bool:
 
 
 def framework_label(kind: str) -> str:
-    # imported where a config is judged: a check without --config never loads the 24 readers
+    # imported where a config is judged: a check without --config never loads the readers
     from ...probes.configs.readers import label
 
     return label(kind)
@@ -200,6 +200,7 @@ def _manual(config, intent: str) -> str:
 
 
 _MANUAL = {"precision=fp16": "train in fp16 mixed precision", "precision=fp32": "train in fp32", "attention=sdpa": "use PyTorch SDPA",
+           "weights=fp32": "load the weights in fp32 (the model's dtype argument: float32, or none)",
            "tf32=off": "turn TF32 off", "fp8=off": "turn fp8 off"}
 
 
@@ -212,6 +213,8 @@ def config_bf16_no_native(facts: Facts, data: dict) -> Optional[dict]:
         return None
     matching = []
     for config in configs:
+        if config.conflicts:
+            continue  # bf16 and fp16 both on: AD504 says it, and its remedy keeps the one this GPU runs natively
         compute, params = config.plan.get("compute_dtype"), config.plan.get("param_dtype")
         if not ((compute and compute.value == "bfloat16") or (params and params.value == "bfloat16")):
             continue
@@ -513,9 +516,13 @@ def config_not_recognised(facts: Facts, data: dict) -> Optional[dict]:
     if not unknown:
         return None
     looks = unknown[0].unread
-    return {"config": unknown[0].path, "config_files": [c.path for c in unknown], "why": unknown[0].why or "",
-            "more_configs": f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "",
-            "looks": f"; keys that look like precision or attention settings: {', '.join(looks)}" if looks else ""}
+    evidence = {"config": unknown[0].path, "config_files": [c.path for c in unknown], "why": unknown[0].why or "",
+                "more_configs": f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "",
+                "looks": f"; keys that look like precision or attention settings: {', '.join(looks)}" if looks else ""}
+    if all(" suggest " in (c.why or "") and not c.unread for c in unknown):
+        # half-recognised, and nothing in it asks for a precision or an attention kernel: said, not a finding
+        evidence["severity"] = "info"
+    return evidence
 
 
 # The checks recipes name (the registry in __init__.py collects them).

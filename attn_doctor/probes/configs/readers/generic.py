@@ -215,6 +215,11 @@ def read(doc: dict, ctx) -> Reading:
             r.set("compute_dtype", compute[0], key=key, raw=value, note="jmp policy: c= is the compute dtype")
         if params:
             r.set("param_dtype", params[0], key=key, raw=value, note="jmp policy: p= is the parameters' dtype")
+    if "switch_bf16" in found and "switch_fp16" in found:
+        bf16_key, fp16_key = found["switch_bf16"][0], found["switch_fp16"][0]
+        if bf16_key.rpartition(".")[0] == fp16_key.rpartition(".")[0]:
+            # both on in one section: no framework's rule is known here, so no message of its own
+            r.conflicts[f"{bf16_key}, {fp16_key}"] = ""
     if "tf32" in found:
         r.set("tf32", truthy(found["tf32"][1]), key=found["tf32"][0], raw=found["tf32"][1], note=NOTE)
     if "fp8" in found and "fp8" not in r.plan:

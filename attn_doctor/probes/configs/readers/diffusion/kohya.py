@@ -60,6 +60,18 @@ MARKERS = {
     "LoRA_type": 5, "LyCORIS_preset": 3, "model_list": 2, "sdxl_no_half_vae": 3, "sdxl_checkbox": 3, "flux1_checkbox": 3,
     "sd3_checkbox": 3, "max_resolution": 1, "lr_warmup": 1, "color_aug": 1, "flip_aug": 1,
 }
+# sd-scripts' own argument names, at the top or one table down (lora-scripts' TOML).
+# (full_fp16 / full_bf16 are musubi-tuner's too.)
+DISTINCT = ("mem_eff_attn", "network_train_unet_only", "save_model_as", "shuffle_caption",
+            "v_parameterization", "prior_loss_weight", "LoRA_type", "network_train_text_encoder_only", "clip_skip", "lowram")
+
+
+def distinct(doc: dict) -> list[str]:
+    found = []
+    for table, value in doc.items():
+        if isinstance(value, dict):
+            found += [f"{table}.{k}" for k in value if isinstance(k, str) and k in DISTINCT]
+    return found[:2]
 # Keys only musubi-tuner (DiT video/image trainer from the same author) or SimpleTuner / OneTrainer write.
 _OTHERS = ("dit", "dit_dtype", "fp8_llm", "img_in_txt_in_offloading", "flash3", "caching_teo_text_encoder_dtype",
            "model_family", "data_backend_config", "base_model_precision", "training_method", "train_dtype")

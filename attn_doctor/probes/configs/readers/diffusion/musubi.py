@@ -49,6 +49,16 @@ MARKERS = {"dit": 5, "dit_dtype": 4, "dit_high_noise": 4, "text_encoder1": 3, "t
            "guidance_scale": 1, "vae_dtype": 1, "vae_tiling": 2, "vae_chunk_size": 2, "vae_spatial_tile_sample_min_size": 3,
            "cuda_allow_tf32": 2, "cuda_cudnn_benchmark": 2, "offload_inactive_dit": 4, "task": 1, "network_module": 1,
            "network_dim": 1, "mixed_precision": 1, "sdpa": 1, "xformers": 1}
+DISTINCT = ("dit", "dit_dtype", "dit_high_noise", "text_encoder1", "fp8_llm", "fp8_t5", "fp8_vl", "img_in_txt_in_offloading",
+            "offload_inactive_dit", "vae_spatial_tile_sample_min_size", "flash3", "split_attn")
+
+
+def distinct(doc: dict) -> list[str]:
+    found = []
+    for table, value in doc.items():
+        if isinstance(value, dict):
+            found += [f"{table}.{k}" for k in value if isinstance(k, str) and k in DISTINCT[:10]]
+    return found[:2]
 # musubi's network modules (networks/*.py); "networks.lora" is HunyuanVideo's, "networks.lora_flux" FLUX.1 Kontext's
 _ARCH = {"networks.lora": "HunyuanVideo", "networks.lora_wan": "Wan", "networks.lora_framepack": "FramePack",
          "networks.lora_flux": "FLUX.1 Kontext", "networks.lora_flux_2": "FLUX.2", "networks.lora_qwen_image": "Qwen-Image",

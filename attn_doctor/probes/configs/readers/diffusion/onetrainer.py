@@ -45,6 +45,8 @@ MARKERS = {"__version": 2, "training_method": 4, "train_dtype": 2, "fallback_tra
            "lora_layer_preset": 3, "backup_after": 2, "timestep_distribution": 2, "output_dtype": 2, "enable_autocast_cache": 3,
            "workspace_dir": 2, "unet_weight_dtype": 2, "dynamic_timestep_shifting": 2, "noising_weight": 1, "batch_size": 1,
            "resolution": 1, "model_type": 1, "attention_mechanism": 1}
+DISTINCT = ("fallback_train_dtype", "training_method", "output_model_format", "output_model_destination", "concept_file_name",
+            "enable_autocast_cache", "layer_filter_preset", "lora_layer_preset")
 _MODEL_TYPES = ("STABLE_DIFFUSION_", "STABLE_CASCADE_1", "WUERSTCHEN_2", "PIXART_", "FLUX_", "SANA", "HUNYUAN_VIDEO",
                 "HI_DREAM_FULL", "CHROMA_1", "QWEN", "ANIMA", "KREA_2", "Z_IMAGE", "ERNIE", "IDEOGRAM_4")
 _PLAIN = {"FLOAT_32": "float32", "FLOAT_16": "float16", "BFLOAT_16": "bfloat16", "TFLOAT_32": "float32"}

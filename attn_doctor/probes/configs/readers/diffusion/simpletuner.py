@@ -52,6 +52,15 @@ MARKERS = {"model_family": 5, "base_model_precision": 4, "data_backend_config": 
            "TRAINER_EXTRA_ARGS": 4, "TRAINING_NUM_PROCESSES": 3, "TRAINING_NUM_MACHINES": 2, "TRAINING_DYNAMO_BACKEND": 3,
            "CONFIG_BACKEND": 3, "CONFIG_TYPE": 2, "ACCELERATE_EXTRA_ARGS": 3, "TRACKER_PROJECT_NAME": 2, "VALIDATION_PROMPT": 1,
            "USE_XFORMERS": 2, "ALLOW_TF32": 1, "LORA_TYPE": 2, "RESOLUTION_TYPE": 2, "VALIDATION_RESOLUTION": 2}
+DISTINCT = ("model_family", "base_model_precision", "data_backend_config", "base_model_default_dtype", "model_flavour",
+            "quantize_via", "flow_schedule_shift", "text_encoder_1_precision", "aspect_bucket_rounding",
+            # config.env's variables (train.sh reads them)
+            "TRAINER_EXTRA_ARGS", "DATALOADER_CONFIG", "TRAINING_NUM_PROCESSES", "TRAINING_DYNAMO_BACKEND", "CONFIG_BACKEND")
+
+
+def distinct(doc: dict) -> list[str]:
+    """The same arguments spelt `--key` (config.json written from the CLI, config.env)."""
+    return [k for k in doc if isinstance(k, str) and k.startswith("--") and k[2:] in DISTINCT][:2]
 # config.env variables (env_file.env_to_args_map) that the plan reads
 _ENV = {"MIXED_PRECISION": "mixed_precision", "BASE_MODEL_PRECISION": "base_model_precision", "QUANTIZE_VIA": "quantize_via",
         "MODEL_TYPE": "model_type", "MODEL_FAMILY": "model_family", "LORA_TYPE": "lora_type", "USE_DORA": "use_dora",

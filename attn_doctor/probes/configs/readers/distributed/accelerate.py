@@ -19,6 +19,7 @@ MARKERS = {"compute_environment": 4, "distributed_type": 3, "main_training_funct
            "machine_rank": 2, "num_machines": 2, "rdzv_backend": 2, "same_network": 2, "tpu_env": 2, "dynamo_config": 2,
            "fp8_config": 2, "use_cpu": 1, "fsdp_config": 1, "deepspeed_config": 1, "mixed_precision": 1, "gpu_ids": 1,
            "main_process_port": 1, "enable_cpu_affinity": 2}
+DISTINCT = ("compute_environment", "distributed_type", "main_training_function", "downcast_bf16")
 _BACKENDS = {"te": "te", "transformer_engine": "te", "msamp": "msamp", "ms-amp": "msamp", "ao": "torchao", "torchao": "torchao"}
 
 

@@ -18,6 +18,16 @@ FORMATS = ("json", "yaml")
 MARKERS = {"zero_optimization": 4, "train_batch_size": 3, "train_micro_batch_size_per_gpu": 3, "zero_allow_untested_optimizer": 3,
            "steps_per_print": 2, "wall_clock_breakdown": 2, "communication_data_type": 2, "data_types": 2, "gradient_clipping": 1,
            "activation_checkpointing": 1, "torch_autocast": 2, "amp": 1, "flops_profiler": 2, "zero_force_ds_cpu_optimizer": 3}
+# DeepSpeed's own config keys. A gpt-neox YAML holds them too (NeoX hands them to DeepSpeed): its reader
+# says more, so the DeepSpeed reader gives way to it (SUBSUMED_BY).
+DISTINCT = ("zero_optimization", "train_micro_batch_size_per_gpu", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
+            "steps_per_print", "wall_clock_breakdown")
+SUBSUMED_BY = ("gpt-neox",)
+
+
+# deepspeed/runtime/config.py (DeepSpeedConfig._initialize_params) asserts these are not both on.
+EXCLUSIVE = ((("bf16.enabled", "fp16.enabled"), "bfloat16 and fp16 modes cannot be simultaneously enabled"),
+             (("bfloat16.enabled", "fp16.enabled"), "bfloat16 and fp16 modes cannot be simultaneously enabled"))
 
 
 def recognise_extra(doc: dict) -> int:
@@ -31,6 +41,7 @@ def read(doc: dict, ctx) -> Reading:
     bf16 = doc[bf16_key]["enabled"] if bf16_key else None
     fp16 = doc["fp16"].get("enabled") if isinstance(doc.get("fp16"), dict) else None
     autocast = doc.get("torch_autocast") if isinstance(doc.get("torch_autocast"), dict) else {}
+    r.exclusive(doc, EXCLUSIVE)
     if truthy(bf16):
         r.set("compute_dtype", "bfloat16", key=f"{bf16_key}.enabled", raw=bf16)
         r.set("param_dtype", "float32", source="default", note="the engine runs a bf16 copy of the model; the optimizer keeps the fp32 master weights")
@@ -69,6 +80,8 @@ def read(doc: dict, ctx) -> Reading:
     if isinstance(doc.get("fp16"), dict) and doc["fp16"].get("enabled") not in (False,):
         fp32["fp16.enabled"] = False
     r.edits["precision=fp32"] = fp32
+    if truthy(bf16) and truthy(fp16):
+        r.edits["precision=bf16"] = {"fp16.enabled": False}
     return r
 
 

@@ -1,6 +1,6 @@
-"""A LitGPT config (`litgpt finetune ... --config x.yaml`; litgpt/utils.py, config_hub/) or a Lightning
-CLI config (`trainer: {precision: ...}`), both read by Lightning's precision plugins
-(lightning/fabric/connector.py, _PRECISION_INPUT).
+"""A LitGPT config (`litgpt finetune ... --config x.yaml`; litgpt/utils.py, config_hub/), read by Lightning's
+precision plugins (lightning/fabric/connector.py, _PRECISION_INPUT); a LightningCLI or Hydra Lightning
+config is lightning.py's.
 
 `precision`: "32-true", "16-mixed" / "bf16-mixed" (autocast over fp32 weights; 16-mixed with a
 GradScaler), "16-true" / "bf16-true" (the weights in that dtype, no fp32 copy), "64-true",
@@ -15,11 +15,13 @@ from __future__ import annotations
 from ...plan import Reading
 
 NAME = "litgpt"
-LABEL = "LitGPT / Lightning"
+LABEL = "LitGPT"
 FORMATS = ("yaml", "json")
 MARKERS = {"checkpoint_dir": 2, "out_dir": 2, "precision": 2, "initial_checkpoint_dir": 3, "logger_name": 3, "tokenizer_dir": 2,
            "devices": 1, "num_nodes": 1, "train": 1, "eval": 1, "data": 1, "model_name": 1, "quantize": 1, "resume": 1,
            "model_config": 1, "trainer": 2, "seed_everything": 3, "ckpt_path": 1, "lora_r": 1}
+# LitGPT's CLI arguments (litgpt/finetune, pretrain): a LightningCLI or Hydra config is lightning.py's.
+DISTINCT = ("initial_checkpoint_dir", "logger_name", "tokenizer_dir", "checkpoint_dir")
 _PRECISIONS = {
     "32-true": ("float32", "float32"), "32": ("float32", "float32"),
     "16-mixed": ("float16", "float32"), "16": ("float16", "float32"),
@@ -61,10 +63,21 @@ def read(doc: dict, ctx) -> Reading:
             r.set("fp8", True, key=key, raw=raw, note="Lightning's TransformerEnginePrecision: fp8 matrix multiplies")
             r.set("fp8_backend", "te", key=key, raw=raw)
         key_written = True
-    mixed = {"precision=fp16": "16-mixed", "precision=fp32": "32-true", "precision=bf16": "bf16-mixed", "fp8=off": "bf16-mixed"}
-    if key_written and "." not in key or raw is None and trainer is None:
-        for intent, value in mixed.items():
-            if intent != "fp8=off" or r.plan.get("fp8") is not None:
-                r.edits[intent] = {"precision": value}
+    r.edits.update(precision_edits(key if key_written else ("precision" if trainer is None else "trainer.precision"),
+                                   raw, r.plan.get("fp8") is not None))
     r.settings = {"precision": raw} if raw is not None else {}
     return r
+
+
+def precision_edits(key: str, raw, fp8: bool) -> dict[str, dict[str, object]]:
+    """Each remedy as a Lightning precision value at `key` (`precision` or `trainer.precision`), in the
+    file's style: the legacy integers (16, 32) stay integers. fp16 is always 16-mixed: fp16 weights
+    without a GradScaler (16-true) are no remedy for a full fine-tune; fp8 off keeps the dtype
+    Transformer Engine computed in."""
+    legacy = isinstance(raw, int) and not isinstance(raw, bool)
+    text = str(raw).strip().lower() if raw is not None else ""
+    edits = {"precision=fp16": {key: 16 if legacy else "16-mixed"}, "precision=fp32": {key: 32 if legacy else "32-true"},
+             "precision=bf16": {key: "bf16-mixed"}}
+    if fp8:
+        edits["fp8=off"] = {key: "16-mixed" if text == "transformer-engine-float16" else "bf16-mixed"}
+    return edits

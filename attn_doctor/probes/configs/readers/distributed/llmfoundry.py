@@ -55,6 +55,23 @@ MARKERS = {"device_train_microbatch_size": 4, "global_train_batch_size": 3, "dev
            "icl_seq_len": 2, "device_train_grad_accum": 2, "eval_loader": 1, "tp_config": 1,
            # a MosaicML platform run file (mcli): its `parameters` are the LLM Foundry config (recognise_extra)
            "parameters": 1, "integrations": 1}
+# Only LLM Foundry writes these: its eval harness, its model and data loader names (Composer's Trainer
+# arguments, device_train_microbatch_size and max_duration, are every Composer script's: composer.py).
+DISTINCT = ("icl_tasks", "eval_gauntlet", "icl_seq_len", "eval_subset_num_batches", "global_train_batch_size",
+            ("model.name", ("mpt_causal_lm", "hf_causal_lm", "hf_t5", "hf_seq2seq", "hf_embedding")),
+            ("train_loader.name", ("text", "finetuning")))
+
+
+def distinct(doc: dict) -> list[str]:
+    """The same evidence inside an mcli run file's `parameters`."""
+    root, prefix = _train_doc(doc)
+    if not prefix:
+        return []
+    from types import SimpleNamespace
+
+    from .. import evidence
+
+    return [prefix + item for item in evidence(SimpleNamespace(DISTINCT=DISTINCT), root)]
 _MCLI = ("integrations", "command", "image", "compute", "gpu_num", "gpu_type", "cluster", "scheduling")
 # composer/distributed/mosaic_parallelism.py _get_torch_dtype
 _TORCH_DTYPE = {"float32": "float32", "torch.float32": "float32", "fp32": "float32",

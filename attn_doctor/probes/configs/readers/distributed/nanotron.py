@@ -40,6 +40,8 @@ LABEL = "nanotron"
 FORMATS = ("yaml", "json")
 MARKERS = {"general": 2, "parallelism": 1, "tokens": 2, "data_stages": 3, "checkpoints": 1, "lighteval": 2, "s3_upload": 2,
            "profiler": 1, "model": 1, "optimizer": 1, "logging": 1, "tokenizer": 1}
+DISTINCT = ("data_stages", "model.init_method", "optimizer.accumulate_grad_in_fp32", "general.ignore_sanity_checks",
+            "tokens.batch_accumulation_per_replica", "parallelism.tp_mode")
 
 _STR_TO_DTYPE = ("float32", "float64", "complex64", "complex128", "float16", "bfloat16", "uint8", "int8", "int16", "int32",
                  "int64", "bool")

@@ -22,6 +22,10 @@ FORMATS = ("toml",)
 MARKERS = {"job": 2, "model": 1, "optimizer": 1, "lr_scheduler": 1, "training": 2, "parallelism": 2, "checkpoint": 1,
            "activation_checkpoint": 2, "float8": 2, "compile": 1, "metrics": 1, "profiling": 1, "experimental": 1,
            "quantize": 1, "comm": 1, "fault_tolerance": 1, "validation": 1, "memory_estimation": 1}
+# torchtitan's JobConfig sections and their keys (train.py --job.config_file).
+DISTINCT = ("job.dump_folder", "training.mixed_precision_param", "parallelism.data_parallel_shard_degree",
+            "parallelism.tensor_parallel_degree", "activation_checkpoint.mode", "job.description", "metrics.log_freq",
+            "training.steps", "float8.enable_fsdp_float8_all_gather")
 
 
 def read(doc: dict, ctx) -> Reading:

@@ -21,6 +21,13 @@ FORMATS = ("yaml", "json")
 MARKERS = {"checkpointer": 2, "enable_activation_checkpointing": 2, "max_steps_per_epoch": 2, "enable_activation_offloading": 2,
            "fsdp_cpu_offload": 2, "optimizer_in_bwd": 2, "log_every_n_steps": 1, "epochs": 1, "batch_size": 1, "tokenizer": 1,
            "loss": 1, "compile": 1, "dtype": 1, "device": 1, "shuffle": 1, "metric_logger": 2, "profiler": 1}
+DISTINCT = ("optimizer_in_bwd", "enable_activation_offloading", "max_steps_per_epoch")
+
+
+def distinct(doc: dict) -> list[str]:
+    """A `_component_: torchtune....` block: torchtune's config system."""
+    return [f"{k}._component_: {v['_component_']}" for k, v in doc.items()
+            if isinstance(v, dict) and str(v.get("_component_", "")).startswith("torchtune.")][:1]
 _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
 
 

@@ -25,6 +25,9 @@ MARKERS = {"base_model": 3, "base_model_config": 3, "sequence_len": 3, "micro_ba
            "sample_packing": 2, "pad_to_sequence_len": 2, "num_epochs": 2, "val_set_size": 2, "lora_target_linear": 2,
            "tokenizer_type": 2, "special_tokens": 1, "wandb_project": 1, "strict": 1, "flash_attention": 1, "plugins": 1,
            "load_in_8bit": 1}
+# axolotl's own argument names (AxolotlInputConfig); base_model and datasets are everyone's.
+DISTINCT = ("sequence_len", "sample_packing", "pad_to_sequence_len", "lora_target_linear", "base_model_config", "eval_sample_packing",
+            "lora_model_dir", "dataset_prepared_path")
 _LEGACY = (("xformers_attention", "xformers"), ("sage_attention", "sage"), ("flex_attention", "flex_attention"),
            ("flash_attention", "flash_attention_2"), ("sdp_attention", "sdpa"), ("eager_attention", "eager"))
 GATE = ("bf16: auto resolves with torch.cuda.is_bf16_supported() (transformers' is_torch_bf16_gpu_available), "

@@ -39,6 +39,7 @@ LABEL = "H2O LLM Studio"
 FORMATS = ("yaml", "json")
 MARKERS = {"llm_backbone": 5, "problem_type": 2, "architecture": 2, "environment": 2, "augmentation": 2, "output_directory": 2,
            "experiment_name": 1, "prediction": 1, "tokenizer": 1, "dataset": 1, "training": 1, "logging": 1}
+DISTINCT = ("llm_backbone", "architecture.backbone_dtype", "environment.use_deepspeed", "problem_type")
 _FLOATS = ("float32", "bfloat16", "float16")
 _SRC = "llm_studio/src/utils/modeling_utils.py create_nlp_backbone"
 

@@ -25,6 +25,9 @@ FORMATS = ("yaml", "json")
 MARKERS = {"stage": 3, "finetuning_type": 3, "template": 2, "flash_attn": 4, "cutoff_len": 2, "lora_target": 2, "pure_bf16": 3,
            "dataset_dir": 1, "model_name_or_path": 1, "dataset": 1, "overwrite_cache": 1, "preprocessing_num_workers": 1,
            "plot_loss": 2, "ddp_timeout": 1, "booster": 1, "enable_liger_kernel": 1}
+# Keys and values only LLaMA-Factory's hparams dataclasses write (pure_bf16 is llama-recipes' too).
+DISTINCT = ("finetuning_type", "cutoff_len", "lora_target", "plot_loss",
+            ("flash_attn", ("fa2", "fa3", "sdpa", "auto", "disabled", "flashattn2")), ("stage", ("pt", "sft", "rm", "ppo", "dpo", "kto")))
 _FLASH = {"fa2": "flash_attention_2", "fa3": "flash_attention_3", "sdpa": "sdpa", "disabled": "eager", "off": "eager",
           "auto": "auto", "flashattn2": "flash_attention_2"}
 _FP8 = {"te": "te", "torchao": "torchao", "msamp": "msamp", "auto": "auto"}

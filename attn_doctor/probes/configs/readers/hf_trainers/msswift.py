@@ -24,6 +24,8 @@ MARKERS = {"tuner_type": 4, "train_type": 4, "sft_type": 4, "attn_impl": 3, "rlh
            "ENV": 2, "use_flash_attn": 1, "global_batch_size": 1, "recompute_granularity": 2, "tensor_model_parallel_size": 2,
            # ms-swift 1.x / 2.x
            "train_dataset_sample": 4, "template_type": 3, "check_dataset_strategy": 3, "lora_target_modules": 2, "model_type": 1}
+DISTINCT = ("tuner_type", "train_type", "sft_type", "rlhf_type", "model_author", "split_dataset_ratio", "model_id_or_path",
+            "tuner_backend", "train_dataset_sample", "template_type", "check_dataset_strategy", "attn_impl", "model_name_or_path_swift")
 # 2.x's `dtype` (swift/llm/utils/argument.py): AUTO, the default, is bf16 where torch.cuda.is_bf16_supported()
 _V2_KEYS = ("sft_type", "model_id_or_path", "train_dataset_sample", "template_type", "check_dataset_strategy")
 _V2_AUTO = "dtype AUTO (2.x's default): bf16 where torch.cuda.is_bf16_supported(), True by emulation on sm70/sm75, else fp16"

@@ -44,6 +44,9 @@ MARKERS = {"with_tracking": 2, "checkpointing_steps": 2, "use_slow_tokenizer": 2
            "clip_grad_norm": 2, "reduce_loss": 2, "concatenated_forward": 3, "use_8bit_optimizer": 2, "fused_optimizer": 2,
            "load_balancing_loss": 2, "sync_each_batch": 2, "wandb_project_name": 1, "hf_entity": 1, "tokenizer_name": 1,
            "lora_rank": 1, "dataset_mixer": 1, "num_epochs": 1, "max_seq_length": 1, "gamma_beta_ratio": 2}
+DISTINCT = ("dataset_mix_dir", "try_launch_beaker_eval_jobs", "try_auto_save_to_beaker", "hf_metadata_dataset",
+            "dataset_transform_fn", "dataset_local_cache_dir", "dataset_cache_mode", "oe_eval_tasks", "gs_bucket_path",
+            "concatenated_forward", "dataset_mixer_list", "use_slow_tokenizer", "reduce_loss", "add_bos")
 
 
 def recognise_extra(doc: dict) -> int:

@@ -42,6 +42,16 @@ MARKERS = {"micro_train_batch_size": 3, "zero_stage": 3, "adam_offload": 3, "act
            "n_samples_per_prompt": 2, "init_kl_coef": 2, "prompt_max_len": 2, "generate_max_len": 2, "reward_pretrain": 2,
            "critic_learning_rate": 2, "rollout_batch_size": 1, "advantage_estimator": 1, "pretrain": 1,
            "default_agent": 4, "zpg": 2, "ring_attn_size": 2, "vllm_sync_backend": 2, "ckpt_path": 1, "max_ckpt_num": 2}
+DISTINCT = ("micro_train_batch_size", "actor_learning_rate", "micro_rollout_batch_size", "vllm_num_engines", "colocate_all_models",
+            "ref_num_nodes", "actor_num_gpus_per_node", "default_agent", "critic_learning_rate", "n_samples_per_prompt", "zpg",
+            "ds.zero_stage", "ds.param_dtype", "ds.attn_implementation", "ds.packing_samples", "ds.adam_offload")
+
+
+def distinct(doc: dict) -> list[str]:
+    """OpenRLHF's arguments one level down (MARTI), or written dotted (`ds.zero_stage`)."""
+    found = [f"{k}" for k in _agent(doc) if k in DISTINCT][:1]
+    found += [str(k) for k in doc if isinstance(k, str) and k.startswith("ds.") and k in DISTINCT][:1]
+    return found
 # v0.10.2+ names -> the flat names before them
 _NEW = {"param_dtype": "ds.param_dtype", "attn_implementation": "ds.attn_implementation", "packing_samples": "ds.packing_samples",
         "zero_stage": "ds.zero_stage", "load_in_4bit": "ds.load_in_4bit", "lora_rank": "ds.lora.rank", "ring_attn_size": "ds.ring_attn_size",

@@ -51,6 +51,7 @@ FORMATS = ("yaml", "json")
 # TrainingConfig's sections; alone they say little (h2o-llmstudio has `training`, torchtune `model`),
 # recognise_extra scores the keys inside them.
 MARKERS = {"model": 1, "data": 1, "training": 1, "peft": 1, "fsdp": 1}
+DISTINCT = ("model.torch_dtype_str", "training.trainer_type", "training.mixed_precision_dtype", "fsdp.enable_fsdp")
 
 _TORCH_DTYPES = {"f64": "float64", "float64": "float64", "double": "float64", "f32": "float32", "float32": "float32",
                  "float": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16", "f16": "float16", "float16": "float16",

@@ -15,6 +15,7 @@ LABEL = "a model's config.json"
 FORMATS = ("json",)
 MARKERS = {"architectures": 3, "transformers_version": 3, "num_hidden_layers": 2, "num_attention_heads": 2, "model_type": 1,
            "hidden_size": 1, "vocab_size": 1, "torch_dtype": 1, "max_position_embeddings": 1, "text_config": 1, "rope_theta": 1}
+DISTINCT = ("architectures", "transformers_version")
 
 
 def read(doc: dict, ctx) -> Reading:

@@ -24,13 +24,18 @@ MARKERS = {"dataset_name": 3, "dataset_mixture": 3, "dataset_mixer": 3, "use_pef
            "chat_template": 1, "dataset_num_proc": 1, "gradient_checkpointing_kwargs": 1, "beta": 1, "per_device_train_batch_size": 1,
            "use_liger_kernel": 1, "preprocessing_num_workers": 1, "push_to_hub": 1, "lora_r": 1, "load_in_4bit": 1,
            "use_flash_attention_2": 2, "model_init_kwargs": 2, "packing": 1, "completion_only_loss": 2, "loss_type": 1}
+# TRL's ScriptArguments / ModelConfig / trainer configs and the alignment handbook's (dataset_name is
+# transformers' example scripts' too, model_name_or_path everyone's).
+# (dataset_mixer and model_revision are Open Instruct's too; num_generations, use_vllm and dataset_num_proc ms-swift's.)
+DISTINCT = ("dataset_mixture", "dataset_text_field", "use_peft", "completion_only_loss", "model_init_kwargs", "dataset_train_split",
+            "dataset_test_split", "use_flash_attention_2", "assistant_only_loss", "vllm_mode", "dataset_splits")
 BF16_DEFAULT = "TRL's configs set bf16 = not fp16 when bf16 is not given (trl/trainer/base_config.py)"
 
 
 def read(doc: dict, ctx) -> Reading:
     r = Reading()
     r.understood("dtype", "torch_dtype", "attn_implementation", "use_flash_attention_2", "model_init_kwargs", "use_liger_kernel",
-                 "load_in_4bit", "load_in_8bit", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage")
+                 "load_in_4bit", "load_in_8bit", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage", "use_peft", "use_dora")
     init = doc.get("model_init_kwargs") if isinstance(doc.get("model_init_kwargs"), dict) else {}
     key = next((k for k in ("dtype", "torch_dtype") if doc.get(k) is not None), None)
     if key is None and init.get("dtype", init.get("torch_dtype")) is not None:
@@ -51,6 +56,11 @@ def read(doc: dict, ctx) -> Reading:
         r.set("attention", "flash_attention_2", key="use_flash_attention_2", raw=doc.get("use_flash_attention_2"))
     else:
         r.set("attention", "auto", source="default", note="no attn_implementation: transformers' default (SDPA)")
+    if truthy(doc.get("use_peft")):
+        # ModelConfig.use_peft: LoRA adapters (get_peft_config), which PEFT keeps in fp32 over a frozen base
+        r.set("adapter", "dora" if truthy(doc.get("use_dora")) else "lora", key="use_peft", raw=doc.get("use_peft"))
+        r.set("adapter_dtype", "float32", source="default",
+              note="PEFT's get_peft_model keeps bf16/fp16 adapter weights in fp32 (autocast_adapter_dtype)")
     if doc.get("deepspeed"):
         r.set("distributed", "deepspeed", key="deepspeed", raw=doc.get("deepspeed"))
     if "torch_dtype" in doc:

@@ -45,6 +45,20 @@ FORMATS = ("yaml", "json")
 MARKERS = {"actor_rollout_ref": 5, "custom_reward_function": 3, "reward_manager": 2, "ray_kwargs": 2, "ray_init": 2,
            "global_profiler": 3, "transfer_queue": 3, "ulysses_sequence_parallel_size": 3, "use_remove_padding": 3,
            "critic": 1, "reward_model": 1}
+DISTINCT = ("actor_rollout_ref", "custom_reward_function", "use_remove_padding", "ulysses_sequence_parallel_size")
+
+
+def distinct(doc: dict) -> list[str]:
+    """verl's Hydra defaults (its trainers' config names) and its SFT trainer's model keys."""
+    found = [f"defaults: {d.strip()}" for d in _defaults(doc)
+             if any(t == d.strip() or d.strip().endswith(t) for t in _TRAINERS) or "@actor_rollout_ref" in d or "engine@engine" in d][:1]
+    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    if "partial_pretrain" in model:
+        found.append("model.partial_pretrain")
+    engine = doc.get("engine") if isinstance(doc.get("engine"), dict) else {}
+    if str(engine.get("_target_", "")).startswith("verl."):
+        found.append(f"engine._target_: {engine['_target_']}")
+    return found
 # trainer / data / optim / hydra / defaults / engine are Hydra's and NeMo's too: recognise_extra reads their contents
 _TRAINERS = ("ppo_trainer", "ppo_megatron_trainer", "sft_trainer", "sft_trainer_engine", "evaluation", "generation")
 _MEGATRON_ATTN = {"flash": "flash_attention_2", "fused": "te-fused", "unfused": "eager", "local": "eager", "auto": "auto"}

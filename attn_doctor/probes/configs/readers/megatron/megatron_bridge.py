@@ -42,6 +42,14 @@ FORMATS = ("yaml", "json")
 MARKERS = {"rng": 2, "ddp": 3, "dist": 2, "scheduler": 1, "train": 1, "optimizer": 1, "checkpoint": 1, "logger": 1,
            "dataset": 1, "mixed_precision": 1, "comm_overlap": 3, "rerun_state_machine": 4, "ft": 1, "straggler": 2,
            "nvrx_straggler": 3, "inprocess_restart": 3, "tensor_inspect": 3, "peft": 1, "profiling": 1}
+DISTINCT = ("rerun_state_machine", "comm_overlap", "nvrx_straggler", "inprocess_restart", "tensor_inspect",
+            ("_target_", ("megatron.bridge.*",)), "ddp.grad_reduce_in_fp32", "ddp.overlap_grad_reduce", "ddp.use_distributed_optimizer",
+            "train.train_iters", "train.exit_duration_in_mins")
+
+
+def distinct(doc: dict) -> list[str]:
+    mp = doc.get("mixed_precision")
+    return [f"mixed_precision: {mp}"] if isinstance(mp, str) and mp.replace("-", "_") in _RECIPES else []
 _CONTAINER = ("train", "model", "optimizer", "ddp", "scheduler", "dataset", "logger", "tokenizer", "checkpoint", "dist",
               "rng", "peft", "comm_overlap", "mixed_precision", "profiling", "validation", "ft", "straggler")
 

@@ -65,6 +65,18 @@ NAME = "nemo"
 LABEL = "NVIDIA NeMo"
 FORMATS = ("yaml", "json")
 MARKERS = {"exp_manager": 4, "trainer": 1, "model": 1, "plugins": 2, "optim": 1, "run": 1, "hydra": 1, "strategy": 1}
+DISTINCT = ("exp_manager",)
+
+
+def distinct(doc: dict) -> list[str]:
+    """NeMo 1.x Megatron model keys, NeMo 2's run configs, NeMo's inference keys."""
+    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    strong = [f"model.{k}" for k in _V1_STRONG if k in model]
+    if strong and (strong != ["model.use_flash_attention"] or "trainer" in doc):
+        return strong[:2]
+    if _is_v2_megatron(doc):
+        return ["a NeMo 2 recipe (nemo.collections.llm)"]
+    return [k for k in _V1_INFERENCE_KEYS if k in doc][:1]
 
 # model keys only NeMo 1.x Megatron configs carry (the strong ones say it alone)
 _V1_STRONG = ("megatron_amp_O2", "mcore_gpt", "mcore_bert", "use_flash_attention", "native_amp_init_scale",

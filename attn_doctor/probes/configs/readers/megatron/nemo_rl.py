@@ -53,6 +53,8 @@ LABEL = "NeMo-RL"
 FORMATS = ("yaml",)
 MARKERS = {"policy": 2, "cluster": 2, "checkpointing": 2, "loss_fn": 3, "grpo": 3, "sft": 2, "dpo": 2, "distillation": 3,
            "ppo": 2, "defaults": 1, "env": 1}
+DISTINCT = ("policy.dtensor_cfg", "policy.megatron_cfg", "loss_fn.reference_policy_kl_penalty", "grpo.num_prompts_per_step",
+            "policy.train_global_batch_size", "policy.max_total_sequence_length")
 _PRECISIONS = ("float32", "bfloat16", "float16")
 _MAX_PARENTS = 8
 

@@ -1,0 +1,77 @@
+"""A Lightning Trainer config outside LitGPT and NeMo: a LightningCLI YAML (`python main.py fit -c x.yaml`,
+jsonargparse: `seed_everything`, `trainer:`, `model: {class_path, init_args}`) or a Hydra config whose
+`trainer._target_` is Lightning's Trainer (the lightning-hydra-template and projects built on it).
+
+`trainer.precision` takes Lightning's values (lightning/fabric/connector.py _PRECISION_INPUT): "32-true",
+"16-mixed" / "bf16-mixed" (autocast over fp32 weights; 16-mixed with a GradScaler), "16-true" /
+"bf16-true" (the weights in that dtype), "64-true", "transformer-engine" (fp8, bf16 weights) /
+"transformer-engine-float16"; the legacy 16, 32, 64, "bf16" still go (16 = 16-mixed). Without it the
+Trainer runs "32-true" (Trainer(precision=None) resolves to 32-true in Lightning 2; 32 in 1.x): no
+autocast. That default is asserted only for a file that is a Lightning Trainer config beyond doubt
+(the evidence below); NeMo's configs, whose trainer block is Lightning's too, are NeMo's reader's.
+"""
+
+from __future__ import annotations
+
+from ...plan import Reading
+from .litgpt import _PRECISIONS, precision_edits
+
+NAME = "lightning"
+LABEL = "Lightning"
+FORMATS = ("yaml", "json")
+MARKERS = {"trainer": 1, "seed_everything": 2, "ckpt_path": 1, "model": 1, "data": 1, "optimizer": 1, "lr_scheduler": 1,
+           "datamodule": 1, "callbacks": 1}
+SUBSUMED_BY = ("nemo", "litgpt")
+_TRAINERS = ("pytorch_lightning.Trainer", "pytorch_lightning.trainer.Trainer", "pytorch_lightning.trainer.trainer.Trainer",
+             "lightning.pytorch.Trainer", "lightning.pytorch.trainer.Trainer", "lightning.pytorch.trainer.trainer.Trainer",
+             "lightning.Trainer", "pl.Trainer")
+DEFAULT = "Lightning's Trainer(precision=None) runs 32-true (lightning/fabric/connector.py): no autocast"
+
+
+def distinct(doc: dict) -> list[str]:
+    trainer = doc.get("trainer")
+    if not isinstance(trainer, dict):
+        return []
+    target = str(trainer.get("_target_", ""))
+    if target in _TRAINERS:
+        return [f"trainer._target_: {target}"]
+    cli = [f"{k}.class_path" for k in ("model", "data") if isinstance(doc.get(k), dict) and "class_path" in doc[k]]
+    if "seed_everything" in doc:
+        cli.insert(0, "seed_everything")
+    return cli
+
+
+def recognise_extra(doc: dict) -> int:
+    return 4 * len(distinct(doc))
+
+
+def read(doc: dict, ctx) -> Reading:
+    r = Reading()
+    trainer = doc.get("trainer") if isinstance(doc.get("trainer"), dict) else {}
+    key, raw = "trainer.precision", trainer.get("precision")
+    r.understood("trainer.precision", "trainer.plugins")
+    if raw is None:
+        r.set("compute_dtype", "float32", source="default", raw="32-true", note=DEFAULT)
+        r.set("param_dtype", "float32", source="default", note="32-true keeps the weights in fp32")
+    else:
+        text = str(raw).strip().lower()
+        compute, params = _PRECISIONS.get(text, ("invalid", None))
+        r.set("compute_dtype", compute, key=key, raw=raw)
+        if params:
+            r.set("param_dtype", params, key=key, raw=raw, note="true: the weights in it, no fp32 copy" if "true" in text else None)
+        if compute == "invalid":
+            r.refused[key] = (f"Precision {raw!r} is invalid. Allowed precision values: ('transformer-engine', "
+                              "'transformer-engine-float16', '16-true', '16-mixed', 'bf16-true', 'bf16-mixed', '32-true', "
+                              "'64-true', 64, 32, 16, '64', '32', '16', 'bf16')")
+        if text.startswith("16"):
+            r.set("loss_scaling", text.endswith("mixed") or text == "16", key=key, raw=raw)
+        if text.startswith("transformer-engine"):
+            r.set("fp8", True, key=key, raw=raw, note="Lightning's TransformerEnginePrecision: fp8 matrix multiplies")
+            r.set("fp8_backend", "te", key=key, raw=raw)
+    strategy = trainer.get("strategy")
+    if isinstance(strategy, str) and strategy.split("_")[0] in ("fsdp", "deepspeed", "ddp"):
+        r.set("distributed", strategy.split("_")[0], key="trainer.strategy", raw=strategy)
+        r.understood("trainer.strategy")
+    r.edits.update(precision_edits(key, raw, r.plan.get("fp8") is not None))
+    r.settings = {"trainer.precision": raw} if raw is not None else {}
+    return r

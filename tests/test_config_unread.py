@@ -1,0 +1,110 @@
+"""A --config file the doctor cannot read is not an error of the job (issue 53, item 4).
+
+check names it as not read, with the reason in plain words, and exits on the job's own findings;
+the header never counts it as read. fix cannot change a file it cannot read: a usage error (exit 2)
+under --yes as under --dry-run, and its header never says "dry run" when it is not one. Real
+subprocesses of the real CLI, judged on the recorded T4 report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+T4 = str(ROOT / "tests" / "fixtures" / "facts" / "t4.json")
+REAL = ROOT / "tests" / "fixtures" / "configs" / "real"
+
+
+def cli(*args, state=None):
+    env = dict(os.environ)
+    if state is not None:
+        env["ATTN_DOCTOR_STATE_DIR"] = str(state)
+    return subprocess.run([sys.executable, "-m", "attn_doctor", *args], capture_output=True, text=True, env=env, timeout=240, cwd=ROOT)
+
+
+# name -> (how the file is made, the reason in plain words)
+BROKEN = {
+    "empty.yaml": (b"", "the file is empty"),
+    "blank.yaml": (b"\n   \n\n", "the file is empty"),
+    "comments.yaml": (b"# nothing set yet\n", "the file holds no settings (only comments, or an empty document)"),
+    "syntax.yaml": (b"model_name_or_path: x\nbf16: true\nflash_attn: fa2: yes\n", "YAML syntax error at line 3, column 16"),
+    "list.yaml": (b"- bf16\n- fp16\n", "the file holds a list, not settings"),
+    "binary.yaml": (bytes(range(256)), "a binary file, not a text config"),
+    "syntax.json": (b'{"bf16": {"enabled": true,}}\n', "JSON syntax error at line 1, column 27"),
+    "missing.yaml": (None, "no such file"),
+    "folder.yaml": ("dir", "a folder, not a file"),
+}
+
+
+def make(tmp_path: Path, name: str) -> Path:
+    content, _ = BROKEN[name]
+    path = tmp_path / name
+    if content == "dir":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)
+    return path
+
+
+@pytest.fixture(scope="module")
+def exit_without_configs():
+    return cli("check", "--from-report", T4, "--json").returncode
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_check_names_the_file_as_not_read_and_exits_on_the_jobs_findings(tmp_path, name, exit_without_configs):
+    path = make(tmp_path, name)
+    reason = BROKEN[name][1]
+    proc = cli("check", "--from-report", T4, "-c", str(path), "--json")
+    assert proc.returncode == exit_without_configs, proc.stderr  # the unread file adds nothing to the exit code
+    doc = json.loads(proc.stdout)
+    result = next(r for r in doc["results"] if r["rule"] == "AD512")
+    assert result["status"] == "info" and f"{path}: not read: {reason}" in result["message"], result
+    human = cli("check", "--from-report", T4, "-c", str(path))
+    header = next(line for line in human.stdout.splitlines() if "Configs:" in line)
+    assert "read:" not in header and f"1 file not read ({reason}" in header, header
+    assert f"· {path}: not read: {reason}" in human.stdout
+    assert "Traceback" not in human.stderr + human.stdout
+
+
+def test_an_unread_file_beside_a_read_one_is_counted_apart(tmp_path):
+    broken = make(tmp_path, "empty.yaml")
+    good = tmp_path / "config.yml"
+    shutil.copyfile(REAL / "axolotl" / "config.yml", good)
+    proc = cli("check", "--from-report", T4, "-c", str(broken), "-c", str(good))
+    header = next(line for line in proc.stdout.splitlines() if "Configs:" in line)
+    assert "1 file read: axolotl; 1 file not read (the file is empty)" in header, header
+    assert proc.returncode == 1  # the axolotl file's own findings (tf32 on a T4)
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+@pytest.mark.parametrize("mode", ["--yes", "--dry-run"])
+def test_fix_with_a_file_it_cannot_read_is_a_usage_error(tmp_path, name, mode):
+    path = make(tmp_path, name)
+    before = path.read_bytes() if path.is_file() else None
+    proc = cli("fix", "--gpu", "v100", "--quick", "-c", str(path), mode, state=tmp_path / "state")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert lines[0] == f"attn-doctor: error: --config {path}: {BROKEN[name][1]}" + lines[0].split(BROKEN[name][1], 1)[1]
+    assert lines[0].endswith("fix cannot change a file it cannot read")
+    assert "dry run" not in proc.stdout and proc.stdout == ""
+    assert (path.read_bytes() if path.is_file() else None) == before
+    assert not (tmp_path / "state" / "runs").exists() or not any((tmp_path / "state" / "runs").iterdir())
+
+
+def test_a_plan_nothing_of_which_can_be_applied_does_not_call_itself_a_dry_run(tmp_path):
+    # A TOML is not edited automatically: fix --yes plans the change, blocks it, applies nothing.
+    cfg = tmp_path / "llama3_8b.toml"
+    cfg.write_text('[training]\nmixed_precision_param = "bfloat16"\n[model]\nname = "llama3"\n')
+    proc = cli("fix", "--from-report", T4, "-c", str(cfg), "--yes", state=tmp_path / "state")
+    assert "dry run" not in proc.stdout, proc.stdout
+    assert proc.stdout.startswith("Plan (nothing here can be applied: nothing changed)"), proc.stdout
+    dry = cli("fix", "--from-report", T4, "-c", str(cfg), "--dry-run", state=tmp_path / "state")
+    assert dry.stdout.startswith("Plan (dry run: nothing will change)"), dry.stdout
