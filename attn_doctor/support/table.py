@@ -29,7 +29,7 @@ FEATURE_WORDS = {
 }
 DTYPE_WORDS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn",
                "fp8_e5m2": "float8_e5m2", "int8": "int8", "fp4": "fp4"}
-_KERNEL_KEYS = {"id", "name", "library", "platform", "names", "modules", "row"}
+_KERNEL_KEYS = {"id", "name", "library", "platform", "names", "modules", "doctor", "row"}
 _ROW_KEYS = {"versions", "archs", "dtypes", "dtype_archs", "head_dim_max", "head_dim_min", "head_dim_multiple",
              "head_dims", "features", "source", "read_at", "note"}
 _ARCH = re.compile(r"^(?:sm(?P<lo>\d{2,3})(?:(?P<plus>\+)|-sm(?P<hi>\d{2,3}))?|(?P<gfx>gfx[0-9a-f]{2,4}\*?)|(?P<other>mps|cpu))$")
@@ -229,6 +229,7 @@ class Kernel:
         self.platform: str = raw["platform"]
         self.names: list[str] = list(raw.get("names", []))
         self.modules: list[str] = list(raw.get("modules", []))
+        self.doctor: list[str] = list(raw.get("doctor", []))  # what the doctor's own code calls it
         self.rows = [Row(self, r) for r in raw["row"]]
 
     def newest_rows_spec(self, row: Row) -> bool:
@@ -310,10 +311,13 @@ class Matrix:
         return self.kernels.get(kernel_id)
 
     def find(self, name: str) -> Optional[Kernel]:
-        """The kernel a name (an id, one of its names, a module) stands for, any case."""
+        """The kernel a name (an id, one of its names, a module, the doctor's own name for it) stands for, any case."""
         low = (name or "").strip().lower()
         if low in self.kernels:
             return self.kernels[low]
+        for k in self.kernels.values():
+            if low in (d.lower() for d in k.doctor):
+                return k
         for n, k in self._names:
             if n == low:
                 return k
@@ -394,7 +398,7 @@ def validate(raw: dict, where: str = "matrix.toml") -> list[Kernel]:
         seen.add(k["id"])
         if k["platform"] not in PLATFORMS:
             raise SupportMatrixError("%s: platform %r is not one of %s" % (at, k["platform"], ", ".join(PLATFORMS)))
-        for key in ("names", "modules"):
+        for key in ("names", "modules", "doctor"):
             if not isinstance(k.get(key, []), list) or not all(isinstance(x, str) and x for x in k.get(key, [])):
                 raise SupportMatrixError("%s: %s must be a list of strings" % (at, key))
         if not isinstance(k["row"], list) or not k["row"]:
