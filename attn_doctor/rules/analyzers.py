@@ -195,9 +195,16 @@ def library_name_is_none(groups: dict, before: list[str], after: list[str]) -> O
     return None
 
 
+def _support_guards() -> dict:
+    from .support_facts import GUARDS as support_guards  # refusals the support matrix judges (matrix_arch, ...)
+
+    return support_guards
+
+
 GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "library_name_is_none": library_name_is_none,
     "attention_call_before": attention_call_before,
     "allocation_in_attention": allocation_in_attention,
     "allocation_over_gpu": allocation_over_gpu,
+    **_support_guards(),
 }
