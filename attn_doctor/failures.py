@@ -168,20 +168,91 @@ def symbol_abi(symbol: str) -> Optional[bool]:
     return False if re.search(r"[EKRPN]Ss", symbol[2:]) else None
 
 
+# The types whose mangled names differ between the two C++ ABIs (libstdc++'s dual ABI: std::string,
+# std::list, the locale facets, ios_base::failure, string streams); a symbol without any is spelled
+# the same under both, so the ABI cannot be why it is missing.
+_ABI_DEPENDENT = re.compile(r"__cxx11|std::(?:basic_string|w?string|list|ios_base|locale|basic_\w*stream|\w*stringbuf|\w*facet)\b")
+
+
+def abi_neutral(symbol: str) -> bool:
+    """True when the symbol demangles and holds no type whose name the C++ ABI changes; False where
+    it does or where nothing here can demangle it (then the ABI is not ruled out)."""
+    demangled = demangle(symbol)
+    return demangled is not None and symbol_abi(symbol) is None and not _ABI_DEPENDENT.search(demangled)
+
+
 def explain_undefined_symbol(symbol: str, torch_cxx11_abi: Optional[bool]) -> str:
-    """One sentence on which side is off: the C++ ABI or the torch version."""
+    """One sentence on which side is off: the C++ ABI or the torch version. Where torch's ABI is
+    unknown (a log with no torch to compare) and the symbol's name depends on the ABI, both causes
+    are said, with what tells them apart."""
     abi = symbol_abi(symbol)
     if abi is not None and torch_cxx11_abi is not None and abi != torch_cxx11_abi:
         built = "the C++11 ABI (cxx11abiTRUE)" if abi else "the old pre-C++11 ABI (cxx11abiFALSE)"
         has = "the C++11 ABI" if torch_cxx11_abi else "the old ABI"
         return f"the extension was compiled with {built}, but this torch uses {has}"
-    return "the extension was compiled against a different torch release: this symbol exists in that torch's libraries and not in this one's"
+    release = "the extension was compiled against a different torch release: this symbol exists in that torch's libraries and not in this one's"
+    if torch_cxx11_abi is not None:
+        return release
+    if abi_neutral(symbol):
+        return release + " (its name is spelled the same under both C++ ABIs, so an ABI mismatch would not make it missing)"
+    built = {True: " the C++11 ABI (cxx11abiTRUE)", False: " the old pre-C++11 ABI (cxx11abiFALSE)"}.get(abi, "")
+    return ("the text does not show which side is off: either the extension was compiled against a different torch release, "
+            f"or with{built or ' the other C++ ABI'}{' while torch uses the other one' if built else ' than torch'}; "
+            "`attn-doctor explain --check --python` with the training environment's interpreter decides it, reading that "
+            "torch's release and ABI (`torch._C._GLIBCXX_USE_CXX11_ABI`, True for the C++11 ABI)")
+
+
+# A line break inside a mangled name (a terminal or a log viewer wrapping at a column): the next
+# line holds the name's tail and nothing before it.
+_SYMBOL_TAIL = re.compile(r"(?P<tail>[A-Za-z0-9_$]{1,400})(?=$|[\s,;)'\"])")
+_SOURCE_NAME = re.compile(r"(?<![0-9ST])(?P<n>[1-9]\d*)")
+
+
+def _cut_short(symbol: str) -> bool:
+    """A length-prefixed source name (`9SetDevice`) that runs past the symbol's end: the name was cut.
+    The check for when nothing here demangles."""
+    i = 2
+    while True:
+        m = _SOURCE_NAME.search(symbol, i)
+        if m is None:
+            return False
+        end = m.end() + int(m.group("n"))
+        if end > len(symbol):
+            return True
+        i = end
+
+
+def rejoined_symbol(cut: str, following: list[str]) -> Optional[tuple[str, int]]:
+    """(the whole symbol, how many of `following` it took) where `cut` is a mangled name broken at a
+    line's end and the next lines begin with its tail; None otherwise. A name that demangles whole is
+    never extended (a word on the next line would demangle too: lower-case letters are types)."""
+    if not cut.startswith("_Z"):
+        return None
+    have_demangler = demangle("_ZN3c104cuda9SetDeviceEi") is not None
+    if (demangle(cut) is not None) if have_demangler else not _cut_short(cut):
+        return None
+    whole = cut
+    for used, line in enumerate(following[:3], 1):
+        m = _SYMBOL_TAIL.match(line)
+        if m is None:
+            return None
+        whole += m.group("tail")
+        if not have_demangler:
+            return whole, used  # the name was shown cut; no demangler to say where it ends
+        if demangle(whole) is not None:
+            return whole, used
+        if m.end() < len(line):
+            return None  # the tail stopped inside this line and the name is still not whole
+    return None
 
 
 def undefined_symbol_evidence(symbol: str, torch_cxx11_abi: Optional[bool]) -> dict[str, str]:
     """What an undefined symbol says, for a probed import and for a log alike: the symbol
     demangled, which side is off, and which C++ ABI the symbol was compiled with."""
-    out = {"demangled": demangle(symbol) or symbol, "side": explain_undefined_symbol(symbol, torch_cxx11_abi)}
+    out = {"side": explain_undefined_symbol(symbol, torch_cxx11_abi)}
+    demangled = demangle(symbol)
+    if demangled is not None:  # a name cut short, or no demangler here: never the raw name under "demangled"
+        out["demangled"] = demangled
     abi = symbol_abi(symbol)
     if abi is not None:
         out["symbol_abi"] = "C++11 ABI (cxx11abiTRUE)" if abi else "old ABI (cxx11abiFALSE)"

@@ -60,6 +60,42 @@ def catalogue() -> tuple[dict, ...]:
         return tuple(tomllib.load(fh)["gpu"])
 
 
+@lru_cache(maxsize=1)
+def amd_catalogue() -> tuple[dict, ...]:
+    """The AMD GPUs of the catalogue: name, aliases, LLVM target (gfx)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    with CATALOGUE.open("rb") as fh:
+        return tuple(tomllib.load(fh).get("amd_gpu", ()))
+
+
+@lru_cache(maxsize=1)
+def _amd_pattern() -> re.Pattern:
+    aliases = sorted({a for e in amd_catalogue() for a in (e["name"], *e.get("aliases", ()))}, key=len, reverse=True)
+    # "RX 7900 XTX", "rx7900xtx", "Radeon RX 7900 XTX", "MI300X": spaces optional, any case
+    words = "|".join(r"[\s-]?".join(map(re.escape, a.split())) for a in aliases)
+    return re.compile(r"(?<![A-Za-z0-9])(?:amd\s+)?(?:instinct\s+|radeon\s+)?(?P<name>%s)(?![A-Za-z0-9])" % words, re.IGNORECASE)
+
+
+def amd_gpus_in(text: str) -> list[tuple[str, str]]:
+    """The AMD GPUs a text names, as (name as written, gfx target): model names of the catalogue and
+    bare LLVM targets ("gfx1100", "gfx942:sramecc+:xnack-")."""
+    out: list[tuple[str, str]] = []
+    by_alias = {_norm(a): e["gfx"] for e in amd_catalogue() for a in (e["name"], *e.get("aliases", ()))}
+    for m in _amd_pattern().finditer(text):
+        gfx = by_alias.get(_norm(m.group("name")))
+        if gfx and (m.group("name"), gfx) not in out:
+            out.append((m.group("name"), gfx))
+    for m in re.finditer(r"(?<![A-Za-z0-9_])(gfx[0-9]{2,4}[a-f]?)(?![0-9a-z])", text, re.IGNORECASE):
+        gfx = m.group(1).lower()
+        if all(g != gfx for _n, g in out):
+            out.append((gfx, gfx))
+    return out
+
+
 def _assumed(entry: dict, given: str) -> AssumedGpu:
     return AssumedGpu(name=entry["name"], capability=entry["capability"], given=given,
                       memory_mib=int(entry["memory_gib"] * 1024) if entry.get("memory_gib") else None,

@@ -190,12 +190,24 @@ def test_explain_old_abi_extension_on_cxx11_torch():
 
 @pytest.mark.parametrize(
     ("symbol", "torch_abi"),
-    [(CXX11_SYMBOL, True), (NO_STRING_SYMBOL, True), (NO_STRING_SYMBOL, False), (CXX11_SYMBOL, None)],
+    [(CXX11_SYMBOL, True), (NO_STRING_SYMBOL, True), (NO_STRING_SYMBOL, False)],
 )
 def test_explain_version_mismatch(symbol, torch_abi):
     text = explain_undefined_symbol(symbol, torch_cxx11_abi=torch_abi)
     assert "different torch release" in text
     assert "ABI" not in text
+
+
+def test_an_unknown_torch_abi_leaves_both_sides_open_for_a_symbol_the_abi_spells():
+    # a log with no torch to compare: the C++11-ABI string in the name may be the cause, or the release
+    text = explain_undefined_symbol(CXX11_SYMBOL, torch_cxx11_abi=None)
+    assert "either" in text and "different torch release" in text and "C++11 ABI (cxx11abiTRUE)" in text
+
+
+@pytest.mark.skipif(demangle(NO_STRING_SYMBOL) is None, reason="no C++ demangler here")
+def test_an_unknown_torch_abi_rules_the_abi_out_for_a_symbol_spelled_the_same_under_both():
+    text = explain_undefined_symbol(NO_STRING_SYMBOL, torch_cxx11_abi=None)
+    assert "different torch release" in text and "same under both C++ ABIs" in text and "either" not in text
 
 
 # ------------------------------------------------------------------ wheel names

@@ -302,6 +302,16 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             if judged[0] is not None:
                 likelihood, reason = judged[0], judged[1]
             captures.update({k: v for k, v in judged[2].items() if k not in captures})
+        if "support_class" in captures:
+            # a refusal the support matrix judges: its reason, or no match at all (the matrix never guesses)
+            from . import matrix_judge
+
+            verdict = matrix_judge.judge(captures, log_facts, scan.versions.amd)
+            if verdict is None:
+                continue
+            captures.update(verdict)
+            likelihood = "confirmed"
+            reason = f"the support matrix says: {verdict['support_reason']}"
         same = _same_torch_both_sides(rule, captures, evidence)
         if same:
             likelihood, reason = "unlikely", same

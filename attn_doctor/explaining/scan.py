@@ -353,9 +353,14 @@ class Scanner:
                     if guarded is None:
                         continue  # the facts around the words say it is not this cause
                 matched_any = True
+                whole = _wrapped_symbol(m, buf, end)
+                if whole is not None:
+                    joined = (joined or display) + whole[1]
                 hits = result.hits.get(idx)
                 if hits is None:
                     groups = {k: v for k, v in m.groupdict().items() if v}
+                    if whole is not None:
+                        groups["symbol"] = whole[0]
                     groups.update(guarded or {})
                     if component:
                         groups.setdefault("component", component)
@@ -412,6 +417,19 @@ class Scanner:
                     return None, None  # a neighbour holds the whole message: the match is that line's
                 return m, option
         return None, None
+
+
+def _wrapped_symbol(m: re.Match, buf, end: int) -> Optional[tuple[str, str]]:
+    """A mangled symbol a terminal cut at the line's end (`..._ZN3c104cuda9SetDevi` / `ceEi`): the
+    whole name and the tail the next lines added; None where the match has no symbol at its end."""
+    groups = m.groupdict()
+    symbol = groups.get("symbol")
+    if not symbol or not symbol.startswith("_Z") or m.end("symbol") != len(m.string.rstrip()):
+        return None
+    from ..failures import rejoined_symbol
+
+    whole = rejoined_symbol(symbol, _next_lines(buf, end, 3))
+    return None if whole is None else (whole[0], whole[0][len(symbol):])
 
 
 # A line that begins a message of its own, never the continuation of a wrapped one: an exception's

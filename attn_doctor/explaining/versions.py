@@ -41,6 +41,8 @@ ANCHORS = [
     "L40", "P100", "0ti", "0Ti", "0 Ti", "0TI", "0 ti",
     # a traceback's frames name the environment the log came from: PREFIX/lib/pythonX.Y/site-packages
     "site-packages", "dist-packages",
+    # AMD GPUs: an LLVM target (gfx942, gcnArchName) or a model name (gpus.toml's amd_gpu)
+    "gfx", "Radeon", "Instinct", " MI2", " MI3", "RX 6", "RX 7", "RX 9", "RX7", "RX9",
 ]
 
 _PKG = re.compile(
@@ -119,6 +121,7 @@ class LogVersions:
     capabilities: list[str] = field(default_factory=list)  # seen without a name
     wheel: dict[str, str] = field(default_factory=dict)  # flash-attn wheel build tags
     prefixes: list[str] = field(default_factory=list)  # environments whose site-packages a frame shows
+    amd: list[str] = field(default_factory=list)  # AMD GPUs named, as their LLVM targets (gfx942)
 
     def _add(self, seq: list, value) -> None:
         if value not in seq:
@@ -196,6 +199,8 @@ class LogVersions:
                 sm = m.group("sm")
                 cap = f"{sm[:-1]}.{sm[-1]}"
             self.gpus[name] = cap or gpu_capability(name, gpu_table)
+        if re.search(r"(?i)gfx\d|radeon|instinct|\bmi[23]\d\d|\brx ?[679]\d", line):
+            self.read_amd(line)
         for m in _GPU_NAMED.finditer(line):
             name = m.group("name").strip()
             if _REQUIRED.search(line, max(0, m.start() - 40), m.start()):
@@ -205,6 +210,12 @@ class LogVersions:
             cap = gpu_capability(_named_gpu(name), gpu_table)
             if cap:  # a name the table does not know says nothing
                 self.gpus[name] = cap
+
+    def read_amd(self, line: str) -> None:
+        from ..gpus import amd_gpus_in
+
+        for _name, gfx in amd_gpus_in(line):
+            self._add(self.amd, gfx)
 
     def torch_abi(self) -> tuple[Optional[bool], str]:
         """torch's C++ ABI: printed in the log, else inferred from its version (pip wheels use the

@@ -195,9 +195,40 @@ def library_name_is_none(groups: dict, before: list[str], after: list[str]) -> O
     return None
 
 
+# the code line that wrote a value into a tensor: masked_fill, fill_, torch.full, an item assignment
+_FILL_CODE = re.compile(r"masked_fill_?\(|\.fill_\(|torch\.(?:full|where)\(|\]\s*=\s*[-+]?(?:float|torch|\d)|finfo\(")
+
+
+def fill_source(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """The value that overflowed a half tensor: the code line above the error that wrote it (a
+    traceback shows it), and what kind of value it is. Always a match: the message is the cause."""
+    for line in reversed([b for b in before if b.strip()][-3:]):
+        if _FILL_CODE.search(line):
+            code = line.strip()[:200]
+            out = {"fill_code": code}
+            other = re.search(r"finfo\(\s*(?P<name>[\w.]+)\.dtype\s*\)", code)
+            if re.search(r"finfo\(\s*torch\.float(?:32)?\s*\)", code):
+                out["fill_kind"] = "float32's limit, not the filled tensor's"
+            elif other:
+                # its own dtype's limit would fit: this one is wider
+                out["fill_kind"] = f"the limit of {other.group('name')}'s dtype, which is wider than the filled tensor's"
+            elif re.search(r"-?\s*1e\+?(?:9|1\d)|2\s*\*\*\s*(?:1[6-9]|[2-9]\d)|float\(\s*2\s*\*\*", code):
+                out["fill_kind"] = "a constant beyond float16's range"
+            return out
+    return {}
+
+
+def _support_guards() -> dict:
+    from .support_facts import GUARDS as support_guards  # refusals the support matrix judges (matrix_arch, ...)
+
+    return support_guards
+
+
 GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "library_name_is_none": library_name_is_none,
     "attention_call_before": attention_call_before,
     "allocation_in_attention": allocation_in_attention,
     "allocation_over_gpu": allocation_over_gpu,
+    "fill_source": fill_source,
+    **_support_guards(),
 }

@@ -245,11 +245,24 @@ def config_bf16_no_native(facts: Facts, data: dict) -> Optional[dict]:
     return evidence
 
 
+def _floor(kernel_id: str) -> tuple[str, str]:
+    """A kernel's lowest NVIDIA architecture in the support matrix (recipes/support/matrix.toml):
+    ("8.0", "Ampere (sm80)")."""
+    from ...support import matrix, sm_name
+
+    low = matrix().kernel(kernel_id).nvidia_range()[0]
+    name = {(7, 0): "Volta", (7, 5): "Turing", (8, 0): "Ampere", (8, 9): "Ada", (9, 0): "Hopper", (10, 0): "Blackwell"}.get(low)
+    return "%d.%d" % low, (f"{name} ({sm_name(low)})" if name else sm_name(low))
+
+
+_FA2_FLOOR, _FA2_ARCH = _floor("flash-attn-2")
+_SAGE_FLOOR, _SAGE_ARCH = _floor("sageattention-2")
+
 # Attention implementations with an architecture floor: (lowest capability, highest or None, what it is).
 _ATTENTION_FLOORS = {
-    "flash_attention_2": ("8.0", None, "FlashAttention-2 needs Ampere (sm80) or newer and raises 'FlashAttention only supports Ampere GPUs or newer.'"),
+    "flash_attention_2": (_FA2_FLOOR, None, f"FlashAttention-2 needs {_FA2_ARCH} or newer and raises 'FlashAttention only supports Ampere GPUs or newer.'"),
     "flash_attention_3": ("9.0", "9.0", "FlashAttention-3 runs on Hopper (sm90) only."),
-    "sage": ("8.0", None, "SageAttention's CUDA kernels need sm80 or newer ('Unsupported CUDA architecture')."),
+    "sage": (_SAGE_FLOOR, None, f"SageAttention's CUDA kernels need {_SAGE_ARCH.split(' (')[-1].rstrip(')')} or newer ('Unsupported CUDA architecture')."),
     "fp8": ("9.0", None, "axolotl's fp8 attention needs Hopper (sm90) or newer."),
 }
 
@@ -263,7 +276,7 @@ def _attention_floor(attention: str) -> Optional[tuple]:
     if generation == 3:
         return ("9.0", "9.0", f"{attention} is FlashAttention-3, which runs on Hopper (sm90) only.")
     if generation == 2:
-        return ("8.0", None, f"{attention} is FlashAttention-2, which needs Ampere (sm80) or newer.")
+        return (_FA2_FLOOR, None, f"{attention} is FlashAttention-2, which needs {_FA2_ARCH} or newer.")
     return None
 
 

@@ -25,8 +25,14 @@ Standard library only; tensors are read through duck typing.
 
 from __future__ import annotations
 
+from ...support import matrix as support_matrix  # the support matrix (recipes/support/matrix.toml); stand-ins read it through here
+
 HALF = ("float16", "bfloat16")
-FA2_MAX_HEAD_DIM = 256
+# FlashAttention 2's limits and SDPA's flash kernel's, read from the support matrix (recipes/support/matrix.toml)
+_FA2 = support_matrix().kernel("flash-attn-2")
+FA2_MAX_HEAD_DIM = _FA2.limit("head_dim_max")
+FA2_MIN_CAPABILITY = _FA2.nvidia_range()[0]
+SDPA_FLASH_MAX_HEAD_DIM = support_matrix().kernel("sdpa-flash").limit("head_dim_max")
 
 C10_NAMES = {"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float64": "double",
              "bool": "bool", "int64": "long int", "int32": "int", "uint8": "unsigned char"}
@@ -215,7 +221,7 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
     dq, dv = head_dims
     widest = max(d for d in (dq, dv, 0) if d is not None)
     if family == "flash_attn2":
-        if capability is not None and tuple(capability) < (8, 0):
+        if capability is not None and tuple(capability) < FA2_MIN_CAPABILITY:
             problems.append(problem("AD605", "error", "arch", "FlashAttention only supports Ampere GPUs or newer."))
         # flash_api.cpp checks q's dtype first, then k against q, then v against q.
         if q not in HALF:
@@ -226,7 +232,7 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
             problems.append(problem("AD602", "error", "same_dtype", "query and value must have the same dtype"))
         if widest > FA2_MAX_HEAD_DIM:
             problems.append(problem("AD603", "error", "head_dim",
-                                     "FlashAttention forward only supports head dimension at most 256"))
+                                     "FlashAttention forward only supports head dimension at most %d" % FA2_MAX_HEAD_DIM))
         slopes = extras.get("alibi_slopes")
         if slopes is not None and slopes != "float32":
             problems.append(problem("AD606", "error", "mask_dtype", "ALiBi slopes must have dtype fp32"))
@@ -252,11 +258,11 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
                 "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: %s, "
                 "Key dtype: %s, and Value dtype: %s instead. (the flash kernel is skipped; SDPA falls back to "
                 "a slower kernel)" % tuple(C10_NAMES.get(d, d).replace("c10::", "") for d in (q, k, v))))
-        if widest > FA2_MAX_HEAD_DIM:
+        if widest > SDPA_FLASH_MAX_HEAD_DIM:
             problems.append(problem(
                 "AD603", "warning", "head_dim",
                 "Flash attention requires q,k,v to have the same last dimension and to be less than or equal "
-                "to 256. Got Query.size(-1): %s (SDPA falls back to a slower kernel)" % dq))
+                "to %d. Got Query.size(-1): %s (SDPA falls back to a slower kernel)" % (SDPA_FLASH_MAX_HEAD_DIM, dq)))
         mask = extras.get("attn_mask")
         if family == "sdpa" and mask is not None and mask not in ("bool", "float32", q):
             # torch's validate_sdpa_input, on every device and backend.

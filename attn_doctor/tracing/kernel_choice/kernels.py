@@ -238,12 +238,16 @@ def xformers_operator(record, target):
     """The operator xformers' dispatcher picks (xformers/ops/fmha/dispatch.py: FlashAttention 3 on
     sm90, FlashAttention 2 on sm80+, for fp16/bf16 and head dim <= 256; else cutlass). Asked of
     xformers itself on a GPU where its private dispatcher imports."""
+    from ...support import matrix as support_matrix
+
     eff = record.get("effective_dtypes") or {}
     half = eff.get("q") in sdpa_select.HALF and len(set(eff.values())) == 1
     dim = record.get("head_dim") or 0
     cap = target["capability"]
-    if half and dim <= 256 and cap >= (8, 0):
-        op = "fa3 (FlashAttention 3)" if cap[0] == 9 and dim <= 256 else "fa2 (FlashAttention 2)"
+    fa2 = support_matrix().kernel("xformers-flash")  # its limits: the support matrix's row for xformers' operator
+    fa3 = support_matrix().kernel("xformers-flash3")
+    if half and dim <= fa2.limit("head_dim_max") and cap >= fa2.nvidia_range()[0]:
+        op = ("fa3 (FlashAttention 3)" if cap[0] == 9 and dim <= fa3.limit("head_dim_max") else "fa2 (FlashAttention 2)")
     else:
         op = "cutlass (memory-efficient)"
     return {"name": "xformers", "label": "xformers %s%s" % (op, " (judged with a stand-in)" if record.get("standin")

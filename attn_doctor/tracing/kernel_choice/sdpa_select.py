@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 import re
 
+from ...support import matrix as support_matrix, sm_name
+
 LABELS = {"flash": "flash", "cudnn": "cuDNN", "mem_efficient": "mem-efficient", "math": "math"}
 # torch.nn.attention.SDPBackend member of each backend (forcing one, asking _fused_sdp_choice).
 MEMBERS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "mem_efficient": "EFFICIENT_ATTENTION",
@@ -43,6 +45,12 @@ CUDNN_FIRST_FROM = (2, 9)
 CUDNN_RUNTIME_GATE_FROM = (2, 12)
 # The CUDA wheels' cuDNN when the target's is unknown (meta, CPU): cu130 wheels of torch 2.11 ship 9.19.
 ASSUMED_CUDNN = 91900
+# Each backend's architecture range and the flash kernel's head-dim limit: the support matrix's rows
+# for torch's kernels (recipes/support/matrix.toml), read from sdp_utils.cpp
+FLASH_ARCHS = support_matrix().kernel("sdpa-flash").nvidia_range()
+MEM_EFFICIENT_ARCHS = support_matrix().kernel("sdpa-mem-efficient").nvidia_range()
+CUDNN_ARCHS = support_matrix().kernel("sdpa-cudnn").nvidia_range()
+FLASH_MAX_HEAD_DIM = support_matrix().kernel("sdpa-flash").limit("head_dim_max")
 
 
 def version_tuple(text):
@@ -78,9 +86,9 @@ def check_for_attn_mask(call, target):
 
 def check_head_dim_size_flash(call, target):
     dq, dk, dv = (_t(call, r)["shape"][-1] for r in ("q", "k", "v"))
-    if not (dq == dk == dv and dq <= 256):
+    if not (dq == dk == dv and dq <= FLASH_MAX_HEAD_DIM):
         return ("Flash attention requires q,k,v to have the same last dimension and to be less than or equal to "
-                "256. Got Query.size(-1): %d, Key.size(-1): %d, Value.size(-1): %d instead." % (dq, dk, dv))
+                "%d. Got Query.size(-1): %d, Key.size(-1): %d, Value.size(-1): %d instead." % (FLASH_MAX_HEAD_DIM, dq, dk, dv))
     return None
 
 
@@ -90,25 +98,25 @@ def _sm_in(capability, low, high):
 
 def check_flash_hardware(call, target):
     cap = target["capability"]
-    if not _sm_in(cap, (8, 0), (12, 1)):
-        return ("Flash attention only supports gpu architectures in the range [sm80, sm121]. Attempting to run on a "
-                "sm %d.%d gpu." % tuple(cap))
+    if not _sm_in(cap, *FLASH_ARCHS):
+        return ("Flash attention only supports gpu architectures in the range [%s, %s]. Attempting to run on a "
+                "sm %d.%d gpu." % (sm_name(FLASH_ARCHS[0]), sm_name(FLASH_ARCHS[1]), *cap))
     return None
 
 
 def check_mem_efficient_hardware(call, target):
     cap = target["capability"]
-    if not _sm_in(cap, (5, 0), (12, 1)):
-        return ("Mem Efficient Attention only supports gpu architectures in the range [sm50, sm121]. Attempting to "
-                "run on a sm %d.%d gpu." % tuple(cap))
+    if not _sm_in(cap, *MEM_EFFICIENT_ARCHS):
+        return ("Mem Efficient Attention only supports gpu architectures in the range [%s, %s]. Attempting to "
+                "run on a sm %d.%d gpu." % (sm_name(MEM_EFFICIENT_ARCHS[0]), sm_name(MEM_EFFICIENT_ARCHS[1]), *cap))
     return None
 
 
 def check_cudnn_hardware(call, target):
     cap = target["capability"]
-    if not _sm_in(cap, (8, 0), (12, 1)):
-        return ("cuDNN MHA only supports gpu architectures in the range [sm80, sm121]. Attempting to run on a sm "
-                "%d.%d gpu." % tuple(cap))
+    if not _sm_in(cap, *CUDNN_ARCHS):
+        return ("cuDNN MHA only supports gpu architectures in the range [%s, %s]. Attempting to run on a sm "
+                "%d.%d gpu." % (sm_name(CUDNN_ARCHS[0]), sm_name(CUDNN_ARCHS[1]), *cap))
     return None
 
 

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 
+from ... import support
 from ...bytecode import mirror
 from ..places import DOCTOR_DIR
 from ..state import PROGRESS_PREFIX
@@ -32,6 +33,9 @@ def package_dir():
         os.symlink(PACKAGE_DIR, link)
     except OSError:
         shutil.copytree(PACKAGE_DIR, link)
+    # the support matrix as JSON beside it: the other interpreter may have no TOML parser (Python 3.10
+    # without tomli), and a copied package has no recipes folder beside it
+    support.write_json(os.path.join(tmp, support.JSON_NAME))
     return tmp
 
 

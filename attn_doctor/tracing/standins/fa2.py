@@ -29,7 +29,7 @@ class FlashAttnError(RuntimeError):
     pass
 
 
-def _check(q, k, v, max_head_dim=256, alibi_slopes=None):
+def _check(q, k, v, max_head_dim=sinks.FA2_MAX_HEAD_DIM, alibi_slopes=None):
     torch = _torch()
     half = (torch.float16, torch.bfloat16)
     if q.dtype not in half:

@@ -18,7 +18,11 @@ from .library import Library
 STANDIN_FA3_VERSION = "3.0.0"
 _FP8 = ("float8_e4m3fn",)
 DTYPES = sinks.HALF + _FP8
-MAX_HEAD_DIM = 256
+# FA3's floor, its fp8 floor and its head-dim limit: the support matrix's row (recipes/support/matrix.toml)
+_ROW = sinks.support_matrix().kernel("flash-attn-3")
+MAX_HEAD_DIM = _ROW.limit("head_dim_max")
+MIN_CAPABILITY = _ROW.nvidia_range()[0]
+FP8_CAPABILITY = _ROW.dtype_floor("fp8_e4m3")
 
 
 def judge(dtypes, head_dims, capability, extras):
@@ -27,11 +31,11 @@ def judge(dtypes, head_dims, capability, extras):
     against q, head dim at most 256 and a multiple of 8 (16 for fp8)."""
     q, k, v = dtypes.get("q"), dtypes.get("k"), dtypes.get("v")
     problems = []
-    if capability is not None and tuple(capability) < (8, 0):
+    if capability is not None and tuple(capability) < MIN_CAPABILITY:
         problems.append(problem("AD605", "error", "arch", "FlashAttention only supports Ampere GPUs or newer."))
     if q not in DTYPES:
         problems.append(problem("AD604", "error", "dtype", "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type"))
-    elif q not in sinks.HALF and capability is not None and tuple(capability) < (9, 0):
+    elif q not in sinks.HALF and capability is not None and tuple(capability) < FP8_CAPABILITY:
         problems.append(problem("AD605", "error", "arch", "FlashAttention on Ampere/Ada cards only supports fp16 and bf16 "
                                                            "data type"))
     elif k != q:
@@ -40,7 +44,8 @@ def judge(dtypes, head_dims, capability, extras):
         problems.append(problem("AD602", "error", "same_dtype", "query and value must have the same dtype"))
     dq, dv = head_dims
     if dq is not None and dq > MAX_HEAD_DIM:
-        problems.append(problem("AD603", "error", "head_dim", "FlashAttention forward only supports head dimension at most 256"))
+        problems.append(problem("AD603", "error", "head_dim", "FlashAttention forward only supports head dimension at most %d"
+                                % MAX_HEAD_DIM))
     elif dq is not None:
         align = 16 if q == "float8_e4m3fn" else 8
         if dq % align:
@@ -80,8 +85,8 @@ def _check(q, k, v):
     for t in (q, k, v):
         if t.stride(-1) != 1:
             raise FlashAttn3Error("Input tensor must have contiguous last dimension")
-    if q.shape[-1] > 256:
-        raise FlashAttn3Error("FlashAttention forward only supports head dimension at most 256")
+    if q.shape[-1] > MAX_HEAD_DIM:
+        raise FlashAttn3Error("FlashAttention forward only supports head dimension at most %d" % MAX_HEAD_DIM)
     align = 16 if str(q.dtype).endswith("float8_e4m3fn") else 8
     if q.shape[-1] % align:
         raise FlashAttn3Error("head_size should be a multiple of %d" % align)

@@ -18,9 +18,10 @@ from .library import Library
 
 STANDIN_SAGE_VERSION = "2.2.0"
 
-# SageAttention 2.x's sageattn dispatches by architecture (sageattention/core.py): these have a kernel.
-ARCHS = ((8, 0), (8, 6), (8, 9), (9, 0), (12, 0), (12, 1))
-MAX_HEAD_DIM = 128
+# SageAttention 2.x's sageattn dispatches by architecture (sageattention/core.py): the architectures
+# with a kernel and its head-dim limit, from the support matrix's row (recipes/support/matrix.toml)
+ARCHS = sinks.support_matrix().kernel("sageattention-2").nvidia_archs()
+MAX_HEAD_DIM = sinks.support_matrix().kernel("sageattention-2").limit("head_dim_max")
 
 
 def judge(dtypes, head_dims, capability, extras):

@@ -18,6 +18,8 @@ from .. import state
 from .library import Library
 
 STANDIN_XFORMERS_VERSION = "0.0.35"
+# bf16 needs an A100 or newer (fmha/common.py): the support matrix's row for the cutlass operator
+BF16_CAPABILITY = sinks.support_matrix().kernel("xformers-cutlass").dtype_floor("bf16", STANDIN_XFORMERS_VERSION)
 
 
 def judge(dtypes, head_dims, capability, extras):
@@ -36,7 +38,7 @@ def judge(dtypes, head_dims, capability, extras):
             "AD604", "warning", "dtype",
             "dtype=torch.%s (supported: {torch.float16, torch.bfloat16}) (xformers' flash operators refuse it; the "
             "cutlass kernel runs, slower)" % q))
-    elif q == "bfloat16" and capability is not None and tuple(capability) < (8, 0):
+    elif q == "bfloat16" and capability is not None and tuple(capability) < BF16_CAPABILITY:
         problems.append(problem("AD605", "error", "arch", "No operator found for `memory_efficient_attention_forward`: "
                                                            "bf16 is only supported on A100+ GPUs"))
     bias = extras.get("attn_bias")
