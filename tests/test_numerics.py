@@ -254,3 +254,141 @@ def test_preflight_numerics_without_a_gpu_says_nothing_was_measured():
                                    distributed=False)
     (said,) = [f for f in result.findings if f.title == "numerics not measured"]
     assert said.severity == "warning" and "needs a CUDA device" in said.message
+
+
+# ---------------------------------------------------------------- a library's wrong numbers, found end to end
+
+# A stand-in for flash-attn-4's package on sys.path: `flash_attn.cute.flash_attn_func` as the sweep's
+# adapter calls it (BSHD tensors, causal=, returns (out, lse)), computing attention right except for
+# the error the test injects into its backward at one head dim. Nothing of numerics_child is faked.
+FAKE_FA4 = '''
+import math
+import torch
+
+BAD_HEAD_DIM = {bad_head_dim}
+MODE = "{mode}"
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal):
+        qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))  # BHSD
+        if kf.shape[1] != qf.shape[1]:
+            kf = kf.repeat_interleave(qf.shape[1] // kf.shape[1], 1)
+            vf = vf.repeat_interleave(qf.shape[1] // vf.shape[1], 1)
+        s = qf @ kf.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+        p = torch.softmax(s, -1)
+        ctx.save_for_backward(q, k, v, p)
+        return (p @ vf).transpose(1, 2).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, p = ctx.saved_tensors
+        groups = q.shape[2] // k.shape[2]
+        qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
+        kf, vf = kf.repeat_interleave(groups, 1), vf.repeat_interleave(groups, 1)
+        g = grad.float().transpose(1, 2)
+        dv = p.transpose(-2, -1) @ g
+        dp = g @ vf.transpose(-2, -1)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True)) / math.sqrt(q.shape[-1])
+        dq, dk = ds @ kf, ds.transpose(-2, -1) @ qf
+        if q.shape[-1] == BAD_HEAD_DIM:
+            if MODE == "nan":
+                dq[..., -8:] = float("nan")  # a tail of the head dim never written
+            else:
+                dq = dq * 1.05  # 5% off: finite, past the tolerance
+        b, h = dk.shape[0], k.shape[2]
+        dk = dk.reshape(b, h, groups, *dk.shape[2:]).sum(2)
+        dv = dv.reshape(b, h, groups, *dv.shape[2:]).sum(2)
+        return tuple(t.transpose(1, 2).to(q.dtype) for t in (dq, dk, dv)) + (None,)
+
+
+def flash_attn_func(q, k, v, softmax_scale=None, causal=False, **kwargs):
+    out = _Attention.apply(q, k, v, causal)
+    return out, torch.zeros(q.shape[0], q.shape[2], q.shape[1])
+'''
+
+
+@pytest.fixture
+def fake_fa4(tmp_path, monkeypatch):
+    """Put a flash-attn-4 with the given fault on sys.path; the sweep's own adapter imports it."""
+    import sys
+
+    def install(bad_head_dim, mode):
+        pkg = tmp_path / "flash_attn" / "cute"
+        pkg.mkdir(parents=True)
+        (tmp_path / "flash_attn" / "__init__.py").write_text("")
+        (pkg / "__init__.py").write_text(FAKE_FA4.format(bad_head_dim=bad_head_dim, mode=mode))
+        for name in [m for m in sys.modules if m == "flash_attn" or m.startswith("flash_attn.")]:
+            monkeypatch.delitem(sys.modules, name)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        return nc.library_call(torch, "flash_attn_4")
+
+    yield install
+    for name in [m for m in sys.modules if m == "flash_attn" or m.startswith("flash_attn.")]:
+        sys.modules.pop(name, None)
+
+
+def _fa4_sweep(call):
+    cases = nc.CASES + nc.LIBRARY_CASES["flash_attn_4"]
+    return nc.sweep(torch, [("flash_attn_4", call)], [torch.float16, torch.bfloat16], "cpu", cases=cases), cases
+
+
+def _judged(results, cases, **packages):
+    """The recorded H100 with these sweep results (and packages): the engine's results by rule."""
+    from attn_doctor.diagnosis.engine import evaluate
+    from attn_doctor.facts import NumericsCase, NumericsResult, Package
+    from attn_doctor.rules.loader import load_recipes
+
+    facts = _facts("h100")
+    facts.smoke.numerics = msgspec.convert(results, list[NumericsResult])
+    facts.smoke.numerics_cases = {c["name"]: NumericsCase(**nc.case_facts(c)) for c in cases}
+    for name, version in packages.items():
+        facts.packages[name] = Package(version=version)
+    return {r.rule: r for r in evaluate(load_recipes(), facts)}
+
+
+msgspec = pytest.importorskip("msgspec")
+
+
+def test_a_fa4_release_with_a_wrong_dq_at_head_dim_144_is_an_error_naming_the_shape_the_direction_and_the_bug(fake_fa4):
+    """The sweep's FA4 adapter, run against a flash-attn-4 whose backward is 5% off in dQ at head
+    dim 144 only: that case alone is wrong, in dQ alone; judged on an H100 with flash-attn-4
+    4.0.0b29 it is AD706's error, in the words of the case and the bug it is (pytorch-style
+    numerics_bugs rows name the case), and AD714 does not say it again (one finding per cause)."""
+    results, cases = _fa4_sweep(fake_fa4(144, "scale"))
+    ran = [r for r in results if r["status"] != "n/a"]
+    assert {r["dtype"] for r in ran} == {"bfloat16"}  # one dtype: FA4 compiles per dtype
+    wrong = [r for r in results if r["status"] == "wrong"]
+    assert [(r["case"], sorted(r["directions"])) for r in wrong] == [("fa4-head-dim-144", ["dq"])]
+    assert all(r["status"] == "ok" for r in ran if r["case"] != "fa4-head-dim-144")
+    assert {r["case"] for r in ran} >= {"fa4-head-dim-256-fused-qkv", "fa4-mla-128-96", "gqa-2", "odd-causal"}
+
+    judged = _judged(results, cases, **{"flash-attn-4": "4.0.0b29"})
+    ad706 = judged["AD706"]
+    assert ad706.status == "error"
+    assert ad706.message.startswith("FlashAttention 4 (flash-attn-4) computes wrong results against float64: dQ: error ")
+    assert "x the tolerance at head dims 136-176 not a multiple of 64" in ad706.message
+    assert "Dao-AILab/flash-attention#2482" in ad706.message
+    assert ad706.evidence["packages"] == "flash-attn-4"
+    assert judged["AD714"].status == "pass"  # measured here: the sweep's finding, not the rule's
+
+
+def test_nan_in_a_library_gradient_is_counted_and_the_clean_sweep_clears_the_known_bug(fake_fa4):
+    results, cases = _fa4_sweep(fake_fa4(72, "nan"))
+    (wrong,) = [r for r in results if r["status"] == "wrong"]
+    assert wrong["case"] == "fa4-head-dim-72" and wrong["directions"]["dq"]["nonfinite"] > 0
+    judged = _judged(results, cases, **{"flash-attn-4": "4.0.0b36"})
+    assert judged["AD706"].status == "error"
+    assert "values NaN or inf at head dim 72 (not a multiple of 32) (bf16)" in judged["AD706"].message
+
+
+def test_a_right_fa4_clears_its_known_bugs_and_an_unmeasured_one_stays_a_warning(fake_fa4):
+    results, cases = _fa4_sweep(fake_fa4(0, "scale"))  # no head dim is wrong
+    assert not [r for r in results if r["status"] == "wrong"]
+    judged = _judged(results, cases, **{"flash-attn-4": "4.0.0b29"})
+    assert judged["AD706"].status == "pass" and judged["AD714"].status == "pass"
+    unmeasured = _judged([], [], **{"flash-attn-4": "4.0.0b29"})
+    assert unmeasured["AD714"].status == "warning" and "Dao-AILab/flash-attention#2482" in unmeasured["AD714"].message

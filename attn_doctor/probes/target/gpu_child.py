@@ -247,9 +247,10 @@ def _sdpa_backends(torch):
 LIBRARIES = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "flash_attn_4": "flash_attn_4", "xformers": "xformers"}
 # Libraries the numerics sweep alone runs (no smoke test of their own): name -> the module it needs.
 NUMERICS_ONLY = {"sageattention": "sageattention"}
-# Libraries the numerics sweep runs its cases through (numerics_child.library_call); FlashAttention
-# 4 compiles a kernel per shape, a cost the sweep's many shapes would multiply.
-NUMERICS_LIBRARIES = ("flash_attn", "flash_attn_3", "xformers", "sageattention")
+# Libraries the numerics sweep runs its cases through (numerics_child.library_call). FlashAttention
+# 4 compiles a kernel per shape: it runs the few shapes that share compiles and its known bugs'
+# shapes, in one dtype, and its result is cached per package set (numerics_child.library_call says how).
+NUMERICS_LIBRARIES = ("flash_attn", "flash_attn_3", "flash_attn_4", "xformers", "sageattention")
 # Libraries that compile each kernel at its first call (FlashAttention 4: 2.5-3 s per dtype and
 # pass on an H100): a process per dtype, so that the compiles run side by side.
 JIT_LIBRARIES = ("flash_attn_4",)

@@ -79,7 +79,28 @@ CASES = (
     {"name": "fully-masked-rows", "cls": "fully masked query rows (left padding under a causal mask), where SDPA promises zeros",
      "b": 2, "h": 2, "sq": 128, "sk": 128, "d": 64, "mask": "fully-masked", "logits": "normal"},
 )
-CASE_BY_NAME = {c["name"]: c for c in CASES}
+
+# Cases a library runs beyond CASES: the shapes of its own known bugs (recipes/numerics.toml's
+# numerics_bugs rows name them in `cases`, so that a measurement here confirms or clears the bug).
+# `dv`: v's head dim where it differs from q's and k's (MLA); `layout`: "fused-qkv" makes q, k and v
+# strided views of one (batch, seq, 3, heads, dim) projection, as a fused QKV Linear gives them.
+LIBRARY_CASES = {
+    "flash_attn_4": (
+        {"name": "fa4-head-dim-144", "cls": "head dim 144 (above 128, not a multiple of 64)",
+         "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 144, "mask": "causal", "logits": "normal"},
+        {"name": "fa4-head-dim-160", "cls": "head dim 160 (above 128, not a multiple of 64)",
+         "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 160, "mask": "causal", "logits": "normal"},
+        {"name": "fa4-head-dim-176", "cls": "head dim 176 (above 128, not a multiple of 64)",
+         "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 176, "mask": "causal", "logits": "normal"},
+        {"name": "fa4-head-dim-72", "cls": "head dim 72 (not a multiple of 32)",
+         "b": 2, "h": 2, "sq": 256, "sk": 256, "d": 72, "mask": "causal", "logits": "normal"},
+        {"name": "fa4-head-dim-256-fused-qkv", "cls": "head dim 256, q, k and v strided views of one fused QKV projection",
+         "b": 2, "h": 2, "sq": 256, "sk": 256, "d": 256, "mask": "causal", "logits": "normal", "layout": "fused-qkv"},
+        {"name": "fa4-mla-128-96", "cls": "head dims 128 for q and k, 96 for v (an MLA shape)",
+         "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 128, "dv": 96, "mask": "causal", "logits": "normal"},
+    ),
+}
+CASE_BY_NAME = {c["name"]: c for c in CASES + tuple(c for extra in LIBRARY_CASES.values() for c in extra)}
 
 # Masks given to the kernel as a tensor (the other kinds are is_causal or nothing).
 TENSOR_MASKS = ("bool-causal", "float-causal", "all-true", "bool-padding", "float-bias", "fully-masked")
@@ -100,10 +121,11 @@ def make_inputs(torch, case, dtype, device, seed=1234):
     gen = torch.Generator().manual_seed(seed + sum(ord(c) for c in case["name"]))
     b, h, sq, sk, d = case["b"], case["h"], case["sq"], case["sk"], case["d"]
     hkv = case.get("hkv", h)
+    dv = case.get("dv", d)
     q = torch.randn(b, h, sq, d, generator=gen)
     k = torch.randn(b, hkv, sk, d, generator=gen)
-    v = torch.randn(b, hkv, sk, d, generator=gen)
-    grad_out = torch.randn(b, h, sq, d, generator=gen)
+    v = torch.randn(b, hkv, sk, dv, generator=gen)
+    grad_out = torch.randn(b, h, sq, dv, generator=gen)
     if case["logits"] == "neglse":
         # Every scaled logit near -120: q's first channel 1, k's -120 * sqrt(d), the rest small.
         q, k = q * 0.1, k * 0.1
@@ -135,6 +157,10 @@ def make_inputs(torch, case, dtype, device, seed=1234):
     is_causal = kind == "causal"
     enable_gqa = hkv != h
     out = [t.to(dtype).to(device) for t in (q, k, v, grad_out)]
+    if case.get("layout") == "fused-qkv":
+        # one (b, s, 3, h, d) buffer; each of q, k, v a (b, h, s, d) view of its slot
+        fused = torch.stack([t.transpose(1, 2) for t in out[:3]], dim=2).contiguous()
+        out[:3] = [fused[:, :, i].transpose(1, 2) for i in range(3)]
     if mask is not None:
         mask = (mask if mask.dtype == torch.bool else mask.to(dtype)).to(device)
     return out[0], out[1], out[2], out[3], mask, is_causal, enable_gqa
@@ -227,6 +253,18 @@ def library_call(torch, name):
                 raise NotApplicable("aligns a causal mask bottom-right where SDPA aligns it top-left")
             return bshd(first(fn(bshd(q), bshd(k), bshd(v), causal=is_causal)))
 
+        if name == "flash_attn_4":
+            # FlashAttention 4 compiles a kernel per head dim, causality, grouping and dtype at its
+            # first call (2.5-3 s per pass on an H100); a sequence length reuses it. So it runs the
+            # cases that share a few compiles (head dim 64 causal and not, grouped heads, 256) and
+            # its own known bugs' shapes (LIBRARY_CASES), in the dtype training would use. Paid once
+            # per package set: the sweep's library groups are stack groups (gpu_child.stack_group),
+            # whose results are cached under the stack key (probes/keys.py: every installed
+            # distribution's version, the GPU architecture, the driver), and FA4 keeps the compiled
+            # kernels in the doctor's kernels folder (gpu_child.kernel_caches) for --no-cache runs.
+            call.only_cases = ("odd-causal", "tile64-causal-neglse", "large-logits", "odd-cross", "tile64-nomask-neglse",
+                               "one-query-neglse", "gqa-2", "head-dim-256") + tuple(c["name"] for c in LIBRARY_CASES[name])
+            call.one_dtype = True
         return call
     if name == "xformers":
         import xformers.ops as xops
@@ -338,14 +376,26 @@ def measure(torch, got, ref, plain, dtype_name):
             "allowed": allowed, "roundings": err / rounding, "ok": nonfinite == 0 and err <= allowed}
 
 
+def _copy_leaf(torch, t, grad):
+    """A copy of t with its strides and offset (clone() makes a strided view contiguous), as a leaf
+    that takes gradients."""
+    if t.is_contiguous():
+        return t.detach().clone().requires_grad_(grad)
+    storage = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device=t.device)
+    view = storage.as_strided(t.shape, t.stride(), t.storage_offset())
+    view.copy_(t.detach())
+    return view.requires_grad_(grad)
+
+
 def check_kernel(torch, call, inputs, refs, dtype_name, sync):
     """Forward and backward of `call` on the case's inputs, judged against float64 (refs[0]) with the
     plain same-dtype implementation's error (refs[1]) as the yardstick."""
     import warnings
 
     q, k, v, grad_out, mask, is_causal, enable_gqa = inputs
-    # a forward-only kernel may write into its inputs (SageAttention scales q in place)
-    work = [t.detach().clone().requires_grad_(not getattr(call, "forward_only", False)) for t in (q, k, v)]
+    # a forward-only kernel may write into its inputs (SageAttention scales q in place): each call
+    # gets copies, in the inputs' own layout (a strided view stays one)
+    work = [_copy_leaf(torch, t, not getattr(call, "forward_only", False)) for t in (q, k, v)]
     result = {}
     started = time.perf_counter()
     try:
@@ -508,8 +558,9 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
     torch.cuda.synchronize()
     phases["cuda_init_s"] = round(time.perf_counter() - started, 3)
     mark = time.perf_counter()
-    out["numerics"] = sweep(torch, backends, dtypes, device, sync=torch.cuda.synchronize, choose=choose, seed=seed)
-    out["cases"] = {c["name"]: case_facts(c) for c in CASES}
+    cases = CASES if kind.startswith("sdpa") else CASES + LIBRARY_CASES.get(what, ())
+    out["numerics"] = sweep(torch, backends, dtypes, device, cases=cases, sync=torch.cuda.synchronize, choose=choose, seed=seed)
+    out["cases"] = {c["name"]: case_facts(c) for c in cases}
     phases["sweep_s"] = round(time.perf_counter() - mark, 3)
     phases["total_s"] = round(time.perf_counter() - started, 3)
     return out
