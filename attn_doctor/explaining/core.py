@@ -429,6 +429,21 @@ def _supersede(by_rule: dict[str, list[SignatureHits]], rules_by_id: dict[str, R
                 by_rule[other] = kept
             else:
                 del by_rule[other]
+    # A refusal judged by the support matrix (a generic reading of any refusal line) on a line that a
+    # specific rule of the same cause already explains is the same finding said twice.
+    specific: dict[str, set] = {}
+    for rule_id, hits_list in by_rule.items():
+        for h in hits_list:
+            if h.signature.priority >= 0:
+                specific.setdefault(rules_by_id[rule_id].cause, set()).update(e.line for e in h.evidence)
+    for rule_id in list(by_rule):
+        lines = specific.get(rules_by_id[rule_id].cause, set())
+        kept = [h for h in by_rule[rule_id]
+                if not str(h.signature.guard or "").startswith("matrix") or not {e.line for e in h.evidence} <= lines]
+        if kept:
+            by_rule[rule_id] = kept
+        else:
+            del by_rule[rule_id]
 
 
 ANALYSED_PRIORITY = 3  # a cause read from a report's structure outranks every single-line signature

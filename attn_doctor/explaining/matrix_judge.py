@@ -137,7 +137,7 @@ def _judge_arch(kernel: Kernel, version, archs, release) -> Optional[dict]:
             remedy.append(f"Upgrade {kernel.library} to {newer} or newer, which supports {_arch_words(arch)}")
         others = _others(kernel, arch, lambda other: True)
         if others:
-            remedy.append(("or use " if remedy else "Use ") + " / ".join(others) + f", which run on {_arch_words(arch)}")
+            remedy.append(("or use " if remedy else "Use ") + " / ".join(others) + (", which runs" if len(others) == 1 else ", which run") + f" on {_arch_words(arch)}")
         return {
             "support_reason": f"{kernel.name}{release} is built for {listed}, not for {_target_words(arch)}",
             "support_remedy": "; ".join(remedy) if remedy else f"Run {kernel.name} on a GPU it is built for ({listed})",

@@ -9,7 +9,7 @@ from .kernel_choice import cost as cost_mod
 from .kernel_choice import fallbacks, kernels
 from .calls import patch, sinks
 from .places import SAMPLES_FILE, library_package
-from .dtype_path.raised import promotion_text
+from .dtype_path.words import promotion_text
 
 
 # The inputs whose dtypes a finding follows: q, k, v, the attention weights of attention written

@@ -14,13 +14,18 @@ from fleet_helpers import FACTS, doctor, last_error_lines
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> Path:
-    """Per-node reports written the documented way: check --output DIR/{host}.json -q, one summary line in
-    the job log, the whole report in the file."""
+    """Per-node reports written the documented way: check --output DIR/{host}.json -q, in the job log one
+    line per error or warning and the summary line, the whole report in the file."""
     src = tmp_path_factory.mktemp("written")
     for name in ("h200", "v100"):
         proc = doctor("check", "--from-report", str(FACTS / f"{name}.json"), "--output", str(src / f"{name}-{{host}}.json"), "-q")
         assert proc.returncode in (0, 1), proc.stderr
-        assert len(proc.stdout.strip().splitlines()) == 1, proc.stdout  # the job log is not flooded
+        lines = proc.stdout.strip().splitlines()
+        report = json.loads(next(src.glob(f"{name}-*.json")).read_text())
+        problems = [r for r in report["results"] if r["status"] in ("error", "warning")]
+        # the job log is not flooded: one line per problem, by its rule, then the summary
+        assert len(lines) == len(problems) + 1 and "(exit code" in lines[-1], proc.stdout
+        assert all(any(r["rule"] in line for line in lines[:-1]) for r in problems), proc.stdout
     (written_h200,) = src.glob("h200-*.json")
     (written_v100,) = src.glob("v100-*.json")
     return {"h200": written_h200, "v100": written_v100}

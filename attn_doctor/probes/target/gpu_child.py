@@ -286,36 +286,13 @@ def kernel_caches(folder):
 
 
 def _library_call(name):
-    """fn(q, k, v) on [B, H, S, D] tensors for one attention library; raises if it does not import."""
+    """fn(q, k, v) on [B, H, S, D] tensors, causal, for one attention library: the numerics sweep's
+    adapter (numerics_child.library_call, one per library); raises if the library does not import."""
+    import torch
 
-    def bshd(t):
-        return t.transpose(1, 2)
-
-    def first(res):  # FA3 and FA4 return (out, lse)
-        return res[0] if isinstance(res, tuple) else res
-
-    if name == "flash_attn":
-        from flash_attn import flash_attn_func
-
-        return lambda q, k, v: bshd(flash_attn_func(bshd(q), bshd(k), bshd(v), causal=True))
-    if name == "flash_attn_3":
-        import flash_attn_interface as fa3
-
-        return lambda q, k, v: bshd(first(fa3.flash_attn_func(bshd(q), bshd(k), bshd(v), causal=True)))
-    if name == "flash_attn_4":
-        from flash_attn.cute import flash_attn_func as fa4
-
-        return lambda q, k, v: bshd(first(fa4(bshd(q), bshd(k), bshd(v), causal=True)))
-    if name == "xformers":
-        import xformers.ops as xops
-
-        return lambda q, k, v: bshd(
-            xops.memory_efficient_attention(bshd(q), bshd(k), bshd(v), attn_bias=xops.LowerTriangularMask())
-        )
     if name == "flex-compiled":
         import os
 
-        import torch
         from torch.nn.attention.flex_attention import flex_attention
 
         # One kernel to compile: Inductor's pool of compile workers would cost more to start (an
@@ -327,7 +304,8 @@ def _library_call(name):
             return torch.where(q_idx >= kv_idx, score, -float("inf"))
 
         return lambda q, k, v: compiled(q, k, v, score_mod=causal)
-    raise ValueError("unknown attention library %r" % name)
+    call = numerics_child().library_call(torch, name)
+    return lambda q, k, v: call(q, k, v, None, True, False)
 
 
 def _library_backends(names):

@@ -20,6 +20,7 @@ import re
 import torch
 
 from ..calls.nodes import HALF_DTYPES, dtype_name
+from .words import promotion_text
 
 # "The size of tensor a (16) must match the size of tensor b (9) at non-singleton dimension 3"
 _BROADCAST = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
@@ -409,28 +410,6 @@ def raised_message(record):
         culprit = (record.get("_labels") or {}).get((record.get("_culprit") or (None,))[0]) or label
         text += "; %s %s" % (culprit, promotion_text(chain))
     return text
-
-
-def promotion_text(chain):
-    """"promoted to float32 by OP at FILE:LINE (float32 operand X at ..., made by ...)"."""
-    head = chain[0]
-    what = head.get("reason", "") if head.get("kind") == "autocast" else ""
-    with_operand = next((e for e in chain if e.get("operand")), None)
-    if with_operand is not None:
-        origin = with_operand.get("operand_origin") or {}
-        extra = ""
-        if origin.get("kind") in ("parameter", "buffer", "attribute") and origin.get("name") != with_operand["operand"]:
-            extra = ", %s %s" % (origin["kind"], origin["name"])
-        made = origin if origin.get("line") else (origin.get("via") or {})
-        tail = ""
-        if origin.get("kind") not in ("parameter", "buffer", "input") and made.get("line") and (
-                made.get("line") != with_operand["line"]):
-            tail = ", made by %s at %s" % (made.get("op"), _loc(made.get("file"), made.get("line")))
-        what = (what + "; " if what else "") + "%s operand %s%s at %s%s" % (
-            with_operand.get("operand_dtype") or with_operand.get("dtype") or "float32", with_operand["operand"],
-            extra, _loc(with_operand["file"], with_operand["line"]), tail)
-    return "promoted to %s by %s at %s (%s)" % (head.get("dtype") or "float32", head["op"],
-                                                _loc(head["file"], head["line"]), what)
 
 
 def raised_fix(record):

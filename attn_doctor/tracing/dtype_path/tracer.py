@@ -37,45 +37,10 @@ from .frames import UserFrames
 from .provenance import misshapen_mask
 from . import precision
 from .raised import note_op_raise
+from .limits import _kernel_missing, _meta_limitation
+from .tensors import _all_tensors, _cast_args, _cast_in_place, _floating_tensors, _lower_eligible, _output_tensors
 
 F = torch.nn.functional
-
-
-def _floating_tensors(args, kwargs):
-    out = []
-    for seq in (args, kwargs.values() if kwargs else ()):
-        for a in seq:
-            if isinstance(a, torch.Tensor):
-                if traced(a):
-                    out.append(a)
-            elif isinstance(a, (list, tuple)):
-                for b in a:
-                    if isinstance(b, torch.Tensor) and traced(b):
-                        out.append(b)
-    return out
-
-
-def _output_tensors(out):
-    if isinstance(out, torch.Tensor):
-        return (out,) if traced(out) else ()
-    if isinstance(out, (list, tuple)):
-        return tuple(o for o in out if isinstance(o, torch.Tensor) and traced(o))
-    return ()
-
-
-def _cast_args(args, kwargs, pred, dtype):
-    def conv(a):
-        if isinstance(a, torch.Tensor):
-            return a.to(dtype) if pred(a) else a
-        if isinstance(a, (list, tuple)) and any(isinstance(b, torch.Tensor) for b in a):
-            return type(a)(conv(b) for b in a)
-        return a
-
-    return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
-
-
-def _lower_eligible(t):
-    return t.is_floating_point() and t.dtype != torch.float64
 
 
 _half = lambda t: t.dtype in HALF_DTYPES  # noqa: E731
@@ -593,59 +558,8 @@ def _products_activations(tracer, args):
     return len(nodes) == 2 and all(n is not None and n.batch and n.kind != "param" for n in nodes)
 
 
-def _all_tensors(args, kwargs):
-    for seq in (args, kwargs.values() if kwargs else ()):
-        for a in seq:
-            if isinstance(a, torch.Tensor):
-                yield a
-            elif isinstance(a, (list, tuple)):
-                for b in a:
-                    if isinstance(b, torch.Tensor):
-                        yield b
-
-
-def _cast_in_place(call_args, call_kwargs, spots, dtype, pred):
-    """Cast the tensors at ``spots`` ({(pos, key): role}) of a call's arguments to ``dtype``."""
-    for (pos, key) in spots:
-        if key in call_kwargs and isinstance(call_kwargs[key], torch.Tensor):
-            if pred(call_kwargs[key]):
-                call_kwargs[key] = call_kwargs[key].to(dtype)
-        elif pos is not None and pos < len(call_args) and isinstance(call_args[pos], torch.Tensor):
-            if pred(call_args[pos]):
-                call_args[pos] = call_args[pos].to(dtype)
-
-
 # a mask the kernel refused: any floating mask is cast (float64 too), bool masks stay
 _lower_eligible_or_bad = lambda t: t.is_floating_point()  # noqa: E731
-
-
-_MISSING_KERNEL = ("not installed", "is not available", "not available on", "No module named", "kernels",
-                   "Could not find", "CUDA", "cuda")
-
-
-def _kernel_missing(exc):
-    """transformers could not get a flash kernel here (no package, no GPU, no Hub access)."""
-    text = str(exc)
-    return isinstance(exc, ImportError) or any(s in text for s in _MISSING_KERNEL)
-
-
-def _meta_limitation(exc):
-    return meta_limitation(exc) is not None
-
-
-def meta_limitation(exc):
-    """Why the meta device could not run what raised ``exc`` (data-dependent Python, a meta kernel
-    stricter than the real ones), or None where the exception is the model's own."""
-    text = str(exc)
-    if ("meta tensor" in text or "meta tensors" in text or "Cannot copy out of meta" in text
-            or "register_meta" in text or "data-dependent" in text):
-        return "the forward pass does data-dependent Python (.item(), .tolist(), a tensor in an if) that meta cannot run"
-    if "device type for autocast" in text:
-        return "the forward pass opens an autocast region for the meta device, which has none"
-    if "Expected inputs of BF16 type but got mat_a.dtype" in text:
-        # torch's meta kernel for grouped matmul (MoE experts) takes bf16 only; CPU and CUDA take more
-        return "torch's meta kernel for grouped matmul (the MoE experts) takes only bf16"
-    return None
 
 
 def _transformers_flash_effective(args, effective, autocast_now):

@@ -494,7 +494,7 @@ def _dry_run(model, kwargs, device):
 
     import torch
 
-    from ..dtype_path.tracer import _meta_limitation
+    from ..dtype_path.limits import _meta_limitation
     from .factory import cuda_to
     from .hf_models import transformers_sees_flash_attn
     from .run import autocast_on_trace_device

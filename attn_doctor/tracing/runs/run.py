@@ -503,7 +503,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
         if tracer.outputs is None:
             tracer.outputs = {"raised": _one_line(exc)}
         if device == "meta" and _is_meta_limitation(exc):
-            from ..dtype_path.tracer import meta_limitation
+            from ..dtype_path.limits import meta_limitation
 
             raise TraceError("meta", "%s (%s)" % (meta_limitation(exc), _one_line(exc)), exc)
         from ..dtype_path.raised import raise_record, where_text
@@ -543,7 +543,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
 
 
 def _is_meta_limitation(exc):
-    from ..dtype_path.tracer import _meta_limitation
+    from ..dtype_path.limits import _meta_limitation
 
     return _meta_limitation(exc)
 

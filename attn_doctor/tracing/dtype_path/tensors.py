@@ -1,0 +1,66 @@
+"""The tensors of an op's arguments and outputs, as the tracer reads and casts them."""
+
+from __future__ import annotations
+
+import torch
+
+from ..calls.nodes import traced
+
+
+def _floating_tensors(args, kwargs):
+    out = []
+    for seq in (args, kwargs.values() if kwargs else ()):
+        for a in seq:
+            if isinstance(a, torch.Tensor):
+                if traced(a):
+                    out.append(a)
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, torch.Tensor) and traced(b):
+                        out.append(b)
+    return out
+
+
+def _output_tensors(out):
+    if isinstance(out, torch.Tensor):
+        return (out,) if traced(out) else ()
+    if isinstance(out, (list, tuple)):
+        return tuple(o for o in out if isinstance(o, torch.Tensor) and traced(o))
+    return ()
+
+
+def _cast_args(args, kwargs, pred, dtype):
+    def conv(a):
+        if isinstance(a, torch.Tensor):
+            return a.to(dtype) if pred(a) else a
+        if isinstance(a, (list, tuple)) and any(isinstance(b, torch.Tensor) for b in a):
+            return type(a)(conv(b) for b in a)
+        return a
+
+    return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
+
+
+def _lower_eligible(t):
+    return t.is_floating_point() and t.dtype != torch.float64
+
+
+def _all_tensors(args, kwargs):
+    for seq in (args, kwargs.values() if kwargs else ()):
+        for a in seq:
+            if isinstance(a, torch.Tensor):
+                yield a
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, torch.Tensor):
+                        yield b
+
+
+def _cast_in_place(call_args, call_kwargs, spots, dtype, pred):
+    """Cast the tensors at ``spots`` ({(pos, key): role}) of a call's arguments to ``dtype``."""
+    for (pos, key) in spots:
+        if key in call_kwargs and isinstance(call_kwargs[key], torch.Tensor):
+            if pred(call_kwargs[key]):
+                call_kwargs[key] = call_kwargs[key].to(dtype)
+        elif pos is not None and pos < len(call_args) and isinstance(call_args[pos], torch.Tensor):
+            if pred(call_args[pos]):
+                call_args[pos] = call_args[pos].to(dtype)
