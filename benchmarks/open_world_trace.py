@@ -52,6 +52,10 @@ def _plain(hf, dtype, device):
     built = time.monotonic() - t0
     args, kwargs = inputs
     model.eval()
+    # a model built with some buffers elsewhere runs on one device in training, as the trace runs it
+    devices = {t.device.type for t in list(model.parameters()) + list(model.buffers())}
+    if devices and devices != {torch.device(device).type}:
+        model = model.to(device)
     import contextlib
 
     try:

@@ -48,6 +48,12 @@ def test_the_clean_block_and_half_input_with_float32_norm_weights_are_clean(trac
     assert run(model=model, inputs=(x,))["findings"] == []
 
 
+def test_scores_computed_in_float32_and_cast_back_before_v_are_clean(trace):
+    # q and k upcast for the scores, the weights cast to v's dtype: each product has one dtype
+    r = _trace(trace, "upcast_scores")
+    assert r["summary"]["sinks"] == 1 and r["findings"] == [], r["findings"]
+
+
 def test_one_float32_value_reaching_two_projections_is_one_finding_with_its_path(trace):
     r = _trace(trace, "pos_two_linears")
     (f,) = r["findings"]  # q's and k's projections: one cause, one finding

@@ -237,9 +237,13 @@ def judge(family, dtypes, head_dims, capability=None, extras=None):
         if slopes is not None and slopes != "float32":
             problems.append(problem("AD606", "error", "mask_dtype", "ALiBi slopes must have dtype fp32"))
     elif family == "eager":
-        # q @ k^T and weights @ v are plain (batched) matmuls: one dtype, any dtype.
+        # q @ k^T and weights @ v are plain (batched) matmuls: one dtype each, any dtype. Where the
+        # weights' own dtype is known, scores may be computed wider than v (transformers' eager
+        # paths upcast q and k, then cast the softmax back to v's dtype): each product is judged.
         w = dtypes.get("weights", v)
-        if k != q or v != q:
+        if "weights" in dtypes and k == q and w == v:
+            pass
+        elif k != q or v != q:
             other = k if k != q else v
             problems.append(problem("AD602", "error", "same_dtype", "expected scalar type %s but found %s"
                                      % (SCALAR_NAMES.get(q, q), SCALAR_NAMES.get(other, other))))

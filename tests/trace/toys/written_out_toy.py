@@ -32,6 +32,10 @@ class Block(nn.Module):
             q, k, v = self.qkv(x).view(b, n, 3, self.heads, -1).transpose(1, 3).unbind(2)
         else:
             q, k, v = self.qkv(self.norm(x)).view(b, n, 3, self.heads, -1).transpose(1, 3).unbind(2)
+        if self.bug == "upcast_scores":
+            # GPT-J's and CodeGen's eager attention: the scores in float32, the weights cast back to v's
+            # dtype before they meet v (healthy: each product has one dtype)
+            q, k = q.to(torch.float32), k.to(torch.float32)
         scores = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
         if self.bug == "mask":
             mask = torch.zeros(n, n)  # MASK
@@ -41,6 +45,8 @@ class Block(nn.Module):
             weights = scores.softmax(dim=-1, dtype=torch.float32)  # SOFTMAX
         else:
             weights = scores.softmax(dim=-1)
+        if self.bug == "upcast_scores":
+            weights = weights.to(v.dtype)
         out = weights @ v  # PV
         return out.transpose(1, 2).reshape(b, n, d)
 
