@@ -8,6 +8,7 @@ by version in llamafactory_values.py.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Optional
 
 from packaging.version import InvalidVersion, Version
@@ -255,28 +256,33 @@ def _floor(kernel_id: str) -> tuple[str, str]:
     return "%d.%d" % low, (f"{name} ({sm_name(low)})" if name else sm_name(low))
 
 
-_FA2_FLOOR, _FA2_ARCH = _floor("flash-attn-2")
-_SAGE_FLOOR, _SAGE_ARCH = _floor("sageattention-2")
-
-# Attention implementations with an architecture floor: (lowest capability, highest or None, what it is).
-_ATTENTION_FLOORS = {
-    "flash_attention_2": (_FA2_FLOOR, None, f"FlashAttention-2 needs {_FA2_ARCH} or newer and raises 'FlashAttention only supports Ampere GPUs or newer.'"),
-    "flash_attention_3": ("9.0", "9.0", "FlashAttention-3 runs on Hopper (sm90) only."),
-    "sage": (_SAGE_FLOOR, None, f"SageAttention's CUDA kernels need {_SAGE_ARCH.split(' (')[-1].rstrip(')')} or newer ('Unsupported CUDA architecture')."),
-    "fp8": ("9.0", None, "axolotl's fp8 attention needs Hopper (sm90) or newer."),
-}
+@lru_cache(maxsize=None)
+def _attention_floors() -> dict:
+    """Attention implementations with an architecture floor: (lowest capability, highest or None,
+    what it is). Read from the support matrix when a rule first needs it (not at import: commands
+    that judge no config never parse the matrix)."""
+    fa2_floor, fa2_arch = _floor("flash-attn-2")
+    sage_floor, sage_arch = _floor("sageattention-2")
+    return {
+        "flash_attention_2": (fa2_floor, None, f"FlashAttention-2 needs {fa2_arch} or newer and raises 'FlashAttention only supports Ampere GPUs or newer.'"),
+        "flash_attention_3": ("9.0", "9.0", "FlashAttention-3 runs on Hopper (sm90) only."),
+        "sage": (sage_floor, None, f"SageAttention's CUDA kernels need {sage_arch.split(' (')[-1].rstrip(')')} or newer ('Unsupported CUDA architecture')."),
+        "fp8": ("9.0", None, "axolotl's fp8 attention needs Hopper (sm90) or newer."),
+    }
 
 
 def _attention_floor(attention: str) -> Optional[tuple]:
-    if attention in _ATTENTION_FLOORS:
-        return _ATTENTION_FLOORS[attention]
+    floors = _attention_floors()
+    if attention in floors:
+        return floors[attention]
     from ...probes.configs.plan import flash_generation
 
     generation = flash_generation(attention)
     if generation == 3:
         return ("9.0", "9.0", f"{attention} is FlashAttention-3, which runs on Hopper (sm90) only.")
     if generation == 2:
-        return (_FA2_FLOOR, None, f"{attention} is FlashAttention-2, which needs {_FA2_ARCH} or newer.")
+        fa2_floor, fa2_arch = _floor("flash-attn-2")
+        return (fa2_floor, None, f"{attention} is FlashAttention-2, which needs {fa2_arch} or newer.")
     return None
 
 

@@ -525,11 +525,28 @@ _SHAPE_WORDS = re.compile(r"size|shape|dimension|reduction dim|unpack|match|out 
 _DTYPE_WORDS = re.compile(r"dtype|scalar type|Half|BFloat16|Float\b|fp16|bf16|float16|bfloat16|same type", re.I)
 
 
+# Where transformers hands q/k/v to a kernel: an exception raised there is about the attention
+# call (a kernel wrapper's own bug, a refusal), whatever the inputs were.
+_ATTENTION_FILES = re.compile(r"[\\/]transformers[\\/](?:integrations[\\/][^\\/]*attention[^\\/]*\.py|"
+                              r"modeling_flash_attention_utils\.py)$")
+
+
+def _raised_in_attention(exc):
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return bool(last and _ATTENTION_FILES.search(last))
+
+
 def input_problem(exc):
     """True where ``exc`` says the inputs do not fit the model; False where it is a dtype or kernel
     problem (the trace judges those on the model, whatever the inputs)."""
     if type(exc).__module__.startswith("attn_doctor"):
         return False  # a stand-in's refusal: the kernel's rules, judged by the trace
+    if _raised_in_attention(exc):
+        return False  # the attention path itself (transformers' kernel wrappers): the trace's to judge
     text = str(exc)
     if _DTYPE_WORDS.search(text):
         return False
