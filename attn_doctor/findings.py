@@ -22,8 +22,11 @@ def from_trace(traced: TraceReport) -> list[Finding]:
     for f in traced.findings:
         sink = f.get("sink") or {}
         where = f"{sink.get('file')}:{sink.get('line')}" if sink.get("file") else None
+        message = str(f.get("message") or "")
+        if f.get("id") == "AD621" and message:
+            message += ": training stops there at its first step"  # the model's own raise, met at step one
         findings.append(Finding(source="trace", rule=str(f.get("id")), severity=severity_of(f.get("severity")),
-                                title=str(f.get("message") or f.get("id")), message=str(f.get("message") or ""),
+                                title=str(f.get("message") or f.get("id")), message=message,
                                 where=where, remedies=_trace_remedies(f, where)))
     return findings
 

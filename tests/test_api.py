@@ -416,6 +416,7 @@ def test_preflight_stops_a_forward_pass_that_raises(toy, caplog):
     assert (crash.rule, crash.severity) == ("AD621", "error")
     assert "toy_model.py:%d" % line in (crash.where or "") + crash.message, crash
     assert "the user's forward is broken" in crash.message
+    assert crash.message.endswith(": training stops there at its first step"), crash
     assert crash in info.value.result.failed
     caplog.set_level(logging.WARNING, logger="attn_doctor")
     warned = attn_doctor.preflight(toy.Block(broken=True), example_inputs=torch.randn(2, 8, 32), quick=True,
