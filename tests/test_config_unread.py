@@ -100,9 +100,10 @@ def test_fix_with_a_file_it_cannot_read_is_a_usage_error(tmp_path, name, mode):
 
 
 def test_a_plan_nothing_of_which_can_be_applied_does_not_call_itself_a_dry_run(tmp_path):
-    # A TOML is not edited automatically: fix --yes plans the change, blocks it, applies nothing.
-    cfg = tmp_path / "llama3_8b.toml"
-    cfg.write_text('[training]\nmixed_precision_param = "bfloat16"\n[model]\nname = "llama3"\n')
+    # A flow-style YAML mapping is not edited automatically: fix --yes plans the change, blocks it,
+    # applies nothing.
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text("{model_name_or_path: x, finetuning_type: lora, flash_attn: fa2, bf16: true}\n")
     proc = cli("fix", "--from-report", T4, "-c", str(cfg), "--yes", state=tmp_path / "state")
     assert "dry run" not in proc.stdout, proc.stdout
     assert proc.stdout.startswith("Plan (nothing here can be applied: nothing changed)"), proc.stdout

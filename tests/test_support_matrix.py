@@ -133,7 +133,7 @@ def test_the_tracer_and_check_read_their_limits_from_the_matrix(tmp_path):
         code = ("from attn_doctor.tracing.calls import sinks\n"
                 "from attn_doctor.rules.checks import config\n"
                 "p = sinks.judge('flash_attn2', {'q': 'float16', 'k': 'float16', 'v': 'float16'}, (224, 224), (8, 6))\n"
-                "print(sorted(x['id'] for x in p), sinks.FA2_MAX_HEAD_DIM, config._ATTENTION_FLOORS['flash_attention_2'][0])")
+                "print(sorted(x['id'] for x in p), sinks.FA2_MAX_HEAD_DIM, config._attention_floors()['flash_attention_2'][0])")
         out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=folder), cwd=str(tmp_path),
                              capture_output=True, text=True, timeout=120)
     finally:

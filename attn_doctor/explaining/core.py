@@ -347,6 +347,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         if live_check is not None:
             match.live = live_check
         out.append(match)
+    out = _one_per_cause(out, {rule_id for rule_id, hits in by_rule.items() if any(_is_matrix(h) for h in hits)})
     out.sort(key=lambda m: (m.harmless, m.likelihood == "unlikely", -m.priority, LIKELIHOOD_RANK[m.likelihood],
                             SEVERITY_RANK[m.severity], m.evidence[0].line if m.evidence else 0, m.rule))
     return out
@@ -430,20 +431,48 @@ def _supersede(by_rule: dict[str, list[SignatureHits]], rules_by_id: dict[str, R
             else:
                 del by_rule[other]
     # A refusal judged by the support matrix (a generic reading of any refusal line) on a line that a
-    # specific rule of the same cause already explains is the same finding said twice.
-    specific: dict[str, set] = {}
+    # specific rule of the same cause explains at least as severely is the same finding said twice.
+    # (A matrix verdict more severe than the specific rule replaces it once the matrix has judged:
+    # _one_per_cause.)
+    specific: dict[tuple, int] = {}  # (cause, line) -> the highest severity of a specific reading
     for rule_id, hits_list in by_rule.items():
         for h in hits_list:
-            if h.signature.priority >= 0:
-                specific.setdefault(rules_by_id[rule_id].cause, set()).update(e.line for e in h.evidence)
+            if not _is_matrix(h):
+                for e in h.evidence:
+                    key = (rules_by_id[rule_id].cause, e.line)
+                    specific[key] = max(specific.get(key, 0), _SEVERITY.get(str(rules_by_id[rule_id].severity), 0))
     for rule_id in list(by_rule):
-        lines = specific.get(rules_by_id[rule_id].cause, set())
-        kept = [h for h in by_rule[rule_id]
-                if not str(h.signature.guard or "").startswith("matrix") or not {e.line for e in h.evidence} <= lines]
+        cause, mine = rules_by_id[rule_id].cause, _SEVERITY.get(str(rules_by_id[rule_id].severity), 0)
+        kept = [h for h in by_rule[rule_id] if not (_is_matrix(h) and h.evidence and all(
+            specific.get((cause, e.line), 0) >= mine for e in h.evidence))]
         if kept:
             by_rule[rule_id] = kept
         else:
             del by_rule[rule_id]
+
+
+_SEVERITY = {"error": 3, "warning": 2, "info": 1}
+
+
+def _is_matrix(hits) -> bool:
+    return str(hits.signature.guard or "").startswith("matrix")
+
+
+def _one_per_cause(out: list, matrix_rules: set) -> list:
+    """A specific finding whose lines a more severe support-matrix verdict of the same cause explains
+    gives way to it (one finding per cause)."""
+    verdicts = [m for m in out if m.rule in matrix_rules and m.evidence]
+    if not verdicts:
+        return out
+    keep = []
+    for m in out:
+        lines = {e.line for e in m.evidence}
+        beaten = m.rule not in matrix_rules and lines and any(
+            v.cause == m.cause and lines <= {e.line for e in v.evidence}
+            and _SEVERITY.get(str(v.severity), 0) > _SEVERITY.get(str(m.severity), 0) for v in verdicts)
+        if not beaten:
+            keep.append(m)
+    return keep
 
 
 ANALYSED_PRIORITY = 3  # a cause read from a report's structure outranks every single-line signature

@@ -34,6 +34,7 @@ model_name_or_path: Qwen/Qwen2.5-0.5B
 torch_dtype: bfloat16
 attn_implementation: sdpa
 dataset_name: trl-lib/Capybara
+dataset_train_split: train
 learning_rate: 2.0e-5
 per_device_train_batch_size: 2
 gradient_checkpointing: true

@@ -16,6 +16,15 @@ FORMATS = ("json",)
 MARKERS = {"architectures": 3, "transformers_version": 3, "num_hidden_layers": 2, "num_attention_heads": 2, "model_type": 1,
            "hidden_size": 1, "vocab_size": 1, "torch_dtype": 1, "max_position_embeddings": 1, "text_config": 1, "rope_theta": 1}
 DISTINCT = ("architectures", "transformers_version")
+_SHAPE_KEYS = ("num_attention_heads", "hidden_size", "head_dim", "text_config", "num_hidden_layers")
+
+
+def distinct(doc: dict) -> list:
+    """A model config as transformers saves it: a top-level model_type beside the model's shape keys
+    (a training config names its model by a path or an id, not by its widths)."""
+    if isinstance(doc.get("model_type"), str) and sum(k in doc for k in _SHAPE_KEYS) >= 2:
+        return ["model_type with %s" % ", ".join(k for k in _SHAPE_KEYS if k in doc)]
+    return []
 
 
 def read(doc: dict, ctx) -> Reading:
