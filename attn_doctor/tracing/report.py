@@ -9,7 +9,7 @@ from .kernel_choice import cost as cost_mod
 from .kernel_choice import fallbacks, kernels
 from .calls import patch, sinks
 from .places import SAMPLES_FILE, library_package
-from .dtype_path.words import promotion_text
+from .dtype_path.words import loc as _loc, promotion_text
 
 
 # The inputs whose dtypes a finding follows: q, k, v, the attention weights of attention written
@@ -442,10 +442,6 @@ def decided_text(origin):
     return "; its dtype is chosen at %s%s: `%s`" % (_loc(decided["file"], decided["line"]),
                                                    " by a condition" if decided.get("test") else "",
                                                    decided.get("source") or decided.get("variable"))
-
-
-def _loc(file, line):
-    return "%s:%s" % (patch.display_path(file) if file else "?", line)
 
 
 def _message(rid, record, problem, chain, public=None):

@@ -122,17 +122,9 @@ def _forced_reasons(torch, q, key, member, is_causal, k=None, v=None, mask=None,
     return lines[:4]
 
 
-def _compiled_archs(torch):
-    """torch.cuda.get_arch_list() without its "CUDA is available" guard: the list the build was
-    compiled for (TORCH_CUDA_ARCH_LIST), a constant of the binary; [] for a build without CUDA."""
-    get = getattr(torch._C, "_cuda_getArchFlags", None)
-    if get is None:
-        return []
-    try:
-        flags = get()
-    except Exception:  # noqa: BLE001
-        return []
-    return flags.split() if isinstance(flags, str) else []
+# torch_probe.compiled_archs, which reads the architectures a torch build carries; torch_probe.py
+# sets it when it loads this file (one reader for the login node and the GPU node alike).
+compiled_archs = None
 
 
 def cuda_facts():
@@ -166,7 +158,7 @@ def cuda_facts():
     if not available:
         # the architectures the build carries are in the binary, not on a GPU: read without CUDA (a
         # login node judging --gpu v100 against a build without sm_70)
-        out["arch_list"] = _compiled_archs(torch)
+        out["arch_list"] = compiled_archs(torch) if compiled_archs is not None else []
         # Ask once more for the reason: lazy init raises with the driver's message.
         try:
             torch.cuda.init()

@@ -152,6 +152,7 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
         try:
             gpu_module = _load_file_module("attn_doctor_gpu_child", gpu["script"])
             gpu_module.BF16_NATIVE_FROM = tuple(gpu["bf16_native_from"])  # before the forks: they inherit it
+            gpu_module.compiled_archs = compiled_archs
             if part != "stack":
                 jobs.append(("cuda", gpu_module.cuda_facts))
             if gpu.get("smoke"):

@@ -20,7 +20,7 @@ import re
 import torch
 
 from ..calls.nodes import HALF_DTYPES, dtype_name
-from .words import promotion_text
+from .words import loc as _loc, promotion_text
 
 # "The size of tensor a (16) must match the size of tensor b (9) at non-singleton dimension 3"
 _BROADCAST = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
@@ -346,12 +346,6 @@ def shape_origin(node, limit=64):
 
 def is_half(dtype):
     return dtype in HALF_DTYPES
-
-
-def _loc(file, line):
-    from ..calls.patch import display_path
-
-    return "%s:%s" % (display_path(file) if file else "?", line)
 
 
 def where_text(record):

@@ -3,10 +3,11 @@ torch (the report is read where torch does not import)."""
 
 from __future__ import annotations
 
+from ..calls.patch import display_path
 
-def _loc(file, line):
-    from ..calls.patch import display_path
 
+def loc(file, line):
+    """FILE:LINE as the findings show a place (the path shortened as patches show it)."""
     return "%s:%s" % (display_path(file) if file else "?", line)
 
 
@@ -24,9 +25,9 @@ def promotion_text(chain):
         tail = ""
         if origin.get("kind") not in ("parameter", "buffer", "input") and made.get("line") and (
                 made.get("line") != with_operand["line"]):
-            tail = ", made by %s at %s" % (made.get("op"), _loc(made.get("file"), made.get("line")))
+            tail = ", made by %s at %s" % (made.get("op"), loc(made.get("file"), made.get("line")))
         what = (what + "; " if what else "") + "%s operand %s%s at %s%s" % (
             with_operand.get("operand_dtype") or with_operand.get("dtype") or "float32", with_operand["operand"],
-            extra, _loc(with_operand["file"], with_operand["line"]), tail)
+            extra, loc(with_operand["file"], with_operand["line"]), tail)
     return "promoted to %s by %s at %s (%s)" % (head.get("dtype") or "float32", head["op"],
-                                                _loc(head["file"], head["line"]), what)
+                                                loc(head["file"], head["line"]), what)

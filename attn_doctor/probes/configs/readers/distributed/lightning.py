@@ -14,7 +14,7 @@ autocast. That default is asserted only for a file that is a Lightning Trainer c
 from __future__ import annotations
 
 from ...plan import Reading
-from .litgpt import _PRECISIONS, precision_edits
+from .litgpt import precision_edits, read_precision
 
 NAME = "lightning"
 LABEL = "Lightning"
@@ -54,20 +54,7 @@ def read(doc: dict, ctx) -> Reading:
         r.set("compute_dtype", "float32", source="default", raw="32-true", note=DEFAULT)
         r.set("param_dtype", "float32", source="default", note="32-true keeps the weights in fp32")
     else:
-        text = str(raw).strip().lower()
-        compute, params = _PRECISIONS.get(text, ("invalid", None))
-        r.set("compute_dtype", compute, key=key, raw=raw)
-        if params:
-            r.set("param_dtype", params, key=key, raw=raw, note="true: the weights in it, no fp32 copy" if "true" in text else None)
-        if compute == "invalid":
-            r.refused[key] = (f"Precision {raw!r} is invalid. Allowed precision values: ('transformer-engine', "
-                              "'transformer-engine-float16', '16-true', '16-mixed', 'bf16-true', 'bf16-mixed', '32-true', "
-                              "'64-true', 64, 32, 16, '64', '32', '16', 'bf16')")
-        if text.startswith("16"):
-            r.set("loss_scaling", text.endswith("mixed") or text == "16", key=key, raw=raw)
-        if text.startswith("transformer-engine"):
-            r.set("fp8", True, key=key, raw=raw, note="Lightning's TransformerEnginePrecision: fp8 matrix multiplies")
-            r.set("fp8_backend", "te", key=key, raw=raw)
+        read_precision(r, key, raw)
     strategy = trainer.get("strategy")
     if isinstance(strategy, str) and strategy.split("_")[0] in ("fsdp", "deepspeed", "ddp"):
         r.set("distributed", strategy.split("_")[0], key="trainer.strategy", raw=strategy)

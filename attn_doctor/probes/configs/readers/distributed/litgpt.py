@@ -48,25 +48,31 @@ def read(doc: dict, ctx) -> Reading:
     if raw is None:
         r.set("compute_dtype", "bfloat16", source="default", raw="bf16-mixed", note=DEFAULT)
         r.set("param_dtype", "float32", source="default", note="bf16-mixed keeps the weights in fp32")
-        key_written = False
     else:
-        text = str(raw).strip().lower()
-        compute, params = _PRECISIONS.get(text, ("invalid", None))
-        r.set("compute_dtype", compute, key=key, raw=raw)
-        if params:
-            r.set("param_dtype", params, key=key, raw=raw, note="true: the weights in it, no fp32 copy" if "true" in text else None)
-        if compute == "invalid":
-            r.refused[key] = f"Precision {raw!r} is invalid. Allowed precision values: ('transformer-engine', 'transformer-engine-float16', '16-true', '16-mixed', 'bf16-true', 'bf16-mixed', '32-true', '64-true', 64, 32, 16, '64', '32', '16', 'bf16')"
-        if text.startswith("16"):
-            r.set("loss_scaling", text.endswith("mixed") or text == "16", key=key, raw=raw)
-        if text.startswith("transformer-engine"):
-            r.set("fp8", True, key=key, raw=raw, note="Lightning's TransformerEnginePrecision: fp8 matrix multiplies")
-            r.set("fp8_backend", "te", key=key, raw=raw)
-        key_written = True
-    r.edits.update(precision_edits(key if key_written else ("precision" if trainer is None else "trainer.precision"),
+        read_precision(r, key, raw)
+    r.edits.update(precision_edits(key if raw is not None else ("precision" if trainer is None else "trainer.precision"),
                                    raw, r.plan.get("fp8") is not None))
     r.settings = {"precision": raw} if raw is not None else {}
     return r
+
+
+def read_precision(r: Reading, key: str, raw) -> None:
+    """A Lightning precision value (`16-mixed`, `bf16-true`, `transformer-engine`, the legacy 16 / 32)
+    at `key`, as Lightning's connector reads it; a value it refuses, in its own words."""
+    text = str(raw).strip().lower()
+    compute, params = _PRECISIONS.get(text, ("invalid", None))
+    r.set("compute_dtype", compute, key=key, raw=raw)
+    if params:
+        r.set("param_dtype", params, key=key, raw=raw, note="true: the weights in it, no fp32 copy" if "true" in text else None)
+    if compute == "invalid":
+        r.refused[key] = (f"Precision {raw!r} is invalid. Allowed precision values: ('transformer-engine', "
+                          "'transformer-engine-float16', '16-true', '16-mixed', 'bf16-true', 'bf16-mixed', '32-true', "
+                          "'64-true', 64, 32, 16, '64', '32', '16', 'bf16')")
+    if text.startswith("16"):
+        r.set("loss_scaling", text.endswith("mixed") or text == "16", key=key, raw=raw)
+    if text.startswith("transformer-engine"):
+        r.set("fp8", True, key=key, raw=raw, note="Lightning's TransformerEnginePrecision: fp8 matrix multiplies")
+        r.set("fp8_backend", "te", key=key, raw=raw)
 
 
 def precision_edits(key: str, raw, fp8: bool) -> dict[str, dict[str, object]]:
