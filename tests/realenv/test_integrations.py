@@ -146,7 +146,8 @@ def test_transformers_trainer_callback(realenv, tmp_path):
     assert "AD505" in refused["rules"], refused
     # a forward pass that raises stops training before step 1, naming the error and the line
     raises = train(env, "transformers", "raises")
-    assert raises["raised"] == "PreflightError" and raises["steps"] == 0 and "AD621" in raises["rules"], raises
+    # no example inputs: the doctor made the token ids, so the crash is named by its line, not as AD621
+    assert raises["raised"] == "PreflightError" and raises["steps"] == 0 and "trace:forward" in raises["rules"], raises
     (crash,) = [m for m in raises["messages"] if "training stops there" in m]
     assert "RuntimeError: " in crash and "modeling_llama.py:" in crash, crash
 
