@@ -83,18 +83,32 @@ def test_every_refusal_the_emulation_words_is_in_the_installed_torch(binaries):
     assert not missing, "torch %s no longer words these as sdpa_select does: %s" % (torch.__version__, missing)
 
 
+HARDWARE_CHECKS = [sdpa_select.check_flash_hardware, sdpa_select.check_mem_efficient_hardware,
+                   sdpa_select.check_cudnn_hardware]
+
+
+def _stated_ranges():
+    """(check, the words that state its range) as each hardware check words its refusal: the ranges are
+    the support matrix's rows, put into the template when it refuses, so the refusal itself is read."""
+    out = [(fn.__name__, fn({}, {"capability": (1, 0)})) for fn in HARDWARE_CHECKS]
+    out += [(name, template) for name, template in _templates()]
+    ranges = set()
+    for name, text in out:
+        for m in RANGE.finditer(text or ""):
+            ranges.add((name, text[max(0, m.start() - 25):m.end()]))
+    return ranges
+
+
 def test_every_architecture_range_is_the_installed_torchs(binaries):
+    ranges = _stated_ranges()
+    assert {name for name, _ in ranges} >= {fn.__name__ for fn in HARDWARE_CHECKS}, ranges
     if "cuda" not in binaries:
         pytest.skip("a CPU build of torch carries no GPU architecture ranges (CI's CUDA torch checks them)")
-    ranges = {(name, m.group(0), template[max(0, m.start() - 25):m.end()])
-              for name, template in _templates() for m in RANGE.finditer(template)}
-    assert ranges, "sdpa_select states no architecture range"
-    moved = [(name, text) for name, _, text in ranges if not binaries["cuda"].has(text)]
+    moved = [(name, text) for name, text in ranges if not binaries["cuda"].has(text)]
     assert not moved, "torch %s states other GPU ranges than sdpa_select: %s" % (torch.__version__, moved)
 
 
-@pytest.mark.parametrize("check", [sdpa_select.check_flash_hardware, sdpa_select.check_mem_efficient_hardware,
-                                   sdpa_select.check_cudnn_hardware])
+@pytest.mark.parametrize("check", HARDWARE_CHECKS)
 def test_each_hardware_check_refuses_exactly_outside_the_range_its_message_states(check):
     call = {}
     message = check(call, {"capability": (1, 0)})
