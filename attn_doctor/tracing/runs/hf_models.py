@@ -201,13 +201,17 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
     if used and "flash" in used and _flash_importable():
         _ensure_flash_in_modeling_modules(model)
         _ensure_flash_utils()
-    from .hf_inputs import make_inputs
+    from .hf_inputs import input_problem, make_inputs
 
-    inputs, described, input_notes = make_inputs(model, model.config, seq_len, device)
+    # The first inputs go straight to the trace, whose forward pass tells whether they fit: a plain
+    # forward to try them first would cost a second forward on every model. Where they do not fit,
+    # the trace calls repair_inputs, which tries each candidate in a plain forward first.
+    inputs, described, input_notes = make_inputs(model, model.config, seq_len, device, dry_run=False)
     notes.extend(input_notes)
     meta = {"attn_implementation": used, "attn_implementation_source": (
         "--attn-implementation" if attn_impl else ("config" if config_impl else "transformers default")),
-        "dtype": want_dtype, "model_class": type(model).__name__, "transformers": version, "inputs": described}
+        "dtype": want_dtype, "model_class": type(model).__name__, "transformers": version, "inputs": described,
+        "repair_inputs": lambda: make_inputs(model, model.config, seq_len, device), "inputs_misfit": input_problem}
     return model, ((), inputs), notes, meta
 
 

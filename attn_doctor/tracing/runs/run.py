@@ -88,7 +88,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
     notes.extend(built["notes"])
     say("tracing the forward pass")
     try:
-        outcome = _run(built, info, device, dtype, autocast, train, capability, emulate_autocast,
+        outcome = _run_fitting(built, info, device, dtype, autocast, train, capability, emulate_autocast,
                        continue_after_bad_sink, cwd)
     except TraceError as exc:
         if device == "meta" and retry_on_cpu and exc.kind == "meta":
@@ -113,7 +113,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
             try:
                 built = builder("cpu", bool(hf) and size > CPU_RETRY_LIMIT_BYTES)
                 notes.extend(n for n in built["notes"] if n not in notes)
-                outcome = _run(built, info, "cpu", dtype, autocast, train, capability, emulate_autocast,
+                outcome = _run_fitting(built, info, "cpu", dtype, autocast, train, capability, emulate_autocast,
                                continue_after_bad_sink, cwd)
             except TraceError as exc2:
                 return _failure(exc2, info, notes, start)
@@ -236,7 +236,8 @@ def _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_i
             # built in the dtype, as from_pretrained builds it: modules transformers keeps in float32
             # stay so, and a second cast here would change the model
             return {"model": m, "inputs": inp, "notes": notes, "dtype": meta["dtype"],
-                    "inputs_guessed": meta["inputs"], "built_in_dtype": dtype is not None}
+                    "inputs_guessed": meta["inputs"], "built_in_dtype": dtype is not None,
+                    "repair_inputs": meta["repair_inputs"], "inputs_misfit": meta["inputs_misfit"]}
 
         return from_hf
     module, factory = parse_target(target)
@@ -443,6 +444,28 @@ def model_max_seq(model):
     return None
 
 
+class _InputsMisfit(Exception):
+    """The inputs attn-doctor made do not fit the model: its traced forward pass said so."""
+
+
+def _run_fitting(built, info, device, *rest):
+    """``_run``; where the inputs attn-doctor made do not fit the model, once more with inputs that
+    ran in a plain forward pass (``repair_inputs``: TraceError "build" where none does)."""
+    try:
+        return _run(built, info, device, *rest)
+    except _InputsMisfit:
+        repair = built.pop("repair_inputs")
+        tracker = built.get("masks")
+        with tracker.recording() if tracker is not None else contextlib.nullcontext():
+            inputs, described, notes = repair()
+        built.update(inputs=((), inputs), inputs_guessed=described)
+        if isinstance(info.get("hf"), dict):
+            info["hf"]["inputs"] = described
+        outcome = _run(built, info, device, *rest)
+        outcome[4][:0] = notes
+        return outcome
+
+
 def _run(built, info, device, dtype, autocast, train, capability, emulate, continue_after, cwd):
     import torch
 
@@ -506,6 +529,8 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
             from ..dtype_path.limits import meta_limitation
 
             raise TraceError("meta", "%s (%s)" % (meta_limitation(exc), _one_line(exc)), exc)
+        if built.get("repair_inputs") is not None and built["inputs_misfit"](exc):
+            raise _InputsMisfit() from exc
         from ..dtype_path.raised import raise_record, where_text
 
         raised = raise_record(tracer, exc, expected)
