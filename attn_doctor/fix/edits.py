@@ -146,6 +146,10 @@ def edit_config(path: Path, kind: str, key: str, value: Any, llamafactory_versio
 
 def apply_settings(path: Path, text: bytes, settings: dict[str, Any]) -> bytes:
     """`text` with `settings` written; verified by reading it back."""
+    if path.suffix.lower() == ".py":
+        shown = " ".join(f"{k}={v}" for k, v in settings.items())
+        raise EditError(f"a Python config is read, never edited or run; pass --cfg-options {shown} to the training "
+                        "command, or set it in the file by hand")
     if path.suffix.lower() == ".env":
         shown = ", ".join(f"{k}={v}" for k, v in settings.items())
         raise EditError(f"a shell KEY=VALUE file is not edited automatically; set {shown} by hand")

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from ...facts import ConfigFile
 from ...boundary.inputs import CONFIG_MAX_BYTES, MAX_DEPTH, YAML_MAX_BYTES, InputError, check_structure, located, read_bounded, text_of
-from .plan import unread_keys
+from .plan import UNREAD_MAX, unread_keys
 from .shapes import attention_shapes, head_dim_of, local_model_config  # noqa: F401  (the probe's public helpers)
 
 # A file is taken for a framework when its keys score at least this much (a marker key is worth 1-5).
@@ -54,7 +54,7 @@ def is_yaml(path: Path) -> bool:
 def format_of(path: Path) -> Optional[str]:
     """yaml | json | toml from the file's suffix; None where it says nothing (the text decides)."""
     suffix = path.suffix.lower()
-    return {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml", ".env": "env"}.get(suffix)
+    return {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml", ".env": "env", ".py": "python"}.get(suffix)
 
 
 def load_document(path: Path) -> Any:
@@ -79,7 +79,9 @@ def load_with_format(path: Path) -> tuple[Any, str]:
     if not text.strip():
         raise ConfigReadError("the file is empty")
     try:
-        if fmt is not None:
+        if fmt == "python":
+            doc = _parse_python(path, text)
+        elif fmt is not None:
             doc = _PARSERS[fmt](text)
         else:
             doc, fmt = _sniff(text)
@@ -96,7 +98,26 @@ def parse_text(path: Path, text: str) -> Any:
     """`text` read as the file at `path` is read (its suffix's format, else the first that parses),
     unbounded: for text the caller made from a file already read within the bounds (fix's edits)."""
     fmt = format_of(path)
+    if fmt == "python":
+        return _parse_python(path, text)
     return _PARSERS[fmt](text) if fmt is not None else _sniff(text)[0]
+
+
+def _parse_python(path: Path, text: str) -> Any:
+    """A Python config read statically (pyconfig.py: never imported or run); its _base_ files within
+    the same bounds as the file."""
+    from .pyconfig import PythonConfigError, load
+
+    def read_base(base: Path) -> str:
+        try:
+            return text_of(read_bounded(base, YAML_MAX_BYTES, allow_stdin=False), "a Python config in UTF-8")
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+
+    try:
+        return load(path, text, read_base)
+    except PythonConfigError as exc:
+        raise ConfigReadError(str(exc)) from None
 
 
 def _sniff(text: str) -> tuple[Any, str]:
@@ -284,9 +305,37 @@ def _read(absolute: str, doc: Any, fmt: str, env: Optional[Mapping[str, str]]) -
         looks = f" ({why}: no framework default assumed)" if " suggest " in why else ""
         reader, why = FALLBACK, f"{generic_why}{looks}"
     reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ))
+    unread = unread_keys(doc, reading.read)
+    if fmt == "python":
+        why = f"{why}; {_python_read(doc)}"
+        unread = _python_unread(doc, unread)
     return ConfigFile(path=absolute, kind=reader.NAME, format=fmt, why=why, settings={k: _plain(v) for k, v in reading.settings.items()},
-                      plan=reading.plan, unread=unread_keys(doc, reading.read), edits=reading.edits,
+                      plan=reading.plan, unread=unread, edits=reading.edits,
                       refused=reading.refused, refused_by=reading.refused_by, conflicts=reading.conflicts)
+
+
+def _python_read(doc: Any) -> str:
+    files = len(getattr(doc, "files", ()) or ())
+    skipped = len(getattr(doc, "not_evaluated", ()) or ()) + len(getattr(doc, "skipped", ()) or ())
+    bases = f" and its {files - 1} _base_ file{'s' if files > 2 else ''}" if files > 1 else ""
+    return (f"read as Python without running it (the file{bases})"
+            + (f"; {skipped} value{'s' if skipped != 1 else ''} not evaluated" if skipped else ""))
+
+
+def _python_unread(doc: Any, unread: list[str]) -> list[str]:
+    """The keys not understood, a setting whose value was not evaluated said with its expression
+    (never read as a value), then each statement that changes settings and was not evaluated."""
+    from .plan import get, looks_like_setting
+
+    out = [k for k in unread]
+    for dotted in getattr(doc, "not_evaluated", ()):
+        if not looks_like_setting(dotted):
+            continue
+        value = get(doc, dotted)
+        said = f"{dotted} (not evaluated: {getattr(value, 'expr', value)})"
+        out = [said if k == dotted else k for k in out] if dotted in out else out + [said]
+    out += [f"not evaluated: {stmt}" for stmt in getattr(doc, "skipped", ())]
+    return out[:UNREAD_MAX]
 
 
 def probe_configs(paths: Optional[list[str]], env: Optional[Mapping[str, str]] = None) -> list[ConfigFile]:

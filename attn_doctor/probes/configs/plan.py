@@ -181,6 +181,12 @@ _NOT_PRECISION = re.compile(r"(dropout|pdrop|heads|head_dim|window|bias|layers|s
 UNREAD_MAX = 20
 
 
+def looks_like_setting(dotted: str) -> bool:
+    """Whether the last part of a dotted key looks like a precision or attention setting."""
+    leaf = dotted.rsplit(".", 1)[-1]
+    return bool(_LOOKS.search(leaf)) and not _NOT_PRECISION.search(leaf)
+
+
 def unread_keys(doc: dict, read: set[str], max_depth: int = 4) -> list[str]:
     """Dotted keys that look like precision or attention settings and that the reader did not read
     (nor read a parent of), at most UNREAD_MAX."""

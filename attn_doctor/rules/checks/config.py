@@ -147,6 +147,12 @@ def _edit_text(config: ConfigFile, intent: str) -> Optional[str]:
     if not edit:
         return None
     parts = []
+    if config.format == "python":
+        # a Python config is read, never edited: the remedy as mmengine's command line takes it (an
+        # old-style child and a read_base() config spell the same change differently in the file)
+        shown = " ".join(f"{dotted}={value}" for dotted, value in edit.items())
+        return (f"`--cfg-options {shown}` on the training command (tools/train.py), or that value in the file by "
+                "hand: attn-doctor never edits or runs a Python config")
     for dotted, value in edit.items():
         if config.format == "toml":
             section, _, key = dotted.rpartition(".")
@@ -463,7 +469,9 @@ def config_fp8_unsupported(facts: Facts, data: dict) -> Optional[dict]:
 
 
 # What to do about a refused key that no setting of a plan value fixes: (framework, key) -> the change.
-_REFUSAL_FIXES = {("trl", "torch_dtype"): "rename `torch_dtype:` to `dtype:` (same value)"}
+_REFUSAL_FIXES = {("trl", "torch_dtype"): "rename `torch_dtype:` to `dtype:` (same value)",
+                  ("mmengine", "loss_scale"): "write the loss scale as a float (`loss_scale=512.0`) or 'dynamic': "
+                                              "AmpOptimWrapper takes no integer"}
 
 
 def config_value_refused(facts: Facts, data: dict) -> Optional[dict]:
@@ -481,7 +489,7 @@ def config_value_refused(facts: Facts, data: dict) -> Optional[dict]:
             requirement = config.refused_by.get(key)
             if requirement is not None and not _installed_matches(facts, requirement):
                 continue  # only some releases refuse it, and the installed one is not among them (or is unknown)
-            fix = _REFUSAL_FIXES.get((config.kind, key))
+            fix = _REFUSAL_FIXES.get((config.kind, key)) or _REFUSAL_FIXES.get((config.kind, key.rsplit(".", 1)[-1]))
             native = gpu is not None and bf16_native(gpu["capability"]) and "precision=bf16" in config.edits
             intent = "precision=bf16" if native else "precision=fp32"
             if fix is not None:
