@@ -190,16 +190,18 @@ def trace(
         from ..probes import trace_bytecode_env
 
         bytecode = trace_bytecode_env(where.python)
-        if where.source == "option" or not where.own:
+        if not where.own:
             from ..schemas import envelope
             from ..tracing.runs.launch import run_child
 
             # the child's report, or the failure run_child describes, in the envelope
             report = envelope("trace", run_child("trace", kwargs, python=where.python, timeout=1800, env=bytecode,
                                                  progress=progress.update if progress else None))  # may trace two paths
-            report["interpreter"] = {"python": where.python, "source": where.source, "why": where.why}
         else:
+            # --python naming this very interpreter traces here too: a child would import it all again
             report = _trace_here(kwargs, bytecode, progress)
+        if where.source == "option" or not where.own:
+            report["interpreter"] = {"python": where.python, "source": where.source, "why": where.why}
     finally:
         if progress:
             progress.stop()
