@@ -1,4 +1,5 @@
-"""Every real config file of tests/fixtures/configs/real/ through `attn-doctor check --gpu GPU`, as a
+"""Every real config file of tests/fixtures/configs/real/ (and the OpenMMLab Python configs of
+tests/fixtures/configs/python/, read with their _base_ chains) through `attn-doctor check --gpu GPU`, as a
 user runs it (this environment's software, the GPU assumed), for a T4, an A100 and an H100:
 
     python benchmarks/config_survey.py [--gpu t4 --gpu a100 --gpu h100] [--python PYTHON] [--markdown]
@@ -29,6 +30,20 @@ SHIPPED_BESIDE = {"llamafactory/ds_z3_config.json": "deepspeed", "ms-swift/zero3
                   "trl/example_config.yaml": "unknown"}
 
 
+PYTHON = ROOT / "tests" / "fixtures" / "configs" / "python"
+
+
+def _python_leaves() -> list[Path]:
+    """The real OpenMMLab Python configs a user trains with (python/EXPECTED.toml's leaves; their _base_
+    files are read through them)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    rows = tomllib.loads((PYTHON / "EXPECTED.toml").read_text())["leaf"]
+    return sorted(PYTHON / row["name"] for row in rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpu", action="append", help="GPUs to judge for (default: t4, a100, h100)")
@@ -41,7 +56,7 @@ def main() -> int:
     if args.longtail:
         return longtail(args)
     gpus = args.gpu or ["t4", "a100", "h100"]
-    files = sorted(p for p in REAL.rglob("*") if p.is_file() and p.name != "SOURCES.toml")
+    files = sorted(p for p in REAL.rglob("*") if p.is_file() and p.name != "SOURCES.toml") + _python_leaves()
     argv = [a for f in files for a in ("-c", str(f))]
     found: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     configs = None
@@ -64,9 +79,12 @@ def main() -> int:
     wrong = []
     rows = []
     for path in files:
-        name = str(path.relative_to(REAL))
+        if path.is_relative_to(PYTHON):
+            name, expected = "python/" + str(path.relative_to(PYTHON)), "mmengine"
+        else:
+            name = str(path.relative_to(REAL))
+            expected = SHIPPED_BESIDE.get(name, name.split("/")[0])
         config = by_path[str(path)]
-        expected = SHIPPED_BESIDE.get(name, name.split("/")[0])
         if config["kind"] != expected:
             wrong.append(f"{name}: read as {config['kind']}, expected {expected}")
         for setting, value in config.get("plan", {}).items():

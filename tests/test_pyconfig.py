@@ -196,7 +196,9 @@ def test_the_cli_says_the_remedy_for_the_command_line_and_fix_leaves_the_file_as
     leaf = write(tmp_path, "leaf.py", """
         _base_ = ['_base_/schedule.py']
         # bf16 autocast
-        optim_wrapper = dict(type='AmpOptimWrapper', dtype='bfloat16')
+        import torch
+        from mmengine.optim import AmpOptimWrapper
+        optim_wrapper = dict(type=AmpOptimWrapper, dtype=torch.bfloat16, clip_grad=make_clip())
         default_hooks = dict(logger=dict(type='LoggerHook'))
         """)
     before = leaf.read_bytes()

@@ -343,9 +343,9 @@ def probe_configs(paths: Optional[list[str]], env: Optional[Mapping[str, str]] =
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, (bool, int, float, str)) or value is None:
+    if value is None or type(value) in (bool, int, float, str):
         return value
-    return str(value)
+    return str(value)  # a str subclass (a Python config's symbol) as its text too
 
 
 def reader_of(kind: str):

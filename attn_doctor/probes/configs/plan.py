@@ -144,6 +144,8 @@ class Reading:
     def set(self, name: str, value: Any, key: Optional[str] = None, raw: Any = None, source: str = "file",
             note: Optional[str] = None, requires: Optional[str] = None) -> None:
         assert name in PLAN_KEYS, name
+        if isinstance(value, str) and type(value) is not str:
+            value = str(value)
         self.plan[name] = PlanSetting(value=value, source=source, key=key, raw=None if raw == value else _plain(raw),
                                       note=note, requires=requires)
         if key and source == "file":
@@ -167,8 +169,12 @@ class Reading:
 
 
 def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
+    """A scalar as the report holds it: a str subclass (a Python config's symbol or unevaluated
+    expression) as its text."""
+    if value is None or type(value) in (bool, int, float, str):
         return value
+    if isinstance(value, str):
+        return str(value)
     return str(value)[:200]
 
 
