@@ -1,7 +1,7 @@
 """Run the tracer in another interpreter (``check --python /other/venv/bin/python``).
 
-The other interpreter need not have attn-doctor installed: a folder holding a symlink to this
-``attn_doctor`` package (kept in the user's private cache, else temporary) is put first on its PYTHONPATH, and ``attn_doctor.tracing.runs.child`` is run
+The other interpreter need not have attn-doctor installed: a temporary folder holding a symlink to
+this ``attn_doctor`` package is put first on its PYTHONPATH, and ``attn_doctor.tracing.runs.child`` is run
 with ``-m``. Standard library only.
 """
 
@@ -16,7 +16,7 @@ import tempfile
 import threading
 
 from ... import support
-from ...bytecode import mirror, private_folder
+from ...bytecode import mirror
 from ..places import DOCTOR_DIR
 from ..state import PROGRESS_PREFIX
 
@@ -24,15 +24,9 @@ PACKAGE_DIR = DOCTOR_DIR.rstrip(os.sep)  # the attn_doctor package
 
 
 def package_dir():
-    """A folder whose only entry is this ``attn_doctor`` package (a symlink), with the support matrix
-    as JSON beside it: put it on another interpreter's sys.path. Kept in the user's private cache
-    folder, one per package location, so the bytecode a child keeps under a pycache prefix (mirrored
-    under this folder's path) is read again by the next child instead of compiled anew; where that
-    folder cannot be had, or symlinks fail, a new temporary folder (a copy where needed). The caller
-    hands it back to remove_package_dir, which removes only a temporary one."""
-    kept = _kept_package_dir()
-    if kept is not None:
-        return kept
+    """A new temporary folder whose only entry is this ``attn_doctor`` package (a symlink, or a
+    copy where symlinks fail): put it on another interpreter's sys.path. The caller removes it
+    (remove_package_dir)."""
     tmp = tempfile.mkdtemp(prefix="attn-doctor-")
     link = os.path.join(tmp, "attn_doctor")
     try:
@@ -45,50 +39,10 @@ def package_dir():
     return tmp
 
 
-def _kept_package_dir():
-    """The kept folder for this package location, made or brought up to date; None where there is
-    no private cache folder or no symlink can be made there."""
-    import hashlib
-
-    base, _why = private_folder("packages", "")
-    if base is None:
-        return None
-    folder = os.path.join(base, hashlib.sha256(PACKAGE_DIR.encode("utf-8", "surrogateescape")).hexdigest()[:16])
-    link = os.path.join(folder, "attn_doctor")
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        if not (os.path.islink(link) and os.readlink(link) == PACKAGE_DIR):
-            fresh = "%s.%d" % (link, os.getpid())
-            os.symlink(PACKAGE_DIR, fresh)
-            os.replace(fresh, link)  # atomic: a child starting beside this one sees the old link or the new
-        # the matrix of this package, rewritten atomically where it changed (an upgraded doctor)
-        matrix = os.path.join(folder, support.JSON_NAME)
-        fresh = "%s.%d" % (matrix, os.getpid())
-        support.write_json(fresh)
-        if _same_bytes(fresh, matrix):
-            os.unlink(fresh)
-        else:
-            os.replace(fresh, matrix)
-    except OSError:
-        return None
-    return folder
-
-
-def _same_bytes(a, b):
-    try:
-        with open(a, "rb") as fa, open(b, "rb") as fb:
-            return fa.read() == fb.read()
-    except OSError:
-        return False
-
-
 def remove_package_dir(tmp, env=None):
-    """Remove a temporary package_dir() folder, and the bytecode of the package under its name where
-    the child kept bytecode under a pycache prefix (PYTHONPYCACHEPREFIX in `env`): mirrored under the
-    folder's random name, it would never be read again. A kept folder stays, and its bytecode."""
-    base, _why = private_folder("packages", "")
-    if base is not None and os.path.dirname(os.path.abspath(tmp)) == base:
-        return
+    """Remove a package_dir() folder, and the bytecode of the package under its name where the
+    child kept bytecode under a pycache prefix (PYTHONPYCACHEPREFIX in `env`): mirrored under the
+    folder's random name, it would never be read again."""
     shutil.rmtree(tmp, ignore_errors=True)
     prefix = (env or {}).get("PYTHONPYCACHEPREFIX")
     if prefix:
