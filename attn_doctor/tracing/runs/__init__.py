@@ -1,4 +1,5 @@
-"""The entry points: the public ``trace()`` (api), one run of a model under the tracer (run), the
+"""The entry points: the public ``trace()`` (api), one run of a model under the tracer (run) and the
+tensors it takes and returns (outputs), the
 factories it builds a model from (factory), transformers models from a config (hf_models), the
 trace in another interpreter (launch, child), the paths a model takes with and without a stand-in
 (routes), the trace modes (mode) and check's sample models (samples). The top room: it may import
