@@ -63,22 +63,24 @@ def _plain(hf, dtype, device):
         with torch.no_grad(), (torch.device(device) if device != "cuda" else contextlib.nullcontext()):
             return model(*args, **kwargs)
 
-    spent = 0.0
+    spent, misfit = 0.0, None
     try:
-        try:
-            out = forward(kwargs)
-        except Exception as exc:  # noqa: BLE001
-            if not meta["inputs_misfit"](exc):
-                raise
-            # the first inputs do not fit: the ones the trace then takes (tried in plain forwards
-            # first); the plain run is timed as its build and the one forward that runs
-            t1 = time.monotonic()
-            kwargs = meta["repair_inputs"]()[0]
-            spent = time.monotonic() - t1
-            out = forward(kwargs)
+        out = forward(kwargs)
         sig = output_signature(out)
     except Exception as exc:  # noqa: BLE001 - the model's own failure is a result here
+        misfit = exc if meta["inputs_misfit"](exc) else None
         sig = {"raised": "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])}
+    if misfit is not None:
+        # the first inputs do not fit: the ones the trace then takes (tried in plain forwards first;
+        # where none runs, the TraceError "build" the trace also gives: no build); the plain run is
+        # timed as its build and the one forward that runs
+        t1 = time.monotonic()
+        kwargs = meta["repair_inputs"]()[0]
+        spent = time.monotonic() - t1
+        try:
+            sig = output_signature(forward(kwargs))
+        except Exception as exc:  # noqa: BLE001
+            sig = {"raised": "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])}
     return sig, built, time.monotonic() - t0 - built - spent
 
 
