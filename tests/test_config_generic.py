@@ -83,7 +83,7 @@ LONGTAIL_EXPECTED = {
 
 def test_the_long_tail_is_read_without_a_stop_and_never_claims_pure_half_from_a_dtype_key():
     names = sorted(p.name for p in LONGTAIL.iterdir() if p.name != "SOURCES.toml")
-    assert len(names) >= 40
+    assert len(names) >= 38  # a framework that gets a reader takes its files to real/ (GPT-NeoX's five)
     for name in names:
         c = probe_config(str(LONGTAIL / name))
         assert c.status == "ok", (name, c.error)

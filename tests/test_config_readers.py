@@ -34,9 +34,22 @@ REAL = ROOT / "tests" / "fixtures" / "configs" / "real"
 FACTS = ROOT / "tests" / "fixtures" / "facts"
 FRAMEWORKS = ("llamafactory", "axolotl", "torchtune", "trl", "ms-swift", "accelerate", "deepspeed", "torchtitan", "litgpt", "transformers",
               "llm-foundry", "verl", "oumi", "nanotron", "open-instruct", "h2o-llmstudio", "kohya-sd-scripts", "musubi-tuner",
-              "onetrainer", "simpletuner", "nemo", "nemo-rl", "megatron-bridge", "composer", "lightning")
+              "onetrainer", "simpletuner", "nemo", "nemo-rl", "megatron-bridge", "composer", "lightning", "gpt-neox")
 
 EXPECTED = {
+    # GPT-NeoX (issue 53): `precision`, else DeepSpeed's fp16 / bf16 blocks; a model file without either
+    # (mistral_7B, merged with a setup file at launch) assumes none; "flash" in attention_config is flash-attn
+    'gpt-neox/gptneox_1-3B-transformer-engine.yml': ('gpt-neox', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'gpt-neox/gptneox_125M.yml': ('gpt-neox', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
+        (), (), ()),
+    'gpt-neox/gptneox_bf16_125M.yml': ('gpt-neox', {'compute_dtype': 'bfloat16', 'param_dtype': 'float32'},
+        ('AD501',), (), ()),
+    'gpt-neox/gptneox_mistral_7B.yml': ('gpt-neox', {'attention': 'flash_attention_2'},
+        ('AD502',), (), ('AD505',)),
+    'gpt-neox/gptneox_posttraining_llama3-8b-sft.yml': ('gpt-neox', {'compute_dtype': 'bfloat16', 'param_dtype': 'float32',
+                                                                      'attention': 'flash_attention_2'},
+        ('AD501', 'AD502'), (), ('AD505',)),
     # issue 53: Composer outside LLM Foundry (Composer's GPU default amp_fp16, not LLM Foundry's amp_bf16), and
     # Lightning Trainer configs (LightningCLI, Hydra; Lightning's default 32-true, never another framework's)
     'composer/diffusion_SD-2-base-256.yaml': ('composer', {'compute_dtype': 'float16', 'param_dtype': 'float32'},
