@@ -691,3 +691,21 @@ def test_a_nemo_megatron_gpt_yaml_plans_megatron_amp_o2_and_use_flash_attention(
     assert config.plan["param_dtype"].key == "model.megatron_amp_O2" and config.plan["param_dtype"].value == "float32"
     assert config.plan["compute_dtype"].value == "bfloat16"
     assert config.plan["attention"].key == "model.use_flash_attention" and config.plan["attention"].value == "flash_attention_2"
+
+
+def test_gpt_neox_precision_that_conflicts_with_an_enabled_deepspeed_block_is_said_with_neoxs_words(tmp_path):
+    # arguments.py asserts it when NeoX reads the merged config: "DeepSpeed fp16 field was set but precision conflicts"
+    path = tmp_path / "neox.yml"
+    path.write_text('{\n  "pipe_parallel_size": 1,\n  "precision": "bfloat16",\n  "fp16": {"enabled": true, "loss_scale": 0},\n}\n')
+    config = probe_config(str(path), {})
+    assert config.kind == "gpt-neox" and config.plan["compute_dtype"].value == "bfloat16"
+    assert config.conflicts == {"precision, fp16.enabled": "DeepSpeed fp16 field was set but precision conflicts"}
+    facts = load_facts_file(FACTS / "a100.json")
+    facts.configs = [config]
+    found = [r for r in diagnose(facts, load_recipes(None)).results if r.rule == "AD504" and r.status == "error"]
+    assert found and "DeepSpeed fp16 field was set but precision conflicts" in found[0].message, found
+    # a model file of the run, without precision keys: nothing assumed, no edit offered
+    model = tmp_path / "model.yml"
+    model.write_text('{"pipe_parallel_size": 1, "attention_config": [[["flash"], 2]]}\n')
+    config = probe_config(str(model), {})
+    assert "compute_dtype" not in config.plan and config.edits == {} and config.plan["attention"].value == "flash_attention_2"
