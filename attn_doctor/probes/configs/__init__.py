@@ -327,7 +327,7 @@ def _python_unread(doc: Any, unread: list[str]) -> list[str]:
     (never read as a value), then each statement that changes settings and was not evaluated."""
     from .plan import get, looks_like_setting
 
-    out = [k for k in unread]
+    out = list(unread)
     for dotted in getattr(doc, "not_evaluated", ()):
         if not looks_like_setting(dotted):
             continue

@@ -414,7 +414,7 @@ class _Env:
 
     def binop(self, op: ast.operator, left: Any, right: Any, node: ast.AST) -> Any:
         if isinstance(left, NotEvaluated) or isinstance(right, NotEvaluated) or isinstance(left, Symbol) or isinstance(right, Symbol):
-            return NotEvaluated(ast.unparse(node) if hasattr(node, "lineno") else "an expression")
+            return NotEvaluated(ast.unparse(node))
         try:
             if _number(left) and _number(right):
                 if isinstance(op, ast.Pow) and abs(right) > 64:
@@ -429,7 +429,7 @@ class _Env:
                     return left + right
         except (ArithmeticError, ValueError):
             pass
-        return NotEvaluated(ast.unparse(node) if hasattr(node, "lineno") else "an expression")
+        return NotEvaluated(ast.unparse(node))
 
 
 def _number(value: Any) -> bool:

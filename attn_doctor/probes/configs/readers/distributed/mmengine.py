@@ -17,6 +17,7 @@ A Python config is never edited: the remedies are said, for the user to write.
 from __future__ import annotations
 
 from ...plan import Reading, dtype_of, get, truthy
+from . import deepspeed
 
 NAME = "mmengine"
 LABEL = "MMEngine (OpenMMLab)"
@@ -128,8 +129,9 @@ def _strategy(r: Reading, strategy: dict) -> None:
                 if block == "fp16":
                     r.set("loss_scaling", True, key="strategy.fp16.enabled", note="DeepSpeed's fp16 scales the loss")
                 break
-        r.exclusive({"strategy": strategy}, ((("strategy.bf16.enabled", "strategy.fp16.enabled"),
-                                               "bfloat16 and fp16 modes cannot be simultaneously enabled"),))
+        # DeepSpeed's own refusal of both blocks on (its reader's pairs), under the strategy's key
+        r.exclusive({"strategy": strategy}, tuple((tuple(f"strategy.{k}" for k in keys), message)
+                                                  for keys, message in deepspeed.EXCLUSIVE))
         r.set("distributed", "deepspeed", key="strategy.type", raw=kind)
     elif kind == "FSDPStrategy":
         mp = strategy.get("mixed_precision")
