@@ -84,7 +84,8 @@ def read(doc: dict, ctx) -> Reading:
                   note="torch.autocast over fp32 weights" if raw is not None else _AUTOCAST_DEFAULT)
         r.set("param_dtype", "float32", source="default", note="AmpOptimWrapper keeps the weights in fp32 (autocast)")
         r.set("loss_scaling", True, key=f"{key}.loss_scale" if "loss_scale" in w else f"{key}.type",
-              raw=w.get("loss_scale", "dynamic"), note="AmpOptimWrapper always builds a GradScaler")
+              raw=w["loss_scale"] if "loss_scale" in w else w.get("type"),
+              note="AmpOptimWrapper always builds a GradScaler (loss_scale 'dynamic' unless set)")
         for k, each in amp:
             refusal = _loss_scale_refusal(each.get("loss_scale", "dynamic"))
             if refusal:
@@ -101,7 +102,7 @@ def read(doc: dict, ctx) -> Reading:
               note="mmcv's Fp16OptimizerHook: fp16 autocast with loss scaling")
         r.set("param_dtype", "float32", source="default", note="the hook keeps fp32 master weights")
         r.set("loss_scaling", True, key="fp16.loss_scale" if "loss_scale" in doc["fp16"] else "fp16",
-              raw=doc["fp16"].get("loss_scale", "dynamic"))
+              raw=doc["fp16"]["loss_scale"] if "loss_scale" in doc["fp16"] else str(doc["fp16"]))
     elif wrappers or "optimizer" in doc or "optimizer_config" in doc:
         key, w = wrappers[0] if wrappers else ("optimizer", {})
         r.set("compute_dtype", "float32", key=f"{key}.type" if "type" in w else key, raw=w.get("type") or "OptimWrapper",
