@@ -251,7 +251,9 @@ class NumericsResult(Struct):
     backend: str  # sdpa-flash, sdpa-mem-efficient, sdpa-cudnn, sdpa-math, flash_attn, xformers, flex-compiled, ...
     dtype: str
     case: str  # a key of Smoke.numerics_cases
-    status: str  # ok | wrong | refused | error | n/a (its API cannot express the case) | unavailable
+    # ok | wrong | refused | error | n/a (its API cannot express the case) | unavailable | timeout
+    # (not run: its group's time ran out first)
+    status: str
     default: Optional[str] = None  # for SDPA's kernels: the backend SDPA's default dispatch picks for this case
     worst: Optional[float] = None  # the largest error / tolerance of its directions (< 1 passes)
     ms: Optional[float] = None

@@ -78,12 +78,14 @@ def test_each_installed_library_gets_a_smoke_process_of_its_own(tmp_path, monkey
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     data = _torch_probe(GPU_CHILD_SCRIPT)
     # FA4 compiles each kernel at its first call: a process per dtype, compiling side by side; the
-    # numerics sweep runs it in a group of its own (one dtype, cached per package set)
-    assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "lib:flash_attn_4:bfloat16", "lib:flash_attn_4:float16", "main",
-                                            "num:lib:flash_attn_4"] + COMPILE + NUM_BF16)
+    # numerics sweep runs its cases in six processes, each the cases that share a compile (one
+    # dtype, cached per package set)
+    fa4_sweep = ["num:lib:flash_attn_4:%d" % i for i in range(1, 7)]
+    assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "lib:flash_attn_4:bfloat16", "lib:flash_attn_4:float16", "main"]
+                                           + fa4_sweep + COMPILE + NUM_BF16)
     below = "%d.%d" % (BF16_NATIVE_FROM[0] - 1, 5)
     assert sorted(_torch_probe(GPU_CHILD_SCRIPT, capability=below)["smoke"]) == sorted(
-        ["lib:flash_attn_4:float16", "main", "num:lib:flash_attn_4"] + COMPILE + NUM_FP16)
+        ["lib:flash_attn_4:float16", "main"] + fa4_sweep + COMPILE + NUM_FP16)
 
 
 def test_the_compiled_smoke_test_runs_only_where_its_compiler_is_installed(tmp_path, monkeypatch):
@@ -148,7 +150,7 @@ COMPILED = {}
 def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main", "cudnn:float16", "cudnn:bfloat16"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
     if group == "cudnn:bfloat16":
         os.kill(os.getpid(), signal.SIGSEGV)   # a kernel that takes its process down
     if group == "cudnn:float16":
@@ -275,7 +277,7 @@ COMPILED = {}
 def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
     with open(os.environ["SMOKE_RUNS"], "a") as fh:
         fh.write(group + "\\n")
     return {"status": "ok", "choices": [{"dtype": "bfloat16", "head_dim": 128, "backend": "flash_attention"}],

@@ -336,13 +336,16 @@ def _fa4_sweep(call):
     return nc.sweep(torch, [("flash_attn_4", call)], [torch.float16, torch.bfloat16], "cpu", cases=cases), cases
 
 
-def _judged(results, cases, **packages):
-    """The recorded H100 with these sweep results (and packages): the engine's results by rule."""
+def _judged(results, cases, head_dim=None, **packages):
+    """The recorded H100 with these sweep results (and packages; a config whose model has this
+    head dim): the engine's results by rule."""
     from attn_doctor.diagnosis.engine import evaluate
-    from attn_doctor.facts import NumericsCase, NumericsResult, Package
+    from attn_doctor.facts import ConfigFile, NumericsCase, NumericsResult, Package
     from attn_doctor.rules.loader import load_recipes
 
     facts = _facts("h100")
+    if head_dim is not None:
+        facts.configs = [ConfigFile(path="/job/config.json", kind="transformers", settings={"head_dim": head_dim})]
     facts.smoke.numerics = msgspec.convert(results, list[NumericsResult])
     facts.smoke.numerics_cases = {c["name"]: NumericsCase(**nc.case_facts(c)) for c in cases}
     for name, version in packages.items():
@@ -366,23 +369,30 @@ def test_a_fa4_release_with_a_wrong_dq_at_head_dim_144_is_an_error_naming_the_sh
     assert all(r["status"] == "ok" for r in ran if r["case"] != "fa4-head-dim-144")
     assert {r["case"] for r in ran} >= {"fa4-head-dim-256-fused-qkv", "fa4-mla-128-96", "gqa-2", "odd-causal"}
 
-    judged = _judged(results, cases, **{"flash-attn-4": "4.0.0b29"})
+    # graded by the job: its model's head dim 144 is an error, 128 a note, unknown a warning naming the trigger
+    judged = _judged(results, cases, head_dim=144, **{"flash-attn-4": "4.0.0b29"})
     ad706 = judged["AD706"]
     assert ad706.status == "error"
     assert ad706.message.startswith("FlashAttention 4 (flash-attn-4) computes wrong results against float64: dQ: error ")
     assert "x the tolerance at head dims 136-176 not a multiple of 64" in ad706.message
-    assert "Dao-AILab/flash-attention#2482" in ad706.message
+    assert "the config's model has head dim 144; Dao-AILab/flash-attention#2482" in ad706.message
     assert ad706.evidence["packages"] == "flash-attn-4"
     assert judged["AD714"].status == "pass"  # measured here: the sweep's finding, not the rule's
+    other = _judged(results, cases, head_dim=128, **{"flash-attn-4": "4.0.0b29"})["AD706"]
+    assert other.status == "info" and "the config's model has head dim 128, which it does not hurt" in other.message
+    unknown = _judged(results, cases, **{"flash-attn-4": "4.0.0b29"})["AD706"]
+    assert unknown.status == "warning"
+    assert "it hurts only where the job has head dim 136, 144, 152, 160, 168, 176, training (the backward)" in unknown.message
 
 
 def test_nan_in_a_library_gradient_is_counted_and_the_clean_sweep_clears_the_known_bug(fake_fa4):
     results, cases = _fa4_sweep(fake_fa4(72, "nan"))
     (wrong,) = [r for r in results if r["status"] == "wrong"]
     assert wrong["case"] == "fa4-head-dim-72" and wrong["directions"]["dq"]["nonfinite"] > 0
-    judged = _judged(results, cases, **{"flash-attn-4": "4.0.0b36"})
+    judged = _judged(results, cases, head_dim=72, **{"flash-attn-4": "4.0.0b36"})
     assert judged["AD706"].status == "error"
-    assert "values NaN or inf at head dim 72 (not a multiple of 32) (bf16)" in judged["AD706"].message
+    assert "values NaN or inf at head dims up to 128 that are not a multiple of 32 (72, 104), backward on SM90 (bf16" in judged["AD706"].message
+    assert "Dao-AILab/flash-attention#2896" in judged["AD706"].message and judged["AD714"].status == "pass"
 
 
 def test_a_right_fa4_clears_its_known_bugs_and_an_unmeasured_one_stays_a_warning(fake_fa4):
@@ -392,3 +402,56 @@ def test_a_right_fa4_clears_its_known_bugs_and_an_unmeasured_one_stays_a_warning
     assert judged["AD706"].status == "pass" and judged["AD714"].status == "pass"
     unmeasured = _judged([], [], **{"flash-attn-4": "4.0.0b29"})
     assert unmeasured["AD714"].status == "warning" and "Dao-AILab/flash-attention#2482" in unmeasured["AD714"].message
+
+
+# ---------------------------------------------------------------- a library compiled per shape: parts and time
+
+
+def test_fa4s_cases_split_into_parts_that_cover_each_case_once(fake_fa4):
+    """FlashAttention 4 compiles per head dim and causality: its sweep runs in parallel parts, one
+    group each. Every case it runs is in exactly one part, the cases it does not run are reported
+    (n/a) by the first part alone, and the parts together give the rows one group gave."""
+    groups = nc.numerics_groups(["bfloat16"], ["flash_attn_4", "xformers"])
+    fa4 = [g for g in groups if g.startswith("num:lib:flash_attn_4")]
+    assert fa4 == ["num:lib:flash_attn_4:%d" % i for i in range(1, len(nc.LIBRARY_PARTS["flash_attn_4"]) + 1)]
+    assert "num:lib:xformers" in groups  # a library without parts: one group, as before
+    every = nc.CASES + nc.LIBRARY_CASES["flash_attn_4"]
+    names = [c for part in nc.LIBRARY_PARTS["flash_attn_4"] for c in part]
+    assert len(names) == len(set(names)) and set(names) <= {c["name"] for c in every}
+    assert {c["name"] for c in nc.LIBRARY_CASES["flash_attn_4"]} <= set(names)  # its known bugs' shapes all run
+    call = fake_fa4(0, "scale")
+    whole = nc.sweep(torch, [("flash_attn_4", call)], [torch.bfloat16], "cpu", cases=every)
+    split = []
+    for i in range(1, len(nc.LIBRARY_PARTS["flash_attn_4"]) + 1):
+        cases = nc.part_cases("flash_attn_4", i, every)
+        call.only_cases = nc.LIBRARY_PARTS["flash_attn_4"][i - 1]
+        split += nc.sweep(torch, [("flash_attn_4", call)], [torch.bfloat16], "cpu", cases=cases)
+    key = lambda r: (r["case"], r["status"], r.get("why"))  # noqa: E731
+    assert sorted(map(key, split)) == sorted(map(key, whole))
+
+
+def test_a_sweep_out_of_time_reports_what_it_ran_and_is_not_cached():
+    """No case starts after the group's deadline: those left are "timeout" rows, the check says so
+    on the numerics line, and the stack's answer is not cached (the next check measures them)."""
+    import time
+
+    from attn_doctor.facts import NumericsResult, Smoke
+    from attn_doctor.probes.torch_run import stack_value
+    from attn_doctor.render.human import _numerics
+
+    cases = [nc.CASE_BY_NAME[n] for n in ("odd-causal", "odd-cross", "large-logits")]
+    backends = _cpu_sdpa()
+    done = nc.sweep(torch, backends, [torch.float16], "cpu", cases=cases, deadline=time.monotonic() + 3600)
+    late = nc.sweep(torch, backends, [torch.float16], "cpu", cases=cases, deadline=time.monotonic() - 1)
+    assert {r["status"] for r in done} == {"ok"} and len(done) == len(late) == 6
+    assert {r["status"] for r in late} == {"timeout"} and all("time ran out" in r["why"] for r in late)
+    line = _numerics(Smoke(status="ok", numerics=[msgspec.convert(r, NumericsResult) for r in done[:2] + late[2:]]))[0]
+    assert "sdpa-math ✓ 1, 2 not reached in the sweep's time (measured by the next check)" in line
+    assert "sdpa-flash ✓ 1, 2 not reached" in line
+
+    def answer(rows):
+        return {"torch": {"status": "ok", "version": "2.11.0"},
+                "smoke": {"num:sdpa:float16": {"status": "ok", "numerics": rows, "cases": {}}}}
+
+    assert stack_value(answer(done))[1] is True
+    assert stack_value(answer(done[:2] + late[2:]))[1] is False

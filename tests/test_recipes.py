@@ -218,3 +218,41 @@ def test_an_unknown_check_inside_not_is_named_with_every_known_check(tmp_path):
     with pytest.raises(RecipeError) as err:
         load_recipes(tmp_path)
     assert f"unknown check 'no_such_check' (known: {', '.join(sorted(CHECKS))})" in str(err.value)
+
+
+def test_the_parsed_recipes_are_kept_for_the_next_load_and_only_for_the_same_files(tmp_path, monkeypatch):
+    """A load keeps tomllib's parse in the cache folder; the next load of the same files takes it
+    (a kept copy edited by hand shows through), an edited recipe file is parsed again, and a kept
+    copy that others can write, or that is corrupt, is not read."""
+    import os
+    import shutil
+
+    import msgspec
+
+    from attn_doctor.rules import loader
+
+    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    recipes = tmp_path / "recipes"
+    shutil.copytree(loader.default_recipes_dir(), recipes)
+    first = loader.load_recipes(recipes, signatures=False)
+    kept = tmp_path / "cache" / loader.PARSED_FILE
+    assert kept.is_file() and kept.stat().st_mode & 0o077 == 0
+    doc = msgspec.msgpack.decode(kept.read_bytes())
+    rule = first.rules[0]
+    source = first.sources[rule.id].name
+    (entry,) = [r for r in doc["files"][source]["rule"] if r["id"] == rule.id]
+    entry["title"] = "taken from the kept parse"
+    kept.write_bytes(msgspec.msgpack.encode(doc))
+    assert loader.load_recipes(recipes, signatures=False).get(rule.id).title == "taken from the kept parse"
+
+    os.chmod(kept, 0o666)  # others may write it: not read
+    assert loader.load_recipes(recipes, signatures=False).get(rule.id).title == rule.title
+    kept.write_bytes(b"\x92not msgpack at all")  # corrupt: not read
+    os.chmod(kept, 0o600)
+    assert loader.load_recipes(recipes, signatures=False).get(rule.id).title == rule.title
+
+    path = recipes / source  # an edited recipe is parsed again (and kept again)
+    text = path.read_text()
+    path.write_text(text.replace(f'title = "{rule.title}"', 'title = "edited in the file"', 1))
+    assert loader.load_recipes(recipes, signatures=False).get(rule.id).title == "edited in the file"
+    assert loader.load_recipes(recipes, signatures=False).get(rule.id).title == "edited in the file"

@@ -89,7 +89,8 @@ class TorchJob:
 
 def stack_value(data: dict) -> tuple[StackValue, bool, Optional[str]]:
     """The stack part of a torch probe's answer; kept unless a kernel test was cut short (a crash
-    or a timeout may be this node's, not the stack's: the next check tests again)."""
+    or a timeout may be this node's, not the stack's: the next check tests again), or the numerics
+    sweep did not reach every case in its time."""
     value = StackValue(torch=_torch_info(data.get("torch") or {}), imports=_imports(data.get("imports") or {}))
     if "builds" in data:
         value.builds_probed, value.builds = True, _builds(data.get("builds") or {})
@@ -98,7 +99,9 @@ def stack_value(data: dict) -> tuple[StackValue, bool, Optional[str]]:
         value.notes.append(ProbeRun(name="builds", status="failed", error=f"{err.get('type')}: {err.get('message')}"[:500]))
     if data.get("smoke"):
         value.smoke = merge_groups(data["smoke"])
-    keep = value.torch.status != "timeout" and value.smoke.status != "failed"
+    # a sweep cut short by its time (kernels compiling on a first check) is measured again next time
+    keep = (value.torch.status != "timeout" and value.smoke.status != "failed"
+            and not any(r.status == "timeout" for r in value.smoke.numerics))
     return value, keep, value.smoke.error if value.smoke.status == "failed" else None
 
 

@@ -425,15 +425,18 @@ def _numerics(smoke) -> list[str]:
         ran = [r for r in mine if r.status in ("ok", "wrong")]
         wrong = [r for r in mine if r.status == "wrong"]
         errors = [r for r in mine if r.status == "error"]
-        if not ran and not errors:
+        late = [r for r in mine if r.status == "timeout"]
+        if not ran and not errors and not late:
             status = next((r.status for r in mine), "")
             marks.append(f"{backend} {'not run' if status != 'unavailable' else 'does not import'}")
             continue
-        text = f"{backend} " + (f"✗ {len(wrong)} of {len(ran)} wrong ({', '.join(dict.fromkeys(r.case for r in wrong))})" if wrong
-                                else f"✓ {len(ran)}")
+        done = [f"✗ {len(wrong)} of {len(ran)} wrong ({', '.join(dict.fromkeys(r.case for r in wrong))})" if wrong
+                else f"✓ {len(ran)}"] if ran else []
         if errors:
-            text += f", {len(errors)} raised"
-        marks.append(text)
+            done.append(f"{len(errors)} raised")
+        if late:
+            done.append(f"{len(late)} not reached in the sweep's time (measured by the next check)")
+        marks.append(f"{backend} " + ", ".join(done))
     return [f"numerics against float64, forward and backward: {len(cases)} cases, {' '.join(dtypes)}: " + ", ".join(marks)]
 
 

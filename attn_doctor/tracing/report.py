@@ -136,14 +136,18 @@ def _fp32_model_note(findings):
         from .kernel_choice.sdpa_select import LABELS
 
         runs = "SDPA's %s kernel" % LABELS.get(runs, runs)
+    # on a GPU the first call was timed against its half-precision twin: the note keeps that figure
+    cost = next((f["cost"] for f in fp32 if (f.get("cost") or {}).get("measured")), None)
     note = dict(fp32[0], severity="info", chain=[], origins=[], patch=None, count=calls, checks=["fp32_model"],
-                run_note=True, kernel_message="", cost=None,
+                run_note=True, kernel_message="", cost=cost,
                 message=("the model computes in float32 (its parameters are float32 and no autocast was traced): its "
                          "%d attention call%s (%s) get float32 q/k/v, which %s; that is the precision of this trace, "
                          "not a fault of one call. To trace the precision you train in: --autocast bf16 (mixed "
                          "precision, fp32 weights) or --dtype bf16 (a bf16 model); fp16 likewise"
                          % (calls, "" if calls == 1 else "s", sites,
                             "run on %s, not a flash kernel" % runs if runs else "no flash kernel takes")))
+    if cost:
+        note["message"] += "; " + cost_mod.describe(cost)
     out, placed = [], False
     for f in findings:
         if f in fp32:

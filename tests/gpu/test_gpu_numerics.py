@@ -76,7 +76,10 @@ def test_check_reports_cudnns_backward_nan_and_is_clean_with_cudnn_deprioritized
     code, report, results = _check(tmp_path, "deprioritized", env={"TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"})
     assert results["AD704"]["status"] in ("info", "pass"), results["AD704"]
     assert results["AD710"]["status"] == "pass"
-    assert not [r for r in report["results"] if r["status"] in ("error", "warning") and r["area"] == "kernels"]
+    # (an attention library installed beside torch is judged on its own: its measured numbers (AD706)
+    # and its known bugs (AD714, AD717) are not SDPA's)
+    assert not [r for r in report["results"] if r["status"] in ("error", "warning") and r["area"] == "kernels"
+                and r["rule"] not in ("AD706", "AD714", "AD717")]
 
 
 def _group(group, seed):

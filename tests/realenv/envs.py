@@ -50,9 +50,14 @@ class Spec:
     seed: bool = True  # pip in the venv, as `python -m venv` makes it (fix then uses pip)
     torch: Optional[str] = TORCH_CPU_VERSION  # what torch must be after every step (None: not checked)
     about: str = ""
+    # Bytecode compiled at install, as pip does (uv does not by default): where PYTHONDONTWRITEBYTECODE
+    # is set (CI) every process would otherwise compile torch and transformers from source (an import
+    # of both: about 16 s, not 7). Compiling costs 10-25 s per environment, so only environments whose
+    # tests start many such processes take it.
+    bytecode: bool = False
 
     def key(self) -> str:
-        text = json.dumps([FORMAT, self.steps, self.seed, _base_python()])
+        text = json.dumps([FORMAT, self.steps, self.seed, _base_python(), self.bytecode])
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -62,7 +67,7 @@ def _cpu(*steps) -> tuple:
 
 # The matrix. Versions are pinned so that a verdict is a fact about named releases.
 SPECS = {s.name: s for s in [
-    Spec("torch-2.13-cpu", _cpu(), about="the pinned CPU build"),
+    Spec("torch-2.13-cpu", _cpu(), about="the pinned CPU build, without bytecode (as uv installs by default)"),
     Spec("torch-2.0.1", (("torch==2.0.1",),), torch="2.0.1",
          about="the oldest torch attn-doctor supports, PyPI's CUDA 11.7 build (its triton 2.0.0 pin)"),
     Spec("torch-2.0.1+triton-2.1.0", (("torch==2.0.1",), ("triton==2.1.0",)), torch="2.0.1",
@@ -85,15 +90,15 @@ SPECS = {s.name: s for s in [
     # datasets, accelerate, peft and trl of the release's time, within its own version checks.
     Spec("llamafactory-0.7.1", _cpu(["--no-deps", "llamafactory==0.7.1"],
                                     ["transformers==4.41.2", "datasets==2.19.2", "accelerate==0.30.1", "peft==0.10.0", "trl==0.8.6", "pyyaml"]),
-         about="the oldest llamafactory on PyPI (flash_attn: off/sdpa/fa2/auto)"),
+         about="the oldest llamafactory on PyPI (flash_attn: off/sdpa/fa2/auto)", bytecode=True),
     Spec("llamafactory-0.8.3", _cpu(["--no-deps", "llamafactory==0.8.3"],
                                     ["transformers==4.43.4", "datasets==2.20.0", "pyarrow==17.0.0", "accelerate==0.32.1", "peft==0.12.0",
                                      "trl==0.9.6", "pyyaml"]),
-         about="0.8.3 (flash_attn: auto/disabled/sdpa/fa2)"),
+         about="0.8.3 (flash_attn: auto/disabled/sdpa/fa2)", bytecode=True),
     # The framework callbacks run in the training process: attn-doctor itself installed (editable,
     # with its dependencies) next to the frameworks, as `pip install 'attn-doctor[transformers]'` does.
     Spec("integrations", _cpu(["-e", str(REPO)], ["transformers==4.57.6", "accelerate==1.11.0", "lightning==2.6.6"]),
-         about="attn-doctor's transformers and Lightning callbacks in the training process"),
+         about="attn-doctor's transformers and Lightning callbacks in the training process", bytecode=True),
     # fleet --ray: attn-doctor and Ray in the one environment the cluster's raylets, workers and checks run in.
     Spec("ray", _cpu(["-e", str(REPO)], ["ray==2.60.0"]), about="a Ray cluster of several raylets on this host (fleet --ray)"),
     # examples/k8s: the Kubernetes schemas (kubernetes-validate) and the Kubeflow training operator's
@@ -103,7 +108,7 @@ SPECS = {s.name: s for s in [
     Spec("llamafactory-0.9.5", _cpu(["--no-deps", "llamafactory==0.9.5"],
                                     ["transformers==5.6.0", "datasets==4.0.0", "accelerate==1.11.0", "peft==0.18.1", "trl==0.24.0",
                                      "omegaconf", "pyyaml"]),
-         about="the newest llamafactory (adds fa3)"),
+         about="the newest llamafactory (adds fa3)", bytecode=True),
 ]}
 
 
@@ -247,7 +252,8 @@ class Builder:
         self._run(cmd, "uv venv")
         python = path / "bin" / "python"
         for step in spec.steps:
-            self._run([uv, "pip", "install", "--python", str(python), *step], "uv pip install " + " ".join(step))
+            self._run([uv, "pip", "install", "--python", str(python), *(["--compile-bytecode"] if spec.bytecode else []), *step],
+                      "uv pip install " + " ".join(step))
             if spec.torch is not None and step is not spec.steps[0]:
                 found = installed_version(python, "torch")
                 if found != spec.torch:

@@ -61,6 +61,8 @@ def trace():
 # Real transformers releases, each in a venv of its own built with uv (torch from the local CPU
 # wheel where there is one). One venv per release per session; uv's cache is shared, so a second
 # session builds them in seconds. A release that does not install fails the tests that need it.
+# Bytecode is compiled at install: under PYTHONDONTWRITEBYTECODE each traced subprocess would
+# otherwise compile torch and transformers from source (about 16 s an import, not 7).
 TORCH_WHEELS = os.environ.get("ATTN_DOCTOR_TORCH_WHEELS", "/opt/wheels")
 
 
@@ -86,7 +88,7 @@ def transformers_venv(tmp_path_factory):
         folder = tmp_path_factory.mktemp("tf-%s" % (version or "newest"))
         python = str(folder / "bin" / "python")
         steps = [[uv, "venv", "-q", "--python", sys.executable, str(folder)],
-                 [uv, "pip", "install", "-q", "--python", python, "torch==" + torch.__version__.split("+")[0],
+                 [uv, "pip", "install", "-q", "--compile-bytecode", "--python", python, "torch==" + torch.__version__.split("+")[0],
                   "transformers" + ("==" + version if version else "")]
                  + (["--find-links", TORCH_WHEELS] if os.path.isdir(TORCH_WHEELS) else [])]
         for step in steps:

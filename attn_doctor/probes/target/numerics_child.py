@@ -102,6 +102,24 @@ LIBRARY_CASES = {
 }
 CASE_BY_NAME = {c["name"]: c for c in CASES + tuple(c for extra in LIBRARY_CASES.values() for c in extra)}
 
+# A library that compiles per head dim and causality runs its cases in parallel processes, one per
+# part (group "num:lib:<name>:<part>"), a part the cases sharing one or two compiles: FA4 pays 2.5-3 s
+# a compile and 10 s to import per process, so 14 cases in one process outlast a first check's limit.
+LIBRARY_PARTS = {
+    "flash_attn_4": (
+        ("odd-causal", "tile64-causal-neglse", "large-logits"),  # head dim 64, causal
+        ("odd-cross", "tile64-nomask-neglse", "one-query-neglse"),  # head dim 64, not causal
+        ("gqa-2", "fa4-mla-128-96"),  # head dim 128
+        ("head-dim-256", "fa4-head-dim-256-fused-qkv"),
+        ("fa4-head-dim-144", "fa4-head-dim-72"),
+        ("fa4-head-dim-160", "fa4-head-dim-176"),
+    ),
+}
+
+# A group starts no case this many seconds before its job's time limit (isolation.IMPORT_TIMEOUT_S):
+# the rest are "timeout" rows and the sweep is not cached, so the next check (kernels compiled) runs them.
+TIME_MARGIN_S = 12.0
+
 # Masks given to the kernel as a tensor (the other kinds are is_causal or nothing).
 TENSOR_MASKS = ("bool-causal", "float-causal", "all-true", "bool-padding", "float-bias", "fully-masked")
 
@@ -254,16 +272,11 @@ def library_call(torch, name):
             return bshd(first(fn(bshd(q), bshd(k), bshd(v), causal=is_causal)))
 
         if name == "flash_attn_4":
-            # FlashAttention 4 compiles a kernel per head dim, causality, grouping and dtype at its
-            # first call (2.5-3 s per pass on an H100); a sequence length reuses it. So it runs the
-            # cases that share a few compiles (head dim 64 causal and not, grouped heads, 256) and
-            # its own known bugs' shapes (LIBRARY_CASES), in the dtype training would use. Paid once
-            # per package set: the sweep's library groups are stack groups (gpu_child.stack_group),
-            # whose results are cached under the stack key (probes/keys.py: every installed
-            # distribution's version, the GPU architecture, the driver), and FA4 keeps the compiled
-            # kernels in the doctor's kernels folder (gpu_child.kernel_caches) for --no-cache runs.
-            call.only_cases = ("odd-causal", "tile64-causal-neglse", "large-logits", "odd-cross", "tile64-nomask-neglse",
-                               "one-query-neglse", "gqa-2", "head-dim-256") + tuple(c["name"] for c in LIBRARY_CASES[name])
+            # A kernel compiled per head dim, causality, grouping and dtype (a sequence length reuses
+            # it): the cases of LIBRARY_PARTS, in the dtype training would use. Paid once per package
+            # set (stack groups, cached under the stack key; the compiled kernels kept in the
+            # doctor's kernels folder, gpu_child.kernel_caches, for --no-cache runs).
+            call.only_cases = tuple(c for part in LIBRARY_PARTS[name] for c in part)
             call.one_dtype = True
         return call
     if name == "xformers":
@@ -446,17 +459,24 @@ def _rounded(m):
     return {k: (float("%.4g" % v) if isinstance(v, float) and v == v and abs(v) != float("inf") else v) for k, v in m.items() if k != "ok"}
 
 
-def sweep(torch, backends, dtypes, device, cases=CASES, sync=None, choose=None, progress=None, seed=1234):
+def sweep(torch, backends, dtypes, device, cases=CASES, sync=None, choose=None, progress=None, seed=1234, deadline=None):
     """Every (backend, dtype, case): [{"backend", "dtype", "case", "status", ...}].
 
     backends: [(name, call)] (a call may be an exception: the library did not import, each result
     then "unavailable"). choose(q, k, v, mask, is_causal, enable_gqa): the backend SDPA's default
-    dispatch picks for the case, kept as "default" on SDPA's results."""
+    dispatch picks for the case, kept as "default" on SDPA's results. deadline (time.monotonic()):
+    no case starts after it; each one left is "timeout"."""
     sync = sync or (lambda: None)
     results = []
     for dtype in dtypes:
         dtype_name = str(dtype).replace("torch.", "")
         for case in cases:
+            if deadline is not None and time.monotonic() >= deadline:
+                results += [{"backend": name, "dtype": dtype_name, "case": case["name"], "status": "timeout",
+                             "why": "not run: the sweep's time ran out before this case"} for name, call in backends
+                            if case["name"] in getattr(call, "only_cases", (case["name"],))
+                            and not (getattr(call, "one_dtype", False) and dtype is not dtypes[-1])]
+                continue
             inputs = make_inputs(torch, case, dtype, device, seed)
             refs = (run_reference(torch, inputs, None), run_reference(torch, inputs, dtype))
             default = None
@@ -509,13 +529,23 @@ def numerics_groups(dtypes, libraries=()):
     groups = []
     for d in dtypes:
         groups += ["num:sdpa:%s" % d, "num:sdpa-cudnn:%s" % d]
-    return groups + ["num:lib:%s" % name for name in libraries]
+    for name in libraries:
+        parts = LIBRARY_PARTS.get(name)
+        groups += ["num:lib:%s:%d" % (name, i) for i in range(1, len(parts) + 1)] if parts else ["num:lib:%s" % name]
+    return groups
 
 
-def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=1234):
-    """One group of the sweep on GPU `index`, in this process: {"status", "numerics": [...],
-    "phases"}. sdpa_backends: gpu_child._sdpa_backends (name -> context factory)."""
+def part_cases(name, part, cases):
+    """The cases part `part` (from 1) of LIBRARY_PARTS[name] reports: its own; the first one also those no part runs (n/a)."""
+    parts = LIBRARY_PARTS[name]
+    return tuple(c for c in cases if c["name"] in parts[part - 1] or (part == 1 and not any(c["name"] in p for p in parts)))
+
+
+def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=1234, budget_s=None):
+    """One group of the sweep on GPU `index`, in this process: {"status", "numerics": [...], "phases"}.
+    sdpa_backends: gpu_child._sdpa_backends (name -> context factory). budget_s: its job's time limit."""
     started = time.perf_counter()
+    deadline = time.monotonic() + budget_s - TIME_MARGIN_S if budget_s else None
     phases = {}
     import torch
 
@@ -536,7 +566,7 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
     torch.cuda.set_device(index)
     device = "cuda:%d" % index
     _, kind, rest = group.split(":", 2)
-    what, _, only = rest.rpartition(":") if kind.startswith("sdpa") else (rest, "", "")
+    what, _, only = rest.rpartition(":") if kind.startswith("sdpa") or ":" in rest else (rest, "", "")
     capability = tuple(torch.cuda.get_device_capability(index))
     native = bf16_native(capability) if bf16_native else capability >= (8, 0)
     dtypes = [torch.float16] + ([torch.bfloat16] if native else [])
@@ -551,6 +581,8 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
         mark = time.perf_counter()
         try:
             backends = [(what, library_call(torch, what))]
+            if only:  # one part of the library's cases (LIBRARY_PARTS)
+                backends[0][1].only_cases = LIBRARY_PARTS[what][int(only) - 1]
         except BaseException as exc:  # noqa: BLE001 - the import probe reports it; here just not tested
             backends = [(what, exc)]
         phases["library_import_s"] = round(time.perf_counter() - mark, 3)
@@ -559,7 +591,9 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
     phases["cuda_init_s"] = round(time.perf_counter() - started, 3)
     mark = time.perf_counter()
     cases = CASES if kind.startswith("sdpa") else CASES + LIBRARY_CASES.get(what, ())
-    out["numerics"] = sweep(torch, backends, dtypes, device, cases=cases, sync=torch.cuda.synchronize, choose=choose, seed=seed)
+    cases = part_cases(what, int(only), cases) if only and not kind.startswith("sdpa") else cases
+    out["numerics"] = sweep(torch, backends, dtypes, device, cases=cases, sync=torch.cuda.synchronize, choose=choose, seed=seed,
+                            deadline=deadline)
     out["cases"] = {c["name"]: case_facts(c) for c in cases}
     phases["sweep_s"] = round(time.perf_counter() - mark, 3)
     phases["total_s"] = round(time.perf_counter() - started, 3)

@@ -168,7 +168,7 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
                 shapes = gpu.get("shapes") or []
                 cache = gpu.get("kernel_cache")
                 # First: the slowest forks (a compile, a JIT library) start before the imports'.
-                jobs[:0] = [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes, cache)) for g in groups]
+                jobs[:0] = [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes, cache, IMPORT_TIMEOUT_S)) for g in groups]
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
     results = run_isolated(jobs, IMPORT_TIMEOUT_S)

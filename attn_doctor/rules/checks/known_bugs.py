@@ -5,65 +5,20 @@ job's head dims; where the numerics sweep measured the bug's cases, its measurem
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from packaging.version import Version
 
 from ...facts import Facts
 from ..conditions import SkipRule
-from .numerics import (DIST_ALTERNATIVES, _capabilities, _short_link, _specifier_holds, _version, cudnn_version,
-                       torch_version)
+from .numerics import (DIST_ALTERNATIVES, _capabilities, _short_link, _specifier_holds, _version, config_head_dims,
+                       cudnn_version, head_dim_meets, torch_version, trigger_words)
 
 
 def dist_version(facts: Facts, name: str) -> Optional[str]:
     if name == "torch":
         return str(torch_version(facts)) if torch_version(facts) else None
     return next((v for v in (facts.version_of(d) for d in DIST_ALTERNATIVES.get(name, (name,))) if v), None)
-
-
-def config_head_dims(facts: Facts) -> list[int]:
-    """The head dims of the models the configs given train (their `head_dim` setting), if any."""
-    out = []
-    for config in facts.configs:
-        value = config.settings.get("head_dim") if config.status == "ok" else None
-        if isinstance(value, int) and value > 0 and value not in out:
-            out.append(value)
-    return out
-
-
-def head_dim_meets(trigger: dict, head_dim: int, head_dim_v: Optional[int] = None) -> bool:
-    """Whether a head dim (and v's, where known) meets a known bug's `trigger`."""
-    if "head_dims" in trigger and head_dim not in trigger["head_dims"]:
-        return False
-    if "head_dim_not_multiple_of" in trigger and head_dim % int(trigger["head_dim_not_multiple_of"]) == 0:
-        return False
-    if "head_dim_max" in trigger and head_dim > int(trigger["head_dim_max"]):
-        return False
-    if trigger.get("mla_dv"):
-        # Dao-AILab/flash-attention#2552: (tile_hdimv / 2) not a multiple of gcd(32, tile_hdim / 2)
-        if head_dim_v is None or head_dim < 128:
-            return False
-        tile, tile_v = -(-head_dim // 16) * 16, -(-head_dim_v // 16) * 16
-        return (tile_v // 2) % math.gcd(32, tile // 2) != 0
-    return True
-
-
-def trigger_words(trigger: dict) -> str:
-    """What a known bug's trigger asks of the job, in words."""
-    parts = []
-    if trigger.get("head_dims"):
-        parts.append("head dim " + ", ".join(str(d) for d in trigger["head_dims"]))
-    if trigger.get("head_dim_not_multiple_of"):
-        top = f" up to {trigger['head_dim_max']}" if trigger.get("head_dim_max") else ""
-        parts.append(f"a head dim{top} that is not a multiple of {trigger['head_dim_not_multiple_of']}")
-    if trigger.get("mla_dv"):
-        parts.append("q/k head dim 128 or more with v's head dim not a multiple of 64")
-    if trigger.get("strided"):
-        parts.append("q, k, v strided views (a fused QKV projection, a transpose)")
-    if trigger.get("backward"):
-        parts.append("training (the backward)")
-    return ", ".join(parts)
 
 
 def _measured_row(facts: Facts, bug: dict) -> Optional[tuple[str, str]]:

@@ -41,6 +41,8 @@ LIBRARY_WORDS = {"flash_attn": "flash-attn (FlashAttention 2)", "flash_attn_3": 
                  "sageattention": "SageAttention", "flex-compiled": "flex_attention compiled by torch.compile"}
 LIBRARY_MODULES = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "flash_attn_4": "flash_attn_4",
                    "xformers": "xformers", "sageattention": "sageattention", "flex-compiled": "triton"}
+# A known bug's trigger keys that name shapes of the model (judged against a config's head dims).
+_SHAPE_KEYS = {"head_dims", "head_dim_not_multiple_of", "mla_dv"}
 # Rows that see no key: SDPA promises zeros there; a kernel that differs hurts only through later layers.
 SOFT_MASKS = ("fully-masked",)
 
@@ -87,6 +89,50 @@ def _is_soft(facts: Facts, case: str) -> bool:
     return bool(known and known.mask in SOFT_MASKS)
 
 
+def config_head_dims(facts: Facts) -> list[int]:
+    """The head dims of the models the configs given train (their `head_dim` setting), if any."""
+    out = []
+    for config in facts.configs:
+        value = config.settings.get("head_dim") if config.status == "ok" else None
+        if isinstance(value, int) and value > 0 and value not in out:
+            out.append(value)
+    return out
+
+
+def head_dim_meets(trigger: dict, head_dim: int, head_dim_v: Optional[int] = None) -> bool:
+    """Whether a head dim (and v's, where known) meets a known bug's `trigger`."""
+    if "head_dims" in trigger and head_dim not in trigger["head_dims"]:
+        return False
+    if "head_dim_not_multiple_of" in trigger and head_dim % int(trigger["head_dim_not_multiple_of"]) == 0:
+        return False
+    if "head_dim_max" in trigger and head_dim > int(trigger["head_dim_max"]):
+        return False
+    if trigger.get("mla_dv"):
+        # Dao-AILab/flash-attention#2552: (tile_hdimv / 2) not a multiple of gcd(32, tile_hdim / 2)
+        if head_dim_v is None or head_dim < 128:
+            return False
+        tile, tile_v = -(-head_dim // 16) * 16, -(-head_dim_v // 16) * 16
+        return (tile_v // 2) % math.gcd(32, tile // 2) != 0
+    return True
+
+
+def trigger_words(trigger: dict) -> str:
+    """What a known bug's trigger asks of the job, in words."""
+    parts = []
+    if trigger.get("head_dims"):
+        parts.append("head dim " + ", ".join(str(d) for d in trigger["head_dims"]))
+    if trigger.get("head_dim_not_multiple_of"):
+        top = f" up to {trigger['head_dim_max']}" if trigger.get("head_dim_max") else ""
+        parts.append(f"a head dim{top} that is not a multiple of {trigger['head_dim_not_multiple_of']}")
+    if trigger.get("mla_dv"):
+        parts.append("q/k head dim 128 or more with v's head dim not a multiple of 64")
+    if trigger.get("strided"):
+        parts.append("q, k, v strided views (a fused QKV projection, a transpose)")
+    if trigger.get("backward"):
+        parts.append("training (the backward)")
+    return ", ".join(parts)
+
+
 def _kernel_failures(facts: Facts, data: dict, backend: str, results: list[NumericsResult]) -> Optional[dict]:
     """The evidence for one kernel's wrong results: what failed where, graded."""
     wrong = [r for r in results if r.backend == backend and r.status == "wrong"]
@@ -100,7 +146,8 @@ def _kernel_failures(facts: Facts, data: dict, backend: str, results: list[Numer
         case = facts.smoke.numerics_cases.get(r.case)
         group = groups.setdefault(key, {"cls": (bug or {}).get("cls") or (case.cls if case else r.case), "dtypes": [],
                                         "directions": {}, "default": False, "picked": False, "soft": True,
-                                        "source": (bug or {}).get("source"), "bug": bug_id, "cases": []})
+                                        "source": (bug or {}).get("source"), "bug": bug_id, "cases": [],
+                                        "trigger": (bug or {}).get("trigger") or {}})
         group["dtypes"].append(DTYPE.get(r.dtype, r.dtype))
         group["cases"].append(r.case)
         for text in _directions(r):
@@ -115,10 +162,22 @@ def _kernel_failures(facts: Facts, data: dict, backend: str, results: list[Numer
         if not library:
             text += ("; SDPA picks it by default there" if group["picked"] else
                      "; SDPA's default picks another kernel there: it runs only when forced")
+        graded = "info" if not (group["picked"] or library) else ("warning" if group["soft"] else "error")
+        if library and _SHAPE_KEYS & set(group["trigger"]):
+            # a known bug's own shapes (a head dim few models have): graded by the job's head dims
+            dims = config_head_dims(facts)
+            meeting = [d for d in dims if head_dim_meets(group["trigger"], d)]
+            if not dims:
+                text += f"; it hurts only where the job has {trigger_words(group['trigger'])}"
+                graded = "warning" if graded == "error" else graded
+            elif not meeting:
+                text += f"; the config's model has head dim {', '.join(map(str, dims))}, which it does not hurt"
+                graded = "info"
+            else:
+                text += f"; the config's model has head dim {', '.join(map(str, meeting))}"
         if group["source"]:
             text += f"; {_short_link(group['source'])}"
         parts.append(text + ")")
-        graded = "info" if not (group["picked"] or library) else ("warning" if group["soft"] else "error")
         severity = min(severity, graded, key=("error", "warning", "info").index)
     cases = sorted({c for g in groups.values() for c in g["cases"]})
     clean = _clean_kernels(results, backend, cases)
