@@ -221,7 +221,7 @@ def test_an_unknown_check_inside_not_is_named_with_every_known_check(tmp_path):
 
 
 def test_the_parsed_recipes_are_kept_for_the_next_load_and_only_for_the_same_files(tmp_path, monkeypatch):
-    """A load keeps tomllib's parse in the cache folder; the next load of the same files takes it
+    """A load keeps tomllib's parse in the user's private cache folder; the next load of the same files takes it
     (a kept copy edited by hand shows through), an edited recipe file is parsed again, and a kept
     copy that others can write, or that is corrupt, is not read."""
     import os
@@ -231,11 +231,13 @@ def test_the_parsed_recipes_are_kept_for_the_next_load_and_only_for_the_same_fil
 
     from attn_doctor.rules import loader
 
-    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))  # the user's own cache folder
+    monkeypatch.setenv("ATTN_DOCTOR_CACHE_DIR", str(tmp_path / "shared"))  # a shared one: never used for this
     recipes = tmp_path / "recipes"
     shutil.copytree(loader.default_recipes_dir(), recipes)
     first = loader.load_recipes(recipes, signatures=False)
-    kept = tmp_path / "cache" / loader.PARSED_FILE
+    kept = tmp_path / "home-cache" / "attn-doctor" / "recipes" / loader.PARSED_FILE
+    assert not (tmp_path / "shared").exists()
     assert kept.is_file() and kept.stat().st_mode & 0o077 == 0
     doc = msgspec.msgpack.decode(kept.read_bytes())
     rule = first.rules[0]

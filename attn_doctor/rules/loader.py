@@ -103,12 +103,12 @@ def load_recipes(directory: Optional[Path] = None, *, signatures: Optional[bool]
     return recipes
 
 
-# The recipes as tomllib parsed them, kept in the user's cache folder: parsing the shipped TOML is
-# a third of a `check --quick` (0.1 s), decoding this copy 2 ms. Keyed by each file's name, size,
-# mtime and inode and by the doctor's version; read only when this user (or root) wrote it and no one
-# else can write it (a recipe's remedies are commands that fix runs). Only the parse is kept: every
-# load validates the rules again.
-PARSED_FILE = "recipes-parsed.msgpack"
+# The recipes as tomllib parsed them, kept in the user's own private cache folder (beside the
+# bytecode, never a shared cache: a recipe's remedies are commands that fix runs): parsing the
+# shipped TOML is a quarter of a `check --quick` (0.1 s), decoding this copy 2 ms. Keyed by each
+# file's name, size, mtime and inode and by the doctor's version; read only when this user (or root)
+# wrote it and no one else can write it. Only the parse is kept: every load validates the rules again.
+PARSED_FILE = "parsed.msgpack"
 MAX_PARSED_BYTES = 16 * 1024 * 1024
 
 
@@ -125,10 +125,11 @@ def _files_key(files: list[Path]) -> Optional[str]:
     return hashlib.sha256(json.dumps([__version__, str(files[0].parent), stamps]).encode()).hexdigest()
 
 
-def _parsed_path() -> Path:
-    from ..cache import cache_dir
+def _parsed_path() -> Optional[Path]:
+    from ..bytecode import private_folder
 
-    return cache_dir() / PARSED_FILE
+    folder, _why = private_folder("recipes", "the parsed recipes are not kept")
+    return Path(folder) / PARSED_FILE if folder else None
 
 
 def _parsed_before(files: list[Path]) -> Optional[dict]:
@@ -136,11 +137,11 @@ def _parsed_before(files: list[Path]) -> Optional[dict]:
     import os
     import stat
 
-    key = _files_key(files)
-    if key is None:
+    key, path = _files_key(files), _parsed_path()
+    if key is None or path is None:
         return None
     try:
-        fd = os.open(_parsed_path(), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError):
         return None
     try:
@@ -168,12 +169,10 @@ def _keep_parsed(files: list[Path], raw: dict) -> None:
     import os
     import tempfile
 
-    key = _files_key(files)
-    if key is None or set(raw) != {p.name for p in files}:
+    key, path = _files_key(files), _parsed_path()
+    if key is None or path is None or set(raw) != {p.name for p in files}:
         return
-    path = _parsed_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-recipes-")
         try:
             with os.fdopen(fd, "wb") as fh:
