@@ -159,14 +159,21 @@ def _read_bounded(path: Path) -> tuple[Optional[dict], Optional[int], Optional[s
 
 
 def _write(path: Path, doc: dict) -> bool:
-    """Atomic on any POSIX file system, NFS and Lustre included: write aside, rename over."""
+    # mkstemp's 0600 would hide a shared cache's entries from other users
+    return write_atomic(path, json.dumps(doc).encode("utf-8"), 0o644)
+
+
+def write_atomic(path: Path, data: bytes, mode: int) -> bool:
+    """`data` into `path` with `mode`, atomically on any POSIX file system, NFS and Lustre included
+    (written aside, renamed over); False where it cannot be written (a cache that cannot be written
+    is not an error: the result is still used)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh)
-            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache's entries from other users
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, mode)
             os.replace(tmp, path)
         except BaseException:
             try:
@@ -176,7 +183,7 @@ def _write(path: Path, doc: dict) -> bool:
             raise
         return True
     except OSError:
-        return False  # a cache that cannot be written is not an error: the result is still used
+        return False
 
 
 def _stamp() -> str:

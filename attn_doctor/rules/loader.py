@@ -166,26 +166,16 @@ def _parsed_before(files: list[Path]) -> Optional[dict]:
 def _keep_parsed(files: list[Path], raw: dict) -> None:
     """Keep the parse of `files` (name -> parsed TOML) for the next load; a cache folder that
     cannot be written is no error."""
-    import os
-    import tempfile
+    from ..cache import write_atomic
 
     key, path = _files_key(files), _parsed_path()
     if key is None or path is None or set(raw) != {p.name for p in files}:
         return
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-recipes-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(msgspec.msgpack.encode({"key": key, "files": raw}))
-            os.replace(tmp, path)  # mkstemp's 0600: this user's alone
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except (OSError, TypeError, ValueError):
-        pass
+        data = msgspec.msgpack.encode({"key": key, "files": raw})
+    except (TypeError, ValueError):
+        return
+    write_atomic(path, data, 0o600)  # this user's alone
 
 
 def _load_file(path: Path, recipes: Recipes, signatures: bool = True, raw: Optional[dict] = None) -> None:
