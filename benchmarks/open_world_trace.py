@@ -40,8 +40,9 @@ TIMEOUT = int(os.environ.get("OPEN_WORLD_TIMEOUT", "300"))
 
 # ---------------------------------------------------------------- one architecture (a worker process)
 
-def _plain(hf, dtype, device):
-    """The plain forward of what `trace --hf` builds (the same builder, the same inputs), untraced."""
+def _plain(hf, dtype, device, train=False):
+    """The plain forward of what `trace --hf` builds (the same builder, the same inputs), untraced;
+    with `train`, in training mode with gradients, as `trace --train` runs it."""
     import torch
 
     from attn_doctor.tracing.runs.hf_models import build_hf
@@ -51,7 +52,7 @@ def _plain(hf, dtype, device):
     model, inputs, notes, meta = build_hf(hf, device, dtype, None, 16)
     built = time.monotonic() - t0
     args, kwargs = inputs
-    model.eval()
+    model.train(train)
     # a model built with some buffers elsewhere runs on one device in training, as the trace runs it
     devices = {t.device.type for t in list(model.parameters()) + list(model.buffers())}
     if devices and devices != {torch.device(device).type}:
@@ -60,7 +61,7 @@ def _plain(hf, dtype, device):
 
     def forward(kwargs):
         # as the trace runs it: under the device's context off the GPU, as written on it
-        with torch.no_grad(), (torch.device(device) if device != "cuda" else contextlib.nullcontext()):
+        with torch.set_grad_enabled(train), (torch.device(device) if device != "cuda" else contextlib.nullcontext()):
             return model(*args, **kwargs)
 
     spent, misfit = 0.0, None
@@ -121,14 +122,14 @@ def run_one(model_type, workdir, device, train, dtypes):
     for dtype in dtypes:
         row = {"model_type": model_type, "class": made["class"], "dtype": dtype or "default"}
         try:
-            plain, build_s, plain_s = _plain(folder, dtype, "meta" if device == "meta" else device)
+            plain, build_s, plain_s = _plain(folder, dtype, "meta" if device == "meta" else device, train)
         except BaseException as exc:  # noqa: BLE001 - transformers refuses to build it
             if width_scaled:
                 # the widths' scaling broke a dependency between sub-configs: layers only
                 arch.write_config(model_type, folder, width=False)
                 width_scaled = False
                 try:
-                    plain, build_s, plain_s = _plain(folder, dtype, device)
+                    plain, build_s, plain_s = _plain(folder, dtype, device, train)
                 except BaseException as exc2:  # noqa: BLE001
                     exc = exc2
                     plain = None
@@ -165,7 +166,7 @@ def run_one(model_type, workdir, device, train, dtypes):
             # an error on meta is confirmed where the same build's plain forward raises on a real
             # device (the CPU checks dtypes as the GPU does): a true fault of the build, not a false alarm
             try:
-                cpu, _, _ = _plain(folder, dtype, "cpu")
+                cpu, _, _ = _plain(folder, dtype, "cpu", train)
             except BaseException as exc:  # noqa: BLE001
                 cpu = {"raised": "%s: %s" % (type(exc).__name__, str(exc)[:200])}
             said = cpu.get("raised") or ""
