@@ -581,8 +581,6 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
         mark = time.perf_counter()
         try:
             backends = [(what, library_call(torch, what))]
-            if only:  # one part of the library's cases (LIBRARY_PARTS)
-                backends[0][1].only_cases = LIBRARY_PARTS[what][int(only) - 1]
         except BaseException as exc:  # noqa: BLE001 - the import probe reports it; here just not tested
             backends = [(what, exc)]
         phases["library_import_s"] = round(time.perf_counter() - mark, 3)
