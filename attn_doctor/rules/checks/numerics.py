@@ -41,8 +41,9 @@ LIBRARY_WORDS = {"flash_attn": "flash-attn (FlashAttention 2)", "flash_attn_3": 
                  "sageattention": "SageAttention", "flex-compiled": "flex_attention compiled by torch.compile"}
 LIBRARY_MODULES = {"flash_attn": "flash_attn", "flash_attn_3": "flash_attn_interface", "flash_attn_4": "flash_attn_4",
                    "xformers": "xformers", "sageattention": "sageattention", "flex-compiled": "triton"}
-# A known bug's trigger keys that name shapes of the model (judged against a config's head dims).
-_SHAPE_KEYS = {"head_dims", "head_dim_not_multiple_of", "mla_dv"}
+# A known bug's trigger keys that name head dims of the model (judged against a config's head dims;
+# an MLA trigger also needs v's head dim, which a config's `head_dim` does not give).
+_SHAPE_KEYS = {"head_dims", "head_dim_not_multiple_of"}
 # Rows that see no key: SDPA promises zeros there; a kernel that differs hurts only through later layers.
 SOFT_MASKS = ("fully-masked",)
 
