@@ -40,13 +40,14 @@ TIMEOUT = int(os.environ.get("OPEN_WORLD_TIMEOUT", "300"))
 
 # ---------------------------------------------------------------- one architecture (a worker process)
 
-def _plain(hf, dtype, device, train=False):
+def _plain(hf, dtype, device, train=False, backward=False):
     """The plain forward of what `trace --hf` builds (the same builder, the same inputs), untraced;
-    with `train`, in training mode with gradients, as `trace --train` runs it."""
+    with `train`, in training mode with gradients, as `trace --train` runs it, and with `backward`
+    its backward too (the outputs' mean, as --train runs it)."""
     import torch
 
     from attn_doctor.tracing.runs.hf_models import build_hf
-    from attn_doctor.tracing.runs.run import _map_tensors, output_signature
+    from attn_doctor.tracing.runs.outputs import _tensors, output_signature
 
     t0 = time.monotonic()
     model, inputs, notes, meta = build_hf(hf, device, dtype, None, 16)
@@ -62,7 +63,12 @@ def _plain(hf, dtype, device, train=False):
     def forward(kwargs):
         # as the trace runs it: under the device's context off the GPU, as written on it
         with torch.set_grad_enabled(train), (torch.device(device) if device != "cuda" else contextlib.nullcontext()):
-            return model(*args, **kwargs)
+            out = model(*args, **kwargs)
+            if backward:
+                loss = next((t for t in _tensors(out) if t.is_floating_point() and t.requires_grad), None)
+                if loss is not None and device != "meta":
+                    loss.float().mean().backward()
+            return out
 
     spent, misfit = 0.0, None
     try:
@@ -149,6 +155,14 @@ def run_one(model_type, workdir, device, train, dtypes):
             rows.append(row)
             continue
         took = time.monotonic() - t0
+        if train and device != "meta":
+            # the plain reference of a training step, forward and backward, run after the trace: a
+            # backward before it would leave the GPU libraries' state (cuDNN's cached plans) to the trace,
+            # which a user's fresh process never has
+            try:
+                plain = _plain(folder, dtype, device, train, backward=True)[0]
+            except BaseException as exc:  # noqa: BLE001
+                plain = {"raised": "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])}
         findings = report.get("findings") or []
         retried = report.get("device") == "cpu" and device == "meta"
         row.update(
@@ -161,7 +175,7 @@ def run_one(model_type, workdir, device, train, dtypes):
             device=report.get("device"), trace_s=round(took, 3), plain_s=round(plain_s, 3),
             build_s=round(build_s, 3), plain=plain, traced=report.get("outputs"),
             faithful=_faithful(plain, report.get("outputs") or {}, retried),
-            messages=[f["message"][:300] for f in findings if f["severity"] in ("error", "warning")][:4])
+            messages=[f["message"][:700] for f in findings if f["severity"] in ("error", "warning")][:4])
         if row["errors"] and device == "meta":
             # an error on meta is confirmed where the same build's plain forward raises on a real
             # device (the CPU checks dtypes as the GPU does): a true fault of the build, not a false alarm
@@ -323,6 +337,11 @@ def main(argv=None):
     t0 = time.monotonic()
     from worker_pool import run_jobs
 
+    # On a GPU each architecture gets a fresh process: cuDNN keeps one backward plan per attention
+    # shape, made by the first backward of that shape in the process and reused whatever the output
+    # gradient's layout, so one architecture's backward would decide the next one's gradients (a user's
+    # trace starts in a fresh process)
+
     cmd = [sys.executable, os.path.abspath(__file__), "--serve", "--workdir", workdir, "--device", args.device,
            "--dtypes", args.dtypes] + (["--train"] if args.train else [])
     done = [0]
@@ -335,7 +354,7 @@ def main(argv=None):
             print("[%d/%d] %s %s" % (done[0], len(types), name, "/".join(r["outcome"] for r in got)),
                   file=sys.stderr, flush=True)
 
-        rows = run_jobs(cmd, types, args.workers, TIMEOUT, on_done=on_done, cwd=REPO)
+        rows = run_jobs(cmd, types, args.workers, TIMEOUT, on_done=on_done, cwd=REPO, recycle=1 if args.device == "cuda" else 40)
     print(tables(rows))
     print("wall time: %.0f s for %d architectures with %d workers" % (time.monotonic() - t0, len(types), args.workers))
     return 0

@@ -454,3 +454,68 @@ def test_a_sweep_out_of_time_reports_what_it_ran_and_is_not_cached():
 
     assert stack_value(answer(done))[1] is True
     assert stack_value(answer(done[:2] + late[2:]))[1] is False
+
+
+class _FlashOrder(torch.autograd.Function):
+    """Attention with FlashAttention-2's backward order, on CPU: D from the half-precision output,
+    dS = P * (dP - D) in float32, rounded to half before dS @ K (a fused kernel's roundings).
+    `dq_error` scales dQ: a kernel that is wrong by that much."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, dq_error):
+        s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        p = s.softmax(-1)
+        out = (p.to(q.dtype).float() @ v.float()).to(q.dtype)
+        ctx.save_for_backward(q, k, v, out, p)
+        ctx.dq_error = dq_error
+        return out
+
+    @staticmethod
+    def backward(ctx, go):
+        q, k, v, out, p = ctx.saved_tensors
+        dt, go = q.dtype, go.to(q.dtype)
+        dv = (p.to(dt).float().transpose(-2, -1) @ go.float()).to(dt)
+        dp = go.float() @ v.float().transpose(-2, -1)
+        d = (go.float() * out.float()).sum(-1, keepdim=True)
+        ds = (p * (dp - d)).to(dt).float() / math.sqrt(q.shape[-1])
+        return ((ds @ k.float()) * (1 + ctx.dq_error)).to(dt), (ds.transpose(-2, -1) @ q.float()).to(dt), dv, None
+
+
+def _flash_order(dq_error=0.0):
+    return lambda q, k, v, mask, is_causal, enable_gqa: _FlashOrder.apply(q, k, v, dq_error)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_gradient_that_cancels_to_zero_is_judged_by_the_spread_of_its_roundings(dtype):
+    """A call whose rows see one key has dQ = 0 exactly (dP - D cancels); a kernel that rounds dP and
+    D before they cancel leaves rounding noise there. Held to a few roundings of zero it was wrong by
+    ~1e25 times; held to the spread of the terms it adds up it is right, and a kernel 20% off in dQ on
+    an ordinary call is still wrong."""
+    gen = torch.Generator().manual_seed(0)
+
+    def inputs(sq, sk, d=32, h=2):
+        q, k, v = (torch.randn(1, h, n, d, generator=gen).to(dtype) for n in (sq, sk, sk))
+        return q, k, v, torch.randn(1, h, sq, d, generator=gen).to(dtype), None, False, False
+
+    name = str(dtype).replace("torch.", "")
+    one_key = inputs(16, 1)
+    refs = (nc.run_reference(torch, one_key, None), nc.run_reference(torch, one_key, dtype))
+    assert float(refs[0][1].abs().max()) == 0.0  # dQ cancels exactly in float64
+    assert nc.check_kernel(torch, _flash_order(), one_key, refs, name, lambda: None)["status"] == "ok"
+    without_spreads = nc.check_kernel(torch, _flash_order(), one_key, (refs[0][:4], refs[1]), name, lambda: None)
+    assert without_spreads["status"] == "wrong" and without_spreads["worst"] > 1e6  # what the spreads fix
+
+    ordinary = inputs(128, 128)
+    refs = (nc.run_reference(torch, ordinary, None), nc.run_reference(torch, ordinary, dtype))
+    assert nc.check_kernel(torch, _flash_order(), ordinary, refs, name, lambda: None)["status"] == "ok"
+    wrong = nc.check_kernel(torch, _flash_order(0.2), ordinary, refs, name, lambda: None)
+    assert wrong["status"] == "wrong" and sorted(wrong["directions"]) == ["dq"]
+
+
+def test_rounding_spreads_have_each_direction_s_shape_under_grouped_query_attention():
+    q, k, v = torch.randn(2, 4, 8, 16), torch.randn(2, 2, 8, 16), torch.randn(2, 2, 8, 16)
+    inputs = (q, k, v, torch.randn(2, 4, 8, 16), None, True, True)
+    out, dq, dk, dv, spreads = nc.run_reference(torch, inputs, None)
+    assert {d: tuple(spreads[d].shape) for d in spreads} == {"out": tuple(out.shape), "dq": tuple(dq.shape),
+                                                            "dk": tuple(dk.shape), "dv": tuple(dv.shape)}
+    assert all(bool((spreads[d] >= 0).all()) for d in spreads)

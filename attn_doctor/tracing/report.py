@@ -469,7 +469,14 @@ def _message(rid, record, problem, chain, public=None):
 
         return raised_message(record)
     if rid == "AD607":
-        return "%s at %s raised (%s): %s" % (record["name"], where, dtypes, problem["kernel_message"])
+        # every operand with its shape: the one that does not fit may be the mask or bias
+        shapes = {r: i.get("shape") for r, i in (record.get("inputs") or {}).items()}
+        shapes.update({r: i.get("shape") for r, i in ((public or {}).get("other_inputs") or {}).items()})
+        dtypes = dict((r, eff[r]) for r in ROLES if r in eff and (r != "weights" or eff[r] != eff.get("v")))
+        dtypes.update({r: i.get("effective_dtype") or i["dtype"] for r, i in sorted(((public or {}).get("other_inputs") or {}).items())})
+        said = ", ".join("%s %s%s" % (r, d, " [%s]" % ", ".join(str(x) for x in shapes[r]) if shapes.get(r) else "")
+                         for r, d in dtypes.items())
+        return "%s at %s raised (%s): %s" % (record["name"], where, said, problem["kernel_message"])
     if rid == "AD601":
         return "%s reaches %s at %s with %s: %s" % (
             "/".join(r for r in ROLES if any(r in e["feeds"] for e in chain)), record["name"], where, dtypes,

@@ -318,3 +318,21 @@ def test_a_representative_length_too_large_to_time_is_halved_until_it_fits(monke
     (traced, big) = out["at"]
     assert traced["seq"] == 16 and 16 < big["seq"] < 131072 and cost._bytes((q, q, q, None), big["seq"]) <= cost.MAX_BYTES
     assert big["why"] == "the model's max_position_embeddings, halved to fit in 4 GiB"
+
+
+def test_timing_a_call_in_training_never_reaches_into_the_models_graph():
+    """A learned bias (T5's position bias) is a mask that requires grad: the doctor's own backward,
+    timing the call, must neither add to the model's gradients nor free the graph its backward needs."""
+    import torch
+
+    table = torch.nn.Parameter(torch.randn(4, 16, 16))
+    hidden = torch.randn(1, 4, 16, 8, requires_grad=True)
+    bias = (table * 2).unsqueeze(0)  # in the model's graph, as the position bias is
+    q = hidden * 1.5
+    run = cost._runner(torch, (q, q, q, bias, 0.0, False, False), True)
+    run()
+    run()
+    assert table.grad is None and hidden.grad is None
+    out = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=bias)
+    out.sum().backward()  # the model's own backward: its graph is whole
+    assert table.grad is not None

@@ -31,6 +31,9 @@ def test_a_mask_of_the_wrong_rank_names_its_maker(trace):
     r = trace(toy_target(TOY, "build_padded"), dtype="bf16")
     f = _only(r, "AD607")
     assert "does not broadcast" in f["message"] and "one axis short" in f["message"]
+    # every operand with its dtype and shape, the mask among them: the one that does not fit is named
+    said = f["message"].split(" raised (", 1)[1].split("):", 1)[0]
+    assert said.startswith("q bfloat16 [") and ", attn_mask bool [" in said, said
     (origin,) = f["origins"]
     assert origin["line"] == marker_line(TOY, "MASK-MAKER") and origin["feeds"] == ["attn_mask"]
     assert origin["called_by"] and origin["called_by"][0]["source"] == "mask = padding_mask(lengths, t)"

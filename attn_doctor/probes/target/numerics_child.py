@@ -11,25 +11,38 @@ row's logsumexp is far below zero; a single query row; a fully masked row; group
 normal inputs keep every logsumexp near log(Sk), far from such overflows, so some cases here are
 adversarial on purpose (every scaled logit near -120, as a "massive activation" channel makes them).
 
-The criterion is FlashAttention's own test criterion: a kernel's largest error against float64 may be
-a small multiple of what a plain PyTorch implementation in the same dtype gets against float64 (plus a
-floor of a few roundings of the largest value, where the plain error is zero); any non-finite value
-where float64 is finite is wrong, whatever its size.
+The criterion (numerics_criterion.py, beside this file) is FlashAttention's own test criterion: a
+kernel's largest error against float64 may be a small multiple of what a plain PyTorch implementation
+in the same dtype gets, plus a floor of a few roundings; any non-finite value where float64 is finite
+is wrong, whatever its size.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 
-# A kernel's error may be this multiple of the plain same-dtype implementation's, against float64.
-# FlashAttention's tests use 2 for the output and 2-3 for gradients; the margin over that was measured
-# on healthy kernels (every SDPA backend, flash-attn, compiled flex) over repeated runs.
-ERROR_MULTIPLE = 4.0
-# Where the plain error is ~0 (an exact case), the error may still be this many roundings of the
-# largest reference value in the dtype.
-FLOOR_ROUNDINGS = 4.0
-EPS = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24}
+
+def _criterion():
+    """numerics_criterion.py beside this file, loaded by path as this file is (without its package)."""
+    name = "attn_doctor_numerics_criterion"
+    module = sys.modules.get(name)
+    if module is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "numerics_criterion.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return module
+
+
+_C = _criterion()
+ERROR_MULTIPLE, FLOOR_ROUNDINGS, EPS, QUANTIZED_BOUND = _C.ERROR_MULTIPLE, _C.FLOOR_ROUNDINGS, _C.EPS, _C.QUANTIZED_BOUND
+measure, measure_quantized, _copy_leaf, _rounded = _C.measure, _C.measure_quantized, _C.copy_leaf, _C.rounded
+
 DIRECTIONS = ("out", "dq", "dk", "dv")
 DIRECTION_WORDS = {"out": "forward", "dq": "dQ", "dk": "dK", "dv": "dV"}
 
@@ -78,6 +91,13 @@ CASES = (
      "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 64, "mask": "causal", "logits": "large"},
     {"name": "fully-masked-rows", "cls": "fully masked query rows (left padding under a causal mask), where SDPA promises zeros",
      "b": 2, "h": 2, "sq": 128, "sk": 128, "d": 64, "mask": "fully-masked", "logits": "normal"},
+    # `prime`: before it is measured, the call runs forward and backward once with its output's
+    # gradient in the (batch, seq, heads, dim) memory a model's transpose gives it; the measured call's
+    # is contiguous. A kernel that caches a backward plan per shape and not per gradient layout then
+    # reads the gradient with the first call's strides. The shape is no other case's.
+    {"name": "grad-layout-reuse", "cls": "a shape whose backward ran before in the same process with the output's "
+     "gradient in another memory layout (a backward plan cached per shape reused)",
+     "b": 1, "h": 2, "sq": 160, "sk": 160, "d": 48, "mask": "none", "logits": "normal", "prime": "grad-bshd"},
 )
 
 # Cases a library runs beyond CASES: the shapes of its own known bugs (recipes/numerics.toml's
@@ -184,7 +204,7 @@ def make_inputs(torch, case, dtype, device, seed=1234):
     return out[0], out[1], out[2], out[3], mask, is_causal, enable_gqa
 
 
-def plain_attention(torch, q, k, v, mask, is_causal, enable_gqa, scale=None):
+def plain_attention(torch, q, k, v, mask, is_causal, enable_gqa, scale=None, parts=None):
     """Attention written out in the inputs' dtype (FlashAttention's `attention_ref` without upcast):
     the scores, the softmax and both products in that dtype. A row that sees no key gives zeros
     (what SDPA promises since torch 2.5), without a NaN reaching the backward."""
@@ -209,21 +229,31 @@ def plain_attention(torch, q, k, v, mask, is_causal, enable_gqa, scale=None):
         scores = scores.masked_fill(~(allowed | empty), float("-inf"))
         if mask is not None and mask.dtype != torch.bool:
             scores = scores.masked_fill(empty, 0.0)
-    out = torch.matmul(torch.softmax(scores, dim=-1), v)
+    probs = torch.softmax(scores, dim=-1)
+    out = torch.matmul(probs, v)
     if empty is not None:
         out = out.masked_fill(empty, 0.0)
+    if parts is not None:  # what the criterion's rounding spreads are computed from
+        parts.update(p=(probs.masked_fill(empty, 0.0) if empty is not None else probs).detach(), k=k.detach(),
+                     v=v.detach(), scale=scale)
     return out
 
 
 def run_reference(torch, inputs, dtype, scale=None):
-    """(out, dq, dk, dv) of the plain attention in float64 (`dtype` None) or in the inputs' dtype."""
+    """[out, dq, dk, dv] of the plain attention in the inputs' dtype; in float64 (`dtype` None)
+    followed by the directions' rounding spreads (numerics_criterion.rounding_spreads)."""
     q, k, v, grad_out, mask, is_causal, enable_gqa = inputs[:7]
     work = [t.detach().to(dtype or torch.float64).requires_grad_(True) for t in (q, k, v)]
     if mask is not None and mask.dtype != torch.bool:
         mask = mask.to(dtype or torch.float64)
-    out = plain_attention(torch, work[0], work[1], work[2], mask, is_causal, enable_gqa, scale)
+    parts = {} if dtype is None else None
+    out = plain_attention(torch, work[0], work[1], work[2], mask, is_causal, enable_gqa, scale, parts)
     out.mul(grad_out.to(out.dtype)).sum().backward()
-    return [out.detach()] + [t.grad for t in work]
+    result = [out.detach()] + [t.grad for t in work]
+    if parts is not None:
+        result.append(_C.rounding_spreads(torch, parts["p"], parts["k"], parts["v"], work[0].detach(), grad_out,
+                                          out.detach(), parts["scale"], k.shape[-3] if k.dim() >= 3 else 1))
+    return result
 
 
 # ---------------------------------------------------------------- the kernels under test
@@ -349,57 +379,6 @@ def compiled_call(compiled_causal):
 # ---------------------------------------------------------------- measuring
 
 
-# A quantized kernel (SageAttention's INT8 q and k) is lossy by design: the plain same-dtype
-# implementation is no yardstick for it. It is held to a relative error (L2) against float64 instead,
-# and any non-finite value.
-QUANTIZED_BOUND = 0.1  # SageAttention 1.0.6 on an H100: at most 3.9% over every case it takes, three seeds
-
-
-def measure_quantized(torch, got, ref):
-    ref = ref.double()
-    finite_ref = torch.isfinite(ref)
-    got = got.double()
-    nonfinite = int(((~torch.isfinite(got)) & finite_ref).sum())
-    both = finite_ref & torch.isfinite(got)
-    norm = float(torch.linalg.vector_norm(ref.masked_fill(~finite_ref, 0)))
-    err = float(torch.linalg.vector_norm((got - ref).masked_fill(~both, 0)))
-    allowed = QUANTIZED_BOUND * max(norm, 1e-30)
-    return {"err": err, "plain": None, "scale": norm, "nonfinite": nonfinite, "size": int(ref.numel()), "allowed": allowed,
-            "roundings": None, "ok": nonfinite == 0 and err <= allowed, "relative": err / max(norm, 1e-30)}
-
-
-def measure(torch, got, ref, plain, dtype_name):
-    """One direction's comparison: {"err", "plain", "scale", "nonfinite", "ok"}; err and plain are
-    the largest absolute errors against float64 (of the kernel, of the plain same-dtype
-    implementation), scale the largest float64 value."""
-    ref = ref.double()
-    finite_ref = torch.isfinite(ref)
-    got = got.double()
-    bad = (~torch.isfinite(got)) & finite_ref
-    nonfinite = int(bad.sum())
-    both = finite_ref & torch.isfinite(got)
-    err = float((got - ref).abs().masked_fill(~both, 0).max()) if both.any() else 0.0
-    plain = plain.double()
-    usable = finite_ref & torch.isfinite(plain)
-    base = float((plain - ref).abs().masked_fill(~usable, 0).max()) if usable.any() else float("nan")
-    scale = float(ref.abs().masked_fill(~finite_ref, 0).max()) if finite_ref.any() else 0.0
-    rounding = EPS.get(dtype_name, 2.0 ** -8) * max(scale, 1e-30)
-    allowed = (ERROR_MULTIPLE * base if base == base else 0.0) + FLOOR_ROUNDINGS * rounding
-    return {"err": err, "plain": base if base == base else None, "scale": scale, "nonfinite": nonfinite, "size": int(ref.numel()),
-            "allowed": allowed, "roundings": err / rounding, "ok": nonfinite == 0 and err <= allowed}
-
-
-def _copy_leaf(torch, t, grad):
-    """A copy of t with its strides and offset (clone() makes a strided view contiguous), as a leaf
-    that takes gradients."""
-    if t.is_contiguous():
-        return t.detach().clone().requires_grad_(grad)
-    storage = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device=t.device)
-    view = storage.as_strided(t.shape, t.stride(), t.storage_offset())
-    view.copy_(t.detach())
-    return view.requires_grad_(grad)
-
-
 def check_kernel(torch, call, inputs, refs, dtype_name, sync):
     """Forward and backward of `call` on the case's inputs, judged against float64 (refs[0]) with the
     plain same-dtype implementation's error (refs[1]) as the yardstick."""
@@ -438,13 +417,14 @@ def check_kernel(torch, call, inputs, refs, dtype_name, sync):
         return result
     got = [out.detach()] + [t.grad for t in work]
     directions = {}
+    spreads = refs[0][4] if len(refs[0]) > 4 else {}
     for name, g, r, p in zip(DIRECTIONS, got, refs[0], refs[1]):
         if g is None:
             if not getattr(call, "forward_only", False):
                 directions[name] = {"ok": False, "nonfinite": 0, "err": float("nan"), "missing": True}
             continue
         directions[name] = (measure_quantized(torch, g, r) if getattr(call, "forward_only", False)
-                            else measure(torch, g, r, p, dtype_name))
+                            else measure(torch, g, r, p, dtype_name, spreads.get(name)))
     wrong = [name for name, m in directions.items() if not m["ok"]]
     result["status"] = "ok" if not wrong else "wrong"
     result["ms"] = round((time.perf_counter() - started) * 1000, 3)
@@ -455,8 +435,19 @@ def check_kernel(torch, call, inputs, refs, dtype_name, sync):
     return result
 
 
-def _rounded(m):
-    return {k: (float("%.4g" % v) if isinstance(v, float) and v == v and abs(v) != float("inf") else v) for k, v in m.items() if k != "ok"}
+def _prime(torch, call, inputs, sync):
+    """The call once, forward and backward, with its output's gradient laid out (b, s, h, d) as a
+    model's transpose leaves it (the same values): the layout a case with `prime` is not measured in."""
+    if getattr(call, "forward_only", False):
+        return
+    q, k, v, grad_out, mask, is_causal, enable_gqa = inputs
+    try:
+        work = [_copy_leaf(torch, t, True) for t in (q, k, v)]
+        out = call(work[0], work[1], work[2], mask, is_causal, enable_gqa)
+        out.backward(grad_out.transpose(1, 2).contiguous().transpose(1, 2))
+        sync()
+    except BaseException:  # noqa: BLE001 - a refusal here is the measured call's to report
+        pass
 
 
 def sweep(torch, backends, dtypes, device, cases=CASES, sync=None, choose=None, progress=None, seed=1234, deadline=None):
@@ -492,6 +483,8 @@ def sweep(torch, backends, dtypes, device, cases=CASES, sync=None, choose=None, 
                 elif isinstance(call, BaseException):
                     row.update(status="unavailable", error=("%s: %s" % (type(call).__name__, call))[:300])
                 else:
+                    if case.get("prime"):
+                        _prime(torch, call, inputs, sync)
                     row.update(check_kernel(torch, call, inputs, refs, dtype_name, sync))
                 if default is not None and name.startswith("sdpa-"):
                     row["default"] = default

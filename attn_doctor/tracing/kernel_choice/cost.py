@@ -52,6 +52,9 @@ def _runner(torch, call, train, backend=None):
 
     q, k, v, mask, dropout, is_causal, enable_gqa = call
     leaves = [t.detach().requires_grad_(train) for t in (q, k, v)]
+    # a learned bias (T5's position bias) is part of the model's graph: the doctor's backward must not
+    # reach it (it would free the graph the model's own backward needs, and add to its gradients)
+    mask = mask.detach() if isinstance(mask, torch.Tensor) else mask
     extra = {"enable_gqa": True} if enable_gqa else {}
     if backend is not None:
         from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -95,6 +95,11 @@ def _check(torch, nc, tracer, record, q, k, v, mask, is_causal, enable_gqa, scal
     name = str(q.dtype).replace("torch.", "")
     gen = torch.Generator(device="cpu").manual_seed(1234)
     grad_out = torch.randn(q.shape[:-1] + (v.shape[-1],), generator=gen).to(q.dtype).to(q.device)
+    if q.dim() == 4 and not q.is_contiguous() and q.transpose(1, 2).is_contiguous():
+        # laid out as the model's own output gradient will be (its transpose back to (b, s, h, d)):
+        # cuDNN caches a backward plan per shape, not per gradient layout, and the first backward of
+        # a shape in the process decides it; the model's backward after this one must get its own
+        grad_out = grad_out.transpose(1, 2).contiguous().transpose(1, 2)
     runs, problem = [], None
     for label, (q_, k_) in (("the call's own inputs", (q, k)), ("logits whose logsumexp is far below zero", _adversarial(torch, q, k))):
         inputs = (q_, k_, v, grad_out, mask, is_causal, enable_gqa)
@@ -106,6 +111,13 @@ def _check(torch, nc, tracer, record, q, k, v, mask, is_causal, enable_gqa, scal
             # the most severe of the two runs: wrong only at padding rows on the call's own inputs can
             # be wrong everywhere with the logits that break kernels (NaN dQ at 64 mod 128)
             found = _problem(torch, nc, record, result, label, sdpa, inputs, refs, name)
+            if _marginal(result) and found.get("instead") in (None, "math"):
+                # just past the tolerance, and so is every other fused kernel of SDPA (math is the
+                # plain implementation the tolerance is measured on): the yardstick's limit on this
+                # call, not a fault of one kernel
+                result["inconclusive"] = ("%s; SDPA's other fused kernels are as far: within %gx the tolerance, "
+                                          "not a fault of one kernel" % (found["kernel_message"], MARGINAL))
+                continue
             padding = _padding_rows(torch, nc, sdpa, inputs, scale, name)
             if padding is not None:
                 _as_padding(found, padding, _labels_ignore(tracer, padding["rows"]))
@@ -115,6 +127,17 @@ def _check(torch, nc, tracer, record, q, k, v, mask, is_causal, enable_gqa, scal
     if cut_note:
         out["note"] = cut_note
     return out, problem
+
+
+# A wrong result this close to the tolerance is a kernel's fault only where another fused kernel
+# computes the same call within it.
+MARGINAL = 4.0
+
+
+def _marginal(result):
+    directions = (result.get("directions") or {}).values()
+    return bool(directions) and all(not d.get("nonfinite") and d.get("allowed") and d["err"] / d["allowed"] < MARGINAL
+                                    for d in directions)
 
 
 def _empty_rows(torch, mask, is_causal, sq, sk):
@@ -238,6 +261,6 @@ def _problem(torch, nc, record, result, label, sdpa, inputs, refs, name):
             remedy += " (or TORCH_CUDNN_SDPA_DEPRIORITIZED=1 in its environment, torch 2.10 and newer)"
         if instead:
             remedy += ": SDPA then runs %s here" % ("its %s kernel" % instead)
-    return {"id": "AD617", "severity": "error", "check": "numerics", "message": message,
+    return {"id": "AD617", "severity": "error", "check": "numerics", "message": message, "instead": instead,
             "kernel_message": "%s against float64: %s" % (kernel, "; ".join(said)), "numerics": result,
             "remedy": remedy}

@@ -133,7 +133,9 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         stopped = any(f["id"] == "AD621" for f in findings)
         error = {"kind": "forward", "message": ("the forward pass stopped at the error above (AD621): nothing after it "
                                                 "was traced" if stopped else
-                                                "the forward pass stopped: %s" % _one_line(forward_error)),
+                                                "the backward pass (--train: the outputs' mean, backward) raised: %s"
+                                                % _one_line(forward_error) if getattr(tracer, "phase", None) == "backward"
+                                                else "the forward pass stopped: %s" % _one_line(forward_error)),
                  "traceback": _tb(forward_error)}
     elif not sink_list:
         status = "no_attention"
@@ -464,11 +466,12 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
             if train:
                 loss = next((t for t in _tensors(out) if t.is_floating_point() and t.requires_grad), None)
                 if loss is not None:
+                    tracer.phase = "backward"
                     loss.float().mean().backward()
     except BaseException as exc:  # noqa: BLE001 - the user's forward may raise anything
         if isinstance(exc, KeyboardInterrupt):
             raise
-        if tracer.outputs is None:
+        if tracer.outputs is None or getattr(tracer, "phase", None) == "backward":
             tracer.outputs = {"raised": _one_line(exc)}
         if device == "meta" and _is_meta_limitation(exc):
             from ..dtype_path.limits import meta_limitation
