@@ -21,7 +21,7 @@ CAUSES = {
     "head-dim": "the head dimension is one the kernel does not take",
     "model-support": "the model's code in this release has no path for the requested attention implementation",
     "input-layout": "an attention input (q/k/v, their gradient, a mask or a bias) with a memory layout or dtype the kernel refuses",
-    "device": "a GPU-only attention kernel was given CPU tensors",
+    "device": "tensors on a device the kernel does not run them on: a GPU-only attention kernel given CPU tensors, a half-precision op on the CPU",
     "gpu-resources": "a kernel needs more shared memory than this GPU has",
     "triton-bf16": "a Triton compiler bug on bf16",
     "triton-compiler": "the Triton compiler fails on this kernel with this Triton release",
