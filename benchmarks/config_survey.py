@@ -49,10 +49,15 @@ def main() -> int:
     parser.add_argument("--gpu", action="append", help="GPUs to judge for (default: t4, a100, h100)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs attn-doctor")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--harvest", action="store_true",
+                        help="the label-free figures over tests/fixtures/configs/harvest/ (real files of projects no reader was "
+                             "written from, each with its source): claims, defaults assumed, unreadable, plan-vs-file consistency")
     parser.add_argument("--longtail", action="store_true",
                         help="survey tests/fixtures/configs/longtail/ instead: real files of frameworks without a reader, "
                              "and what the doctor read of each (the generic reader, or the reader that claimed it)")
     args = parser.parse_args()
+    if args.harvest:
+        return harvest(args)
     if args.longtail:
         return longtail(args)
     gpus = args.gpu or ["t4", "a100", "h100"]
@@ -139,6 +144,71 @@ def longtail(args) -> int:
         print(("| " + line + " |") if args.markdown else line)
     print(f"\n{len(files)} files: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.items(), key=lambda kv: -kv[1])))
     return 1 if tally.get("unreadable") else 0
+
+
+def harvest(args) -> int:
+    """Each harvested file read as check reads it (its Python _base_ files through the leaves that name
+    them, and alone), and the figures that need no label:
+    - claimed: readers with evidence only their framework writes (after a reader gives way to the one
+      it builds on, as recognise does): more than one is an ambiguity;
+    - defaults assumed: plan values taken from a framework's defaults (source "default"), and among
+      them those of a file no reader claimed (never allowed: the generic reader assumes none);
+    - unreadable: what the reader said;
+    - consistency: every key that looks like a precision or attention setting is in the plan, in
+      the settings the reader took, or in "not understood"."""
+    sys.path.insert(0, str(ROOT))
+    from attn_doctor.probes.configs import load_with_format, probe_config
+    from attn_doctor.probes.configs.plan import unread_keys
+    from attn_doctor.probes.configs.readers import READERS, evidence
+
+    folder = ROOT / "tests" / "fixtures" / "configs" / "harvest"
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "SOURCES.toml")
+    kinds: dict[str, int] = defaultdict(int)
+    multi, unclaimed_defaults, defaults, unreadable, inconsistent = [], [], [], [], []
+    for path in files:
+        config = probe_config(str(path), {})
+        kind = config.kind if config.status == "ok" else "unreadable"
+        kinds[kind] += 1
+        if config.status != "ok":
+            unreadable.append((path, config.error))
+            continue
+        try:
+            doc, fmt = load_with_format(path)
+        except Exception:  # noqa: BLE001 - read by probe_config already
+            doc, fmt = None, None
+        if isinstance(doc, dict):
+            names = {r.NAME: r for r in READERS if fmt in r.FORMATS and evidence(r, doc)}
+            names = {n for n, r in names.items() if not set(getattr(r, "SUBSUMED_BY", ())) & set(names)}
+            if len(names) > 1:
+                multi.append((path, sorted(names)))
+            looking = set(unread_keys(doc, set(), max_depth=4))
+            covered = {v.key for v in config.plan.values() if v.key} | set(config.unread) | set(config.settings)
+            missing = [k for k in looking if not any(k == c or k.startswith(c + ".") or c.startswith(k + ".") or
+                                                     k.endswith("." + c) or c.endswith("." + k) for c in covered)]
+            if missing:
+                inconsistent.append((path, config.kind, sorted(missing)[:6]))
+        assumed = [k for k, v in config.plan.items() if v.source == "default"]
+        if assumed:
+            defaults.append(path)
+            if config.kind in ("unknown", "generic"):
+                unclaimed_defaults.append((path, assumed))
+    repos = {p.relative_to(folder).parts[0] for p in files}
+    rel = lambda p: str(p.relative_to(folder))  # noqa: E731
+    print(f"{len(files)} files of {len(repos)} repositories (tests/fixtures/configs/harvest)")
+    print("read as: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+    print(f"claimed by more than one reader: {len(multi)}")
+    for path, names in multi:
+        print(f"  {rel(path)}: {', '.join(names)}")
+    print(f"framework defaults assumed: {len(defaults)} files, of them without a reader's claim: {len(unclaimed_defaults)}")
+    for path, assumed in unclaimed_defaults:
+        print(f"  {rel(path)}: {', '.join(assumed)}")
+    print(f"unreadable: {len(unreadable)}")
+    for path, error in unreadable:
+        print(f"  {rel(path)}: {error}")
+    print(f"precision/attention keys neither in the plan nor in 'not understood': {len(inconsistent)} files")
+    for path, kind, missing in inconsistent:
+        print(f"  {rel(path)} ({kind}): {', '.join(missing)}")
+    return 1 if multi or unclaimed_defaults or inconsistent else 0
 
 
 def _short(value) -> str:
