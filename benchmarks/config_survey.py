@@ -158,7 +158,7 @@ def harvest(args) -> int:
       the settings the reader took, or in "not understood"."""
     sys.path.insert(0, str(ROOT))
     from attn_doctor.probes.configs import load_with_format, probe_config
-    from attn_doctor.probes.configs.plan import unread_keys
+    from attn_doctor.probes.configs.plan import _walk, looks_like_setting
     from attn_doctor.probes.configs.readers import READERS, evidence
 
     folder = ROOT / "tests" / "fixtures" / "configs" / "harvest"
@@ -181,12 +181,15 @@ def harvest(args) -> int:
             names = {n for n, r in names.items() if not set(getattr(r, "SUBSUMED_BY", ())) & set(names)}
             if len(names) > 1:
                 multi.append((path, sorted(names)))
-            looking = set(unread_keys(doc, set(), max_depth=4))
-            covered = {v.key for v in config.plan.values() if v.key} | set(config.unread) | set(config.settings)
-            missing = [k for k in looking if not any(k == c or k.startswith(c + ".") or c.startswith(k + ".") or
-                                                     k.endswith("." + c) or c.endswith("." + k) for c in covered)]
+            # every key at any depth that looks like a precision or attention setting: read by the reader
+            # (itself or a parent), or said "not understood"; one neither is a setting the check never saw
+            read = _read_keys(doc, fmt, path)
+            said = {u.split(" (", 1)[0] for u in config.unread}
+            missing = sorted(k for k, v in _walk(doc, "", 16) if not isinstance(v, dict) and looks_like_setting(k)
+                             and not (v is None or v is False or v == "" or v == [])  # a setting left off asks for nothing
+                             and not any(k == r or k.startswith(r + ".") for r in read) and k not in said)
             if missing:
-                inconsistent.append((path, config.kind, sorted(missing)[:6]))
+                inconsistent.append((path, config.kind, missing[:6] + ([f"(+{len(missing) - 6} more)"] if len(missing) > 6 else [])))
         assumed = [k for k, v in config.plan.items() if v.source == "default"]
         if assumed:
             defaults.append(path)
@@ -205,10 +208,24 @@ def harvest(args) -> int:
     print(f"unreadable: {len(unreadable)}")
     for path, error in unreadable:
         print(f"  {rel(path)}: {error}")
-    print(f"precision/attention keys neither in the plan nor in 'not understood': {len(inconsistent)} files")
+    print(f"keys that look like precision or attention settings (any depth) neither read nor said 'not understood': "
+          f"{len(inconsistent)} files")
     for path, kind, missing in inconsistent:
         print(f"  {rel(path)} ({kind}): {', '.join(missing)}")
     return 1 if multi or unclaimed_defaults or inconsistent else 0
+
+
+def _read_keys(doc, fmt, path) -> set:
+    """The dotted keys the file's reader read (or the generic reader, where none claims it), as check reads it."""
+    from attn_doctor.probes.configs import Context, recognise
+    from attn_doctor.probes.configs.readers import FALLBACK
+
+    reader, _why = recognise(doc, fmt)
+    if reader is None:
+        if FALLBACK.recognise(doc) is None:
+            return set()
+        reader = FALLBACK
+    return set(reader.read(doc, Context(base=path.parent, env={})).read)
 
 
 def _short(value) -> str:

@@ -109,3 +109,19 @@ def test_a_plan_nothing_of_which_can_be_applied_does_not_call_itself_a_dry_run(t
     assert proc.stdout.startswith("Plan (nothing here can be applied: nothing changed)"), proc.stdout
     dry = cli("fix", "--from-report", T4, "-c", str(cfg), "--dry-run", state=tmp_path / "state")
     assert dry.stdout.startswith("Plan (dry run: nothing will change)"), dry.stdout
+
+
+def test_an_attention_choice_nested_deep_in_a_file_no_reader_claims_is_said_not_understood(tmp_path):
+    """A Stability-style YAML picks xformers six levels down (model.params.first_stage_config.params.
+    ddconfig.attn_type): it is listed as not understood, never skipped for its depth; the resolutions
+    at which attention runs are no attention setting; a setting left off asks for nothing."""
+    from attn_doctor.probes.configs import probe_config
+
+    path = tmp_path / "autoencoder.yaml"
+    path.write_text(
+        "model:\n  target: sgm.models.autoencoder.AutoencodingEngine\n  params:\n    first_stage_config:\n"
+        "      params:\n        ddconfig:\n          attn_type: vanilla-xformers\n          attn_resolutions: [16]\n"
+        "lightning:\n  trainer:\n    enable_autocast: false\n")
+    config = probe_config(str(path), {})
+    assert config.status == "ok" and config.kind == "unknown"
+    assert config.unread == ["model.params.first_stage_config.params.ddconfig.attn_type"]

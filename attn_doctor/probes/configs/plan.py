@@ -183,7 +183,7 @@ def _plain(value: Any) -> Any:
 _LOOKS = re.compile(r"(^|[_.\-])(bf16|fp16|fp32|fp8|float8|float16|bfloat16|half|precision|dtype|tf32|amp|autocast|"
                     r"attn|attention|flash|sdpa|xformers|flex|compile|mixed)($|[_.\-])", re.IGNORECASE)
 _NOT_PRECISION = re.compile(r"(dropout|pdrop|heads|head_dim|window|bias|layers|softmax_scale|logit|sink|type_vocab|"
-                            r"hidden|size|mask|rope|rotary|multiple_of|norm|eps|chunk|block|sequence|stride|half_life)", re.IGNORECASE)
+                            r"hidden|size|mask|rope|rotary|multiple_of|norm|eps|chunk|block|sequence|stride|half_life|resolution)", re.IGNORECASE)
 UNREAD_MAX = 20
 
 
@@ -193,7 +193,7 @@ def looks_like_setting(dotted: str) -> bool:
     return bool(_LOOKS.search(leaf)) and not _NOT_PRECISION.search(leaf)
 
 
-def unread_keys(doc: dict, read: set[str], max_depth: int = 4) -> list[str]:
+def unread_keys(doc: dict, read: set[str], max_depth: int = 8) -> list[str]:
     """Dotted keys that look like precision or attention settings and that the reader did not read
     (nor read a parent of), at most UNREAD_MAX."""
     out: list[str] = []
