@@ -109,3 +109,15 @@ def test_every_long_tail_file_has_its_source():
     assert {s["name"] for s in sources} == {p.name for p in LONGTAIL.iterdir() if p.name != "SOURCES.toml"}
     for s in sources:
         assert re.fullmatch(r"[0-9a-f]{40}", s["commit"]) and s["url"] == f"https://github.com/{s['repo']}/blob/{s['commit']}/{s['path']}"
+
+
+def test_an_inference_engines_attention_backend_is_not_read_as_a_training_attention_implementation(tmp_path):
+    """An RL recipe's `sglang.attention_backend: fa3` is SGLang's FlashAttention-3 build, which runs on
+    sm80 as on sm90 (its own assertion: SM>=80 and SM<=90): read as transformers' flash_attention_3
+    (Hopper only) it was an error on an A100. It is said not understood; the trainer's own key is read."""
+    path = tmp_path / "grpo.yaml"
+    path.write_text("actor:\n  dtype: bfloat16\nsglang:\n  dtype: bfloat16\n  attention_backend: fa3\n")
+    config = probe_config(str(path), {})
+    assert config.kind == "generic" and config.plan["compute_dtype"].key == "actor.dtype"
+    assert "attention" not in config.plan
+    assert "sglang.attention_backend" in config.unread

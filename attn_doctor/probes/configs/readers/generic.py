@@ -25,6 +25,8 @@ generically, with its key; no framework default is assumed (a framework that has
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Iterator, Optional
 
 from ..plan import Reading, attention_of, truthy
@@ -126,7 +128,7 @@ def idioms(doc: dict) -> dict[str, tuple[str, Any]]:
             keep("tf32", dotted, value)
         elif leaf in ("fp8", "use_fp8", "enable_fp8", "fp8_training") and truthy(value):
             keep("fp8", dotted, value)
-        elif leaf in ATTENTION_KEYS and _attention(value):
+        elif leaf in ATTENTION_KEYS and _attention(value) and not _engine_section(dotted):
             keep("attention", dotted, value)
         elif leaf in FLASH_SWITCHES + XFORMERS_SWITCHES + SDPA_SWITCHES and truthy(value) is not None:
             switches.append((dotted, leaf, truthy(value), value))
@@ -142,6 +144,16 @@ def idioms(doc: dict) -> dict[str, tuple[str, Any]]:
         if not any(_switch_kind(leaf) == kind and not value for _d, leaf, value, _raw in switches):
             keep("attention_switch", on[0][0], on[0][3])
     return found
+
+
+# An inference engine's attention backend (SGLang's, vLLM's) is named in the engine's own words: SGLang's
+# "fa3" is its sgl-kernel build, which runs on sm80 as on sm90, not transformers' flash_attention_3 (Hopper
+# only). Under such a section the value is not read as a training attention implementation ("not understood").
+_ENGINE_PARTS = re.compile(r"(^|[._])(sglang|vllm|rollout|inference_engine\w*|engine_kwargs|engine_init_kwargs)($|[._])", re.IGNORECASE)
+
+
+def _engine_section(dotted: str) -> bool:
+    return bool(_ENGINE_PARTS.search(dotted.rsplit(".", 1)[0])) if "." in dotted else False
 
 
 def _switch_kind(leaf: str) -> str:
