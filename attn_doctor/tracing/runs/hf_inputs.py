@@ -23,6 +23,7 @@ import os
 import re
 
 from ..errors import TraceError, _one_line
+from .hf_repair import _repair
 
 # The image token of multimodal configs, by the names transformers uses.
 _IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index", "image_token")
@@ -293,87 +294,6 @@ def _audio_inputs(config, params, main, device, dtype):
 
 
 # Messages in which a model says what input it expected.
-_MEL_LENGTH = re.compile(r"input features to be of length (\d+), but found (\d+)")
-_NORM_SHAPE = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size")
-_ONE_AXIS_SHORT = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d), \d\], but got \1\)|"
-                             r"[Ee]xpected (?:3D|4D) .*input.* \(got (?:2D|3D) input")
-# (CPU and GPU: "mat1 and mat2 shapes cannot be multiplied (80x128 and 320x1024)"; meta: "a and b must
-# have same reduction dim, but got [80, 128] X [320, 1024]")
-_MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\)|"
-                     r"same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), \d+\]")
-_RUNNING_MEAN = re.compile(r"running_mean should contain (\d+) elements not (\d+)")
-_UNPACK = re.compile(r"not enough values to unpack \(expected (\d), got (\d)\)")
-_SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
-_TOKENS = re.compile(r"(Image|Audio|Video) features and \w+ tokens do not match[^\d]*tokens: (\d+), features:? (\d+)",
-                     re.I)
-
-
-def _repair(inputs, exc, state):
-    """Inputs corrected from the model's own message, or None where it says nothing usable."""
-    import torch
-
-    text = str(exc)
-    m = _MEL_LENGTH.search(text)
-    if m and "input_features" in inputs:
-        feats = inputs["input_features"]
-        fixed = dict(inputs)
-        fixed["input_features"] = torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
-                                              device=feats.device)
-        return fixed
-    feats_key = next((k for k in ("input_features", "input_values") if k in inputs and k in state.get("audio", ())), None)
-    if feats_key is not None:
-        feats = inputs[feats_key]
-        m = _NORM_SHAPE.search(text)
-        if m and feats.shape[-1] != int(m.group(1)):
-            # a norm over the features' last axis says how many features a frame has
-            return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
-                                                           device=feats.device))
-        m = _MATMUL.search(text)
-        got, want = ((int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))) if m else (None, None))
-        if m and feats.dim() >= 2 and got == feats.shape[-1] and want != got and not state.get("features_set"):
-            # the first projection says how many features a frame has: [.., in_features] of its weight
-            state["features_set"] = True
-            return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], want, dtype=feats.dtype,
-                                                           device=feats.device))
-        m = _RUNNING_MEAN.search(text)
-        if m and feats.dim() >= 3 and feats.shape[-2] == int(m.group(1)) and feats.shape[-1] == int(m.group(2)):
-            # mel bins last, not time: [.., time, mel]
-            return _replace(inputs, feats_key, feats.transpose(-1, -2).contiguous())
-        m = _UNPACK.search(text)
-        if m and int(m.group(2)) == feats.dim() and int(m.group(1)) == feats.dim() + 1 and not state.get("unsqueezed"):
-            state["unsqueezed"] = True  # [batch, channels, samples]: one channel
-            return _replace(inputs, feats_key, feats.unsqueeze(1))
-        if _ONE_AXIS_SHORT.search(text) and feats.dim() <= 3 and not state.get("unsqueezed"):
-            state["unsqueezed"] = True  # [batch, channel, time, mel]: one channel
-            return _replace(inputs, feats_key, feats.unsqueeze(1))
-    m = _SPLIT.search(text)
-    pixels = inputs.get("pixel_values")
-    if m and pixels is not None and pixels.dim() == 5 and int(m.group(2)) != pixels.shape[1]:
-        # the model cuts one image into as many tiles as its grid says (llava-next): that many
-        fixed = dict(inputs)
-        fixed["pixel_values"] = torch.ones(pixels.shape[0], int(m.group(2)), *pixels.shape[2:], dtype=pixels.dtype,
-                                           device=pixels.device)
-        state["image"].kwargs["pixel_values"] = fixed["pixel_values"]
-        state["count"] = None
-        return fixed
-    m = _TOKENS.search(text)
-    if m:
-        kind, wanted = m.group(1).lower(), int(m.group(3))
-        if kind == "audio" and state.get("audio") and wanted != state.get("audio_count"):
-            state["audio_count"] = wanted
-            return "recount"
-        if kind in ("image", "video") and state.get("image") is not None and wanted != state.get("count"):
-            state["count"] = wanted
-            return "recount"
-    return None
-
-
-def _replace(inputs, key, value):
-    fixed = dict(inputs)
-    fixed[key] = value
-    return fixed
-
-
 def _ids(config, runs, seq_len, device):
     """Token ids: each special token's run (an image's or an audio clip's placeholders) first, then
     ``seq_len`` text tokens."""
@@ -447,7 +367,8 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
             variants.append((cand, True))
     first_exc, state = None, {}
     for cand, with_text in variants:
-        state = {"image": cand, "count": None, "audio": tuple(audio or ()), "audio_count": 0}
+        state = {"image": cand, "count": None, "audio": tuple(audio or ()), "audio_count": 0, "config": config,
+                 "seq_len": seq_len, "device": device, "dtype": dtype, "text_token": text_token(config)}
         if cand is not None and with_text and image_token is not None:
             state["count"] = cand.count or _feature_count(model, cand) or _config_count(config, _vision_config(config))
         for _ in range(_TRIES):
@@ -479,7 +400,8 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
             if fixed is None:
                 break
             if fixed != "recount":
-                base.update({k: v for k, v in fixed.items() if k in base})
+                # a repaired input, and one the model said it misses, stay for the next try
+                base.update({k: v for k, v in fixed.items() if k in base or k not in kwargs})
                 if cand is not None and state["count"] is None and with_text and image_token is not None:
                     state["count"] = _feature_count(model, cand) or _config_count(config, _vision_config(config))
     raise TraceError("build", "no inputs attn-doctor made from the config run %s's forward pass (%s): give the model "

@@ -1,0 +1,145 @@
+"""Inputs for a transformers model corrected from what its forward pass said when they did not fit
+(hf_inputs.make_inputs tries them): a feature count, a layout, an image size, a video's frames, the
+arguments it says it misses. Each repair reads the model's own message, never a list of models."""
+
+from __future__ import annotations
+
+import re
+
+_MEL_LENGTH = re.compile(r"input features to be of length (\d+), but found (\d+)")
+_NORM_SHAPE = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size")
+_ONE_AXIS_SHORT = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d), \d\], but got \1\)|"
+                             r"[Ee]xpected (?:3D|4D) .*input.* \(got (?:2D|3D) input")
+# (CPU and GPU: "mat1 and mat2 shapes cannot be multiplied (80x128 and 320x1024)"; meta: "a and b must
+# have same reduction dim, but got [80, 128] X [320, 1024]")
+_MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\)|"
+                     r"same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), \d+\]")
+_RUNNING_MEAN = re.compile(r"running_mean should contain (\d+) elements not (\d+)")
+_UNPACK = re.compile(r"not enough values to unpack \(expected (\d), got (\d)\)")
+_SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
+_IMAGE_SIZE = re.compile(r"Input (?:image size \((\d+)\*(\d+)\)|height \((\d+)\)) doesn't match model \((\d+)(?:\*(\d+))?\)")
+_MISSING_ARGS = re.compile(r"forward\(\) missing \d+ required positional arguments?: (.+)$", re.MULTILINE)
+_TOKENS = re.compile(r"(Image|Audio|Video) features and \w+ tokens do not match[^\d]*tokens: (\d+), features:? (\d+)",
+                     re.I)
+
+
+def _repair(inputs, exc, state):
+    """Inputs corrected from the model's own message, or None where it says nothing usable."""
+    import torch
+
+    text = str(exc)
+    m = _MEL_LENGTH.search(text)
+    if m and "input_features" in inputs:
+        feats = inputs["input_features"]
+        fixed = dict(inputs)
+        fixed["input_features"] = torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
+                                              device=feats.device)
+        return fixed
+    feats_key = next((k for k in ("input_features", "input_values") if k in inputs and k in state.get("audio", ())), None)
+    if feats_key is not None:
+        feats = inputs[feats_key]
+        m = _NORM_SHAPE.search(text)
+        if m and feats.shape[-1] != int(m.group(1)):
+            # a norm over the features' last axis says how many features a frame has
+            return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
+                                                           device=feats.device))
+        m = _MATMUL.search(text)
+        got, want = ((int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))) if m else (None, None))
+        if m and feats.dim() >= 2 and got == feats.shape[-1] and want != got and not state.get("features_set"):
+            # the first projection says how many features a frame has: [.., in_features] of its weight
+            state["features_set"] = True
+            return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], want, dtype=feats.dtype,
+                                                           device=feats.device))
+        m = _RUNNING_MEAN.search(text)
+        if m and feats.dim() >= 3 and feats.shape[-2] == int(m.group(1)) and feats.shape[-1] == int(m.group(2)):
+            # mel bins last, not time: [.., time, mel]
+            return _replace(inputs, feats_key, feats.transpose(-1, -2).contiguous())
+        m = _UNPACK.search(text)
+        if m and int(m.group(2)) == feats.dim() and int(m.group(1)) == feats.dim() + 1 and not state.get("unsqueezed"):
+            state["unsqueezed"] = True  # [batch, channels, samples]: one channel
+            return _replace(inputs, feats_key, feats.unsqueeze(1))
+        if _ONE_AXIS_SHORT.search(text) and feats.dim() <= 3 and not state.get("unsqueezed"):
+            state["unsqueezed"] = True  # [batch, channel, time, mel]: one channel
+            return _replace(inputs, feats_key, feats.unsqueeze(1))
+    pixels = inputs.get("pixel_values")
+    m = _IMAGE_SIZE.search(text)
+    if m and pixels is not None and pixels.dim() >= 4 and not state.get("resized"):
+        # the model names the image size it was built for: "(224*224) doesn't match model (256*192)"
+        height = int(m.group(4))
+        width = int(m.group(5)) if m.group(5) else height
+        state["resized"] = True
+        return _new_pixels(torch, inputs, state, pixels.shape[:-2] + (height, width), pixels)
+    if m is None and _UNPACK.search(text) and pixels is not None and pixels.dim() == 4 and not state.get("video"):
+        wanted = _UNPACK.search(text)
+        if int(wanted.group(1)) == 5 and int(wanted.group(2)) == 4:
+            # a video model: (batch, frames, channels, height, width), as many frames as the config has
+            frames = getattr(state.get("config"), "num_frames", None) or 8
+            state["video"] = True
+            return _new_pixels(torch, inputs, state, (pixels.shape[0], int(frames)) + tuple(pixels.shape[1:]), pixels)
+    m = _MISSING_ARGS.search(text)
+    if m and not state.get("missing_done"):
+        made = _missing_arguments(torch, inputs, re.findall(r"'(\w+)'", m.group(1)), state)
+        if made:
+            state["missing_done"] = True
+            return made
+    m = _SPLIT.search(text)
+    if m and pixels is not None and pixels.dim() == 5 and int(m.group(2)) != pixels.shape[1]:
+        # the model cuts one image into as many tiles as its grid says (llava-next): that many
+        fixed = dict(inputs)
+        fixed["pixel_values"] = torch.ones(pixels.shape[0], int(m.group(2)), *pixels.shape[2:], dtype=pixels.dtype,
+                                           device=pixels.device)
+        state["image"].kwargs["pixel_values"] = fixed["pixel_values"]
+        state["count"] = None
+        return fixed
+    m = _TOKENS.search(text)
+    if m:
+        kind, wanted = m.group(1).lower(), int(m.group(3))
+        if kind == "audio" and state.get("audio") and wanted != state.get("audio_count"):
+            state["audio_count"] = wanted
+            return "recount"
+        if kind in ("image", "video") and state.get("image") is not None and wanted != state.get("count"):
+            state["count"] = wanted
+            return "recount"
+    return None
+
+
+def _new_pixels(torch, inputs, state, shape, like):
+    fixed = _replace(inputs, "pixel_values", torch.ones(*shape, dtype=like.dtype, device=like.device))
+    if state.get("image") is not None:
+        state["image"].kwargs["pixel_values"] = fixed["pixel_values"]
+        state["count"] = None
+    return fixed
+
+
+def _missing_arguments(torch, inputs, names, state):
+    """Inputs a forward pass says it misses, made from their names where the name says what they are
+    (a second text's ids and mask, hidden states): None where one of them is not such a name."""
+    config = state.get("config")
+    ids = inputs.get("input_ids")
+    fixed = dict(inputs)
+    for name in names:
+        if name.endswith("input_ids"):
+            fixed[name] = ids if ids is not None else torch.full((1, state.get("seq_len") or 16), state["text_token"],
+                                                                 dtype=torch.long, device=state.get("device"))
+        elif name.endswith("attention_mask"):
+            base = fixed.get(name.replace("attention_mask", "input_ids"), ids)
+            if base is None:
+                return None
+            fixed[name] = torch.ones(base.shape, dtype=torch.long, device=base.device)
+        elif name in ("hidden_states", "query_embeds", "inputs_embeds"):
+            hidden = next((v for v in (getattr(config, n, None) for n in ("hidden_size", "d_model", "embed_dim"))
+                           if v is not None), None)
+            if not isinstance(hidden, int):
+                return None
+            length = ids.shape[-1] if ids is not None else (state.get("seq_len") or 16)
+            fixed[name] = torch.zeros(1, length, hidden, dtype=state.get("dtype") or torch.float32,
+                                      device=state.get("device"))
+        else:
+            return None
+    return fixed
+
+
+def _replace(inputs, key, value):
+    fixed = dict(inputs)
+    fixed[key] = value
+    return fixed

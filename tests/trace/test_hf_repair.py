@@ -1,0 +1,43 @@
+"""Inputs corrected from what a model's forward pass says (attn_doctor/tracing/runs/hf_repair.py), on the
+messages transformers' models raise: each repair reads the message, never a list of models."""
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from attn_doctor.tracing.runs.hf_repair import _repair  # noqa: E402
+
+
+def _state(**config):
+    image = SimpleNamespace(kwargs={})
+    return {"image": image, "count": None, "audio": (), "audio_count": 0, "config": SimpleNamespace(**config),
+            "seq_len": 16, "device": "cpu", "dtype": torch.float32, "text_token": 5}
+
+
+def test_an_image_size_the_model_names_is_the_one_made():
+    pixels = torch.ones(1, 3, 224, 224)
+    state = _state()
+    fixed = _repair({"pixel_values": pixels}, ValueError("Input image size (224*224) doesn't match model (256*192)."), state)
+    assert fixed["pixel_values"].shape == (1, 3, 256, 192) and state["image"].kwargs["pixel_values"] is fixed["pixel_values"]
+    fixed = _repair({"pixel_values": pixels}, AssertionError("Input height (224) doesn't match model (336)."), _state())
+    assert fixed["pixel_values"].shape == (1, 3, 336, 336)
+
+
+def test_a_video_model_gets_its_configs_frames():
+    fixed = _repair({"pixel_values": torch.ones(1, 3, 224, 224)}, ValueError("not enough values to unpack (expected 5, got 4)"),
+                    _state(num_frames=16))
+    assert fixed["pixel_values"].shape == (1, 16, 3, 224, 224)
+
+
+def test_arguments_the_forward_says_it_misses_are_made_from_their_names():
+    ids = torch.full((1, 16), 5)
+    exc = TypeError("InstructBlipForConditionalGeneration.forward() missing 2 required positional arguments: "
+                    "'qformer_input_ids' and 'qformer_attention_mask'")
+    fixed = _repair({"input_ids": ids}, exc, _state(hidden_size=32))
+    assert torch.equal(fixed["qformer_input_ids"], ids) and fixed["qformer_attention_mask"].shape == (1, 16)
+    exc = TypeError("VibeVoiceAcousticTokenizerDecoderModel.forward() missing 1 required positional argument: 'hidden_states'")
+    assert _repair({"input_ids": ids}, exc, _state(hidden_size=32))["hidden_states"].shape == (1, 16, 32)
+    # a name that says nothing about what it holds is not guessed
+    exc = TypeError("SegGptModel.forward() missing 2 required positional arguments: 'prompt_pixel_values' and 'prompt_masks'")
+    assert _repair({"input_ids": ids}, exc, _state(hidden_size=32)) is None
