@@ -157,9 +157,8 @@ def harvest(args) -> int:
     - consistency: every key that looks like a precision or attention setting is in the plan, in
       the settings the reader took, or in "not understood"."""
     sys.path.insert(0, str(ROOT))
-    from attn_doctor.probes.configs import load_with_format, probe_config
+    from attn_doctor.probes.configs import claimants, load_with_format, probe_config
     from attn_doctor.probes.configs.plan import _walk, looks_like_setting
-    from attn_doctor.probes.configs.readers import READERS, evidence
 
     folder = ROOT / "tests" / "fixtures" / "configs" / "harvest"
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "SOURCES.toml")
@@ -177,8 +176,7 @@ def harvest(args) -> int:
         except Exception:  # noqa: BLE001 - read by probe_config already
             doc, fmt = None, None
         if isinstance(doc, dict):
-            names = {r.NAME: r for r in READERS if fmt in r.FORMATS and evidence(r, doc)}
-            names = {n for n, r in names.items() if not set(getattr(r, "SUBSUMED_BY", ())) & set(names)}
+            names = {reader.NAME for _score, reader, _found in claimants(doc, fmt)[0]}
             if len(names) > 1:
                 multi.append((path, sorted(names)))
             # every key at any depth that looks like a precision or attention setting: read by the reader
@@ -217,15 +215,10 @@ def harvest(args) -> int:
 
 def _read_keys(doc, fmt, path) -> set:
     """The dotted keys the file's reader read (or the generic reader, where none claims it), as check reads it."""
-    from attn_doctor.probes.configs import Context, recognise
-    from attn_doctor.probes.configs.readers import FALLBACK
+    from attn_doctor.probes.configs import Context, choose_reader
 
-    reader, _why = recognise(doc, fmt)
-    if reader is None:
-        if FALLBACK.recognise(doc) is None:
-            return set()
-        reader = FALLBACK
-    return set(reader.read(doc, Context(base=path.parent, env={})).read)
+    reader, _why = choose_reader(doc, fmt)
+    return set(reader.read(doc, Context(base=path.parent, env={})).read) if reader is not None else set()
 
 
 def _short(value) -> str:

@@ -451,7 +451,8 @@ def decided_text(origin):
 def _message(rid, record, problem, chain, public=None):
     where = _loc(record["file"], record["line"])
     eff = record["effective_dtypes"]
-    dtypes = ", ".join("%s %s" % (r, eff[r]) for r in ROLES if r in eff and (r != "weights" or eff[r] != eff.get("v")))
+    shown = {r: eff[r] for r in ROLES if r in eff and (r != "weights" or eff[r] != eff.get("v"))}
+    dtypes = ", ".join("%s %s" % kv for kv in shown.items())
     wide = sorted({d for d in eff.values() if d in sinks.WIDE}) or ["float32"]
     if rid == "AD606":
         others = (public or {}).get("other_inputs") or {}
@@ -472,10 +473,10 @@ def _message(rid, record, problem, chain, public=None):
         # every operand with its shape: the one that does not fit may be the mask or bias
         shapes = {r: i.get("shape") for r, i in (record.get("inputs") or {}).items()}
         shapes.update({r: i.get("shape") for r, i in ((public or {}).get("other_inputs") or {}).items()})
-        dtypes = dict((r, eff[r]) for r in ROLES if r in eff and (r != "weights" or eff[r] != eff.get("v")))
-        dtypes.update({r: i.get("effective_dtype") or i["dtype"] for r, i in sorted(((public or {}).get("other_inputs") or {}).items())})
+        every = dict(shown)
+        every.update({r: i.get("effective_dtype") or i["dtype"] for r, i in sorted(((public or {}).get("other_inputs") or {}).items())})
         said = ", ".join("%s %s%s" % (r, d, " [%s]" % ", ".join(str(x) for x in shapes[r]) if shapes.get(r) else "")
-                         for r, d in dtypes.items())
+                         for r, d in every.items())
         return "%s at %s raised (%s): %s" % (record["name"], where, said, problem["kernel_message"])
     if rid == "AD601":
         return "%s reaches %s at %s with %s: %s" % (

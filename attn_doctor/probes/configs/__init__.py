@@ -217,10 +217,10 @@ def not_settings(doc: Any) -> str:
     return f"the file holds {what}, not settings (expected key: value pairs)"
 
 
-def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
-    """The reader whose framework the file is beyond doubt, and why (the evidence only it writes);
-    (None, why not) where no reader has such evidence: why then names the framework the keys
-    suggest, if any ("keys a, b are LLM Foundry / Composer's too, but none only it writes")."""
+def claimants(doc: dict, fmt: str) -> tuple[list, Optional[Any], int, list]:
+    """The readers with evidence only their framework writes, as (score, reader, evidence), after a
+    reader gives way to the one that builds on it; and the best-scoring reader by markers, its score
+    and keys (recognise decides from these)."""
     from .readers import READERS, evidence  # the readers load where a config is read, not in every check
 
     claimed, best, best_score, best_keys = [], None, 0, []
@@ -239,7 +239,30 @@ def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
             best, best_score, best_keys = reader, score, keys
     # a reader that another claimant's framework builds on gives way to it (a gpt-neox YAML is a DeepSpeed config too)
     names = {reader.NAME for _s, reader, _f in claimed}
-    claimed = [c for c in claimed if not set(getattr(c[1], "SUBSUMED_BY", ())) & names]
+    return [c for c in claimed if not set(getattr(c[1], "SUBSUMED_BY", ())) & names], best, best_score, best_keys
+
+
+def choose_reader(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
+    """The reader check reads the file with: the framework's beyond doubt, else the generic reader
+    where the file holds the idioms every framework shares; (None, why) where neither."""
+    reader, why = recognise(doc, fmt)
+    if reader is not None:
+        return reader, why
+    from .readers import FALLBACK
+
+    generic_why = FALLBACK.recognise(doc)
+    if generic_why is None:
+        return None, why
+    # a file that looks like a framework's without proof: what it says, and no default of that framework
+    looks = f" ({why}: no framework default assumed)" if " suggest " in why else ""
+    return FALLBACK, f"{generic_why}{looks}"
+
+
+def recognise(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
+    """The reader whose framework the file is beyond doubt, and why (the evidence only it writes);
+    (None, why not) where no reader has such evidence: why then names the framework the keys
+    suggest, if any ("keys a, b are LLM Foundry / Composer's too, but none only it writes")."""
+    claimed, best, best_score, best_keys = claimants(doc, fmt)
     if claimed:
         _score, reader, found = max(claimed, key=lambda c: c[0])
         return reader, "only " + reader.LABEL + " writes " + ", ".join(str(f) for f in found[:4]) + (", ..." if len(found) > 4 else "")
@@ -294,16 +317,9 @@ def probe_config_text(path: str, text: str, env: Optional[Mapping[str, str]] = N
 def _read(absolute: str, doc: Any, fmt: str, env: Optional[Mapping[str, str]]) -> ConfigFile:
     if not isinstance(doc, dict):
         return ConfigFile(path=absolute, status="error", format=fmt, error=not_settings(doc))
-    reader, why = recognise(doc, fmt)
+    reader, why = choose_reader(doc, fmt)
     if reader is None:
-        from .readers import FALLBACK
-
-        generic_why = FALLBACK.recognise(doc)
-        if generic_why is None:
-            return ConfigFile(path=absolute, kind="unknown", format=fmt, why=why, unread=unread_keys(doc, set()))
-        # a file that looks like a framework's without proof: what it says, and no default of that framework
-        looks = f" ({why}: no framework default assumed)" if " suggest " in why else ""
-        reader, why = FALLBACK, f"{generic_why}{looks}"
+        return ConfigFile(path=absolute, kind="unknown", format=fmt, why=why, unread=unread_keys(doc, set()))
     reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ))
     unread = unread_keys(doc, reading.read)
     if fmt == "python":

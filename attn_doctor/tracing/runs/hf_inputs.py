@@ -293,7 +293,6 @@ def _audio_inputs(config, params, main, device, dtype):
     return None, None
 
 
-# Messages in which a model says what input it expected.
 def _ids(config, runs, seq_len, device):
     """Token ids: each special token's run (an image's or an audio clip's placeholders) first, then
     ``seq_len`` text tokens."""

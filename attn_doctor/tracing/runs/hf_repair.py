@@ -85,12 +85,7 @@ def _repair(inputs, exc, state):
     m = _SPLIT.search(text)
     if m and pixels is not None and pixels.dim() == 5 and int(m.group(2)) != pixels.shape[1]:
         # the model cuts one image into as many tiles as its grid says (llava-next): that many
-        fixed = dict(inputs)
-        fixed["pixel_values"] = torch.ones(pixels.shape[0], int(m.group(2)), *pixels.shape[2:], dtype=pixels.dtype,
-                                           device=pixels.device)
-        state["image"].kwargs["pixel_values"] = fixed["pixel_values"]
-        state["count"] = None
-        return fixed
+        return _new_pixels(torch, inputs, state, (pixels.shape[0], int(m.group(2))) + tuple(pixels.shape[2:]), pixels)
     m = _TOKENS.search(text)
     if m:
         kind, wanted = m.group(1).lower(), int(m.group(3))
