@@ -105,8 +105,13 @@ def _same_torch_both_sides(rule: Rule, captures: dict, evidence: dict) -> Option
     built, have = captures.get("built_torch"), captures.get("torch") or evidence.get("torch")
     if rule.cause != "build-mismatch" or not built or not have or have == "?":
         return None
+    base_built, _, local_built = str(built).partition("+")
+    base_have, _, local_have = str(have).partition("+")
+    if base_built == base_have and local_have == "cpu" and local_built.startswith("cu"):
+        return (f"the extension was built for this torch release's CUDA build ({built}) and the installed one is its "
+                f"CPU-only build ({have}): the torch is what to change (a CUDA build of {base_have}), not the extension")
     if str(built) != str(have):
-        return None  # another release, or another build of it (+cu121 against +cpu or +xpu)
+        return None  # another release, or another build of it (+cu121 against +xpu)
     return (f"the text names the same torch on both sides ({built}): the extension was not built for another "
             "torch; it fails to load for another reason (no CUDA on this machine: macOS or a CPU-only torch; another Python; a "
             "CUDA runtime missing)")

@@ -3,10 +3,13 @@ states (rules/support_facts.py: the kernel, the GPU, the head size, the dtype, t
 GPUs and versions the whole log shows. Where the matrix says a stated fact is one the kernel does not
 support, that is the reason, with the remedy the matrix knows (another kernel that supports it, the
 release that added it, the dtype that works). Where it says the facts are supported, or a fact is
-unknown, the matrix gives no reason and the match is dropped: never a guess."""
+unknown, the matrix gives no reason and the match is dropped: never a guess. One exception, which
+guesses nothing: a refusal that is itself about the architecture ("Unsupported architecture") where
+no GPU is named anywhere: the text states the fact, the matrix adds what the kernel is built for."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ..support import DTYPE_WORDS, FEATURE_WORDS, Kernel, arch_of, matrix, sm_name
@@ -89,6 +92,8 @@ def judge(captures: dict, log_facts, log_amd: list[str]) -> Optional[dict]:
     out = None
     if kind == "arch":
         out = _judge_arch(kernel, version, archs, release)
+        if out is None and not archs and _REFUSES_ARCH.search(captures.get("refusal_line") or ""):
+            out = _judge_unnamed_gpu(kernel, version, release, captures.get("support_dtype"))
     elif kind == "head_dim" and captures.get("support_head_dim", "").isdigit():
         out = _judge_head_dim(kernel, version, archs, int(captures["support_head_dim"]), release)
     elif kind == "dtype" and captures.get("support_dtype"):
@@ -144,6 +149,31 @@ def _judge_arch(kernel: Kernel, version, archs, release) -> Optional[dict]:
             "support_fact": _arch_words(arch),
         }
     return None
+
+
+# A refusal that is itself about the GPU's architecture: with no GPU named anywhere, the matrix can
+# still say what the kernel is built for and how to compare the GPU with it.
+_REFUSES_ARCH = re.compile(
+    r"(?i)(?:unsupported|not supported|cannot be enabled (?:except )?on|only (?:supported|available) on)\W{0,3}(?:\w+\W+){0,6}?(?:gpu |cuda |device )?arch(?:itecture)?s?\b"
+    r"|\b(?:gpu |cuda |device )?arch(?:itecture)?\b[^\n]{0,30}(?:is )?(?:unsupported|not supported)")
+
+
+def _judge_unnamed_gpu(kernel: Kernel, version, release, dtype: Optional[str]) -> Optional[dict]:
+    rows = kernel.rows_for(version)
+    listed = ", ".join(r.arch_words() for r in rows if r.archs)
+    if not listed:
+        return None
+    narrowed = [a.text for r in rows for a in r.dtype_archs.get(dtype or "", [])]
+    if narrowed:  # the refusal names a dtype the kernel runs on fewer GPUs ("FP8 FMHA cannot be enabled except on ...")
+        listed = f"{DTYPE_WORDS.get(dtype, dtype)} on {', '.join(dict.fromkeys(narrowed))}"
+    others = _others(kernel, None, lambda other: True)
+    remedy = (f"Compare this GPU's compute capability (nvidia-smi --query-gpu=name,compute_cap --format=csv) with "
+              f"what {kernel.name} is built for ({listed}): a GPU below it needs another kernel"
+              + (f" ({' / '.join(others)})" if others else "")
+              + f", a GPU newer than this release of {kernel.library} needs a newer release")
+    return {"support_reason": f"{kernel.name}{release} refuses this GPU's architecture (the text names no GPU; "
+                              f"the kernel is built for {listed})",
+            "support_remedy": remedy, "support_fact": "this GPU's architecture"}
 
 
 def _judge_head_dim(kernel: Kernel, version, archs, d: int, release) -> Optional[dict]:

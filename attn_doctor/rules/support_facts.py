@@ -78,7 +78,7 @@ def kernel_named(line: str, around: list[str]) -> Optional[str]:
 def arch_stated(text: str) -> Optional[str]:
     """An architecture a line states of the GPU in use: sm_75, compute capability 7.5, (7, 5), gfx1100,
     an AMD model name. A floor ("requires sm80 or newer") is no GPU: read by explaining/stated.py."""
-    if re.search(r"(?i)\b(?:requires?|needs?|at least|or (?:newer|higher|later))\b", text) and not re.search(r"(?i)\b(?:got|your|this|current|detected|found|but)\b", text):
+    if re.search(r"(?i)\b(?:requires?|needs?|at least|or (?:newer|higher|later)|pre|below|prior to|older than)\b", text) and not re.search(r"(?i)\b(?:got|your|this|current|detected|found|but)\b", text):
         return None
     amd = amd_gpus_in(text)
     if amd:

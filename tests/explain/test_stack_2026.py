@@ -42,10 +42,14 @@ def test_xformers_built_for_the_same_torch_is_not_a_build_mismatch():
     by_rule = {m.rule: m for m in report.matches}
     assert first(text) == "AD259"
     assert by_rule["AD312"].likelihood == "unlikely" and "same torch on both sides (2.0.1)" in by_rule["AD312"].likelihood_reason
-    # another build of the same release (+cu121 against +cpu) is a build for another torch
+    # the CUDA build of the same release against its CPU-only build: the torch is what to change
     other = ("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
              "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.2+cpu)")
-    assert first(other) == "AD312"
+    assert first(other) == "AD106"
+    reason = {m.rule: m for m in attn_doctor.explain(other).matches}["AD312"]
+    assert reason.likelihood == "unlikely" and "CPU-only build (2.1.2+cpu)" in reason.likelihood_reason
+    # another release with CUDA on both sides stays a build for another torch
+    assert first("xFormers was built for:\n    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.2.0+cu121)") == "AD312"
 
 
 def test_flash_attns_dtype_message_offers_both_causes_and_what_decides():

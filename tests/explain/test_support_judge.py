@@ -71,15 +71,36 @@ def test_a_fact_the_matrix_says_the_kernel_lacks_is_the_reason_with_its_remedy(t
         "ValueError: Head size 128 is not supported by vllm paged_attention_v2.",
         "GPU 0: NVIDIA A100-SXM4-80GB\nNotImplementedError: xformers cutlassF: bf16 is not supported on this device",
         "flash-attn==2.6.3\nValueError: softcapping is not supported by flash_attn 2.6.3",
-        # facts unknown: no GPU named, no release shown
-        "RuntimeError: flash_attn_2_cuda: this GPU architecture is not supported",
+        # facts unknown: no release shown
         "ValueError: softcapping is not supported by flash_attn",
+        # no GPU named, and the refusal does not say it is the architecture
+        "RuntimeError: flash_attn_2_cuda: this input is not supported",
         # a refusal of something the matrix does not speak of, though a kernel and a GPU are named
         "GPU 0: Tesla T4\nflash-attn==2.6.3\nValueError: right padding is not supported by this tokenizer",
     ],
 )
 def test_facts_the_matrix_says_are_supported_or_unknown_give_no_reason(text):
     assert _matrix(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "built_for"),
+    [
+        ("RuntimeError: flash_attn_2_cuda: this GPU architecture is not supported", "sm80+"),
+        ("[TensorRT-LLM][ERROR] Assertion failed: Unsupported architecture (/src/cpp/tensorrt_llm/kernels/"
+         "contextFusedMultiHeadAttention/fmhaRunner.cpp:87)", "sm80+"),
+        # the dtype the refusal names narrows the list to where that dtype runs
+        ("[TensorRT-LLM][ERROR] Assertion failed: FP8 FMHA cannot be enabled except on Ada or Hopper or Blackwell "
+         "Arch. (/code/tensorrt_llm/cpp/tensorrt_llm/common/attentionOp.cpp:2357)", "float8_e4m3fn on sm89+"),
+    ],
+)
+def test_a_refusal_of_the_architecture_with_no_gpu_named_says_what_the_kernel_is_built_for(text, built_for):
+    # the text itself says the architecture is refused; the matrix adds what the kernel is built for and
+    # how to compare the GPU with it, and says the text names no GPU rather than naming one
+    (match,) = _matrix(text)
+    assert match.rule == "AD326"
+    assert "the text names no GPU" in match.message and built_for in match.message, match.message
+    assert any("compute_cap" in r.summary for r in match.remedies)
 
 
 def test_flash_attn_on_an_amd_gpu_is_judged_as_its_rocm_builds():
