@@ -36,6 +36,8 @@ FFN_KEYS = ("intermediate_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim"
             "ffn_hidden_size", "decoder_intermediate_size", "encoder_intermediate_size")
 EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
 TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "moe_k")
+# per-layer (or cyclic) lists of layer kinds
+KIND_KEYS = ("layer_types", "layers_block_type", "block_types")
 MAX_HEADS = 4
 MAX_EXPERTS = 4
 
@@ -96,7 +98,7 @@ def _shrink_layers(config, changed, where):
     # every list with one entry per layer (mlp_layer_types, per-layer sizes) follows the count
     counts = {v: vars(config).get(k) for k, v in before.items() if v > 2}
     for key, value in list(vars(config).items()):
-        if key == "layer_types" or not isinstance(value, list) or len(value) not in counts:
+        if key in KIND_KEYS or not isinstance(value, list) or len(value) not in counts:
             continue
         _set(config, key, value[:counts[len(value)]], changed, where)
     per_layer = vars(config).get("per_layer_config")
@@ -111,22 +113,38 @@ def _shrink_layers(config, changed, where):
         v = vars(config).get(k)
         if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) for x in v):
             _set(config, k, type(v)(min(x, 2) for x in v), changed, where)
-    types = vars(config).get("layer_types")
     n = vars(config).get("num_hidden_layers")
-    if isinstance(types, list) and isinstance(n, int) and len(types) > n:
-        # keep one layer of each kind (a sliding and a full one, a linear-attention one)
+    for key in KIND_KEYS:
+        types = vars(config).get(key)
+        if not (isinstance(types, list) and isinstance(n, int) and len(types) > n):
+            continue
+        # keep one layer of each kind (a sliding and a full one, an attention layer of a hybrid): a
+        # hybrid cut to its first layers may keep no attention at all
         kinds, keep = [], []
         for i, t in enumerate(types):
             if t not in kinds:
                 kinds.append(t)
                 keep.append(i)
-        keep = sorted(set(keep) | set(range(len(types)))) if len(keep) > len(types) else keep
         while len(keep) < n:
             keep.append(next(i for i in range(len(types)) if i not in keep))
         keep = sorted(keep)
         if len(keep) != n:
             _set(config, "num_hidden_layers", len(keep), changed, where)
-        _set(config, "layer_types", [types[i] for i in keep], changed, where)
+            n = len(keep)
+        _set(config, key, [types[i] for i in keep], changed, where)
+        ids = vars(config).get("hybrid_layer_ids")
+        if key == "layers_block_type" and isinstance(ids, list):
+            _set(config, "hybrid_layer_ids", [j for j, i in enumerate(keep) if types[i] == "hybrid"], changed, where)
+    # attention every `period` layers from `offset`: the kept layers hold one
+    for period, offset in (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset")):
+        p, o = vars(config).get(period), vars(config).get(offset)
+        if isinstance(n, int) and n > 1 and isinstance(p, int) and isinstance(o, int) and not any(i % p == o for i in range(n)):
+            _set(config, period, n, changed, where)
+            _set(config, offset, n - 1, changed, where)
+    if "attn_layer_indices" in vars(config) and isinstance(n, int):
+        idx = vars(config).get("attn_layer_indices")
+        if not idx or not any(isinstance(i, int) and i < n for i in idx):
+            _set(config, "attn_layer_indices", [n - 1], changed, where)
 
 
 def _shrink_width(config, changed, where):

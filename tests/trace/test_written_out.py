@@ -82,3 +82,14 @@ def test_scores_widened_by_a_float32_mask_name_the_mask_and_cast_it_where_it_joi
     (remedy,) = _trace_remedies(f, "mask_added_toy.py:%s" % f["sink"]["line"])
     assert remedy.startswith("at ") and remedy.split(": ", 1)[0].endswith("mask_added_toy.py:%d" % marker_line("mask_added_toy.py", "MASK-ADDED"))
     assert "mask.to(v.dtype)" in remedy
+
+
+def test_a_boolean_added_to_scores_is_ad624_and_a_boolean_in_a_gate_is_not(trace):
+    # the boolean added to q @ k^T is the bug, at its line
+    r = trace(toy_target("bool_gate_toy.py", "build"), factory_kwargs={"kind": "scores"})
+    (f,) = [f for f in r["findings"] if f["id"] == "AD624"]
+    assert f["severity"] == "error" and f["sink"]["line"] == marker_line("bool_gate_toy.py", "BOOL-ADDED")
+    # `reset + ~reset * gate` adds a boolean to a float that no product of q and k made: not a mask
+    r = trace(toy_target("bool_gate_toy.py", "build"), factory_kwargs={"kind": "gate"})
+    assert r["status"] == "ok", r["error"]
+    assert not [f for f in r["findings"] if f["id"] == "AD624"], r["findings"]

@@ -23,6 +23,7 @@ import re
 import torch
 
 from ..calls.nodes import HALF_DTYPES, dtype_name
+from .inline import _scores_op
 
 _FILLS = frozenset(("masked_fill", "masked_fill_", "fill_", "full", "full_like", "new_full", "fill"))
 _ADDS = frozenset(("add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub_", "__sub__", "__rsub__", "rsub",
@@ -107,7 +108,9 @@ def after_op(tracer, func, short, args, kwargs, out):
 def _bool_added(tracer, func, short, args, kwargs, out):
     tensors = [a for a in list(args[:2]) + [kwargs.get("other")] if isinstance(a, torch.Tensor)]
     masks = [t for t in tensors if t.dtype == torch.bool and t.dim() >= 2]
-    scores = [t for t in tensors if t.is_floating_point()]
+    # scores: made by a product of two activations (q by k) a few ops back; a boolean added to another
+    # float (a recurrent gate's `reset + ~reset * x`, a position table) is not a mask applied
+    scores = [t for t in tensors if t.is_floating_point() and _scores_op(tracer.nodes.get(t), tracer) is not None]
     if not masks or not scores:
         return
     file, line = tracer.caller()
