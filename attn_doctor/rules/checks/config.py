@@ -247,6 +247,11 @@ def config_bf16_no_native(facts: Facts, data: dict) -> Optional[dict]:
     evidence["fa2"] = (", and FlashAttention-2 rejects it" if attention is not None and isinstance(attention.value, str)
                        and _attention_floor(attention.value) is not None else "")
     evidence["instead"] = "fp32 (this framework has no fp16 here)" if matching[0][2] == "precision=fp32" else "fp16 mixed precision, native on it"
+    compute = config.plan.get("compute_dtype")
+    if compute is not None and compute.source == "default" and not any(k.startswith("precision=") for k in config.edits):
+        # the framework computes in bf16 with no key for another precision (prime-rl, open-instruct)
+        evidence["instead"] = ("fp16 with another trainer, or on a GPU with native bf16 (Ampere, sm80, or newer): "
+                               "this framework has no setting for another precision")
     if any(c.kind == "llamafactory" for c, _s, _i in matching):
         evidence["packages"] = "llamafactory"
     return evidence
