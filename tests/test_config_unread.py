@@ -125,3 +125,22 @@ def test_an_attention_choice_nested_deep_in_a_file_no_reader_claims_is_said_not_
     config = probe_config(str(path), {})
     assert config.status == "ok" and config.kind == "unknown"
     assert config.unread == ["model.params.first_stage_config.params.ddconfig.attn_type"]
+
+
+def test_json_with_comments_is_read_as_its_framework_reads_it(tmp_path):
+    """Coqui TTS writes its JSON configs with // and /* */ comments and strips them when it loads them:
+    the doctor reads them the same way (a // inside a string stays), and a real syntax error in such a
+    file is still said at its own line and column."""
+    from attn_doctor.probes.configs import probe_config
+
+    path = tmp_path / "config.json"
+    path.write_text('{\n    "run_name": "wavegrad",\n    "stats_path": "http://host/scale_stats.npy", // a URL stays\n'
+                    '    /* the mixed precision\n       switch */\n    "mixed_precision": true,     // (true, false)\n'
+                    '    "note": "a \\"quoted // text\\""\n}\n')
+    config = probe_config(str(path), {})
+    assert config.status == "ok", config.error
+    assert "mixed_precision" in config.unread  # read, and Coqui's key said not understood: no reader for it
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n    "a": 1 // one\n    "b": 2\n}\n')
+    config = probe_config(str(broken), {})
+    assert config.status != "ok" and "line 3, column 5" in (config.error or "") and "delimiter" in config.error, config.error

@@ -187,10 +187,51 @@ def yaml_error_place(exc: Exception, text: str) -> str:
     return f" at {located(text, mark.line + 1, mark.column + 1)} ({problem})"
 
 
+def _blank_comments(text: str) -> Optional[str]:
+    """JSON with // and /* */ comments (Coqui TTS, VS Code-style configs, read by their frameworks with
+    the comments stripped) as plain JSON, each comment blanked to spaces so that lines and columns stay
+    where they were; None where there is no comment outside a string."""
+    out, i, n, in_string, found = [], 0, len(text), False, False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+            out.append(c)
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out.append(" " * (end - i))
+            i, found = end, True
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append("".join(ch if ch == "\n" else " " for ch in text[i:end]))
+            i, found = end, True
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out) if found else None
+
+
 def _parse_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        plain = _blank_comments(text)
+        if plain is not None:
+            try:
+                return json.loads(plain)
+            except json.JSONDecodeError as again:
+                exc = again
         raise ConfigReadError(f"JSON syntax error at {located(text, exc.lineno, exc.colno)} ({exc.msg})") from None
     except ValueError as exc:  # an integer of more digits than Python converts (4300 by default)
         raise ConfigReadError(f"not a usable JSON config: {exc}") from None
