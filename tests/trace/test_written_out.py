@@ -93,3 +93,15 @@ def test_a_boolean_added_to_scores_is_ad624_and_a_boolean_in_a_gate_is_not(trace
     r = trace(toy_target("bool_gate_toy.py", "build"), factory_kwargs={"kind": "gate"})
     assert r["status"] == "ok", r["error"]
     assert not [f for f in r["findings"] if f["id"] == "AD624"], r["findings"]
+
+
+def test_a_float32_frequency_buffer_cast_down_before_the_product_is_ad622_at_the_cast(trace):
+    # transformers keeps inv_freq in float32; casting it (and the positions) to the activations' dtype
+    # before the product computes the angles in half all the same: found at that line
+    r = trace(toy_target("rotary_cast_toy.py", "build"), factory_kwargs={"cast_first": True})
+    (f,) = [f for f in r["findings"] if f["id"] == "AD622"]
+    lines = {o.get("line") for o in f.get("origins") or []} | {f["sink"]["line"]}
+    assert marker_line("rotary_cast_toy.py", "HALF-ANGLES") in lines, f
+    # the product in float32, the result cast down: no finding
+    r = trace(toy_target("rotary_cast_toy.py", "build"), factory_kwargs={"cast_first": False})
+    assert r["status"] == "ok" and not [f for f in r["findings"] if f["id"] == "AD622"], r["findings"]

@@ -207,6 +207,12 @@ def _table_sources(node, depth=10):
             found["buffers"].append(n)
         elif n.short in _POSITION_OPS or (n.kind in ("cast", "op") and not n.inputs and n.file):
             found["positions"].append(n)
+        elif n.short in _CASTS and n.inputs:
+            # a wide frequency table or position ids cast down to half before the product: the cast is
+            # where the precision goes (the buffer itself stayed float32)
+            kind = _wide_source(n.inputs[0])
+            if kind:
+                found[kind].append(n)
         if len(n.inputs) >= 2 and found["product"] is None and n.short in ("mul", "__mul__", "matmul", "einsum",
                                                                              "outer", "ger", "__rmul__", "mm", "bmm"):
             found["product"] = n
@@ -214,6 +220,29 @@ def _table_sources(node, depth=10):
     if found["buffers"] and not found["positions"] and found["product"] is not None:
         found["positions"] = found["buffers"]  # frequencies in half times any positions: the same loss
     return found
+
+
+def _wide_source(node, depth=6):
+    """"buffers" where a float32 node comes from a frequency buffer (through views, expands, casts),
+    "positions" where from positions (an arange, a cumsum, integer ids); else None."""
+    stack, seen = [(node, 0)], set()
+    while stack:
+        n, d = stack.pop()
+        if n is None or id(n) in seen or d > depth:
+            continue
+        seen.add(id(n))
+        if n.kind == "buffer" or (n.kind == "attribute" and n.name and "freq" in n.name):
+            return "buffers"
+        if n.short in _POSITION_OPS or n.dtype in ("int64", "int32") or (n.name and "position" in n.name):
+            return "positions"
+        if n.short in _BOUNDARY_OPS:
+            continue
+        stack.extend((i, d + 1) for i in n.inputs)
+    return None
+
+
+# a projection or a norm: a float32 activation, not a table, is behind it
+_BOUNDARY_OPS = frozenset(("linear", "conv1d", "conv2d", "embedding", "layer_norm", "rms_norm", "group_norm"))
 
 
 def _record(tracer, rid, severity, file, line, func, operands, kernel_message, message, origins=(), patch=None,
