@@ -35,9 +35,19 @@ FACTS = ROOT / "tests" / "fixtures" / "facts"
 FRAMEWORKS = ("llamafactory", "axolotl", "torchtune", "trl", "ms-swift", "accelerate", "deepspeed", "torchtitan", "litgpt", "transformers",
               "llm-foundry", "verl", "oumi", "nanotron", "open-instruct", "h2o-llmstudio", "kohya-sd-scripts", "musubi-tuner",
               "onetrainer", "simpletuner", "nemo", "nemo-rl", "megatron-bridge", "composer", "lightning", "gpt-neox",
-              "prime-rl")
+              "prime-rl", "espnet")
 
 EXPECTED = {
+    # ESPnet (issue 53): use_amp autocasts to bf16 wherever torch.cuda.is_bf16_supported() (emulated on a T4:
+    # AD501), else fp16, with a GradScaler; no use_amp is float32; train_dtype is the weights
+    'espnet/espnet_librispeech__asr1_train_asr_conformer7_wavlm_large.yaml': ('espnet', {'compute_dtype': 'float32', 'param_dtype': 'float32'},
+        (), (), ()),
+    'espnet/espnet_librispeech__asr1_train_asr_e_branchformer.yaml': ('espnet', {'compute_dtype': 'bfloat16', 'loss_scaling': True},
+        ('AD501',), (), ()),
+    'espnet/espnet_ljspeech__tts1_train_vits.yaml': ('espnet', {'compute_dtype': 'bfloat16', 'param_dtype': 'float32'},
+        ('AD501',), (), ()),
+    'espnet/espnet_owsm_v3.1__s2t1_train_s2t_ebf_conv2d_size1024_e18_d18_piecewise_lr2e-4_warmup60k_flashattn.yaml': (
+        'espnet', {'compute_dtype': 'bfloat16'}, ('AD501',), (), ()),
     # prime-rl (issue 53): FSDP2 computes in bf16 whatever the file says (no key: AD501 on a T4 says there is
     # no setting to change); optimization_dtype is the master weights; [trainer.model] wins over [model]
     'prime-rl/primerl_glm-4.5-air_search.toml': ('prime-rl', {'compute_dtype': 'bfloat16', 'param_dtype': 'float32',

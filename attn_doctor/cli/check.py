@@ -79,7 +79,7 @@ def check(
         "--config",
         "-c",
         metavar="FILE",
-        help="Also judge this training config against the machine (repeatable): LLaMA-Factory, axolotl, torchtune, TRL / alignment-handbook, ms-swift, accelerate, DeepSpeed, torchtitan (TOML), LitGPT, Lightning (LightningCLI, Hydra), NeMo (1.x and 2.x), NeMo-RL, Megatron-Bridge, LLM Foundry, Composer, verl, OpenRLHF, Oumi, nanotron, Open Instruct, H2O LLM Studio, kohya sd-scripts and musubi-tuner (TOML), OneTrainer, SimpleTuner (JSON, TOML, config.env), GPT-NeoX, OpenMMLab / MMEngine Python configs (read with their _base_ files, never run), a model's config.json. The framework is recognised "
+        help="Also judge this training config against the machine (repeatable): LLaMA-Factory, axolotl, torchtune, TRL / alignment-handbook, ms-swift, accelerate, DeepSpeed, torchtitan (TOML), LitGPT, Lightning (LightningCLI, Hydra), NeMo (1.x and 2.x), NeMo-RL, Megatron-Bridge, LLM Foundry, Composer, verl, OpenRLHF, Oumi, nanotron, Open Instruct, H2O LLM Studio, kohya sd-scripts and musubi-tuner (TOML), OneTrainer, SimpleTuner (JSON, TOML, config.env), GPT-NeoX, prime-rl (TOML), ESPnet, OpenMMLab / MMEngine Python configs (read with their _base_ files, never run), a model's config.json. The framework is recognised "
              "from the file's keys, read as that framework reads it (its defaults included) and the report says what was read; "
              "any other YAML, JSON or TOML is read generically for the precision, dtype and attention keys every framework "
              "shares; a file that cannot be read, or has none of them, is a finding.",

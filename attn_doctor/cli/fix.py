@@ -15,7 +15,7 @@ def fix(
     run_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="With --undo: the run to undo (default: the latest)."),
     config: Optional[list[str]] = typer.Option(
         None, "--config", "-c", metavar="FILE", help="A training config to judge and fix (repeatable), in its own keys and spelling, "
-        "every untouched byte kept: values, quotes, comments, order (YAML, JSON, TOML; config.env files get the line to change): LLaMA-Factory, axolotl, torchtune, TRL / alignment-handbook, ms-swift, accelerate, DeepSpeed, torchtitan (TOML), LitGPT, Lightning (LightningCLI, Hydra), NeMo (1.x and 2.x), NeMo-RL, Megatron-Bridge, LLM Foundry, Composer, verl, OpenRLHF, Oumi, nanotron, Open Instruct, H2O LLM Studio, kohya sd-scripts and musubi-tuner (TOML), OneTrainer, SimpleTuner (JSON, TOML, config.env), GPT-NeoX, a model's config.json, and any other YAML, JSON or "
+        "every untouched byte kept: values, quotes, comments, order (YAML, JSON, TOML; config.env files get the line to change): LLaMA-Factory, axolotl, torchtune, TRL / alignment-handbook, ms-swift, accelerate, DeepSpeed, torchtitan (TOML), LitGPT, Lightning (LightningCLI, Hydra), NeMo (1.x and 2.x), NeMo-RL, Megatron-Bridge, LLM Foundry, Composer, verl, OpenRLHF, Oumi, nanotron, Open Instruct, H2O LLM Studio, kohya sd-scripts and musubi-tuner (TOML), OneTrainer, SimpleTuner (JSON, TOML, config.env), GPT-NeoX, prime-rl (TOML), ESPnet, a model's config.json, and any other YAML, JSON or "
         "TOML read generically for its precision, dtype and attention keys. A Python config (OpenMMLab) is read, never edited: "
         "its remedy is said for the command line (--cfg-options) or for your hand."
     ),

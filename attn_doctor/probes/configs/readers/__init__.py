@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from . import generic
 from .diffusion import kohya, musubi, onetrainer, simpletuner
-from .distributed import accelerate, composer, deepspeed, lightning, litgpt, llmfoundry, mmengine, nanotron, torchtitan, torchtune
+from .distributed import accelerate, composer, deepspeed, espnet, lightning, litgpt, llmfoundry, mmengine, nanotron, torchtitan, torchtune
 from .hf_trainers import axolotl, h2ollmstudio, llamafactory, msswift, openinstruct, openrlhf, oumi, primerl, transformers, trl, verl
 from .megatron import gptneox, megatron_bridge, nemo, nemo_rl
 
 READERS = (llamafactory, axolotl, torchtune, trl, msswift, accelerate, deepspeed, torchtitan, litgpt, transformers,
            llmfoundry, verl, openrlhf, oumi, nanotron, openinstruct, h2ollmstudio, kohya, musubi, onetrainer, simpletuner,
-           nemo, nemo_rl, megatron_bridge, lightning, composer, mmengine, gptneox, primerl)
+           nemo, nemo_rl, megatron_bridge, lightning, composer, mmengine, gptneox, primerl, espnet)
 # A file no framework reader recognises is read for the idioms every framework shares (generic.py).
 FALLBACK = generic
 
