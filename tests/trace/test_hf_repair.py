@@ -41,3 +41,19 @@ def test_arguments_the_forward_says_it_misses_are_made_from_their_names():
     # a name that says nothing about what it holds is not guessed
     exc = TypeError("SegGptModel.forward() missing 2 required positional arguments: 'prompt_pixel_values' and 'prompt_masks'")
     assert _repair({"input_ids": ids}, exc, _state(hidden_size=32)) is None
+
+
+def test_a_waveform_model_given_a_spectrogram_gets_a_waveform_and_a_codec_its_channel():
+    # SpeechT5 has num_mel_bins (its decoder's) but its encoder convolves the raw waveform
+    state = dict(_state(), audio=("input_values",))
+    exc = RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv1d, but got input of size: [1, 1, 128, 80]")
+    fixed = _repair({"input_values": torch.zeros(1, 128, 80)}, exc, state)
+    assert fixed["input_values"].shape == (1, 16000)
+    assert _repair(fixed, exc, state) is None  # said once: the same message again is not repaired twice
+    # a codec counts channels: [batch, 1, samples]
+    state = dict(_state(), audio=("input_values",))
+    fixed = _repair({"input_values": torch.zeros(1, 16000)}, ValueError("Audio must be mono, but got 16000"), state)
+    assert fixed["input_values"].shape == (1, 1, 16000)
+    # the same words about another tensor than the one made: nothing
+    assert _repair({"input_values": torch.zeros(1, 8000)}, ValueError("Audio must be mono, but got 16000"),
+                   dict(_state(), audio=("input_values",))) is None

@@ -18,6 +18,8 @@ _RUNNING_MEAN = re.compile(r"running_mean should contain (\d+) elements not (\d+
 _UNPACK = re.compile(r"not enough values to unpack \(expected (\d), got (\d)\)")
 _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
 _IMAGE_SIZE = re.compile(r"Input (?:image size \((\d+)\*(\d+)\)|height \((\d+)\)) doesn't match model \((\d+)(?:\*(\d+))?\)")
+_CONV1D_RANK = re.compile(r"Expected 2D \(unbatched\) or 3D \(batched\) input to conv1d, but got input of size: \[\d+(?:, \d+){3}\]")
+_NOT_MONO = re.compile(r"Audio must be mono, but got (\d+)")
 _MISSING_ARGS = re.compile(r"forward\(\) missing \d+ required positional arguments?: (.+)$", re.MULTILINE)
 _TOKENS = re.compile(r"(Image|Audio|Video) features and \w+ tokens do not match[^\d]*tokens: (\d+), features:? (\d+)",
                      re.I)
@@ -57,6 +59,14 @@ def _repair(inputs, exc, state):
         m = _UNPACK.search(text)
         if m and int(m.group(2)) == feats.dim() and int(m.group(1)) == feats.dim() + 1 and not state.get("unsqueezed"):
             state["unsqueezed"] = True  # [batch, channels, samples]: one channel
+            return _replace(inputs, feats_key, feats.unsqueeze(1))
+        if feats_key == "input_values" and feats.dim() == 3 and _CONV1D_RANK.search(text) and not state.get("waveform"):
+            # a spectrogram-shaped guess where the model's first layer is a conv over a waveform [batch, samples]
+            state["waveform"] = True
+            return _replace(inputs, feats_key, torch.zeros(feats.shape[0], 16000, dtype=feats.dtype, device=feats.device))
+        m = _NOT_MONO.search(text)
+        if m and feats.dim() == 2 and feats.shape[-1] == int(m.group(1)) and not state.get("unsqueezed"):
+            state["unsqueezed"] = True  # [batch, 1, samples]: the channel axis the codec counts
             return _replace(inputs, feats_key, feats.unsqueeze(1))
         if _ONE_AXIS_SHORT.search(text) and feats.dim() <= 3 and not state.get("unsqueezed"):
             state["unsqueezed"] = True  # [batch, channel, time, mel]: one channel
