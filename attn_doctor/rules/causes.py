@@ -3,7 +3,7 @@ classes from this table (rules/model.py), so a class exists exactly when it has 
 
 CAUSES = {
     "build-mismatch": "an extension built for another torch or C++ ABI",
-    "extension-missing": "an attention library (flash-attn, xformers, ...) or its compiled CUDA extension is missing",
+    "extension-missing": "a kernel library (flash-attn, xformers, mamba-ssm, ...) or its compiled CUDA extension is missing",
     "cuda-mismatch": "the wheel was built for another CUDA major than torch",
     "glibc": "the wheel needs a newer glibc / libstdc++ than this OS has",
     "build-toolchain": "building an extension from source: the compiler toolchain (nvcc, CUDA_HOME, gcc) or pip's build isolation does not fit torch",
@@ -23,7 +23,7 @@ CAUSES = {
     "input-layout": "an attention input (q/k/v, their gradient, a mask or a bias) with a memory layout or dtype the kernel refuses",
     "device": "tensors on a device the kernel does not run them on: a GPU-only attention kernel given CPU tensors, a half-precision op on the CPU",
     "gpu-resources": "a kernel needs more shared memory than this GPU has",
-    "triton-bf16": "a Triton compiler bug on bf16",
+    "triton-bf16": "Triton lacking or miscompiling bf16 for an op",
     "triton-compiler": "the Triton compiler fails on this kernel with this Triton release",
     "kernel-selection": "PyTorch SDPA (or xformers) could not use, or chose not to use, a fused kernel",
     "kernel-bug": "a known bug of one attention backend or torch release (fixed upstream)",
