@@ -57,3 +57,20 @@ def test_a_waveform_model_given_a_spectrogram_gets_a_waveform_and_a_codec_its_ch
     # the same words about another tensor than the one made: nothing
     assert _repair({"input_values": torch.zeros(1, 8000)}, ValueError("Audio must be mono, but got 16000"),
                    dict(_state(), audio=("input_values",))) is None
+
+
+def test_an_encoder_decoder_that_takes_either_audio_input_gets_its_encoders():
+    # SpeechEncoderDecoderModel's main input is `inputs`; its forward takes input_values and
+    # input_features; a wav2vec2 encoder convolves the waveform: input_values, [batch, samples]
+    transformers = pytest.importorskip("transformers")
+    from attn_doctor.tracing.runs.hf_inputs import make_inputs
+
+    encoder = transformers.Wav2Vec2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                          conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_feat_extract_layers=2)
+    decoder = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                      vocab_size=100, is_decoder=True, add_cross_attention=True)
+    config = transformers.SpeechEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    config.decoder_start_token_id, config.pad_token_id = 1, 0
+    model = transformers.SpeechEncoderDecoderModel(config=config)
+    kwargs = make_inputs(model, config, 16, "cpu")[0]
+    assert "input_values" in kwargs and kwargs["input_values"].dim() == 2 and "input_features" not in kwargs

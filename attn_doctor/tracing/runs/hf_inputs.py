@@ -324,7 +324,13 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
     takes_text = "input_ids" in params
     audio = None
     if main in ("input_features", "input_values") or "input_features" in params or "input_values" in params:
-        audio, _ = _audio_inputs(config, params, main, device, dtype)
+        # an encoder-decoder that takes either (SpeechEncoderDecoderModel: `inputs`) feeds its encoder's
+        audio_main = main
+        encoder_main = getattr(getattr(model, "encoder", None), "main_input_name", None)
+        if main not in ("input_features", "input_values") and encoder_main in ("input_features", "input_values") \
+                and encoder_main in params:
+            audio_main = encoder_main
+        audio, _ = _audio_inputs(config, params, audio_main, device, dtype)
     known = ("input_ids", "pixel_values", "pixel_values_videos", "input_features", "input_values", "inputs_embeds")
     if main not in known and not (takes_text or audio):
         raise TraceError("build", "%s takes %s as its main input, which attn-doctor cannot make from a config (a "
