@@ -34,7 +34,9 @@ RECIPES = load_recipes()
 # ("torch torch"), a label followed by the words that used to stand in for its value.
 BAD = {
     "a template field": re.compile(r"\{[A-Za-z_]\w*\}|\[\?|\?\]"),
-    "a stand-in": re.compile(r"(?<![\w:])<[A-Za-z_][\w ]*>|cu<|\b(?:PACKAGE|PACKAGES|PKG|NAME|VERSION|PATH_TO\w*)\b"),
+    # (Python's own <locals>, <lambda>, <module> in a quoted qualified name are not stand-ins)
+    "a stand-in": re.compile(r"(?<![\w:])<(?!(?:locals|lambda|module|genexpr|listcomp|dictcomp|setcomp)>)[A-Za-z_][\w ]*>|cu<"
+                             r"|\b(?:PACKAGE|PACKAGES|PKG|NAME|VERSION|PATH_TO\w*)\b"),
     "None": re.compile(r"\bNone\b"),
     "a doubled space": re.compile(r"\S  +\S"),
     "a doubled word": re.compile(r"(?<![\w.-])([A-Za-z][\w-]*) \1\b(?![\w.-])", re.I),
