@@ -191,19 +191,34 @@ def _half_angles(tracer, func, angles):
             origins=origins, fix_line=fix_line)
 
 
-def _table_sources(node, depth=10):
-    """The positions (an arange, integer ids cast to a float) and frequency buffers behind a
-    half-precision angle, and the product that combined them."""
-    found = {"positions": [], "buffers": [], "product": None}
+def _walk(node, depth, follow):
+    """Each node behind ``node`` (itself first) within ``depth`` hops, once; the inputs of a node are
+    walked where ``follow(node)`` holds."""
     stack, seen = [(node, 0)], set()
     while stack:
         n, d = stack.pop()
         if n is None or id(n) in seen or d > depth:
             continue
         seen.add(id(n))
-        if n.dtype not in ("float16", "bfloat16"):
-            continue  # computed wider, then cast down: the table is right
-        if n.kind == "buffer" or (n.kind == "attribute" and n.name and "freq" in n.name):
+        yield n
+        if follow(n):
+            stack.extend((i, d + 1) for i in n.inputs)
+
+
+def _freq_table(n) -> bool:
+    return n.kind == "buffer" or (n.kind == "attribute" and bool(n.name) and "freq" in n.name)
+
+
+def _table_sources(node, depth=10):
+    """The positions (an arange, integer ids cast to a float) and frequency buffers behind a
+    half-precision angle, and the product that combined them."""
+    found = {"positions": [], "buffers": [], "product": None}
+    half = ("float16", "bfloat16")
+    # computed wider, then cast down: the table is right, and nothing behind it is walked
+    for n in _walk(node, depth, lambda n: n.dtype in half):
+        if n.dtype not in half:
+            continue
+        if _freq_table(n):
             found["buffers"].append(n)
         elif n.short in _POSITION_OPS or (n.kind in ("cast", "op") and not n.inputs and n.file):
             found["positions"].append(n)
@@ -216,7 +231,6 @@ def _table_sources(node, depth=10):
         if len(n.inputs) >= 2 and found["product"] is None and n.short in ("mul", "__mul__", "matmul", "einsum",
                                                                              "outer", "ger", "__rmul__", "mm", "bmm"):
             found["product"] = n
-        stack.extend((i, d + 1) for i in n.inputs)
     if found["buffers"] and not found["positions"] and found["product"] is not None:
         found["positions"] = found["buffers"]  # frequencies in half times any positions: the same loss
     return found
@@ -225,19 +239,11 @@ def _table_sources(node, depth=10):
 def _wide_source(node, depth=6):
     """"buffers" where a float32 node comes from a frequency buffer (through views, expands, casts),
     "positions" where from positions (an arange, a cumsum, integer ids); else None."""
-    stack, seen = [(node, 0)], set()
-    while stack:
-        n, d = stack.pop()
-        if n is None or id(n) in seen or d > depth:
-            continue
-        seen.add(id(n))
-        if n.kind == "buffer" or (n.kind == "attribute" and n.name and "freq" in n.name):
+    for n in _walk(node, depth, lambda n: n.short not in _BOUNDARY_OPS):
+        if _freq_table(n):
             return "buffers"
         if n.short in _POSITION_OPS or n.dtype in ("int64", "int32") or (n.name and "position" in n.name):
             return "positions"
-        if n.short in _BOUNDARY_OPS:
-            continue
-        stack.extend((i, d + 1) for i in n.inputs)
     return None
 
 
