@@ -29,7 +29,7 @@ DISTINCT = ("orchestrator.train", "orchestrator.renderer", "weight_broadcast", "
             "deployment.num_train_nodes", "model.optimization_dtype", "trainer.model.optimization_dtype",
             "trainer.model.impl", "model.vlm.vision_encoder_attr")
 
-_DTYPES = {"bfloat16": "bfloat16", "float32": "float32"}
+_DTYPES = ("bfloat16", "float32")
 
 
 def _sections(doc: dict) -> list[tuple[str, dict]]:
@@ -49,6 +49,17 @@ def _first(sections, key):
     return None, None
 
 
+def _dtype(r: Reading, sections, name: str):
+    """(key, raw value, the dtype) of one of ModelConfig's dtype literals; a value it refuses is said
+    as refused, with no dtype."""
+    key, raw = _first(sections, name)
+    value = str(raw).strip().lower() if raw is not None else None
+    if value is not None and value not in _DTYPES:
+        r.refused[key] = f"{name} must be 'bfloat16' or 'float32' (prime-rl's ModelConfig), not {raw!r}"
+        value = None
+    return key, raw, value
+
+
 def read(doc: dict, ctx) -> Reading:
     r = Reading()
     sections = _sections(doc)
@@ -56,22 +67,15 @@ def read(doc: dict, ctx) -> Reading:
         r.understood(f"{prefix}.attn", f"{prefix}.optimization_dtype", f"{prefix}.reduce_dtype", f"{prefix}.impl")
     r.set("compute_dtype", "bfloat16", source="default",
           note="prime-rl's FSDP2 MixedPrecisionPolicy computes in bf16 (param_dtype=torch.bfloat16); no key changes it")
-    key, raw = _first(sections, "optimization_dtype")
-    optimization = raw
-    value = _DTYPES.get(str(raw).strip().lower()) if raw is not None else None
-    if raw is not None and value is None:
-        r.refused[key] = f"optimization_dtype must be 'bfloat16' or 'float32' (prime-rl's ModelConfig), not {raw!r}"
+    key, optimization, value = _dtype(r, sections, "optimization_dtype")
     if value is not None:
-        r.set("param_dtype", value, key=key, raw=raw,
+        r.set("param_dtype", value, key=key, raw=optimization,
               note="the weights the optimizer updates" + ("" if value == "float32" else ": no fp32 master copy"))
     else:
         r.default("param_dtype", "float32", "optimization_dtype defaults to float32: fp32 master weights")
-    key, raw = _first(sections, "reduce_dtype")
-    value = _DTYPES.get(str(raw).strip().lower()) if raw is not None else None
+    key, raw, value = _dtype(r, sections, "reduce_dtype")
     if value is not None:
         r.set("reduce_dtype", value, key=key, raw=raw)
-    elif raw is not None:
-        r.refused[key] = f"reduce_dtype must be 'bfloat16' or 'float32' (prime-rl's ModelConfig), not {raw!r}"
     attn_key, attn_raw = _first(sections, "attn")
     attention = attention_of(attn_raw)
     if attention is not None and attention != "auto":
