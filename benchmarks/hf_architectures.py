@@ -211,6 +211,18 @@ def _vocab_holds_tokens(config, changed):
             _set(cfg, "vocab_size", top + 1, changed, where)
 
 
+_PLACEHOLDERS = ("image_token_id", "image_token_index", "video_token_id", "audio_token_id")
+
+
+def _name_placeholders(config, changed):
+    """Some defaults leave a multimodal model's placeholder token unnamed (InstructBLIP's
+    image_token_id is None: every checkpoint names one); a model built from them compares ids with
+    None. Each such key gets an id of its own past every id the config names."""
+    for key in _PLACEHOLDERS:
+        if key in vars(config) and vars(config)[key] is None:
+            _set(config, key, max(_token_ids(config), default=0) + 1, changed, "")
+
+
 def scale_down(config, width=True):
     """Scale ``config`` (a transformers config, changed in place, sub-configs too) down; returns the
     changes as "key old->new" strings. width=False keeps widths and heads (layers and experts only)."""
@@ -226,6 +238,7 @@ def scale_down(config, width=True):
                 walk(sub, where + key + ".", depth + 1)
 
     walk(config, "", 0)
+    _name_placeholders(config, changed)
     _vocab_holds_tokens(config, changed)
     return changed
 

@@ -74,3 +74,72 @@ def test_an_encoder_decoder_that_takes_either_audio_input_gets_its_encoders():
     model = transformers.SpeechEncoderDecoderModel(config=config)
     kwargs = make_inputs(model, config, 16, "cpu")[0]
     assert "input_values" in kwargs and kwargs["input_values"].dim() == 2 and "input_features" not in kwargs
+
+
+def test_a_spectrogram_whose_projection_says_time_and_mel_are_swapped_is_transposed():
+    # a conv front end flattens channels x the subsampled second axis: 256 x 128/8 where 256 x 80/8 was
+    # meant (the mel bins are the last axis for this model, not the second)
+    state = dict(_state(), audio=("input_features",))
+    exc = RuntimeError("a and b must have same reduction dim, but got [10, 4096] X [2560, 1024].")
+    fixed = _repair({"input_features": torch.zeros(1, 80, 128)}, exc, state)
+    assert fixed["input_features"].shape == (1, 128, 80)
+    assert _repair(fixed, exc, state) is None  # once
+    # the projection wanting it larger where the last axis is already the larger: not a swap
+    exc = RuntimeError("a and b must have same reduction dim, but got [10, 2560] X [4096, 1024].")
+    assert _repair({"input_features": torch.zeros(1, 80, 128)}, exc, dict(_state(), audio=("input_features",))) is None
+
+
+def test_a_codec_that_broadcasts_the_samples_gets_its_channel_axis():
+    state = dict(_state(), audio=("input_values",))
+    exc = RuntimeError("Attempting to broadcast a dimension of length 16000 at -2! Mismatching argument at index 1 "
+                       "had torch.Size([64, 16000, 1]); but expected shape should be broadcastable to [1, 64, 16005]")
+    assert _repair({"input_values": torch.zeros(1, 16000)}, exc, state)["input_values"].shape == (1, 1, 16000)
+
+
+_DOC = """
+        visual_feats (`torch.FloatTensor` of shape `(batch_size, num_visual_features, visual_feat_dim)`):
+            The visual features.
+        bbox (`torch.LongTensor` of shape `(batch_size, sequence_length, 4)`, *optional*):
+            Bounding boxes.
+        encoder_hidden_states (`torch.Tensor` of shape `(batch_size, sequence_length, hidden_size)`, *optional*):
+            What the cross-attention reads.
+        state (`torch.Tensor`, *optional*):
+            A robot's state.
+"""
+
+
+def test_an_input_the_forward_names_is_made_in_the_shape_its_docstring_documents():
+    from attn_doctor.tracing.runs.hf_documented import documented_shape, named_in_message
+
+    assert documented_shape(_DOC, "bbox") == (["batch_size", "sequence_length", "4"], "torch.LongTensor")
+    assert documented_shape(_DOC, "state") is None  # no shape documented: nothing made
+    params = ("input_ids", "bbox", "visual_feats", "state", "encoder_hidden_states")
+    assert named_in_message("You have to specify bbox", params) == ["bbox"]
+    assert named_in_message("`visual_feats` cannot be `None`", params) == ["visual_feats"]
+    assert named_in_message("encoder_hidden_states must be given for cross-attention layers", params) == \
+        ["encoder_hidden_states"]
+    assert named_in_message("You have to specify pixel_values", params) == []  # not a parameter: not this model's
+    ids = torch.full((1, 16), 5)
+    state = dict(_state(visual_feat_dim=24, hidden_size=32), params=params, doc=_DOC)
+    fixed = _repair({"input_ids": ids}, ValueError("`visual_feats` cannot be `None`"), state)
+    assert fixed["visual_feats"].shape == (1, 4, 24) and fixed["visual_feats"].dtype == torch.float32
+    fixed = _repair(fixed, ValueError("You have to specify bbox"), state)
+    assert fixed["bbox"].shape == (1, 16, 4) and fixed["bbox"].dtype == torch.long
+    # a made input's width the first projection names: [.., in_features] of its weight
+    fixed = _repair({"input_ids": ids}, ValueError("encoder_hidden_states must be given for cross-attention layers"),
+                    state)
+    assert fixed["encoder_hidden_states"].shape == (1, 16, 32)
+    exc = RuntimeError("a and b must have same reduction dim, but got [16, 32] X [1408, 256].")
+    assert _repair(fixed, exc, state)["encoder_hidden_states"].shape == (1, 16, 1408)
+    # an input without a documented shape is not guessed
+    assert _repair({"input_ids": ids}, ValueError("You have to specify state"), state) is None
+
+
+def test_a_pixel_count_of_channels_comes_from_the_models_first_convolution():
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3), torch.nn.Conv2d(8, 8, 3))
+    state = dict(_state(), model=model)
+    fixed = _repair({"pixel_values": torch.ones(1, 3, 32, 32)}, RuntimeError("Invalid channel dimensions"), state)
+    assert fixed["pixel_values"].shape == (1, 4, 32, 32)
+    # the channels already right (the error is deeper): not repaired
+    state = dict(_state(), model=model)
+    assert _repair({"pixel_values": torch.ones(1, 4, 32, 32)}, RuntimeError("Invalid channel dimensions"), state) is None

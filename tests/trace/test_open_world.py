@@ -58,3 +58,33 @@ def test_a_stratified_sample_of_every_architecture(transformers_venv, tmp_path):
     # no false alarm: errors only where the plain CPU forward raises too; no warning on transformers' code
     assert not [r for r in rows if r["outcome"] == "erred"], where
     assert not [r for r in rows if r["outcome"] == "warned"], where
+
+
+# Input layouts the config alone does not give, each reached from the model's own words or signature:
+# a spectrogram whose mel bins are the last axis (Parakeet), a codec's [batch, 1, samples] (DAC),
+# flattened patches with their grid (SigLIP 2's NaFlex), inputs the forward names (LXMERT's visual
+# features, Bros's boxes) made in their documented shapes.
+LAYOUTS = ("parakeet_ctc", "dac", "siglip2_vision_model", "lxmert", "bros")
+
+
+def test_inputs_whose_layout_the_model_says_are_made(transformers_venv, tmp_path):
+    from attn_doctor.tracing.runs.launch import package_dir
+
+    python, version = transformers_venv(None)
+    pkg = package_dir()
+    out = tmp_path / "layouts.jsonl"
+    env = dict(os.environ, PYTHONPATH=pkg, OPEN_WORLD_TIMEOUT="600")
+    try:
+        proc = subprocess.run([python, os.path.join(REPO, "benchmarks", "open_world_trace.py"), "--only",
+                               ",".join(LAYOUTS), "--dtypes", "default", "--workers", "2", "--out", str(out)],
+                              capture_output=True, text=True, env=env, timeout=1200, cwd=str(tmp_path))
+    finally:
+        import shutil
+
+        shutil.rmtree(pkg, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    shipped = [r for r in rows if r["outcome"] != "no_config"]  # an architecture this release lacks
+    assert shipped, proc.stdout
+    built = [r for r in shipped if r["outcome"] not in ("no_build", "failed")]
+    assert len(built) == len(shipped), "transformers %s\n%s" % (version, proc.stdout[-4000:])

@@ -148,7 +148,7 @@ def _image_candidates(model, config, params, device, dtype):
     if grid_key and pixel_key:
         # the Qwen-VL family: the patches of one image flattened, its grid (t, h, w) in patches
         merge = _cfg(vision, "spatial_merge_size", "merge_size", default=2) or 2
-        tps = _cfg(vision, "temporal_patch_size", default=2) or 2
+        tps = _cfg(vision, "temporal_patch_size", default=1) or 1  # frames per patch (Qwen-VL: 2, says so)
         c_in = _cfg(vision, "in_channels", "in_chans", "num_channels", default=3) or 3
         side = 4 * merge
         pixels = torch.ones(side * side, c_in * tps * patch * patch, dtype=dtype, device=device)
@@ -157,6 +157,28 @@ def _image_candidates(model, config, params, device, dtype):
                              {pixel_key: pixels, grid_key: grid}, side * side // (merge * merge)))
         if pixel_key != "pixel_values":
             return out  # a Qwen-VL-style vision tower alone: patches in, nothing else
+    positions_key = next((k for k in ("spatial_shapes", "pixel_position_ids") if k in params), None)
+    if positions_key and "pixel_values" in params:
+        # an image as a sequence of flattened patches with where each sits (SigLIP 2's NaFlex, Gemma 4's
+        # tower): [1, patches, channels x patch x patch], the grid as shapes or as (x, y) per patch
+        side = max(1, min(h, w) // patch)
+        count = _cfg(vision, "num_patches", default=None)
+        if isinstance(count, int) and 0 < count < side * side:
+            side = max(1, int(count ** 0.5))
+        pool = _cfg(vision, "pooling_kernel_size", "spatial_merge_size", "merge_size", default=1)
+        if isinstance(pool, int) and 1 < pool <= side:
+            side -= side % pool  # pooled or merged pool x pool patches at a time
+        n = side * side
+        kwargs = {"pixel_values": torch.ones(1, n, c * patch * patch, dtype=dtype, device=device)}
+        if positions_key == "spatial_shapes":
+            kwargs["spatial_shapes"] = torch.tensor([[side, side]], dtype=torch.long, device=device)
+        else:
+            ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+            kwargs["pixel_position_ids"] = torch.stack([xs.flatten(), ys.flatten()], -1)[None].to(device)
+        if "pixel_attention_mask" in params:
+            kwargs["pixel_attention_mask"] = torch.ones(1, n, dtype=torch.bool, device=device)
+        out.append(Candidate("patches [1, %d, %d] with %s for a %dx%d grid" % (n, c * patch * patch, positions_key,
+                                                                              side, side), kwargs))
     # not zeros: some models drop all-zero images as padding (Idefics3)
     def image(shape, sizes):
         cand = {"pixel_values": torch.ones(*shape, dtype=dtype, device=device)}
@@ -373,7 +395,8 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
     first_exc, state = None, {}
     for cand, with_text in variants:
         state = {"image": cand, "count": None, "audio": tuple(audio or ()), "audio_count": 0, "config": config,
-                 "seq_len": seq_len, "device": device, "dtype": dtype, "text_token": text_token(config)}
+                 "seq_len": seq_len, "device": device, "dtype": dtype, "text_token": text_token(config),
+                 "params": params, "doc": getattr(type(model).forward, "__doc__", None), "model": model}
         if cand is not None and with_text and image_token is not None:
             state["count"] = cand.count or _feature_count(model, cand) or _config_count(config, _vision_config(config))
         for _ in range(_TRIES):
@@ -447,7 +470,7 @@ def _dry_run(model, kwargs, device):
 # What a forward pass says when its inputs do not fit it (a shape, a missing input, an index past
 # a table), as opposed to what the trace is there to judge (dtypes, a kernel's refusal).
 _SHAPE_WORDS = re.compile(r"size|shape|dimension|reduction dim|unpack|match|out of range|expected \d|D input|split_with_sizes|"
-                          r"not found|must be|Number of|cannot reshape|invalid for input|specify|provide|None",
+                          r"not found|must be|Number of|cannot reshape|invalid for input|specify|provide|None|is missing|required|[Pp]lease pass",
                           re.I)
 _DTYPE_WORDS = re.compile(r"dtype|scalar type|Half|BFloat16|Float\b|fp16|bf16|float16|bfloat16|same type", re.I)
 

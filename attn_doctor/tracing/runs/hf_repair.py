@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from .hf_documented import make_documented, named_in_message
+
 _MEL_LENGTH = re.compile(r"input features to be of length (\d+), but found (\d+)")
 _NORM_SHAPE = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size")
 _ONE_AXIS_SHORT = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d), \d\], but got \1\)|"
@@ -20,6 +22,9 @@ _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d
 _IMAGE_SIZE = re.compile(r"Input (?:image size \((\d+)\*(\d+)\)|height \((\d+)\)) doesn't match model \((\d+)(?:\*(\d+))?\)")
 _CONV1D_RANK = re.compile(r"Expected 2D \(unbatched\) or 3D \(batched\) input to conv1d, but got input of size: \[\d+(?:, \d+){3}\]")
 _NOT_MONO = re.compile(r"Audio must be mono, but got (\d+)")
+_BROADCAST = re.compile(r"Attempting to broadcast a dimension of length (\d+)")
+# meta: "Invalid channel dimensions"; CPU/GPU: "expected input[1, 3, 224, 224] to have 4 channels, but got 3"
+_CHANNELS = re.compile(r"Invalid channel dimensions|to have \d+ channels, but got \d+ channels")
 _MISSING_ARGS = re.compile(r"forward\(\) missing \d+ required positional arguments?: (.+)$", re.MULTILINE)
 _TOKENS = re.compile(r"(Image|Audio|Video) features and \w+ tokens do not match[^\d]*tokens: (\d+), features:? (\d+)",
                      re.I)
@@ -52,6 +57,12 @@ def _repair(inputs, exc, state):
             state["features_set"] = True
             return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], want, dtype=feats.dtype,
                                                            device=feats.device))
+        if m and feats.dim() == 3 and got != feats.shape[-1] and want != got and not state.get("transposed") \
+                and (got > want) == (feats.shape[-1] > feats.shape[-2]):
+            # a convolutional front end flattened channels x a subsampled axis that is time where mel bins
+            # were meant (or the reverse): the projection wants it smaller/larger as the other axis is
+            state["transposed"] = True
+            return _replace(inputs, feats_key, feats.transpose(-1, -2).contiguous())
         m = _RUNNING_MEAN.search(text)
         if m and feats.dim() >= 3 and feats.shape[-2] == int(m.group(1)) and feats.shape[-1] == int(m.group(2)):
             # mel bins last, not time: [.., time, mel]
@@ -64,7 +75,7 @@ def _repair(inputs, exc, state):
             # a spectrogram-shaped guess where the model's first layer is a conv over a waveform [batch, samples]
             state["waveform"] = True
             return _replace(inputs, feats_key, torch.zeros(feats.shape[0], 16000, dtype=feats.dtype, device=feats.device))
-        m = _NOT_MONO.search(text)
+        m = _NOT_MONO.search(text) or _BROADCAST.search(text)
         if m and feats.dim() == 2 and feats.shape[-1] == int(m.group(1)) and not state.get("unsqueezed"):
             state["unsqueezed"] = True  # [batch, 1, samples]: the channel axis the codec counts
             return _replace(inputs, feats_key, feats.unsqueeze(1))
@@ -72,6 +83,11 @@ def _repair(inputs, exc, state):
             state["unsqueezed"] = True  # [batch, channel, time, mel]: one channel
             return _replace(inputs, feats_key, feats.unsqueeze(1))
     pixels = inputs.get("pixel_values")
+    if _CHANNELS.search(text) and not state.get("channels_set"):
+        state["channels_set"] = True
+        fixed = _first_conv_channels(torch, inputs, state)
+        if fixed is not None:
+            return fixed
     m = _IMAGE_SIZE.search(text)
     if m and pixels is not None and pixels.dim() >= 4 and not state.get("resized"):
         # the model names the image size it was built for: "(224*224) doesn't match model (256*192)"
@@ -92,6 +108,25 @@ def _repair(inputs, exc, state):
         if made:
             state["missing_done"] = True
             return made
+    m = _MATMUL.search(text)
+    made_here = [n for n in state.get("named", ()) if n in inputs and inputs[n].is_floating_point()
+                 and inputs[n].dim() >= 2]
+    if m and made_here and not state.get("named_width"):
+        # a float input made from the docstring whose width a projection says: [.., in_features] of its weight
+        got, want = int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))
+        hit = [n for n in made_here if inputs[n].shape[-1] == got]
+        if len(hit) == 1 and want != got:
+            state["named_width"] = True
+            t = inputs[hit[0]]
+            return _replace(inputs, hit[0], torch.ones(*t.shape[:-1], want, dtype=t.dtype, device=t.device))
+    named = state.setdefault("named", set())
+    wanted = [n for n in named_in_message(text, state.get("params") or ()) if n not in inputs and n not in named]
+    if wanted:
+        # the forward names an input it lacks: made in the shape its docstring documents, once each
+        named.update(wanted)
+        made = _missing_arguments(torch, inputs, wanted, state)
+        if made:
+            return made
     m = _SPLIT.search(text)
     if m and pixels is not None and pixels.dim() == 5 and int(m.group(2)) != pixels.shape[1]:
         # the model cuts one image into as many tiles as its grid says (llava-next): that many
@@ -105,6 +140,29 @@ def _repair(inputs, exc, state):
         if kind in ("image", "video") and state.get("image") is not None and wanted != state.get("count"):
             state["count"] = wanted
             return "recount"
+    return None
+
+
+def _first_conv_channels(torch, inputs, state):
+    """The image (or the features) with as many channels as the model's first convolution takes: the
+    first Conv2d for pixels, the first Conv1d for [batch, channels, time] features."""
+    model = state.get("model")
+    if model is None:
+        return None
+    for key, conv_type, rank in (("pixel_values", torch.nn.Conv2d, 4), ("input_features", torch.nn.Conv1d, 3),
+                                 ("input_values", torch.nn.Conv1d, 3)):
+        t = inputs.get(key)
+        if t is None or t.dim() != rank:
+            continue
+        conv = next((m for m in model.modules() if isinstance(m, conv_type)), None)
+        if conv is None or conv.in_channels == t.shape[1]:
+            continue
+        if rank == 3 and t.shape[-1] == conv.in_channels:
+            return _replace(inputs, key, t.transpose(-1, -2).contiguous())  # [batch, time, channels] given
+        shape = (t.shape[0], conv.in_channels) + tuple(t.shape[2:])
+        if key == "pixel_values":
+            return _new_pixels(torch, inputs, state, shape, t)
+        return _replace(inputs, key, torch.zeros(*shape, dtype=t.dtype, device=t.device))
     return None
 
 
@@ -140,7 +198,11 @@ def _missing_arguments(torch, inputs, names, state):
             fixed[name] = torch.zeros(1, length, hidden, dtype=state.get("dtype") or torch.float32,
                                       device=state.get("device"))
         else:
-            return None
+            value = make_documented(torch, name, state.get("doc"), fixed, config, state.get("seq_len") or 16,
+                                    state.get("dtype"), state.get("device"))
+            if value is None:
+                return None
+            fixed[name] = value
     return fixed
 
 
