@@ -242,7 +242,7 @@ def test_the_parsed_recipes_are_kept_for_the_next_load_and_only_for_the_same_fil
     doc = msgspec.msgpack.decode(kept.read_bytes())
     rule = first.rules[0]
     source = first.sources[rule.id].name
-    (entry,) = [r for r in doc["files"][source]["rule"] if r["id"] == rule.id]
+    (entry,) = [r for r in doc["data"][source]["rule"] if r["id"] == rule.id]
     entry["title"] = "taken from the kept parse"
     kept.write_bytes(msgspec.msgpack.encode(doc))
     assert loader.load_recipes(recipes, signatures=False).get(rule.id).title == "taken from the kept parse"

@@ -209,6 +209,7 @@ class Scanner:
         self._candidates: deque[str] = deque(maxlen=CANDIDATE_LINES)
         self._keep_all = keep_all_lines
         self._frame: tuple[int, Optional[str]] = (-FRAME_REACH - 1, None)  # the last frame: line, package
+        self._last_text: Optional[str] = None  # the last line whose versions were read
         carry = b""
         prev_line = ""
         line_base = 0  # newlines before buf[0]
@@ -370,11 +371,16 @@ class Scanner:
                     hits.block = (lineno, [text] + _block_after(buf, end))
                 if len(hits.evidence) < EVIDENCE_KEEP:
                     hits.evidence.append(Evidence(lineno, _shorten(joined or display)))
-        for kind, idx in kinds:
-            if kind == "ctx" and idx not in result.contexts_seen and self.signatures[idx].context.search(text):
-                result.contexts_seen.add(idx)
-        if any(kind == "ver" for kind, _ in kinds):
-            result.versions.read(text, self.gpu_table)
+        # a line repeated (a warning printed per step and per rank) tells nothing new: its contexts
+        # were searched and its versions read already (reading the same line twice in a row changes
+        # nothing; another line between them may, so only the last one read is skipped)
+        if text != self._last_text:
+            for kind, idx in kinds:
+                if kind == "ctx" and idx not in result.contexts_seen and self.signatures[idx].context.search(text):
+                    result.contexts_seen.add(idx)
+            if any(kind == "ver" for kind, _ in kinds):
+                result.versions.read(text, self.gpu_table)
+                self._last_text = text
         if not matched_any and (self._keep_all or any(kind == "gen" for kind, _ in kinds)) and text:
             if not self._candidates or self._candidates[-1] != text:
                 self._candidates.append(_shorten(text))

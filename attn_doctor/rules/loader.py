@@ -125,20 +125,21 @@ def _files_key(files: list[Path]) -> Optional[str]:
     return hashlib.sha256(json.dumps([__version__, str(files[0].parent), stamps]).encode()).hexdigest()
 
 
-def _parsed_path() -> Optional[Path]:
+def _kept_path(name: str) -> Optional[Path]:
     from ..bytecode import private_folder
 
     folder, _why = private_folder("recipes", "the parsed recipes are not kept")
-    return Path(folder) / PARSED_FILE if folder else None
+    return Path(folder) / name if folder else None
 
 
-def _parsed_before(files: list[Path]) -> Optional[dict]:
-    """file name -> its parsed TOML, where a trusted copy for these very files is kept; else None."""
+def read_kept(name: str, key: str) -> Optional[dict]:
+    """What keep(name, key, ...) kept in the user's private recipes cache, where a trusted copy with
+    this very key is there; else None."""
     import os
     import stat
 
-    key, path = _files_key(files), _parsed_path()
-    if key is None or path is None:
+    path = _kept_path(name)
+    if path is None:
         return None
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -155,27 +156,41 @@ def _parsed_before(files: list[Path]) -> Optional[dict]:
         return None
     finally:
         os.close(fd)
-    if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("files"), dict):
+    if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("data"), dict):
         return None
-    files_doc = doc["files"]
+    return doc["data"]
+
+
+def keep(name: str, key: str, data: dict) -> None:
+    """Keep `data` under `key` for the next read_kept; a cache folder that cannot be written is no error."""
+    from ..cache import write_atomic
+
+    path = _kept_path(name)
+    if path is None:
+        return
+    try:
+        encoded = msgspec.msgpack.encode({"key": key, "data": data})
+    except (TypeError, ValueError):
+        return
+    write_atomic(path, encoded, 0o600)  # this user's alone
+
+
+def _parsed_before(files: list[Path]) -> Optional[dict]:
+    """file name -> its parsed TOML, where a trusted copy for these very files is kept; else None."""
+    key = _files_key(files)
+    files_doc = read_kept(PARSED_FILE, key) if key is not None else None
+    if files_doc is None:
+        return None
     if set(files_doc) != {p.name for p in files} or not all(isinstance(v, dict) for v in files_doc.values()):
         return None
     return files_doc
 
 
 def _keep_parsed(files: list[Path], raw: dict) -> None:
-    """Keep the parse of `files` (name -> parsed TOML) for the next load; a cache folder that
-    cannot be written is no error."""
-    from ..cache import write_atomic
-
-    key, path = _files_key(files), _parsed_path()
-    if key is None or path is None or set(raw) != {p.name for p in files}:
-        return
-    try:
-        data = msgspec.msgpack.encode({"key": key, "files": raw})
-    except (TypeError, ValueError):
-        return
-    write_atomic(path, data, 0o600)  # this user's alone
+    """Keep the parse of `files` (name -> parsed TOML) for the next load."""
+    key = _files_key(files)
+    if key is not None and set(raw) == {p.name for p in files}:
+        keep(PARSED_FILE, key, raw)
 
 
 def _load_file(path: Path, recipes: Recipes, signatures: bool = True, raw: Optional[dict] = None) -> None:

@@ -83,6 +83,34 @@ class SignatureError(ValueError):
     """A signature that cannot be used: the message says why."""
 
 
+class LazyPattern:
+    """A regular expression compiled when first used: a log meets a few dozen of the signatures'
+    anchors, and compiling all of them costs more than scanning most logs. Only made for a pattern
+    already parsed once (its anchors were found), so the compile cannot fail."""
+
+    __slots__ = ("pattern", "flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern, self.flags, self._compiled = pattern, flags, None
+
+    def compiled(self) -> re.Pattern:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
+
+    def search(self, *args):
+        return self.compiled().search(*args)
+
+    def match(self, *args):
+        return self.compiled().match(*args)
+
+    def finditer(self, *args):
+        return self.compiled().finditer(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.compiled(), name)
+
+
 @dataclass
 class CompiledSignature:
     rule: str
@@ -208,8 +236,10 @@ def anchors_of(pattern: str) -> list[str]:
     return best
 
 
-def compile_signature(rule_id: str, signature) -> CompiledSignature:
-    """A recipe signature (a string, or a Signature table) compiled and checked."""
+def compile_signature(rule_id: str, signature, known: Optional[tuple] = None) -> CompiledSignature:
+    """A recipe signature (a string, or a Signature table) compiled and checked; with `known` (its
+    (anchors, context anchors) as an earlier compile of the same text found them), its expressions
+    compiled only when first used."""
     if isinstance(signature, str):
         pattern, severity, context, note, component, priority, decisive = signature, None, None, None, None, 0, True
     else:
@@ -225,6 +255,12 @@ def compile_signature(rule_id: str, signature) -> CompiledSignature:
         if guard is not None and guard not in GUARDS:
             raise SignatureError(f"unknown guard {guard!r} (known: {', '.join(sorted(GUARDS))})")
     written = expand(pattern)
+    joinable = True if isinstance(signature, str) else signature.join
+    if known is not None:
+        return CompiledSignature(rule_id, pattern, LazyPattern(written, MATCH_FLAGS), list(known[0]), severity,
+                                 LazyPattern(context, MATCH_FLAGS) if context else None, list(known[1]), note,
+                                 LazyPattern(component) if component else None, priority, decisive, analyzer,
+                                 guard, joinable)
     try:
         regex = re.compile(written, MATCH_FLAGS)
     except re.error as exc:
@@ -250,7 +286,6 @@ def compile_signature(rule_id: str, signature) -> CompiledSignature:
             compiled_component = re.compile(component)
         except re.error as exc:
             raise SignatureError(f"invalid component expression {component!r}: {exc}") from None
-    joinable = True if isinstance(signature, str) else signature.join
     return CompiledSignature(rule_id, pattern, regex, anchors, severity, compiled_context, context_anchors, note,
                              compiled_component, priority, decisive, analyzer, guard, joinable)
 
@@ -269,8 +304,43 @@ def split_anchors(anchors: list[str]) -> list[str]:
     return sorted({a for a in out if a})
 
 
-def compile_rules(rules) -> list[CompiledSignature]:
-    return [compile_signature(rule.id, sig) for rule in rules for sig in rule.signatures]
+def compile_rules(rules, known: Optional[dict] = None) -> list[CompiledSignature]:
+    """Every signature of `rules`, compiled and checked; with `known` (what anchors_known returned
+    for the same signatures' text), their expressions compiled only when first used."""
+    sigs = [(rule.id, sig) for rule in rules for sig in rule.signatures]
+    entries = (known or {}).get("anchors")
+    if not isinstance(entries, list) or len(entries) != len(sigs) or not all(_well_formed(e) for e in entries):
+        entries = [None] * len(sigs)
+    return [compile_signature(rule_id, sig, tuple(e) if e else None) for (rule_id, sig), e in zip(sigs, entries)]
+
+
+def _well_formed(entry) -> bool:
+    return (isinstance(entry, list) and len(entry) == 2
+            and all(isinstance(part, list) and all(isinstance(a, str) and a for a in part) for part in entry)
+            and bool(entry[0]))
+
+
+def anchors_known(compiled: list[CompiledSignature]) -> dict:
+    """The anchors of compiled signatures, to give compile_rules the next time."""
+    return {"anchors": [[list(c.anchors), list(c.context_anchors)] for c in compiled]}
+
+
+def signatures_key(rules) -> str:
+    """A digest of every signature's text (and this Python's, whose parser found the anchors): the
+    key under which their anchors are kept."""
+    import hashlib
+    import json
+    import sys
+
+    parts = []
+    for rule in rules:
+        for sig in rule.signatures:
+            if isinstance(sig, str):
+                parts.append([rule.id, sig])
+            else:
+                parts.append([rule.id, sig.pattern, sig.context, sig.component, sig.anchors])
+    doc = [sys.version, sorted(FRAGMENTS.items()), MIN_ANCHOR, WRAP_SAFE, parts]
+    return hashlib.sha256(json.dumps(doc, default=str).encode()).hexdigest()
 
 
 # -- normalising a log line before matching ------------------------------------------------------

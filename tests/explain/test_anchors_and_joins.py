@@ -51,3 +51,38 @@ def test_evidence_keeps_the_line_as_written():
     text = "ptxas /tmp/x, line 523; error   : Feature '.bf16' requires .target sm_80 or higher\n"
     match = _explain(text).matches[0]
     assert "error   : Feature" in match.evidence[0].text
+
+
+def test_anchors_are_kept_for_the_next_run_and_expressions_compiled_only_when_met(tmp_path, monkeypatch):
+    """Finding the anchors parses every expression: they are kept in the user's private cache, keyed by
+    the signatures' text, and the next run compiles only the expressions a line's anchors call for. A
+    kept copy that does not fit (edited, truncated, another recipe set) is not used: all compiled again."""
+    import msgspec
+
+    from attn_doctor.explaining import core
+    from attn_doctor.rules.signatures import LazyPattern, compile_rules
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    sig_rules = [r for r in load_recipes().rules if r.signatures]
+    text = "RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n"
+    first = core._compiled(sig_rules)
+    assert not any(isinstance(s.regex, LazyPattern) for s in first)  # nothing kept yet: compiled and checked
+    kept = tmp_path / "home-cache" / "attn-doctor" / "recipes" / core.ANCHORS_FILE
+    assert kept.is_file() and kept.stat().st_mode & 0o077 == 0
+    second = core._compiled(sig_rules)
+    assert all(isinstance(s.regex, LazyPattern) for s in second)
+    assert [(s.anchors, s.context_anchors) for s in first] == [(s.anchors, s.context_anchors) for s in second]
+    fresh = load_recipes()
+    report = explain(io.BytesIO(text.encode()), fresh, kind="text")
+    assert [m.rule for m in report.matches][:1] == [m.rule for m in _explain(text).matches][:1] == ["AD103"]
+    _, scanner = fresh.__dict__["_explain_scanners"][False]
+    met = [s for s in scanner.signatures if s.regex._compiled is not None]
+    assert 0 < len(met) < len(scanner.signatures) // 4, len(met)
+    # a kept copy whose entries do not fit these signatures: ignored
+    doc = msgspec.msgpack.decode(kept.read_bytes())
+    doc["data"]["anchors"] = doc["data"]["anchors"][:-1]
+    kept.write_bytes(msgspec.msgpack.encode(doc))
+    assert not any(isinstance(s.regex, LazyPattern) for s in compile_rules(sig_rules, core.read_kept(
+        core.ANCHORS_FILE, core.signatures_key(sig_rules))))
+    # another set of signatures (a rule edited) has another key
+    assert core.signatures_key(sig_rules[1:]) != core.signatures_key(sig_rules)
