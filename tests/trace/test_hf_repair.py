@@ -143,3 +143,12 @@ def test_a_pixel_count_of_channels_comes_from_the_models_first_convolution():
     # the channels already right (the error is deeper): not repaired
     state = dict(_state(), model=model)
     assert _repair({"pixel_values": torch.ones(1, 4, 32, 32)}, RuntimeError("Invalid channel dimensions"), state) is None
+
+
+def test_flattened_patches_take_the_width_their_embedding_reads():
+    # a Qwen-VL-style tower whose patches hold two frames (or one): the embedding's weight says which
+    state = _state()
+    exc = RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x588 and 1176x32)")
+    fixed = _repair({"pixel_values": torch.ones(64, 588), "grid_thw": torch.tensor([[1, 8, 8]])}, exc, state)
+    assert fixed["pixel_values"].shape == (64, 1176) and torch.equal(fixed["grid_thw"], torch.tensor([[1, 8, 8]]))
+    assert _repair(fixed, exc, state) is None  # once

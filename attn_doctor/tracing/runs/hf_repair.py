@@ -83,6 +83,14 @@ def _repair(inputs, exc, state):
             state["unsqueezed"] = True  # [batch, channel, time, mel]: one channel
             return _replace(inputs, feats_key, feats.unsqueeze(1))
     pixels = inputs.get("pixel_values")
+    m = _MATMUL.search(text)
+    if m and pixels is not None and pixels.dim() == 2 and not state.get("patch_width"):
+        # flattened patches [patches, channels x frames x patch x patch]: the embedding's width says
+        # how many values a patch holds (a temporal patch of 2 frames or of 1)
+        got, want = int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))
+        if got == pixels.shape[-1] and want != got:
+            state["patch_width"] = True
+            return _new_pixels(torch, inputs, state, (pixels.shape[0], want), pixels)
     if _CHANNELS.search(text) and not state.get("channels_set"):
         state["channels_set"] = True
         fixed = _first_conv_channels(torch, inputs, state)
