@@ -395,8 +395,10 @@ def _known_cases(recipes: Recipes):
 
 def _resembled(scan: ScanResult, recipes: Recipes, live: Optional[Facts], target, exclude: frozenset[str]) -> Optional[Match]:
     """The cause of the known case the text resembles, as a possible match, or None."""
+    if not scan.candidate_lines:
+        return None  # nothing to compare: the index is not even loaded
     index = _known_cases(recipes)
-    if index is None or not scan.candidate_lines:
+    if index is None:
         return None
     judged = frozenset(r.id for r in recipes.rules for sig in r.signatures if not isinstance(sig, str) and sig.guard)
     near = index.nearest(scan.candidate_lines, exclude=exclude, judged=judged)
