@@ -58,6 +58,19 @@ def terms(line: str) -> frozenset[str]:
     return frozenset(re.sub(r"[-_ ]", "", t.lower()) for t in _TERMS.findall(line))
 
 
+# The dtypes a line states, each under one name: two messages that state other dtypes ("Float and
+# BFloat16" against "BFloat16 and Byte", a quantised weight) are other failures however alike the words.
+_DTYPE_WORDS = re.compile(r"(?i)\b(?:torch\.)?(float(?:16|32|64)?|bfloat16|bf16|fp16|fp32|half|double|byte|uint8|"
+                          r"char|int(?:8|16|32|64)?|long|short|bool)\b")
+_DTYPE_NAME = {"float": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
+               "bf16": "bfloat16", "float64": "float64", "double": "float64", "byte": "uint8", "char": "int8",
+               "int": "int32", "long": "int64", "short": "int16"}
+
+
+def dtypes(line: str) -> frozenset[str]:
+    return frozenset(_DTYPE_NAME.get(d.lower(), d.lower()) for d in _DTYPE_WORDS.findall(line))
+
+
 _NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call last\)|\w*warning:?$)", re.I)
 _WORD = re.compile(r"[a-z]{3,}")
 
@@ -103,11 +116,13 @@ class Index:
         self.lines: list[str] = []
         self.owner: list[int] = []
         self.line_terms: list[frozenset[str]] = []
+        self.line_dtypes: list[frozenset[str]] = []
         for i, entry in enumerate(entries):
             for line in entry["lines"]:
                 self.lines.append(normalised(line))
                 self.owner.append(i)
                 self.line_terms.append(terms(line))
+                self.line_dtypes.append(dtypes(line))
 
     @classmethod
     def load(cls, path: Path) -> "Index":
@@ -129,6 +144,7 @@ class Index:
                 continue
             query = normalised(raw)
             qterms = terms(raw)
+            qtypes = dtypes(raw)
             for choice, score, j in process.extract(query, self.lines, scorer=fuzz.ratio, limit=15,
                                                     score_cutoff=THRESHOLD - MARGIN):
                 i = self.owner[j]
@@ -136,6 +152,8 @@ class Index:
                     continue
                 if qterms and self.line_terms[j] and not (qterms & self.line_terms[j]):
                     continue  # the two lines name different things
+                if qtypes and self.line_dtypes[j] and qtypes != self.line_dtypes[j]:
+                    continue  # the two lines state other dtypes
                 if i not in near or score > near[i][0]:
                     near[i] = (score, raw, choice)
         near = {i: v for i, v in near.items() if not (self.entries[i]["rules"][:1] and self.entries[i]["rules"][0] in judged)}

@@ -183,6 +183,18 @@ def test_a_reworded_known_failure_resembles_its_case_and_an_unrelated_one_nothin
     assert INDEX.nearest(["OSError: Can't load tokenizer for 'my-org/my-model'. If you were trying to load it from the hub"]) is None
 
 
+def test_a_line_that_states_other_dtypes_does_not_resemble_a_dtype_case():
+    # a float32 input into a bf16 layer (cogkit-32) against a 4-bit weight's packed bytes reaching a
+    # plain matmul (unsloth-3337): the same words, other dtypes, another failure
+    case = next(e for e in INDEX.entries if e["id"] == "cogkit-32")
+    assert neighbours.dtypes(case["lines"][-1]) == {"float32", "bfloat16"}
+    assert neighbours.dtypes("expected scalar type Half but found Float") == {"float16", "float32"}
+    reworded = "RuntimeError: mat1 and mat2 must have the same dtype, but got float and bfloat16"
+    assert INDEX.nearest([reworded], exclude=frozenset(), judged=JUDGED) is not None
+    assert INDEX.nearest(["RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Byte"],
+                         judged=JUDGED) is None
+
+
 def test_the_search_raises_no_alarm_on_the_corpus_negatives_leave_one_out():
     """The calibration's claim (benchmarks/calibrate_neighbours.py): no negative or harmless text of
     the corpus resembles a failure once its own entry is left out."""
