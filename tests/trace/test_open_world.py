@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.realenv]
 SAMPLE = int(os.environ.get("ATTN_DOCTOR_OPEN_WORLD_SAMPLE", "14"))
 
 
-def test_a_stratified_sample_of_every_architecture(transformers_venv, tmp_path):
+def _open_world(transformers_venv, tmp_path, args, timeout):
+    """(the benchmark's stdout, its rows, the transformers version) of open_world_trace.py run with
+    `args` under the newest transformers, this checkout's attn_doctor on its path."""
     from attn_doctor.tracing.runs.launch import package_dir
 
     python, version = transformers_venv(None)
@@ -33,18 +35,22 @@ def test_a_stratified_sample_of_every_architecture(transformers_venv, tmp_path):
     out = tmp_path / "open_world.jsonl"
     env = dict(os.environ, PYTHONPATH=pkg, OPEN_WORLD_TIMEOUT="600")
     try:
-        proc = subprocess.run([python, os.path.join(REPO, "benchmarks", "open_world_trace.py"), "--sample", str(SAMPLE),
-                               "--seed", "52", "--workers", "2", "--out", str(out)],
-                              capture_output=True, text=True, env=env, timeout=3000, cwd=str(tmp_path))
+        proc = subprocess.run([python, os.path.join(REPO, "benchmarks", "open_world_trace.py"), *args, "--workers", "2",
+                               "--out", str(out)], capture_output=True, text=True, env=env, timeout=timeout,
+                              cwd=str(tmp_path))
     finally:
         import shutil
 
         shutil.rmtree(pkg, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    print(proc.stdout)
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len({r["model_type"] for r in rows}) == SAMPLE, proc.stdout
-    where = "transformers %s\n%s" % (version, proc.stdout[-4000:])
+    return proc.stdout, [json.loads(line) for line in out.read_text().splitlines()], version
+
+
+def test_a_stratified_sample_of_every_architecture(transformers_venv, tmp_path):
+    stdout, rows, version = _open_world(transformers_venv, tmp_path, ["--sample", str(SAMPLE), "--seed", "52"], 3000)
+    print(stdout)
+    assert len({r["model_type"] for r in rows}) == SAMPLE, stdout
+    where = "transformers %s\n%s" % (version, stdout[-4000:])
     # never the doctor's own failure
     assert not [r for r in rows if r["outcome"] in ("crash", "worker_died", "timeout")], where
     assert not [r for r in rows if "internal error" in (r.get("error") or "")], where
@@ -68,23 +74,9 @@ LAYOUTS = ("parakeet_ctc", "dac", "siglip2_vision_model", "lxmert", "bros")
 
 
 def test_inputs_whose_layout_the_model_says_are_made(transformers_venv, tmp_path):
-    from attn_doctor.tracing.runs.launch import package_dir
-
-    python, version = transformers_venv(None)
-    pkg = package_dir()
-    out = tmp_path / "layouts.jsonl"
-    env = dict(os.environ, PYTHONPATH=pkg, OPEN_WORLD_TIMEOUT="600")
-    try:
-        proc = subprocess.run([python, os.path.join(REPO, "benchmarks", "open_world_trace.py"), "--only",
-                               ",".join(LAYOUTS), "--dtypes", "default", "--workers", "2", "--out", str(out)],
-                              capture_output=True, text=True, env=env, timeout=1200, cwd=str(tmp_path))
-    finally:
-        import shutil
-
-        shutil.rmtree(pkg, ignore_errors=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    stdout, rows, version = _open_world(transformers_venv, tmp_path, ["--only", ",".join(LAYOUTS), "--dtypes", "default"],
+                                        1200)
     shipped = [r for r in rows if r["outcome"] != "no_config"]  # an architecture this release lacks
-    assert shipped, proc.stdout
+    assert shipped, stdout
     built = [r for r in shipped if r["outcome"] not in ("no_build", "failed")]
-    assert len(built) == len(shipped), "transformers %s\n%s" % (version, proc.stdout[-4000:])
+    assert len(built) == len(shipped), "transformers %s\n%s" % (version, stdout[-4000:])
