@@ -16,9 +16,8 @@ from ..rules.loader import Recipes
 from ..rules.model import Condition, Rule
 from ..rules import causes
 from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck, Match, Summary
-from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits
-from ..rules.loader import keep, read_kept
-from ..rules.signatures import CompiledSignature, anchors_known, compile_rules, signatures_key
+from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits, compiled_signatures
+from ..rules.signatures import CompiledSignature
 from .versions import LogVersions, gpu_table_from
 from . import stated
 
@@ -178,28 +177,13 @@ def _package(captures: dict[str, str], versions: LogVersions) -> Optional[str]:
     return None
 
 
-ANCHORS_FILE = "anchors.msgpack"
-
-
-def _compiled(sig_rules: list[Rule]) -> list[CompiledSignature]:
-    """The signatures compiled, their anchors taken from the user's private cache where an earlier
-    run found them for the very same text (finding them parses every expression: a third of a short
-    explain); the expressions themselves are then compiled only when a line meets their anchors."""
-    key = signatures_key(sig_rules)
-    known = read_kept(ANCHORS_FILE, key)
-    compiled = compile_rules(sig_rules, known)
-    if known is None:
-        keep(ANCHORS_FILE, key, anchors_known(compiled))
-    return compiled
-
-
 def _scanner(recipes: Recipes, force_regex: bool) -> tuple[list[Rule], Scanner]:
     """The compiled signatures and the scanner of a recipe set, built once per set (compiling
     every signature and its pre-filter costs far more than explaining one message)."""
     cache = recipes.__dict__.setdefault("_explain_scanners", {})
     if force_regex not in cache:
         sig_rules = [r for r in recipes.rules if r.signatures]
-        cache[force_regex] = (sig_rules, Scanner(_compiled(sig_rules), gpu_table_from(recipes.data),
+        cache[force_regex] = (sig_rules, Scanner(compiled_signatures(sig_rules), gpu_table_from(recipes.data),
                                                  force_regex=force_regex))
     return cache[force_regex]
 

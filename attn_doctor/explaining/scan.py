@@ -16,7 +16,9 @@ from typing import BinaryIO, Callable, Optional
 
 from ..facts import EXTENSION_DISTRIBUTIONS, distribution_of
 from . import versions as _versions
-from ..rules.signatures import CompiledSignature, normalise, shown, tidied, unmarked
+from ..rules.loader import keep, read_kept
+from ..rules.signatures import (CompiledSignature, anchors_known, compile_rules, normalise, shown, signatures_key,
+                                tidied, unmarked)
 
 CHUNK = 8 << 20
 LINE_WINDOW = 4096  # bytes kept each side of a hit on a gigantic line
@@ -507,3 +509,18 @@ def _prev_lines(buf, start: int, count: int) -> list[str]:
 
 def _shorten(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+ANCHORS_FILE = "anchors.msgpack"
+
+
+def compiled_signatures(sig_rules) -> list[CompiledSignature]:
+    """The signatures compiled, their anchors taken from the user's private cache where an earlier
+    run found them for the very same text (finding them parses every expression: a third of a short
+    explain); the expressions themselves are then compiled only when a line meets their anchors."""
+    key = signatures_key(sig_rules)
+    known = read_kept(ANCHORS_FILE, key)
+    compiled = compile_rules(sig_rules, known)
+    if known is None:
+        keep(ANCHORS_FILE, key, anchors_known(compiled))
+    return compiled

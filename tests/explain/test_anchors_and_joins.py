@@ -59,17 +59,18 @@ def test_anchors_are_kept_for_the_next_run_and_expressions_compiled_only_when_me
     kept copy that does not fit (edited, truncated, another recipe set) is not used: all compiled again."""
     import msgspec
 
-    from attn_doctor.explaining import core
-    from attn_doctor.rules.signatures import LazyPattern, compile_rules
+    from attn_doctor.explaining import scan
+    from attn_doctor.rules.loader import read_kept
+    from attn_doctor.rules.signatures import LazyPattern, compile_rules, signatures_key
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
     sig_rules = [r for r in load_recipes().rules if r.signatures]
     text = "RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n"
-    first = core._compiled(sig_rules)
+    first = scan.compiled_signatures(sig_rules)
     assert not any(isinstance(s.regex, LazyPattern) for s in first)  # nothing kept yet: compiled and checked
-    kept = tmp_path / "home-cache" / "attn-doctor" / "recipes" / core.ANCHORS_FILE
+    kept = tmp_path / "home-cache" / "attn-doctor" / "recipes" / scan.ANCHORS_FILE
     assert kept.is_file() and kept.stat().st_mode & 0o077 == 0
-    second = core._compiled(sig_rules)
+    second = scan.compiled_signatures(sig_rules)
     assert all(isinstance(s.regex, LazyPattern) for s in second)
     assert [(s.anchors, s.context_anchors) for s in first] == [(s.anchors, s.context_anchors) for s in second]
     fresh = load_recipes()
@@ -82,7 +83,7 @@ def test_anchors_are_kept_for_the_next_run_and_expressions_compiled_only_when_me
     doc = msgspec.msgpack.decode(kept.read_bytes())
     doc["data"]["anchors"] = doc["data"]["anchors"][:-1]
     kept.write_bytes(msgspec.msgpack.encode(doc))
-    assert not any(isinstance(s.regex, LazyPattern) for s in compile_rules(sig_rules, core.read_kept(
-        core.ANCHORS_FILE, core.signatures_key(sig_rules))))
+    assert not any(isinstance(s.regex, LazyPattern) for s in compile_rules(sig_rules, read_kept(
+        scan.ANCHORS_FILE, signatures_key(sig_rules))))
     # another set of signatures (a rule edited) has another key
-    assert core.signatures_key(sig_rules[1:]) != core.signatures_key(sig_rules)
+    assert signatures_key(sig_rules[1:]) != signatures_key(sig_rules)
