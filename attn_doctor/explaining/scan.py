@@ -77,12 +77,8 @@ class _Finder:
 
                 # the DFA: built in ~20 ms for the signatures' thousand anchors, then searched about
                 # three times faster than the default NFA (100 MB in 0.3 s instead of 0.8 s)
-                dfa = getattr(getattr(ahocorasick_rs, "Implementation", None), "DFA", None)
-                try:
-                    self._ac = ahocorasick_rs.BytesAhoCorasick(anchors, matchkind=ahocorasick_rs.MATCHKIND_STANDARD,
-                                                               **({"implementation": dfa} if dfa else {}))
-                except TypeError:  # a release without the choice
-                    self._ac = ahocorasick_rs.BytesAhoCorasick(anchors, matchkind=ahocorasick_rs.MATCHKIND_STANDARD)
+                self._ac = ahocorasick_rs.BytesAhoCorasick(anchors, matchkind=ahocorasick_rs.MATCHKIND_STANDARD,
+                                                           implementation=ahocorasick_rs.Implementation.DFA)
             except ImportError:
                 self._ac = None
         self.engine = "aho-corasick" if self._ac is not None else "regex"

@@ -35,6 +35,7 @@ def _repair(inputs, exc, state):
     import torch
 
     text = str(exc)
+    got, want = _matmul_widths(text)
     m = _MEL_LENGTH.search(text)
     if m and "input_features" in inputs:
         feats = inputs["input_features"]
@@ -50,14 +51,12 @@ def _repair(inputs, exc, state):
             # a norm over the features' last axis says how many features a frame has
             return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], int(m.group(1)), dtype=feats.dtype,
                                                            device=feats.device))
-        m = _MATMUL.search(text)
-        got, want = ((int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))) if m else (None, None))
-        if m and feats.dim() >= 2 and got == feats.shape[-1] and want != got and not state.get("features_set"):
+        if got is not None and feats.dim() >= 2 and got == feats.shape[-1] and want != got and not state.get("features_set"):
             # the first projection says how many features a frame has: [.., in_features] of its weight
             state["features_set"] = True
             return _replace(inputs, feats_key, torch.zeros(*feats.shape[:-1], want, dtype=feats.dtype,
                                                            device=feats.device))
-        if m and feats.dim() == 3 and got != feats.shape[-1] and want != got and not state.get("transposed") \
+        if got is not None and feats.dim() == 3 and got != feats.shape[-1] and want != got and not state.get("transposed") \
                 and (got > want) == (feats.shape[-1] > feats.shape[-2]):
             # a convolutional front end flattened channels x a subsampled axis that is time where mel bins
             # were meant (or the reverse): the projection wants it smaller/larger as the other axis is
@@ -83,11 +82,9 @@ def _repair(inputs, exc, state):
             state["unsqueezed"] = True  # [batch, channel, time, mel]: one channel
             return _replace(inputs, feats_key, feats.unsqueeze(1))
     pixels = inputs.get("pixel_values")
-    m = _MATMUL.search(text)
-    if m and pixels is not None and pixels.dim() == 2 and not state.get("patch_width"):
+    if got is not None and pixels is not None and pixels.dim() == 2 and not state.get("patch_width"):
         # flattened patches [patches, channels x frames x patch x patch]: the embedding's width says
         # how many values a patch holds (a temporal patch of 2 frames or of 1)
-        got, want = int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))
         if got == pixels.shape[-1] and want != got:
             state["patch_width"] = True
             return _new_pixels(torch, inputs, state, (pixels.shape[0], want), pixels)
@@ -116,12 +113,10 @@ def _repair(inputs, exc, state):
         if made:
             state["missing_done"] = True
             return made
-    m = _MATMUL.search(text)
     made_here = [n for n in state.get("named", ()) if n in inputs and inputs[n].is_floating_point()
                  and inputs[n].dim() >= 2]
-    if m and made_here and not state.get("named_width"):
+    if got is not None and made_here and not state.get("named_width"):
         # a float input made from the docstring whose width a projection says: [.., in_features] of its weight
-        got, want = int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))
         hit = [n for n in made_here if inputs[n].shape[-1] == got]
         if len(hit) == 1 and want != got:
             state["named_width"] = True
@@ -149,6 +144,15 @@ def _repair(inputs, exc, state):
             state["count"] = wanted
             return "recount"
     return None
+
+
+def _matmul_widths(text):
+    """(the width a projection got, the width its weight takes) where the message is a matmul's
+    shape refusal; (None, None) otherwise."""
+    m = _MATMUL.search(text)
+    if m is None:
+        return None, None
+    return int(m.group(2) or m.group(5)), int(m.group(3) or m.group(6))
 
 
 def _first_conv_channels(torch, inputs, state):
