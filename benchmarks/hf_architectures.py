@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 
 # The task heads tried first, in the order a user is most likely to train or run them.
 # (an encoder-decoder's whole model before its decoder alone: WhisperForConditionalGeneration, not
@@ -147,7 +148,24 @@ def _shrink_layers(config, changed, where):
             _set(config, "attn_layer_indices", [n - 1], changed, where)
 
 
-def _shrink_width(config, changed, where):
+# A width another config reads (a vision tower's output projected into the text model's hidden size):
+# where it equalled a width scaled elsewhere, it takes the same new value, so the two still agree.
+_READS_WIDTH = re.compile(r"(?:^|_)(?:hidden_size|hidden_dim|embed_dim|d_model|n_embd|projection_dim|proj_dim|out_dim)$")
+
+
+def _follow_widths(config, widths, changed):
+    """Set every width-like key equal to a scaled width's old value to its new value (``widths``:
+    old -> new, only where all configs scaled that old value alike)."""
+    for where, cfg in [("", config)] + [(k + ".", sub) for k, sub in _subconfigs(config)] + [
+            (k + "." + k2 + ".", sub2) for k, sub in _subconfigs(config) for k2, sub2 in _subconfigs(sub)]:
+        for key, value in list(vars(cfg).items()):
+            if key in WIDTH_KEYS or not _READS_WIDTH.search(key) or isinstance(value, bool) \
+                    or not isinstance(value, int) or value not in widths:
+                continue
+            _set(cfg, key, widths[value], changed, where)
+
+
+def _shrink_width(config, changed, where, widths=None):
     heads = next(_ints(config, HEAD_KEYS), None)
     width = next(_ints(config, WIDTH_KEYS), None)
     if heads is None or width is None or heads[1] <= MAX_HEADS:
@@ -171,8 +189,10 @@ def _shrink_width(config, changed, where):
         _set(config, k, new_h if kv >= h else (2 if kv >= 2 else 1), changed, where)
     if not explicit:
         _set(config, "head_dim", head_dim, changed, where) if "head_dim" in vars(config) else None
-    for k, _ in _ints(config, WIDTH_KEYS):
+    for k, old in _ints(config, WIDTH_KEYS):
         _set(config, k, new_d, changed, where)
+        if widths is not None:
+            widths.setdefault(old, set()).add(new_d)
     for k, v in _ints(config, FFN_KEYS):
         # multiples of 64: grouped matmul (MoE experts) wants 16-byte aligned rows
         _set(config, k, max(64, int(round(v * ratio / 64.0)) * 64), changed, where)
@@ -226,18 +246,19 @@ def _name_placeholders(config, changed):
 def scale_down(config, width=True):
     """Scale ``config`` (a transformers config, changed in place, sub-configs too) down; returns the
     changes as "key old->new" strings. width=False keeps widths and heads (layers and experts only)."""
-    changed = []
+    changed, widths = [], {}
 
     def walk(cfg, where, depth):
         _shrink_layers(cfg, changed, where)
         _shrink_experts(cfg, changed, where)
         if width:
-            _shrink_width(cfg, changed, where)
+            _shrink_width(cfg, changed, where, widths)
         if depth < 3:
             for key, sub in _subconfigs(cfg):
                 walk(sub, where + key + ".", depth + 1)
 
     walk(config, "", 0)
+    _follow_widths(config, {old: new.pop() for old, new in widths.items() if len(new) == 1}, changed)
     _name_placeholders(config, changed)
     _vocab_holds_tokens(config, changed)
     return changed

@@ -28,6 +28,7 @@ import collections
 import json
 import os
 import random
+import re
 import sys
 import tempfile
 import time
@@ -242,6 +243,34 @@ def stratified(types, n, seed):
     return sorted(picked)
 
 
+# Why a run reached no attention call, from what the trace (or the plain build) said. The first
+# four are answers a user can act on without the doctor (a library to install, transformers' own
+# refusal of the config, a model without attention, an input kind no config describes, a model
+# too large for the CPU retry); the last three are the doctor's own gaps, counted so they shrink.
+WHY_NOT = (
+    ("environment", r"requires the \S+ library|No module named|is not installed"),
+    ("transformers refuses the config", r"transformers \S+ cannot build|has no \S+ path for"),
+    ("not an nn.Module forward", r"is missing the required \"forward\" function"),
+    ("input no config describes", r"cannot make from a config|missing \d+ required positional argument: "
+                                  r"'(inference_session|past_values|past_time_features)'"),
+    ("meta only, too large for the CPU", r"too large to retry on CPU"),
+    ("no attention in the model", r"has no attention: no op multiplied two activations"),
+    ("attention form not recognised", r"but never as scores"),
+    ("no made input runs", r"no inputs attn-doctor made"),
+    ("raised before attention", r"the forward pass raised|the forward pass stopped"),
+    ("other", r""),
+)
+DOCTOR_GAPS = ("attention form not recognised", "no made input runs", "raised before attention", "other")
+
+
+def why_not(row):
+    """The class of reason a run reached no attention call (None where it reached one)."""
+    if row.get("sinks") or row.get("outcome") in ("clean", "warned", "erred", "erred_confirmed"):
+        return None
+    said = row.get("reason") or row.get("error") or ""
+    return next(name for name, pattern in WHY_NOT if re.search(pattern, said))
+
+
 def tables(rows):
     lines = []
     per = [r for r in rows if r.get("dtype")]
@@ -271,6 +300,9 @@ def tables(rows):
                                                                    json.dumps(r.get("traced"))[:160]))
     reached = [r for r in per if r.get("sinks")]
     lines.append("reached attention: %d of %d runs" % (len(reached), len(per)))
+    why = collections.Counter(w for w in map(why_not, per) if w)
+    lines.append("why the others did not, said in each run's report (the doctor's own gaps marked *): " + ", ".join(
+        "%s%s %d" % ("*" if name in DOCTOR_GAPS else "", name, why[name]) for name, _ in WHY_NOT if why[name]))
     rules = collections.Counter()
     for r in per:
         for rid, sev in r.get("findings") or ():

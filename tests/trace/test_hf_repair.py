@@ -152,3 +152,46 @@ def test_flattened_patches_take_the_width_their_embedding_reads():
     fixed = _repair({"pixel_values": torch.ones(64, 588), "grid_thw": torch.tensor([[1, 8, 8]])}, exc, state)
     assert fixed["pixel_values"].shape == (64, 1176) and torch.equal(fixed["grid_thw"], torch.tensor([[1, 8, 8]]))
     assert _repair(fixed, exc, state) is None  # once
+
+
+class _Refuses(torch.nn.Module):
+    """A model whose forward refuses any input: what make_inputs says when nothing it made runs."""
+    main_input_name = "input_ids"
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4)
+
+    def forward(self, input_ids, input_features=None):
+        raise ValueError("this model takes a shape no config describes (features %s)" % (
+            "given" if input_features is not None else "absent"))
+
+
+def test_when_no_made_input_runs_the_last_one_tried_is_said_with_the_models_line():
+    from attn_doctor.tracing.errors import TraceError
+    from attn_doctor.tracing.runs.hf_inputs import make_inputs
+
+    # a multimodal config built without its audio tower: no audio is made for it
+    config = SimpleNamespace(vocab_size=10, audio_config=None)
+    with pytest.raises(TraceError) as raised:
+        make_inputs(_Refuses(), config, 16, "cpu")
+    message = raised.value.message
+    assert "the last tried (input_ids [1, 16]) raised ValueError: this model takes a shape no config describes " \
+           "(features absent) at " in message, message
+    assert "test_hf_repair.py:%d;" % (_Refuses.forward.__code__.co_firstlineno + 1) in message, message
+    # with the tower in the config the audio input is made
+    with pytest.raises(TraceError) as raised:
+        make_inputs(_Refuses(), SimpleNamespace(vocab_size=10, num_mel_bins=8), 16, "cpu")
+    assert "(features given)" in raised.value.message and "input_features float32[" in raised.value.message
+
+
+def test_a_norm_that_counted_time_for_mel_bins_turns_the_spectrogram_round():
+    from attn_doctor.tracing.runs.hf_inputs import input_problem
+
+    # CLAP: [batch, 1, time, mel]; made [1, 1, 64, 128] (mel first), its batch norm over the mel bins says so
+    exc = RuntimeError("running_mean should contain 128 elements not 64")
+    assert input_problem(exc)
+    state = dict(_state(), audio=("input_features",))
+    fixed = _repair({"input_features": torch.zeros(1, 1, 64, 128)}, exc, state)
+    assert fixed["input_features"].shape == (1, 1, 128, 64)
+    assert _repair(fixed, exc, state) is None  # once: turning it back would loop

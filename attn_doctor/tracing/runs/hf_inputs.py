@@ -345,7 +345,10 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
     image_token = _image_token(config)
     takes_text = "input_ids" in params
     audio = None
-    if main in ("input_features", "input_values") or "input_features" in params or "input_values" in params:
+    # a multimodal model built without its audio tower (audio_config None) takes no audio
+    no_audio_tower = "audio_config" in vars(config) and vars(config)["audio_config"] is None
+    if main in ("input_features", "input_values") or (
+            ("input_features" in params or "input_values" in params) and not no_audio_tower):
         # an encoder-decoder that takes either (SpeechEncoderDecoderModel: `inputs`) feeds its encoder's
         audio_main = main
         encoder_main = getattr(getattr(model, "encoder", None), "main_input_name", None)
@@ -392,8 +395,8 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
             variants.extend([(cand, False), (cand, True)])
         else:
             variants.append((cand, True))
-    first_exc, state = None, {}
-    for cand, with_text in variants:
+    first_exc, state, last = None, {}, None
+    for n_variant, (cand, with_text) in enumerate(variants):
         state = {"image": cand, "count": None, "audio": tuple(audio or ()), "audio_count": 0, "config": config,
                  "seq_len": seq_len, "device": device, "dtype": dtype, "text_token": text_token(config),
                  "params": params, "doc": getattr(type(model).forward, "__doc__", None), "model": model}
@@ -424,6 +427,9 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
                       "".join(traceback.format_exception(type(error), error, error.__traceback__)[-3:]))
             if first_exc is None:
                 first_exc = error
+            if n_variant == 0:
+                # what the most complete candidate ended on, after every repair its messages allowed
+                last = (_describe(kwargs, state, image_token), error)
             fixed = _repair(kwargs, error, state)
             if fixed is None:
                 break
@@ -432,9 +438,11 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
                 base.update({k: v for k, v in fixed.items() if k in base or k not in kwargs})
                 if cand is not None and state["count"] is None and with_text and image_token is not None:
                     state["count"] = _feature_count(model, cand) or _config_count(config, _vision_config(config))
-    raise TraceError("build", "no inputs attn-doctor made from the config run %s's forward pass (%s): give the model "
-                              "and its inputs with a factory (MODULE:FACTORY returning (model, inputs))"
-                     % (type(model).__name__, _one_line(first_exc)), first_exc)
+    tried, error = last if last is not None else ("", first_exc)
+    raise TraceError("build", "no inputs attn-doctor made from the config run %s's forward pass: the last tried "
+                              "(%s) raised %s%s; give the model and its inputs with a factory (MODULE:FACTORY "
+                              "returning (model, inputs))" % (type(model).__name__, tried, _one_line(error),
+                                                              _raised_at(error)), error)
 
 
 def _dry_run(model, kwargs, device):
@@ -470,7 +478,8 @@ def _dry_run(model, kwargs, device):
 # What a forward pass says when its inputs do not fit it (a shape, a missing input, an index past
 # a table), as opposed to what the trace is there to judge (dtypes, a kernel's refusal).
 _SHAPE_WORDS = re.compile(r"size|shape|dimension|reduction dim|unpack|match|out of range|expected \d|D input|split_with_sizes|"
-                          r"not found|must be|Number of|cannot reshape|invalid for input|specify|provide|None|is missing|required|[Pp]lease pass",
+                          r"not found|must be|Number of|cannot reshape|invalid for input|specify|provide|None|is missing|required|[Pp]lease pass|"
+                          r"should contain \d+ elements",
                           re.I)
 _DTYPE_WORDS = re.compile(r"dtype|scalar type|Half|BFloat16|Float\b|fp16|bf16|float16|bfloat16|same type", re.I)
 
@@ -503,6 +512,21 @@ def input_problem(exc):
     if isinstance(exc, (IndexError, KeyError, AttributeError, TypeError, NotImplementedError)):
         return True
     return bool(_SHAPE_WORDS.search(text))
+
+
+def _raised_at(exc):
+    """" at FILE:LINE" of the model's own line that raised (the innermost frame outside torch and
+    attn-doctor), "" where there is none."""
+    import os
+    import traceback
+
+    skip = (os.sep + "torch" + os.sep, os.sep + "attn_doctor" + os.sep, os.sep + "typing.py")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not any(s in f.filename for s in skip)]
+    if not frames:
+        return ""
+    path = frames[-1].filename
+    cut = path.rfind("site-packages" + os.sep)
+    return " at %s:%d" % (path[cut + len("site-packages" + os.sep):] if cut >= 0 else path, frames[-1].lineno)
 
 
 def _describe(kwargs, state, image_token):

@@ -63,8 +63,10 @@ def _repair(inputs, exc, state):
             state["transposed"] = True
             return _replace(inputs, feats_key, feats.transpose(-1, -2).contiguous())
         m = _RUNNING_MEAN.search(text)
-        if m and feats.dim() >= 3 and feats.shape[-2] == int(m.group(1)) and feats.shape[-1] == int(m.group(2)):
-            # mel bins last, not time: [.., time, mel]
+        if m and feats.dim() >= 3 and {feats.shape[-2], feats.shape[-1]} == {int(m.group(1)), int(m.group(2))} \
+                and not state.get("norm_transposed"):
+            # a norm over the mel bins counted time: the two axes the other way round
+            state["norm_transposed"] = True
             return _replace(inputs, feats_key, feats.transpose(-1, -2).contiguous())
         m = _UNPACK.search(text)
         if m and int(m.group(2)) == feats.dim() and int(m.group(1)) == feats.dim() + 1 and not state.get("unsqueezed"):
