@@ -195,3 +195,27 @@ def test_a_norm_that_counted_time_for_mel_bins_turns_the_spectrogram_round():
     fixed = _repair({"input_features": torch.zeros(1, 1, 64, 128)}, exc, state)
     assert fixed["input_features"].shape == (1, 1, 128, 64)
     assert _repair(fixed, exc, state) is None  # once: turning it back would loop
+
+
+def test_a_layout_the_message_states_and_a_length_it_wants_a_multiple_of_are_made():
+    # keypoint matchers take an image pair: "(batch_size, 2, num_channels, height, width)"
+    exc = ValueError("Input must be a 5D tensor of shape (batch_size, 2, num_channels, height, width)")
+    fixed = _repair({"pixel_values": torch.ones(1, 3, 64, 48)}, exc, _state())
+    assert fixed["pixel_values"].shape == (1, 2, 3, 64, 48)
+    # a waveform the codec frames in hops, padded up as its feature extractor would
+    state = dict(_state(), audio=("input_values",))
+    exc = ValueError("`input_values` length 16000 is not a multiple of 1920. Prepare the audio with X")
+    assert _repair({"input_values": torch.zeros(1, 16000)}, exc, state)["input_values"].shape == (1, 17280)
+    state = dict(_state(), audio=("input_features",))
+    exc = ValueError("Encoder expects `padded_feature_length` to be a multiple of `n_window * 2` (100), but got 128.")
+    assert _repair({"input_features": torch.zeros(1, 80, 128)}, exc, state)["input_features"].shape == (1, 80, 200)
+    # a multiple no made input has the length of: nothing
+    assert _repair({"input_features": torch.zeros(1, 80, 64)}, exc, dict(_state(), audio=("input_features",))) is None
+
+
+def test_both_inputs_a_message_says_go_together_are_named():
+    from attn_doctor.tracing.runs.hf_documented import named_in_message
+
+    said = "Both pixel_values and high_res_pixel_values should be specified at the same time"
+    assert named_in_message(said, ["input_ids", "pixel_values", "high_res_pixel_values"]) == [
+        "pixel_values", "high_res_pixel_values"]

@@ -18,12 +18,17 @@ _NEEDS = re.compile(r"(?:have to specify|must (?:be )?(?:provide|pass|specif)\w*
                     r"`?(\w+)`? (?:is|are) (?:required|missing)|[Pp]lease (?:pass|provide) `(\w+)`|`?(\w+)`? must be (?:given|provided|passed|specified)|`(\w+)` cannot be `?None`?", re.I)
 
 
+# "Both X and Y should be specified at the same time": each of the two
+_BOTH = re.compile(r"[Bb]oth `?(\w+)`? and `?(\w+)`? (?:should|must|need to|have to) be")
+
+
 def named_in_message(text, params):
     """The parameters of the forward a message says are missing (case as the forward spells them)."""
     lower = {p.lower(): p for p in params}
     found = []
-    for m in _NEEDS.finditer(text):
-        name = next(g for g in m.groups() if g)
+    names = [next(g for g in m.groups() if g) for m in _NEEDS.finditer(text)]
+    names += [g for m in _BOTH.finditer(text) for g in m.groups()]
+    for name in names:
         if name.lower() in lower and lower[name.lower()] not in found:
             found.append(lower[name.lower()])
     return found
@@ -50,7 +55,7 @@ def _config_int(config, key):
     return None
 
 
-def _axis(axis, inputs, config, seq_len):
+def axis_value(axis, inputs, config, seq_len):
     if axis.isdigit():
         return int(axis)
     if axis in _BATCH:
@@ -80,7 +85,7 @@ def make_documented(torch, name, doc, inputs, config, seq_len, dtype, device):
     if shape is None:
         return None
     axes, kind = shape
-    dims = [_axis(a, inputs, config, seq_len) for a in axes]
+    dims = [axis_value(a, inputs, config, seq_len) for a in axes]
     if any(d is None or d <= 0 or d > 4096 for d in dims):
         return None
     if "Long" in kind or "Int" in kind or "Bool" in kind or (not _FLOAT_DOC.search(kind) and _INTEGER_NAME.search(name)):

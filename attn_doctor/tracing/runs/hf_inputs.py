@@ -363,12 +363,7 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
                                   "(MODULE:FACTORY returning (model, inputs))" % (type(model).__name__, main))
     if audio:
         base.update(audio)
-        feats = next(iter(audio.values()))
-        for mask in ("input_features_mask", "feature_attention_mask"):
-            if mask in params:  # which frames are real: all of them
-                base[mask] = torch.ones(feats.shape[0], feats.shape[-1] if feats.dim() == 3 and
-                                        audio.get("input_features") is not None and feats.shape[1] < feats.shape[2]
-                                        else feats.shape[1], dtype=torch.long, device=device)
+        _frame_masks(torch, base, tuple(audio), params, device)
     images = []
     if main == "pixel_values_videos" or ("pixel_values_videos" in params and "pixel_values" not in params):
         images = _video_candidates(config, params, device, dtype)
@@ -436,6 +431,8 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
             if fixed != "recount":
                 # a repaired input, and one the model said it misses, stay for the next try
                 base.update({k: v for k, v in fixed.items() if k in base or k not in kwargs})
+                if audio:
+                    _frame_masks(torch, base, tuple(audio), params, device)
                 if cand is not None and state["count"] is None and with_text and image_token is not None:
                     state["count"] = _feature_count(model, cand) or _config_count(config, _vision_config(config))
     tried, error = last if last is not None else ("", first_exc)
@@ -443,6 +440,19 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
                               "(%s) raised %s%s; give the model and its inputs with a factory (MODULE:FACTORY "
                               "returning (model, inputs))" % (type(model).__name__, tried, _one_line(error),
                                                               _raised_at(error)), error)
+
+
+def _frame_masks(torch, inputs, audio_keys, params, device):
+    """The masks of which audio frames are real (all of them), as long as the features made: the
+    frames are the last axis of [batch, mel, time] spectrograms, else the second."""
+    feats = next((inputs[k] for k in audio_keys if inputs.get(k) is not None), None)
+    if feats is None:
+        return
+    for mask in ("input_features_mask", "feature_attention_mask"):
+        if mask in params:
+            frames = feats.shape[-1] if (feats.dim() == 3 and inputs.get("input_features") is feats
+                                         and feats.shape[1] < feats.shape[2]) else feats.shape[1]
+            inputs[mask] = torch.ones(feats.shape[0], frames, dtype=torch.long, device=device)
 
 
 def _dry_run(model, kwargs, device):
@@ -479,7 +489,7 @@ def _dry_run(model, kwargs, device):
 # a table), as opposed to what the trace is there to judge (dtypes, a kernel's refusal).
 _SHAPE_WORDS = re.compile(r"size|shape|dimension|reduction dim|unpack|match|out of range|expected \d|D input|split_with_sizes|"
                           r"not found|must be|Number of|cannot reshape|invalid for input|specify|provide|None|is missing|required|[Pp]lease pass|"
-                          r"should contain \d+ elements",
+                          r"should contain \d+ elements|multiple of|specified|\blength\b",
                           re.I)
 _DTYPE_WORDS = re.compile(r"dtype|scalar type|Half|BFloat16|Float\b|fp16|bf16|float16|bfloat16|same type", re.I)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .hf_documented import make_documented, named_in_message
+from .hf_documented import axis_value, make_documented, named_in_message
 
 _MEL_LENGTH = re.compile(r"input features to be of length (\d+), but found (\d+)")
 _NORM_SHAPE = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size")
@@ -26,6 +26,10 @@ _BROADCAST = re.compile(r"Attempting to broadcast a dimension of length (\d+)")
 # meta: "Invalid channel dimensions"; CPU/GPU: "expected input[1, 3, 224, 224] to have 4 channels, but got 3"
 _CHANNELS = re.compile(r"Invalid channel dimensions|to have \d+ channels, but got \d+ channels")
 _MISSING_ARGS = re.compile(r"forward\(\) missing \d+ required positional arguments?: (.+)$", re.MULTILINE)
+# "Input must be a 5D tensor of shape (batch_size, 2, num_channels, height, width)": the layout, axis by axis
+_SHAPE_SAID = re.compile(r"(\d)D tensor of shape \(([^)]*)\)")
+# "`input_values` length 16000 is not a multiple of 1920"; "to be a multiple of `n_window * 2` (100), but got 128"
+_MULTIPLE = re.compile(r"(\d+) is not a multiple of (\d+)|multiple of [^,]*?\(?(\d+)\)?,? but got (\d+)")
 _TOKENS = re.compile(r"(Image|Audio|Video) features and \w+ tokens do not match[^\d]*tokens: (\d+), features:? (\d+)",
                      re.I)
 
@@ -109,6 +113,21 @@ def _repair(inputs, exc, state):
             frames = getattr(state.get("config"), "num_frames", None) or 8
             state["video"] = True
             return _new_pixels(torch, inputs, state, (pixels.shape[0], int(frames)) + tuple(pixels.shape[1:]), pixels)
+    m = _SHAPE_SAID.search(text)
+    if m and pixels is not None and pixels.dim() == 4 and int(m.group(1)) != 4 and not state.get("shape_said"):
+        # the model states the layout it takes: each axis from the image made, the config or a literal
+        state["shape_said"] = True
+        dims = [axis_value(a.strip().strip("`'"), inputs, state.get("config"), state.get("seq_len") or 16)
+                for a in m.group(2).split(",")]
+        if len(dims) == int(m.group(1)) and all(isinstance(d, int) and 0 < d <= 4096 for d in dims):
+            return _new_pixels(torch, inputs, state, tuple(dims), pixels)
+    m = _MULTIPLE.search(text)
+    if m and not state.get("multiple_set"):
+        got, multiple = (int(m.group(1)), int(m.group(2))) if m.group(1) else (int(m.group(4)), int(m.group(3)))
+        fixed = _to_multiple(torch, inputs, state, got, multiple)
+        if fixed is not None:
+            state["multiple_set"] = True
+            return fixed
     m = _MISSING_ARGS.search(text)
     if m and not state.get("missing_done"):
         made = _missing_arguments(torch, inputs, re.findall(r"'(\w+)'", m.group(1)), state)
@@ -177,6 +196,28 @@ def _first_conv_channels(torch, inputs, state):
         if key == "pixel_values":
             return _new_pixels(torch, inputs, state, shape, t)
         return _replace(inputs, key, torch.zeros(*shape, dtype=t.dtype, device=t.device))
+    return None
+
+
+def _to_multiple(torch, inputs, state, got, multiple):
+    """The made audio or image input whose last axis of length ``got`` the model wants a multiple of
+    ``multiple``: that axis rounded up to the next multiple (as the feature extractor pads it)."""
+    if multiple <= 1 or got % multiple == 0:
+        return None
+    keys = [k for k in state.get("audio", ())] + ["pixel_values"]
+    for key in keys:
+        t = inputs.get(key)
+        if t is None or not t.is_floating_point():
+            continue
+        axes = [i for i in range(t.dim()) if t.shape[i] == got]
+        if not axes:
+            continue
+        shape = list(t.shape)
+        shape[axes[-1]] = -(-got // multiple) * multiple
+        if shape[axes[-1]] > 1 << 20:
+            return None
+        value = torch.zeros(*shape, dtype=t.dtype, device=t.device)
+        return _new_pixels(torch, inputs, state, tuple(shape), t) if key == "pixel_values" else _replace(inputs, key, value)
     return None
 
 
