@@ -219,3 +219,27 @@ def test_both_inputs_a_message_says_go_together_are_named():
     said = "Both pixel_values and high_res_pixel_values should be specified at the same time"
     assert named_in_message(said, ["input_ids", "pixel_values", "high_res_pixel_values"]) == [
         "pixel_values", "high_res_pixel_values"]
+
+
+def test_an_input_the_raising_line_reads_off_none_is_made_and_an_image_takes_its_tables_size():
+    from attn_doctor.tracing.runs.hf_inputs import input_problem
+
+    def forward(input_ids, pixel_values=None):
+        """Args:
+            pixel_values (`torch.Tensor` of shape `(batch_size, num_channels, image_size, image_size)`):
+                The image.
+        """
+        return torch.ones(2, 2, dtype=pixel_values.dtype)
+
+    try:
+        forward(torch.ones(1, 16))
+    except AttributeError as exc:
+        raised = exc
+    # "no attribute 'dtype'" is about an input never given, not about dtypes
+    assert input_problem(raised)
+    state = dict(_state(), params={"input_ids": None, "pixel_values": None}, doc=forward.__doc__)
+    fixed = _repair({"input_ids": torch.full((1, 16), 5)}, raised, state)
+    assert fixed["pixel_values"].shape == (1, 3, 224, 224)  # RGB at the image processors' 224: no config says
+    exc = RuntimeError("Attempting to broadcast a dimension of length 448 at -1! Mismatching argument at index 1 had "
+                       "torch.Size([448, 448]); but expected shape should be broadcastable to [1, 3, 224, 224]")
+    assert _repair(fixed, exc, state)["pixel_values"].shape == (1, 3, 448, 448)

@@ -67,8 +67,11 @@ def axis_value(axis, inputs, config, seq_len):
     if pixels is not None and pixels.dim() == 4 and axis in ("num_channels", "height", "width", "image_size"):
         return int(pixels.shape[{"num_channels": 1, "height": 2, "width": 3, "image_size": 2}[axis]])
     value = _config_int(config, axis)
-    if value is None and axis in ("height", "width"):
-        value = _config_int(config, "image_size")
+    if value is None and axis in ("height", "width", "image_size"):
+        # an image's side: the config's, else the 224 of transformers' image processors
+        value = _config_int(config, "image_size") or 224
+    if value is None and axis == "num_channels":
+        value = 3  # RGB, as the image processors give it
     if value is None and axis in ("mel_bins", "feature_size"):
         value = _config_int(config, "num_mel_bins") or _config_int(config, "feature_size")
     if value is None and axis in ("time_steps", "num_frames"):

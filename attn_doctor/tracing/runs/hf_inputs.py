@@ -422,9 +422,10 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
                       "".join(traceback.format_exception(type(error), error, error.__traceback__)[-3:]))
             if first_exc is None:
                 first_exc = error
-            if n_variant == 0:
-                # what the most complete candidate ended on, after every repair its messages allowed
-                last = (_describe(kwargs, state, image_token), error)
+            if last is None or last[0] == n_variant or len(kwargs) > last[1]:
+                # what the most complete candidate (the most inputs) ended on, after every repair its
+                # messages allowed
+                last = (n_variant, len(kwargs), _describe(kwargs, state, image_token), error)
             fixed = _repair(kwargs, error, state)
             if fixed is None:
                 break
@@ -435,7 +436,7 @@ def make_inputs(model, config, seq_len, device, dry_run=True):
                     _frame_masks(torch, base, tuple(audio), params, device)
                 if cand is not None and state["count"] is None and with_text and image_token is not None:
                     state["count"] = _feature_count(model, cand) or _config_count(config, _vision_config(config))
-    tried, error = last if last is not None else ("", first_exc)
+    tried, error = last[2:] if last is not None else ("", first_exc)
     raise TraceError("build", "no inputs attn-doctor made from the config run %s's forward pass: the last tried "
                               "(%s) raised %s%s; give the model and its inputs with a factory (MODULE:FACTORY "
                               "returning (model, inputs))" % (type(model).__name__, tried, _one_line(error),
@@ -517,6 +518,8 @@ def input_problem(exc):
     if _raised_in_attention(exc):
         return False  # the attention path itself (transformers' kernel wrappers): the trace's to judge
     text = str(exc)
+    if isinstance(exc, AttributeError) and text.startswith("'NoneType' object has no attribute"):
+        return True  # an input the model reads was not given ("... no attribute 'dtype'" included)
     if _DTYPE_WORDS.search(text):
         return False
     if isinstance(exc, (IndexError, KeyError, AttributeError, TypeError, NotImplementedError)):

@@ -27,6 +27,9 @@ _BROADCAST = re.compile(r"Attempting to broadcast a dimension of length (\d+)")
 _CHANNELS = re.compile(r"Invalid channel dimensions|to have \d+ channels, but got \d+ channels")
 _MISSING_ARGS = re.compile(r"forward\(\) missing \d+ required positional arguments?: (.+)$", re.MULTILINE)
 # "Input must be a 5D tensor of shape (batch_size, 2, num_channels, height, width)": the layout, axis by axis
+# "... had torch.Size([448, 448]); but expected shape should be broadcastable to [1, 3, 224, 224]": a
+# table of the image's size (a visual prompt) against the image made
+_BROADCAST_TO = re.compile(r"had torch\.Size\(\[([\d, ]+)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]")
 _SHAPE_SAID = re.compile(r"(\d)D tensor of shape \(([^)]*)\)")
 # "`input_values` length 16000 is not a multiple of 1920"; "to be a multiple of `n_window * 2` (100), but got 128"
 _MULTIPLE = re.compile(r"(\d+) is not a multiple of (\d+)|multiple of [^,]*?\(?(\d+)\)?,? but got (\d+)")
@@ -113,6 +116,14 @@ def _repair(inputs, exc, state):
             frames = getattr(state.get("config"), "num_frames", None) or 8
             state["video"] = True
             return _new_pixels(torch, inputs, state, (pixels.shape[0], int(frames)) + tuple(pixels.shape[1:]), pixels)
+    m = _BROADCAST_TO.search(text)
+    if m and pixels is not None and pixels.dim() >= 4 and not state.get("resized"):
+        had = [int(x) for x in m.group(1).split(",")]
+        if [int(x) for x in m.group(2).split(",")] == list(pixels.shape) and len(had) >= 2 \
+                and tuple(had[-2:]) != tuple(pixels.shape[-2:]) and max(had[-2:]) <= 4096:
+            # an image-sized table the image is added to: the image takes its size
+            state["resized"] = True
+            return _new_pixels(torch, inputs, state, tuple(pixels.shape[:-2]) + tuple(had[-2:]), pixels)
     m = _SHAPE_SAID.search(text)
     if m and pixels is not None and pixels.dim() == 4 and int(m.group(1)) != 4 and not state.get("shape_said"):
         # the model states the layout it takes: each axis from the image made, the config or a literal
@@ -144,7 +155,8 @@ def _repair(inputs, exc, state):
             t = inputs[hit[0]]
             return _replace(inputs, hit[0], torch.ones(*t.shape[:-1], want, dtype=t.dtype, device=t.device))
     named = state.setdefault("named", set())
-    wanted = [n for n in named_in_message(text, state.get("params") or ()) if n not in inputs and n not in named]
+    wanted = [n for n in named_in_message(text, state.get("params") or ()) + _read_as_none(exc, state.get("params") or ())
+              if n not in inputs and n not in named]
     if wanted:
         # the forward names an input it lacks: made in the shape its docstring documents, once each
         named.update(wanted)
@@ -165,6 +177,17 @@ def _repair(inputs, exc, state):
             state["count"] = wanted
             return "recount"
     return None
+
+
+def _read_as_none(exc, params):
+    """The forward's parameters that the line raising "'NoneType' object has no attribute 'X'" reads
+    X of (``pixel_values.dtype``): inputs it needs that were not given."""
+    import traceback
+
+    m = re.match(r"'NoneType' object has no attribute '(\w+)'", str(exc))
+    frames = traceback.extract_tb(exc.__traceback__) if m and isinstance(exc, AttributeError) else []
+    line = (frames[-1].line or "") if frames else ""
+    return [n for n in re.findall(r"\b(\w+)\.%s\b" % re.escape(m.group(1)), line) if n in params] if m else []
 
 
 def _matmul_widths(text):
