@@ -243,3 +243,16 @@ def test_an_input_the_raising_line_reads_off_none_is_made_and_an_image_takes_its
     exc = RuntimeError("Attempting to broadcast a dimension of length 448 at -1! Mismatching argument at index 1 had "
                        "torch.Size([448, 448]); but expected shape should be broadcastable to [1, 3, 224, 224]")
     assert _repair(fixed, exc, state)["pixel_values"].shape == (1, 3, 448, 448)
+
+
+def test_a_patch_grid_that_describes_another_count_than_the_tower_made_takes_that_count():
+    grid = torch.ones(1, 2, dtype=torch.long)  # made from the docstring: one patch
+    exc = RuntimeError("split_with_sizes expects split_sizes to sum exactly to 196 (input tensor's size at "
+                       "dimension 0), but got split_sizes=[1]")
+    state = _state()
+    fixed = _repair({"pixel_values": torch.ones(1, 3, 224, 224), "image_grid_hw": grid}, exc, state)
+    assert fixed["image_grid_hw"].tolist() == [[14, 14]]
+    assert _repair(fixed, exc, state) is None  # once
+    fixed = _repair({"image_grid_thw": torch.ones(1, 3, dtype=torch.long)}, exc.__class__(
+        str(exc).replace("196", "10")), _state())
+    assert fixed["image_grid_thw"].tolist() == [[1, 1, 10]]

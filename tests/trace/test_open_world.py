@@ -69,8 +69,10 @@ def test_a_stratified_sample_of_every_architecture(transformers_venv, tmp_path):
 # Input layouts the config alone does not give, each reached from the model's own words or signature:
 # a spectrogram whose mel bins are the last axis (Parakeet), a codec's [batch, 1, samples] (DAC),
 # flattened patches with their grid (SigLIP 2's NaFlex), inputs the forward names (LXMERT's visual
-# features, Bros's boxes) made in their documented shapes.
-LAYOUTS = ("parakeet_ctc", "dac", "siglip2_vision_model", "lxmert", "bros")
+# features, Bros's boxes) made in their documented shapes, a spectrogram turned round by what a batch
+# norm counted (CLAP), an image read off None and sized by the table it is added to (TVP), an image
+# pair in the 5-D layout the message states (EfficientLoFTR).
+LAYOUTS = ("parakeet_ctc", "dac", "siglip2_vision_model", "lxmert", "bros", "clap", "tvp", "efficientloftr")
 
 
 def test_inputs_whose_layout_the_model_says_are_made(transformers_venv, tmp_path):

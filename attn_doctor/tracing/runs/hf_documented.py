@@ -92,7 +92,8 @@ def make_documented(torch, name, doc, inputs, config, seq_len, dtype, device):
     if any(d is None or d <= 0 or d > 4096 for d in dims):
         return None
     if "Long" in kind or "Int" in kind or "Bool" in kind or (not _FLOAT_DOC.search(kind) and _INTEGER_NAME.search(name)):
-        fill = 1 if name.endswith(("mask", "masks")) else 0
+        # a mask keeps every position, a grid counts one patch per axis (a zero grid holds no image)
+        fill = 1 if name.endswith(("mask", "masks")) or "grid" in name else 0
         if name.endswith("sizes"):
             # per-item sizes (merge_sizes): the config's one size (merge_size) where it has it, else 1
             fill = _config_int(config, name[:-1]) or _config_int(config, "spatial_" + name[:-1]) or 1

@@ -490,7 +490,7 @@ def _dry_run(model, kwargs, device):
 # a table), as opposed to what the trace is there to judge (dtypes, a kernel's refusal).
 _SHAPE_WORDS = re.compile(r"size|shape|dimension|reduction dim|unpack|match|out of range|expected \d|D input|split_with_sizes|"
                           r"not found|must be|Number of|cannot reshape|invalid for input|specify|provide|None|is missing|required|[Pp]lease pass|"
-                          r"should contain \d+ elements|multiple of|specified|\blength\b",
+                          r"should contain \d+ elements|multiple of|specified|\blength\b|\bdescribes\b",
                           re.I)
 _DTYPE_WORDS = re.compile(r"dtype|scalar type|Half|BFloat16|Float\b|fp16|bf16|float16|bfloat16|same type", re.I)
 

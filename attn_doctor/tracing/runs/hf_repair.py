@@ -163,6 +163,9 @@ def _repair(inputs, exc, state):
         made = _missing_arguments(torch, inputs, wanted, state)
         if made:
             return made
+    fixed = _grid_to_patches(torch, inputs, text, state)
+    if fixed is not None:
+        return fixed
     m = _SPLIT.search(text)
     if m and pixels is not None and pixels.dim() == 5 and int(m.group(2)) != pixels.shape[1]:
         # the model cuts one image into as many tiles as its grid says (llava-next): that many
@@ -177,6 +180,29 @@ def _repair(inputs, exc, state):
             state["count"] = wanted
             return "recount"
     return None
+
+
+_SPLIT_SUM = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
+
+
+def _grid_to_patches(torch, inputs, text, state):
+    """One image's patch grid (image_grid_hw, image_grid_thw) that describes another count of patches
+    than the tower made: a grid of that many, square where the count is."""
+    import math
+
+    m = _SPLIT_SUM.search(text)
+    grids = [k for k, v in inputs.items() if "grid" in k and getattr(v, "dim", lambda: 0)() == 2
+             and v.shape[0] == 1 and not v.is_floating_point()]
+    if not m or len(grids) != 1 or state.get("grid_set"):
+        return None
+    patches, grid = int(m.group(1)), inputs[grids[0]]
+    if int(grid.prod()) != int(m.group(2)) or grid.shape[1] not in (2, 3):
+        return None
+    side = math.isqrt(patches)
+    rows = side if side * side == patches else 1
+    state["grid_set"] = True
+    value = [rows, patches // rows] if grid.shape[1] == 2 else [1, rows, patches // rows]
+    return _replace(inputs, grids[0], torch.tensor([value], dtype=grid.dtype, device=grid.device))
 
 
 def _read_as_none(exc, params):
