@@ -186,18 +186,20 @@ _SPLIT_SUM = re.compile(r"split_with_sizes expects split_sizes to sum exactly to
 
 
 def _grid_to_patches(torch, inputs, text, state):
-    """One image's patch grid (image_grid_hw, image_grid_thw) that describes another count of patches
-    than the tower made: a grid of that many, square where the count is."""
+    """One image's patch grid (image_grid_hw, image_grid_thw, target_sizes: one integer row of 2 or 3
+    axes) that describes another count of patches than the tower made: a grid of that many, square
+    where the count is."""
     import math
 
     m = _SPLIT_SUM.search(text)
-    grids = [k for k, v in inputs.items() if "grid" in k and getattr(v, "dim", lambda: 0)() == 2
-             and v.shape[0] == 1 and not v.is_floating_point()]
-    if not m or len(grids) != 1 or state.get("grid_set"):
+    if not m or state.get("grid_set"):
+        return None
+    grids = [k for k, v in inputs.items() if getattr(v, "dim", lambda: 0)() == 2 and v.shape[0] == 1
+             and v.shape[1] in (2, 3) and not v.is_floating_point() and int(v.prod()) == int(m.group(2))
+             and k not in ("input_ids", "attention_mask")]
+    if len(grids) != 1:
         return None
     patches, grid = int(m.group(1)), inputs[grids[0]]
-    if int(grid.prod()) != int(m.group(2)) or grid.shape[1] not in (2, 3):
-        return None
     side = math.isqrt(patches)
     rows = side if side * side == patches else 1
     state["grid_set"] = True
