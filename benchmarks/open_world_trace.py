@@ -3,7 +3,9 @@ class (benchmarks/hf_architectures.py: no list chosen here), each built from a s
 traced in the config's default dtype, bf16 and fp16, beside a plain forward of the same model and
 inputs in the same process. Label-free invariants, no expected findings needed:
 
-- reached: the trace reached the model's attention calls (or says exactly why not);
+- reached: the trace reached the model's attention calls, or says exactly why not: each such run is
+  classed by its report's words (WHY_NOT: a missing library, transformers refusing the config, no
+  attention in the model, an input no config describes, ... and the doctor's own gaps, marked *);
 - faithful: the traced forward returned what the plain forward returned (each output's dtype and
   shape), or raised what the plain one raised;
 - clean: a healthy build gets no error and no warning (notes allowed);
