@@ -74,6 +74,14 @@ def _subconfigs(config):
             yield key, value
 
 
+def _configs(config, where="", depth=0):
+    """(where, config) for ``config`` and its sub-configs, three levels down, each before its own."""
+    yield where, config
+    if depth < 3:
+        for key, sub in _subconfigs(config):
+            yield from _configs(sub, where + key + ".", depth + 1)
+
+
 def _set(config, key, value, changed, where):
     try:
         old = getattr(config, key)
@@ -156,8 +164,7 @@ _READS_WIDTH = re.compile(r"(?:^|_)(?:hidden_size|hidden_dim|embed_dim|d_model|n
 def _follow_widths(config, widths, changed):
     """Set every width-like key equal to a scaled width's old value to its new value (``widths``:
     old -> new, only where all configs scaled that old value alike)."""
-    for where, cfg in [("", config)] + [(k + ".", sub) for k, sub in _subconfigs(config)] + [
-            (k + "." + k2 + ".", sub2) for k, sub in _subconfigs(config) for k2, sub2 in _subconfigs(sub)]:
+    for where, cfg in _configs(config):
         for key, value in list(vars(cfg).items()):
             if key in WIDTH_KEYS or not _READS_WIDTH.search(key) or isinstance(value, bool) \
                     or not isinstance(value, int) or value not in widths:
@@ -247,17 +254,11 @@ def scale_down(config, width=True):
     """Scale ``config`` (a transformers config, changed in place, sub-configs too) down; returns the
     changes as "key old->new" strings. width=False keeps widths and heads (layers and experts only)."""
     changed, widths = [], {}
-
-    def walk(cfg, where, depth):
+    for where, cfg in _configs(config):
         _shrink_layers(cfg, changed, where)
         _shrink_experts(cfg, changed, where)
         if width:
             _shrink_width(cfg, changed, where, widths)
-        if depth < 3:
-            for key, sub in _subconfigs(cfg):
-                walk(sub, where + key + ".", depth + 1)
-
-    walk(config, "", 0)
     _follow_widths(config, {old: new.pop() for old, new in widths.items() if len(new) == 1}, changed)
     _name_placeholders(config, changed)
     _vocab_holds_tokens(config, changed)

@@ -21,7 +21,7 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _STDLIB_HELPERS = ("contextlib.py", "functools.py")
 
 
-def _transparent_dirs():
+def transparent_dirs():
     """Library code whose frames are skipped when naming an op's caller: torch itself, this
     tracer, and einops (``rearrange`` is a reshape done on the caller's behalf)."""
     dirs = [_TORCH_DIR]
@@ -41,7 +41,7 @@ class UserFrames(object):
 
     def __init__(self):
         self._internal = {}
-        self._transparent = _transparent_dirs()
+        self._transparent = transparent_dirs()
 
     def _is_internal(self, filename):
         """0: the model's code; 1: torch's, the tracer's, a helper's (skipped); 2: the doctor's driver

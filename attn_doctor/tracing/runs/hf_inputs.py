@@ -533,8 +533,12 @@ def _raised_at(exc):
     import os
     import traceback
 
-    skip = (os.sep + "torch" + os.sep, os.sep + "attn_doctor" + os.sep, os.sep + "typing.py")
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not any(s in f.filename for s in skip)]
+    from ..dtype_path.frames import transparent_dirs
+    from ..places import DOCTOR_DIR
+
+    # the frames the tracer skips when it names an op's caller: torch's, einops', the doctor's
+    skip = transparent_dirs() + (DOCTOR_DIR,)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(skip)]
     if not frames:
         return ""
     path = frames[-1].filename

@@ -26,10 +26,10 @@ _BROADCAST = re.compile(r"Attempting to broadcast a dimension of length (\d+)")
 # meta: "Invalid channel dimensions"; CPU/GPU: "expected input[1, 3, 224, 224] to have 4 channels, but got 3"
 _CHANNELS = re.compile(r"Invalid channel dimensions|to have \d+ channels, but got \d+ channels")
 _MISSING_ARGS = re.compile(r"forward\(\) missing \d+ required positional arguments?: (.+)$", re.MULTILINE)
-# "Input must be a 5D tensor of shape (batch_size, 2, num_channels, height, width)": the layout, axis by axis
 # "... had torch.Size([448, 448]); but expected shape should be broadcastable to [1, 3, 224, 224]": a
 # table of the image's size (a visual prompt) against the image made
 _BROADCAST_TO = re.compile(r"had torch\.Size\(\[([\d, ]+)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]")
+# "Input must be a 5D tensor of shape (batch_size, 2, num_channels, height, width)": the layout, axis by axis
 _SHAPE_SAID = re.compile(r"(\d)D tensor of shape \(([^)]*)\)")
 # "`input_values` length 16000 is not a multiple of 1920"; "to be a multiple of `n_window * 2` (100), but got 128"
 _MULTIPLE = re.compile(r"(\d+) is not a multiple of (\d+)|multiple of [^,]*?\(?(\d+)\)?,? but got (\d+)")
@@ -134,8 +134,8 @@ def _repair(inputs, exc, state):
             return _new_pixels(torch, inputs, state, tuple(dims), pixels)
     m = _MULTIPLE.search(text)
     if m and not state.get("multiple_set"):
-        got, multiple = (int(m.group(1)), int(m.group(2))) if m.group(1) else (int(m.group(4)), int(m.group(3)))
-        fixed = _to_multiple(torch, inputs, state, got, multiple)
+        length, multiple = (int(m.group(1)), int(m.group(2))) if m.group(1) else (int(m.group(4)), int(m.group(3)))
+        fixed = _to_multiple(torch, inputs, state, length, multiple)
         if fixed is not None:
             state["multiple_set"] = True
             return fixed
@@ -182,16 +182,13 @@ def _repair(inputs, exc, state):
     return None
 
 
-_SPLIT_SUM = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*got split_sizes=\[(\d+)\]")
-
-
 def _grid_to_patches(torch, inputs, text, state):
     """One image's patch grid (image_grid_hw, image_grid_thw, target_sizes: one integer row of 2 or 3
     axes) that describes another count of patches than the tower made: a grid of that many, square
     where the count is."""
     import math
 
-    m = _SPLIT_SUM.search(text)
+    m = _SPLIT.search(text)
     if not m or state.get("grid_set"):
         return None
     grids = [k for k, v in inputs.items() if getattr(v, "dim", lambda: 0)() == 2 and v.shape[0] == 1
@@ -267,8 +264,9 @@ def _to_multiple(torch, inputs, state, got, multiple):
         shape[axes[-1]] = -(-got // multiple) * multiple
         if shape[axes[-1]] > 1 << 20:
             return None
-        value = torch.zeros(*shape, dtype=t.dtype, device=t.device)
-        return _new_pixels(torch, inputs, state, tuple(shape), t) if key == "pixel_values" else _replace(inputs, key, value)
+        if key == "pixel_values":
+            return _new_pixels(torch, inputs, state, tuple(shape), t)
+        return _replace(inputs, key, torch.zeros(*shape, dtype=t.dtype, device=t.device))
     return None
 
 
