@@ -179,6 +179,10 @@ def raise_record(tracer, exc, expected_dtype=None):
         return None  # a fill that overflows was named there already (AD623): one finding per cause
     if isinstance(exc, ImportError) or (isinstance(exc, TypeError) and "'NoneType' object is not callable" in str(exc)):
         return None  # a library not installed here (or a function its optional import left None): could not run
+    from ..standins.registry import missing_library_read
+
+    if missing_library_read(exc):
+        return None  # a module its optional import left None (`xops.memory_efficient_attention`): likewise
     if "not implemented for" in str(exc) or "Could not run" in str(exc):
         return None  # the trace device has no kernel for it (half on CPU): the device's limit, not the model's
     text = str(exc).strip().splitlines()

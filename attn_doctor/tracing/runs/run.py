@@ -65,8 +65,9 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         # Also on a GPU: install_standins acts only where flash_attn does not import, and then the
         # model's `try: from flash_attn import ...` must take the path it takes with flash-attn.
         standins = True
-    if emulate_autocast is None:
-        emulate_autocast = device != "cuda"
+    from ..calls.autocast import emulation
+
+    emulate_autocast = emulation(device, emulate_autocast)  # before the model's module is imported
     info["autocast_mode"] = (None if not autocast else ("emulated-cuda" if emulate_autocast else "cuda"))
     info["capability"] = list(capability) if capability else None
     try:
@@ -335,44 +336,15 @@ def guess_inputs(model, device, seq_len):
     return None
 
 
-@contextlib.contextmanager
 def autocast_on_trace_device(device):
     """``torch.autocast(device_type=x.device.type, ...)`` inside the model (transformers' rotary
     code does this) names the trace device, which stands for the GPU: meta has no autocast at all
     (torch raises), and on the GPU that region would switch CUDA autocast, which is the state the
-    emulation reads. So the trace device's autocast regions switch CUDA autocast's state."""
-    import torch
+    emulation reads. So the trace device's autocast regions, and "cuda" ones, switch CUDA
+    autocast's state (calls/autocast.py's ``regions_on``: decorators made at import too)."""
+    from ..calls.autocast import regions_on
 
-    cls = torch.amp.autocast_mode.autocast
-    orig = cls.__init__
-
-    def init(self, device_type, dtype=None, enabled=True, cache_enabled=None):
-        if device_type != device:
-            return orig(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
-        orig(self, "cuda", dtype=dtype, enabled=False, cache_enabled=cache_enabled)
-        self._enabled = enabled
-
-    # torch.is_autocast_enabled(x.device.type) and friends (transformers' flash wrapper) likewise
-    queries = {}
-    for name in ("is_autocast_enabled", "get_autocast_dtype"):
-        fn = getattr(torch, name, None)
-        if fn is None:
-            continue
-
-        def query(*args, _fn=fn):
-            if args and args[0] == device:
-                args = ("cuda",) + tuple(args[1:])
-            return _fn(*args)
-
-        queries[name] = fn
-        setattr(torch, name, query)
-    cls.__init__ = init
-    try:
-        yield
-    finally:
-        cls.__init__ = orig
-        for name, fn in queries.items():
-            setattr(torch, name, fn)
+    return regions_on(device)
 
 
 # The attributes a model (or its config) states its longest sequence in, by library.
@@ -429,7 +401,7 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     if not expected:
         expected = {"bf16": "bfloat16", "fp16": "float16"}.get(dtype or built.get("dtype") or "")
     ac_dtype = NAME_TO_DTYPE[autocast] if autocast else None
-    tracer = Tracer(autocast_dtype=ac_dtype, emulate_autocast=emulate and bool(autocast), capability=capability,
+    tracer = Tracer(autocast_dtype=ac_dtype, emulate_autocast=emulate, capability=capability,
                     continue_after_bad_sink=continue_after, expected_dtype=expected, mask_tracker=tracker)
     tracer.label_model(model)
     tracer.train = bool(train)  # a CUDA trace in training compares each SDPA call with float64 (numerics.py)

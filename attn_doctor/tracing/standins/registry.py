@@ -370,6 +370,37 @@ def remove_standins():
     _remove_distribution()
 
 
+_NAMES = {}  # a public name of a library's modules ("memory_efficient_attention", "ops") -> those libraries' tops
+
+
+def _library_names():
+    if not _NAMES:
+        for library in LIBRARIES:
+            for name, mod in library.make(_module).items():
+                for attr in [name.rsplit(".", 1)[-1]] + [a for a in vars(mod) if not a.startswith("_")]:
+                    _NAMES.setdefault(attr, set()).add(library.top)
+    return _NAMES
+
+
+def missing_library_read(exc):
+    """The attention library whose name ``exc`` read off None ("'NoneType' object has no attribute
+    'memory_efficient_attention'"), where that library does not import here; else None. The model's
+    ``try: import xformers.ops as xops`` / ``except ImportError: xops = None`` left None behind and
+    its forward calls through it: the library is missing here (as installed, off the GPU), which is
+    the environment's doing, not a fault of the model's line (as an ImportError is)."""
+    import re
+
+    if not isinstance(exc, AttributeError):
+        return None
+    read = re.match(r"'NoneType' object has no attribute '(\w+)'", str(exc))
+    if read is None:
+        return None
+    for top in sorted(_library_names().get(read.group(1), ())):
+        if top in _INSTALLED or not _importable(top)[0]:  # its stand-in stands here, or it does not import
+            return top
+    return None
+
+
 def standin_installed(name=None):
     """A stand-in is in place in this process (an earlier trace put it there): ``name``'s
     ("flash_attn", "xformers", ...), or any."""
