@@ -223,6 +223,7 @@ def trace(
     device: Literal["meta", "cpu", "cuda"] = "meta",
     train: bool = False,
     capability: Union[None, str, tuple[int, int]] = None,
+    shadow: bool = True,
 ) -> TraceReport:
     """Trace one forward pass of a live model and judge every attention call's dtypes.
 
@@ -241,6 +242,9 @@ def trace(
         CUDA's autocast policy is emulated, so the trace shows what a GPU run does.
     train: also run the backward pass. capability: judge the kernels for a GPU of this compute
         capability, e.g. (7, 5) or "7.5" for a T4 (default: not checked off the GPU).
+    shadow: measure every op's precision against a float64 shadow of the forward (AD626 precision
+        lost, AD627 overflow, AD624 masks of 1 and 0), on a CPU copy of the model (with
+        ``device="meta"``, a second run there, for a model under 512 MB).
 
     Returns a TraceReport (``.ok``, ``.findings``, ``.to_dict()``). Raises UsageError for bad
     arguments (not an nn.Module, an unknown dtype, no example inputs for a model without an
@@ -254,7 +258,7 @@ def trace(
     if device not in ("meta", "cpu", "cuda"):
         raise UsageError(f"device must be 'meta', 'cpu' or 'cuda', not {device!r}")
     options = dict(dtype=_dtype_name(dtype, "dtype"), autocast=_dtype_name(autocast, "autocast"), train=bool(train),
-                   capability=_capability(capability))
+                   capability=_capability(capability), shadow=bool(shadow))
     if options["autocast"] == "fp32":
         raise UsageError("autocast must be 'bf16' or 'fp16' (autocast to fp32 is no autocast)")
     module = _unwrap(model)
@@ -286,9 +290,27 @@ def _trace_copy(module: "torch.nn.Module", example_inputs: Any, device: str, opt
     on a real copy where meta cannot run the forward."""
     from .tracing.runs.run import CPU_RETRY_LIMIT_BYTES
 
+    from .tracing.runs import shadow_pass
+
     copy, note = _model_copy(module, device)
-    data = _core_trace(copy, example_inputs, device, options)
+    shadow = options["shadow"]
+    data = _core_trace(copy, example_inputs, device, dict(options, shadow=shadow and device != "meta"))
     data.setdefault("notes", []).insert(0, note)
+    if shadow and device == "meta" and data.get("status") in ("ok", "partial"):
+        # the float64 shadow needs values: a CPU copy of the model, measured there
+        size = shadow_pass.model_bytes(module)
+        if size > shadow_pass.SHADOW_LIMIT_BYTES:
+            data["notes"].append(f"precision was not measured: the model has {size / 1e9:.1f} GB of weights, too "
+                                 "large for a float64 shadow on CPU")
+        else:
+            measured = _core_trace(_model_copy(module, "cpu")[0], example_inputs, "cpu", options)
+            data["findings"], data["notes"] = shadow_pass.merge_measured(
+                data.get("findings") or [], data["notes"], shadow_pass.measured_of(measured))
+            from .tracing.report import summarize
+
+            data["summary"] = dict(data.get("summary") or {}, **summarize(data.get("sinks") or [], data["findings"]))
+            if data["summary"]["errors"] and data.get("exit_code") == 0:
+                data["exit_code"] = 1
     error = data.get("error") or {}
     if data.get("status") == "failed" and error.get("kind") == "meta":
         from .tracing.runs.run import model_bytes

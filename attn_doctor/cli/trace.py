@@ -98,6 +98,12 @@ def trace(
         help="A keyword argument for FACTORY (repeatable). VALUE is a Python literal (2, 0.1, True, None, 'x', "
              "[1, 2]) or else a string. Example: -a depth=4 -a dtype=bfloat16"),
     seq_len: int = typer.Option(16, "--seq-len", min=1, help="Sequence length of generated token ids."),
+    shadow: bool = typer.Option(
+        True, "--shadow/--no-shadow",
+        help="Measure every op's precision against a float64 shadow of the forward pass, run on CPU (a second "
+             "run after a meta trace; a 2-layer build of a large --hf config): the op that loses precision or "
+             "overflows (AD626, AD627), whatever the code's spelling, and masks of 1 and 0 added as numbers "
+             "(AD624). --no-shadow skips that run."),
     python: Optional[str] = python_option(
         help="Trace inside another interpreter (the venv your training runs in); it needs torch, not attn-doctor. "
              "Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), where either is "
@@ -166,7 +172,7 @@ def trace(
         raise fail(exc.message) from None
     kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
                   capability=_capability(capability), attn_implementation=attn_implementation, seq_len=seq_len,
-                  factory_kwargs=factory_kwargs or None)
+                  factory_kwargs=factory_kwargs or None, shadow=shadow)
     from ._common import UsageError, emit, fail, progress_on_terminal, warn, write_text
     from ..options import CLI, resolve_target
 

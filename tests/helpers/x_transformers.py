@@ -19,7 +19,7 @@ FACTORY = textwrap.dedent("""
     def build():
         model = TransformerWrapper(num_tokens=256, max_seq_len=64,
                                    attn_layers=Decoder(dim=64, depth=2, heads=4, rotary_xpos=True, attn_flash=True))
-        return model.to(torch.bfloat16), torch.zeros(1, 16, dtype=torch.long)
+        return model.to(torch.bfloat16), torch.zeros(1, 64, dtype=torch.long)  # its max_seq_len
     """)
 
 

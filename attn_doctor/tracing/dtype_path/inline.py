@@ -132,7 +132,8 @@ def inline_attention(tracer, short, args, kwargs):
     dim = int(v_t.shape[-1]) if v_t.dim() else None
     problems = sinks.judge("eager", effective, (dim, dim), tracer.capability)
     scores = soft.inputs[0] if soft.inputs else None
-    widened = _softmax_widened(q_node, k_node, scores, autocast_now)
+    # softmax(..., dtype=torch.float32) asks for the float32 softmax itself
+    widened = soft.kind != "cast" and _softmax_widened(q_node, k_node, scores, autocast_now, tracer.asked_wide)
     if widened and not problems:
         from ..calls.patch import display_path
 
@@ -209,13 +210,26 @@ def _linear_attention(tracer, short, args, kwargs, operands, q_node, k_node, inn
     return record, args, kwargs
 
 
-def _softmax_widened(q_node, k_node, scores, autocast_now):
+def _softmax_widened(q_node, k_node, scores, autocast_now, asked_wide=()):
     """True where q and k are half but the scores the softmax reads were promoted wider on the way
     (a float32 mask or bias added): not an explicit softmax(dtype=float32), which is on purpose."""
     from .provenance import promotions_behind
 
     if scores is None or autocast_now or q_node.dtype not in ("float16", "bfloat16") or k_node.dtype != q_node.dtype:
         return False
-    if scores.dtype not in ("float32", "float64"):
+    if scores.dtype not in ("float32", "float64") or _asked_wide(scores, asked_wide):
         return False
     return bool(promotions_behind(scores))
+
+
+def _asked_wide(scores, asked_wide, depth=6):
+    """The code upcast the scores itself on their way to the softmax (``scores.float().softmax(-1)``,
+    ``.to(torch.float32)``): the float32 softmax is on purpose, whatever promoted them before."""
+    n = scores
+    while n is not None and depth > 0:
+        if (n.kind == "cast" and n.dtype in ("float32", "float64")) or n.seq in asked_wide:
+            return True
+        if n.kind != "op" or n.short not in _SHAPE_ONLY or not n.inputs:
+            return False
+        n, depth = n.inputs[0], depth - 1
+    return False

@@ -100,34 +100,82 @@ def after_op(tracer, func, short, args, kwargs, out):
     elif short in _CASTS and isinstance(out, torch.Tensor) and out.dtype in _LIMIT and args and \
             isinstance(args[0], torch.Tensor) and args[0].dtype in (torch.float32, torch.float64):
         _cast_overflow(tracer, func, args[0], out)
-    elif short in _TRIG and isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor) and \
-            args[0].dtype in HALF_DTYPES:
+    elif short in _TRIG and tracer.shadow is None and isinstance(out, torch.Tensor) and args and \
+            isinstance(args[0], torch.Tensor) and args[0].dtype in HALF_DTYPES:
+        # recognised where nothing measures it; the float64 shadow measures every spelling (measured.py)
         _half_angles(tracer, func, args[0])
+
+
+def zero_one(t):
+    """A floating tensor holding only 0 and 1, both (a boolean mask made numbers): known where the
+    trace device has values."""
+    if not t.is_floating_point() or t.device.type == "meta" or t.dim() < 2 or t.numel() > (1 << 24):
+        return False
+    ones, zeros = t == 1, t == 0
+    return bool(ones.any()) and bool(zeros.any()) and bool((ones | zeros).all())
 
 
 def _bool_added(tracer, func, short, args, kwargs, out):
     tensors = [a for a in list(args[:2]) + [kwargs.get("other")] if isinstance(a, torch.Tensor)]
-    masks = [t for t in tensors if t.dtype == torch.bool and t.dim() >= 2]
     # scores: made by a product of two activations (q by k) a few ops back; a boolean added to another
     # float (a recurrent gate's `reset + ~reset * x`, a position table) is not a mask applied
-    scores = [t for t in tensors if t.is_floating_point() and _scores_op(tracer.nodes.get(t), tracer) is not None]
-    if not masks or not scores:
+    masks = [t for t in tensors if t.dim() >= 2 and (t.dtype == torch.bool or zero_one(t))]
+    if not masks:
+        return
+    scores = [t for t in tensors if t.is_floating_point() and all(t is not m for m in masks) and _scores_op(
+        tracer.nodes.get(t), tracer) is not None]
+    if not scores:
         return
     file, line = tracer.caller()
-    mask = masks[0]
-    maker = tracer.made_at.get(mask)
+    numbers_mask(tracer, func, file, line, masks[0], scores[0], "adds %s to %s")
+
+
+def numbers_mask(tracer, func, file, line, mask, scores, how):
+    """AD624: a mask of 1 and 0 (boolean, or a boolean made numbers) added to scores as they are: the
+    line that made it numbers and the boolean's maker are where it is fixed."""
     origins = []
-    if maker is not None and maker.file:
-        origins.append({"kind": "created", "op": maker.op, "file": maker.file, "line": maker.line,
-                        "feeds": ["mask"], "dtype": "bool%s" % list(mask.shape),
-                        "source": linecache.getline(maker.file, maker.line).strip() or None})
-    _record(tracer, "AD624", "error", file, line, func, {"a": scores[0], "b": mask},
-            "adds a boolean mask to float scores",
-            "%s at %s adds a boolean mask bool%s to %s scores: True becomes 1 and False 0, so nothing is masked "
+    if mask.dtype == torch.bool:
+        maker = tracer.made_at.get(mask)
+        what = "a boolean mask bool%s" % list(mask.shape)
+        if maker is not None and maker.file:
+            origins.append({"kind": "created", "op": maker.op, "file": maker.file, "line": maker.line,
+                            "feeds": ["mask"], "dtype": "bool%s" % list(mask.shape),
+                            "source": linecache.getline(maker.file, maker.line).strip() or None})
+    else:
+        node = tracer.nodes.get(mask)
+        what = "a mask of only 0 and 1 (%s%s)" % (dtype_name(mask.dtype), list(mask.shape))
+        made = _numbers_made(node)
+        if made is not None:
+            what += ", made numbers by %s at %s" % (made.op, _loc(made.file, made.line))
+            origins.append({"kind": "created", "op": made.op, "file": made.file, "line": made.line, "feeds": ["mask"],
+                            "dtype": "%s%s" % (dtype_name(mask.dtype), list(mask.shape)),
+                            "source": linecache.getline(made.file, made.line).strip() or None})
+    target = "%s scores" % dtype_name(scores.dtype) if scores is not None else "the scores"
+    _record(tracer, "AD624", "error", file, line, func, {"a": scores, "b": mask},
+            "adds a mask of 1 and 0 to float scores",
+            "%s at %s %s: where it means attend it adds 1 and elsewhere 0, so nothing is masked "
             "(the scores only shift by one); mask with scores.masked_fill(~mask, torch.finfo(scores.dtype).min), or "
-            "pass the boolean mask to F.scaled_dot_product_attention(attn_mask=mask), where True means attend"
-            % (tracer.display(func), _loc(file, line), list(mask.shape), dtype_name(scores[0].dtype)),
+            "pass the boolean mask to F.scaled_dot_product_attention(attn_mask=mask), where True means attend; an "
+            "additive mask holds 0 and a large negative number"
+            % (tracer.display(func) if not isinstance(func, str) else func, _loc(file, line), how % (what, target)),
             origins=origins)
+
+
+def _numbers_mask_fixable(n):
+    return n is not None and n.file is not None
+
+
+def _numbers_made(node, depth=6):
+    """The op that made a 0/1 mask floating (a cast of a boolean: ``.float()``, ``.to(dtype)``,
+    ``.type_as(x)``), through reshapes; else the op that made it."""
+    n, first = node, node
+    while n is not None and depth > 0:
+        if n.kind == "cast" and not n.inputs and n.file:
+            return n
+        if not n.inputs:
+            break
+        n, depth = n.inputs[0], depth - 1
+    return first if _numbers_mask_fixable(first) else None
 
 
 def _cast_overflow(tracer, func, src, out):
@@ -264,7 +312,7 @@ def _record(tracer, rid, severity, file, line, func, operands, kernel_message, m
                "message": message}
     if fix_line:
         problem["fix_line"] = fix_line
-    record = {"name": tracer.display(func), "family": "op", "layout": None, "file": file, "line": line,
+    record = {"name": func if isinstance(func, str) else tracer.display(func), "family": "op", "layout": None, "file": file, "line": line,
               "module_path": tracer.current_module(), "inputs": inputs,
               "effective_dtypes": {r: v["dtype"] for r, v in inputs.items()}, "autocast": None, "head_dim": None,
               "head_dim_v": None, "problems": [problem], "via": None, "seq": tracer.seq, "_nodes": {},

@@ -112,6 +112,8 @@ class Tracer(UserFrames):
         self.activation_products = 0  # matrix products of two activations: a model without any has no attention
         self.inputs_by_name = {}
         self.overflow_lines = set()  # (file, line) of fills that overflow: a raise there is that fault
+        self.asked_wide = set()  # seq of the nodes an explicit cast to float32 returned as they were
+        self.shadow = None  # the float64 shadow (numerics/shadow.py), where the trace device has values
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -268,6 +270,8 @@ class Tracer(UserFrames):
                     if n is not None:
                         self.attention_outputs.add(n.seq)
         precision.after_op(self, func, short, args, kwargs, out)
+        if self.shadow is not None:
+            self.shadow.step(self, func, short, args, kwargs, out)
         return out
 
     def _made(self, func, short, args, kwargs, out):
@@ -349,6 +353,8 @@ class Tracer(UserFrames):
         stack = None
         for o in outs:
             if not inplace and any(o is t for t in ins):
+                if explicit and RANK.get(o.dtype, 0) >= 2:
+                    self.asked_wide.add(self.node_of(o).seq)  # the code asks for this width itself
                 continue  # x.float() on an fp32 x returns x itself: keep x's own origin
             promo = None
             width = RANK.get(o.dtype, 0)
@@ -431,6 +437,10 @@ class Tracer(UserFrames):
         if called_from:
             record["called_from"] = called_from
         kernels.annotate(self, spec, record, args, kwargs)  # the kernel it runs, and why not a faster one
+        for role, t in extra.items():
+            if "mask" in role and precision.zero_one(t):  # an additive mask of 1 and 0 masks nothing
+                precision.numbers_mask(self, spec.name, file, line, t, None, "gets %s as its additive " + role +
+                                       ", added to %s")
         self.sinks.append(record)
         if spec.outer:
             before = len(self.sinks)
@@ -518,6 +528,8 @@ class Tracer(UserFrames):
                 self.raised_at_sink = exc
                 self._raised(record, exc)
                 raise
+            if self.shadow is not None:
+                self.shadow.sink_step(self, func, args, kwargs, out)
             if restore is not None:
                 if isinstance(out, torch.Tensor):
                     out = out.to(restore)

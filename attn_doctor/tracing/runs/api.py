@@ -19,7 +19,7 @@ from .run import _trace_once
 def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=None, device="meta", train=False,
           capability=None, standins=None, emulate_autocast=None, seq_len=16, attn_implementation=None,
           continue_after_bad_sink=True, retry_on_cpu=True, cwd=None, factory_kwargs=None, routes=True,
-          route_timeout=600):
+          route_timeout=600, shadow=True):
     """Trace one forward (and, with ``train``, backward) pass; return the JSON-able report.
 
     target: "MODULE:FACTORY" (or pass ``model`` and ``inputs`` directly); factory_kwargs: keyword
@@ -27,7 +27,8 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
     cast the model ("bf16", "fp16", "fp32"); autocast: "bf16" / "fp16" region around the forward
     (CUDA's policy, emulated off CUDA); device: "meta", "cpu" or "cuda"; capability: (major, minor)
     of the GPU the kernels are judged for; routes: when the flash_attn stand-in changed the path the
-    model takes, also trace the installed path (in a fresh process) and report both.
+    model takes, also trace the installed path (in a fresh process) and report both; shadow: measure
+    each op's precision against a float64 shadow run on CPU (a meta trace runs it a second time there).
     """
     kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
                   capability=list(capability) if capability else None, emulate_autocast=emulate_autocast,
@@ -36,7 +37,7 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
                   factory_kwargs=factory_kwargs)
     report = _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capability, standins,
                          emulate_autocast, seq_len, attn_implementation, continue_after_bad_sink, retry_on_cpu, cwd,
-                         factory_kwargs)
+                         factory_kwargs, shadow=shadow)
     via_standin = report.pop("standin_route", False) or bool(report.get("standin_calls"))
     name = ROUTE_STANDIN if via_standin else ROUTE_INSTALLED
     if not (routes and name == ROUTE_STANDIN and model is None and report["status"] != "usage_error"):
@@ -47,7 +48,8 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
         return report
     from .launch import run_child
 
-    child_kwargs = dict(kwargs, standins=False, routes=False)
+    # the installed route's numerics are the same model's: measured once, in the stand-in route
+    child_kwargs = dict(kwargs, standins=False, routes=False, shadow=False)
     installed = run_child("trace", child_kwargs, python=sys.executable, timeout=route_timeout,
                           cwd=cwd or os.getcwd())
     installed.setdefault("notes", [])

@@ -22,6 +22,8 @@ from ..errors import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, EXIT_USAGE, TraceEr
 from .factory import _bind_factory_args, call_factory, cuda_to, import_target_module, normalize_inputs, parse_target, resolve_factory, split_result
 from .hf_models import build_hf, transformers_sees_flash_attn
 from .outputs import _map_tensors, _tensors, output_signature
+from .shadow_pass import (measure_on_cpu, measuring_construction, merge_measured, model_bytes, new_shadow,
+                          shadow_dtype, shadow_records)
 from ..state import say
 
 DTYPE_CHOICES = ("bf16", "fp16", "fp32")
@@ -33,7 +35,7 @@ GIVEN_COPY_LIMIT_BYTES = 256 * 1024 ** 2
 
 
 def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capability, standins, emulate_autocast,
-                seq_len, attn_implementation, continue_after_bad_sink, retry_on_cpu, cwd, factory_kwargs):
+                seq_len, attn_implementation, continue_after_bad_sink, retry_on_cpu, cwd, factory_kwargs, shadow=True):
     start = time.monotonic()
     notes = []
     info = {"target": target or (("hf:" + hf) if hf else (type(model).__name__ if model is not None else None)),
@@ -81,7 +83,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         builder = _builder(target, model, inputs, hf, dtype, device, seq_len, attn_implementation, info,
                            factory_kwargs)
         say("building the model")
-        built = builder(device, False)
+        built = builder(device, False, new_shadow() if shadow and device == "cpu" else None)
     except TraceError as exc:
         return _failure(exc, info, notes, start)
     except Exception as exc:  # noqa: BLE001 - a bug here must still give a report
@@ -89,9 +91,13 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
                                                "-v shows the traceback)" % _one_line(exc), exc), info, notes, start)
     notes.extend(built["notes"])
     say("tracing the forward pass")
+    run_args = (dtype, autocast, train, capability, emulate_autocast, continue_after_bad_sink, cwd)
+    measured = None
     try:
-        outcome = _run_fitting(built, info, device, dtype, autocast, train, capability, emulate_autocast,
-                       continue_after_bad_sink, cwd)
+        outcome = _run_fitting(built, info, device, *run_args, shadow=shadow)
+        if shadow and device == "meta":
+            say("measuring precision against float64 (CPU)")
+            measured = measure_on_cpu(builder, hf, model_bytes(built["model"]), _run_fitting, run_args)
     except TraceError as exc:
         if device == "meta" and retry_on_cpu and exc.kind == "meta":
             size = model_bytes(built["model"])
@@ -113,16 +119,17 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
                                                               CPU_RETRY_LIMIT_BYTES else ""))
             info["device"] = "cpu"
             try:
-                built = builder("cpu", bool(hf) and size > CPU_RETRY_LIMIT_BYTES)
+                built = builder("cpu", bool(hf) and size > CPU_RETRY_LIMIT_BYTES, new_shadow() if shadow else None)
                 notes.extend(n for n in built["notes"] if n not in notes)
-                outcome = _run_fitting(built, info, "cpu", dtype, autocast, train, capability, emulate_autocast,
-                               continue_after_bad_sink, cwd)
+                outcome = _run_fitting(built, info, "cpu", *run_args, shadow=shadow)
             except TraceError as exc2:
                 return _failure(exc2, info, notes, start)
         else:
             return _failure(exc, info, notes, start)
     sink_list, findings, tracer, forward_error, prep_notes = outcome
     notes.extend(prep_notes)
+    if measured is not None:
+        findings, notes = merge_measured(findings, notes, measured)
     for s in sink_list:
         if s.get("fallback") and s["fallback"] not in notes:
             notes.append(s["fallback"])
@@ -198,13 +205,16 @@ def _builder(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info,
     in ``__init__`` is then known for what it is on meta too."""
     make = _builder_unwatched(target, model, inputs, hf, dtype, device, seq_len, attn_impl, info, factory_kwargs)
 
-    def watched(dev, shrink):
+    def watched(dev, shrink, shadow=None):
         from ..kernel_choice.masks import MaskTracker
 
         tracker = MaskTracker()
-        with tracker.recording():
+        with tracker.recording(), measuring_construction(shadow):
             built = make(dev, shrink)
         built["masks"] = tracker
+        if shadow is not None:
+            shadow.construction_done(built["model"])
+            built["shadow"] = shadow
         return built
 
     return watched
@@ -367,11 +377,11 @@ class _InputsMisfit(Exception):
     """The inputs attn-doctor made do not fit the model: its traced forward pass said so."""
 
 
-def _run_fitting(built, info, device, *rest):
+def _run_fitting(built, info, device, *rest, shadow=False):
     """``_run``; where the inputs attn-doctor made do not fit the model, once more with inputs that
     ran in a plain forward pass (``repair_inputs``: TraceError "build" where none does)."""
     try:
-        return _run(built, info, device, *rest)
+        return _run(built, info, device, *rest, shadow=shadow)
     except _InputsMisfit:
         repair = built.pop("repair_inputs")
         tracker = built.get("masks")
@@ -380,12 +390,12 @@ def _run_fitting(built, info, device, *rest):
         built.update(inputs=((), inputs), inputs_guessed=described)
         if isinstance(info.get("hf"), dict):
             info["hf"]["inputs"] = described
-        outcome = _run(built, info, device, *rest)
+        outcome = _run(built, info, device, *rest, shadow=shadow)
         outcome[4][:0] = notes
         return outcome
 
 
-def _run(built, info, device, dtype, autocast, train, capability, emulate, continue_after, cwd):
+def _run(built, info, device, dtype, autocast, train, capability, emulate, continue_after, cwd, shadow=False):
     import torch
 
     from ..standins import registry as standins_mod
@@ -404,6 +414,9 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
     tracer = Tracer(autocast_dtype=ac_dtype, emulate_autocast=emulate, capability=capability,
                     continue_after_bad_sink=continue_after, expected_dtype=expected, mask_tracker=tracker)
     tracer.label_model(model)
+    if shadow and device != "meta":
+        tracer.shadow = built.get("shadow") or new_shadow()
+        tracer.shadow.set_model_dtype(shadow_dtype(model, expected))
     tracer.train = bool(train)  # a CUDA trace in training compares each SDPA call with float64 (numerics.py)
     tracer.representative_seq = model_max_seq(model)
     tracer.compiled_model = bool(built.get("compiled"))  # its flex_attention runs fused (kernels.py)
@@ -483,6 +496,8 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
                 name = str(t.dtype).replace("torch.", "")
                 dtypes[name] = dtypes.get(name, 0) + t.numel()
     fp32_model = not autocast and bool(dtypes) and max(dtypes, key=dtypes.get) == "float32"
+    if tracer.shadow is not None:
+        prep_notes.extend(shadow_records(tracer, built))
     sink_list, findings = report_mod.build(tracer, expected_dtype=expected, cwd=cwd, fp32_model=fp32_model)
     return sink_list, findings, tracer, forward_error, prep_notes
 
@@ -527,6 +542,4 @@ def _failure(exc, info, notes, start):
     return out
 
 
-def model_bytes(model):
-    return sum(p.numel() * p.element_size() for p in model.parameters()) + sum(
-        b.numel() * b.element_size() for b in model.buffers())
+

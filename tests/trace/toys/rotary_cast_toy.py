@@ -43,6 +43,9 @@ class Block(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def build(cast_first=True):
+def build(cast_first=True, seq=16):
     model = Block(cast_first).to(torch.bfloat16)
-    return model, (torch.randn(1, 16, 64, dtype=torch.bfloat16), torch.arange(16)[None])
+    # as transformers' from_config(dtype=...) leaves it: the frequencies computed in float32, not
+    # rounded by the model's cast
+    model.rotary.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16)), persistent=False)
+    return model, (torch.randn(1, seq, 64, dtype=torch.bfloat16), torch.arange(seq)[None])

@@ -1,0 +1,377 @@
+"""A float64 shadow of the traced forward pass: every floating tensor an op makes gets a float64 twin,
+computed by the same op from its inputs' twins (weights, buffers and inputs cast up where they enter),
+so the error of each op's result against float64 is a number, whatever the code's spelling.
+
+At each op the shadow keeps, per floating result: its relative error against the twin (the largest
+difference over the twin's largest magnitude, over the elements both hold finite), the largest error of
+its floating inputs, the elements that are inf or NaN where the twin is finite, and its largest
+magnitude. An op is where precision is *lost* when its result's error is many times what its inputs
+brought and what the model's dtype rounds to (a cosine of angles held in bfloat16, a sum that
+underflows); it *overflows* where it makes inf or NaN from finite inputs while float64 stays finite.
+Both are kept as events with the op's node (the tracer's provenance starts there); judging them is
+the tracer's (dtype_path/measured.py).
+
+The shadow follows the model's discrete decisions: integer and boolean tensors (indices, masks,
+positions) are shared, never twinned, and random ops (dropout in training, noise) hand their result
+to the twin as it is. Casts do not round the twin: ``x.to(torch.bfloat16)`` keeps x's float64 twin,
+so the rounding a cast makes is an error that later ops carry and may amplify.
+
+Values are needed: the shadow runs where the trace device has them (CPU), never on meta.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+try:
+    from torch.utils.weak import WeakIdKeyDictionary
+except ImportError:  # pragma: no cover - torch < 2.0
+    WeakIdKeyDictionary = None
+
+# Unit roundoff (half the machine epsilon) of each floating dtype.
+UNIT = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8, torch.float32: 2.0 ** -24, torch.float64: 2.0 ** -53}
+MANTISSA = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23, torch.float64: 52}
+# An op loses precision where its result's error is at least this many times both its inputs' error
+# and the model dtype's unit roundoff: an op that rounds correctly adds at most one unit, and errors
+# carried through well-conditioned ops grow by a few units at most.
+AMPLIFICATION = 8.0
+
+_WIDE = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
+         torch.complex64: torch.complex128}
+if hasattr(torch, "complex32"):
+    _WIDE[torch.complex32] = torch.complex128
+
+# casts keep the twin (and copy it where the result is a new tensor)
+_CASTS = frozenset(("float", "double", "half", "bfloat16", "to", "type", "type_as"))
+# results the twin takes as they are: random draws, uninitialised memory
+_AS_IS = frozenset(("dropout", "dropout_", "feature_dropout", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d",
+                    "native_dropout", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "normal",
+                    "normal_", "uniform_", "bernoulli", "bernoulli_", "multinomial", "randperm", "exponential_",
+                    "rrelu", "empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
+                    "gumbel_softmax", "poisson", "cauchy_", "log_normal_", "geometric_", "random_"))
+# views and copies: the result holds the input's values, error and all
+_SAME_VALUES = frozenset(("view", "reshape", "transpose", "permute", "expand", "expand_as", "unsqueeze", "squeeze",
+                          "flatten", "unflatten", "contiguous", "clone", "detach", "t", "movedim", "swapaxes",
+                          "view_as", "reshape_as", "mT", "T", "repeat", "tile", "broadcast_to", "requires_grad_",
+                          "moveaxis", "flip", "roll", "__get__"))
+
+
+def _wide(dtype):
+    return _WIDE.get(dtype, dtype)
+
+
+def _twinned(t):
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
+def _inplace(short):
+    return (short.endswith("_") and not short.startswith("_")) or short in (
+        "__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__")
+
+
+class Event(object):
+    """One op where precision was lost or a value overflowed: what the judge needs, without tensors."""
+
+    __slots__ = ("kind", "node", "op", "short", "file", "line", "module", "dtype", "shape", "err", "err_in",
+                 "nonfinite", "numel", "out_max", "twin_max", "operands", "count", "building")
+
+    def __init__(self, **kw):
+        self.count = 1
+        for k in self.__slots__:
+            if k != "count":
+                setattr(self, k, kw.get(k))
+
+
+class Shadow(object):
+    """The float64 twins of one traced forward, and the events found on the way."""
+
+    def __init__(self, model_dtype=torch.bfloat16, max_events=64):
+        self.twin = WeakIdKeyDictionary()
+        self.building = False  # measuring the model's construction (tables made in __init__)
+        self.err = WeakIdKeyDictionary()  # tensor -> (relative error, nonfinite elements the twin has finite)
+        self.unit = UNIT.get(model_dtype, UNIT[torch.bfloat16])
+        self.model_dtype = model_dtype
+        self.events = []
+        self._seen = {}  # (kind, file, line) -> Event
+        self.max_events = max_events
+        self.ops = 0
+        self.failed = {}  # op short name -> ops the twin could not run (their results were taken as they are)
+        self.peak = None  # (ratio of the dtype's largest value, Event-like dict) of the half result nearest overflow
+        self.by_seq = {}  # a node's seq -> its result's relative error: the provenance walk follows the error
+        self.build_by_seq = {}  # the same for the construction's nodes (another tracer's numbering)
+
+    # ------------------------------------------------------------ twins
+
+    def twin_of(self, t):
+        tw = self.twin.get(t)
+        if tw is None:
+            tw = t.detach().to(_wide(t.dtype))
+            self.twin[t] = tw
+        return tw
+
+    def _map(self, x, depth=0):
+        if isinstance(x, torch.Tensor):
+            return self.twin_of(x) if _twinned(x) else x
+        if isinstance(x, torch.dtype):
+            return _wide(x)
+        if depth < 3 and isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+            return type(x)(self._map(i, depth + 1) for i in x)
+        if depth < 3 and isinstance(x, dict):
+            return {k: self._map(v, depth + 1) for k, v in x.items()}
+        return x
+
+    def _error(self, t):
+        e = self.err.get(t)
+        return e if e is not None else (0.0, 0)
+
+    # ------------------------------------------------------------ one op
+
+    def step(self, tracer, func, short, args, kwargs, out):
+        """After an op ran in the model's dtypes: run it on the twins, measure each floating result."""
+        self.ops += 1
+        kwargs = kwargs or {}
+        if _inplace(short):
+            target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            outs = (target,) if _twinned(target) else ()
+        else:
+            outs = _results(out)
+        if not outs:
+            return
+        ins = [t for t in _tensors(args, kwargs) if _twinned(t)]
+        with torch.no_grad():
+            twins = self._twins_for(func, short, args, kwargs, out, outs)
+        if twins is None:
+            for o in outs:  # taken as they are (lifted when next read): their error starts again at zero
+                self.twin.pop(o, None)
+                self.err.pop(o, None)
+            return
+        err_in = max((self._error(t)[0] for t in ins), default=0.0)
+        bad_in = sum(self._error(t)[1] for t in ins)
+        for t in ins:  # weights, buffers, inputs: their error (a buffer rounded by a cast) for the walk back
+            node = tracer.nodes.get(t)
+            if node is not None and node.seq not in self.by_seq:
+                self.by_seq[node.seq] = self._error(t)[0]
+        for o, tw in zip(outs, twins):
+            self.twin[o] = tw
+            node = tracer.nodes.get(o)
+            if short in _SAME_VALUES and len(ins) == 1 and ins[0].numel() == o.numel():
+                self.err[o] = self._error(ins[0])
+                if node is not None:
+                    self.by_seq[node.seq] = self.err[o][0]
+                continue
+            err, nonfinite, out_max, twin_max = _compare(o, tw)
+            self.err[o] = (err, nonfinite)
+            if node is not None:
+                self.by_seq[node.seq] = err
+            self._headroom(tracer, func, short, o, out_max, node)
+            if nonfinite and not bad_in:
+                self._event(tracer, "overflow", func, short, o, node, err, err_in, nonfinite, out_max, twin_max, ins)
+            elif err >= AMPLIFICATION * max(err_in, self.unit) and out_max == out_max:
+                self._event(tracer, "loss", func, short, o, node, err, err_in, nonfinite, out_max, twin_max, ins)
+
+    def _twins_for(self, func, short, args, kwargs, out, outs):
+        """The float64 results of the op, one per floating result in ``outs``; None where the twin
+        cannot be computed (it then takes the model's results as they are)."""
+        if short in _AS_IS:
+            return None
+        if short in _CASTS and args and isinstance(args[0], torch.Tensor):
+            src = args[0]
+            if _twinned(src):
+                tw = self.twin_of(src)
+                # a new tensor gets a copy: an in-place op on it must not change the source's twin
+                return [tw if outs[0] is src else tw.clone()]
+            return [src.detach().to(_wide(outs[0].dtype))]  # an integer or boolean tensor made floating
+        if short == "view" and any(isinstance(a, torch.dtype) for a in args[1:]):
+            return None  # bits read as another dtype: no float64 counterpart
+        kw = self._map(kwargs)
+        if "dtype" not in kw and not any(True for _ in _tensors(args, kwargs)):
+            # a tensor made from numbers in the default dtype (torch.ones, torch.linspace): made in float64
+            kw["dtype"] = _wide(outs[0].dtype)
+        try:
+            try:
+                result = func(*self._map(args), **kw)
+            except TypeError:
+                if kw is kwargs or "dtype" in kwargs:
+                    raise
+                result = func(*self._map(args), **self._map(kwargs))
+        except Exception:  # noqa: BLE001 - an op without float64 kernels: take its result as it is
+            self.failed[short] = self.failed.get(short, 0) + 1
+            return None
+        if _inplace(short):
+            tw = self.twin_of(args[0])
+            return [tw]
+        twins = _results(result)
+        if len(twins) != len(outs) or any(a.shape != b.shape for a, b in zip(outs, twins)):
+            self.failed[short] = self.failed.get(short, 0) + 1
+            return None
+        return [tw if tw.dtype == _wide(tw.dtype) else tw.to(_wide(tw.dtype)) for tw in twins]
+
+    def sink_step(self, tracer, func, args, kwargs, out):
+        """An attention kernel's result: its float64 counterpart where the kernel takes float64
+        (SDPA does), else its result as it is (the kernel's own error is the numerics check's)."""
+        outs = _results(out)
+        if not outs:
+            return
+        ins = [t for t in _tensors(args, kwargs or {}) if _twinned(t)]
+        with torch.no_grad():
+            try:
+                result = func(*self._map(args), **self._map(kwargs or {}))
+                twins = _results(result)
+                if len(twins) != len(outs) or any(a.shape != b.shape for a, b in zip(outs, twins)):
+                    twins = None
+            except Exception:  # noqa: BLE001
+                twins = None
+        err_in = max((self._error(t)[0] for t in ins), default=0.0)
+        for i, o in enumerate(outs):
+            if twins is None:
+                self.twin.pop(o, None)
+                self.err.pop(o, None)
+                continue
+            self.twin[o] = twins[i]
+            err, nonfinite, out_max, twin_max = _compare(o, twins[i])
+            self.err[o] = (err, nonfinite)
+            if nonfinite and not sum(self._error(t)[1] for t in ins):
+                self._event(tracer, "overflow", func, "attention", o, tracer.nodes.get(o), err, err_in, nonfinite,
+                            out_max, twin_max, ins)
+
+    def set_model_dtype(self, dtype):
+        self.model_dtype = dtype
+        self.unit = UNIT.get(dtype, UNIT[torch.bfloat16])
+
+    def construction_done(self, model):
+        """After the construction was measured: the weights are the model's (a checkpoint's values,
+        or the initial ones in the model's dtype), so their twins are their values cast up; the
+        buffers and attributes made there (tables) keep the twins their construction computed. The
+        construction's nodes were another tracer's: their errors are kept apart."""
+        for p in model.parameters():
+            self.twin.pop(p, None)
+            self.err.pop(p, None)
+        self.build_by_seq, self.by_seq = self.by_seq, {}
+
+    # ------------------------------------------------------------ events
+
+    def _headroom(self, tracer, func, short, o, out_max, node):
+        if o.dtype != torch.float16 or not out_max or out_max != out_max or out_max == math.inf:
+            return
+        ratio = out_max / torch.finfo(o.dtype).max
+        if self.peak is None or ratio > self.peak[0]:
+            file, line = tracer.caller()
+            self.peak = (ratio, {"op": tracer.display(func), "file": file, "line": line, "max": out_max,
+                                 "dtype": "float16"})
+
+    def _event(self, tracer, kind, func, short, o, node, err, err_in, nonfinite, out_max, twin_max, ins):
+        file, line = tracer.caller()
+        key = (kind, file, line)
+        seen = self._seen.get(key)
+        if seen is not None:
+            seen.count += 1
+            return
+        if len(self.events) >= self.max_events:
+            return
+        operands = []
+        for t in ins[:4]:
+            e, bad = self._error(t)
+            finite = t[torch.isfinite(t)] if t.numel() else t
+            big = float(finite.abs().max()) if finite.numel() else 0.0
+            operands.append({"node": tracer.nodes.get(t), "dtype": t.dtype, "shape": list(t.shape), "err": e,
+                             "max": big, "twin_max": _abs_max(self.twin.get(t))})
+        ev = Event(kind=kind, node=node, op=tracer.display(func) if short != "attention" else getattr(
+            func, "__name__", "attention"), short=short, file=file, line=line, module=tracer.current_module(),
+            dtype=o.dtype, shape=list(o.shape), err=err, err_in=err_in, nonfinite=nonfinite, numel=o.numel(),
+            out_max=out_max, twin_max=twin_max, operands=operands, building=self.building)
+        self._seen[key] = ev
+        self.events.append(ev)
+
+
+def _abs_max(t):
+    if t is None or not t.numel():
+        return None
+    finite = t[torch.isfinite(t)]
+    return float(finite.abs().max()) if finite.numel() else None
+
+
+def _compare(o, tw):
+    """(relative error over the elements both hold finite: the largest difference over the twin's
+    largest magnitude; elements non-finite where the twin is finite; the result's largest finite
+    magnitude, the twin's). The largest difference, not an average: a table wrong at its long
+    positions only is wrong, however right its short ones are."""
+    if o.is_complex():
+        o, tw = torch.view_as_real(o), torch.view_as_real(tw)
+    if not o.numel():
+        return 0.0, 0, 0.0, 0.0
+    ov = o.detach().to(tw.dtype)
+    fo, ft = torch.isfinite(ov), torch.isfinite(tw)
+    nonfinite = int((~fo & ft).sum())
+    both = fo & ft
+    if bool(both.all()):
+        d, ref = ov - tw, tw
+    else:
+        d, ref = (ov - tw)[both], tw[both]
+    if not ref.numel():
+        return 0.0, nonfinite, 0.0, 0.0
+    twin_max = float(ref.abs().max())
+    num = float(d.abs().max())
+    if twin_max == 0.0:
+        err = 0.0 if num == 0.0 else 1.0
+    else:
+        err = num / twin_max
+    out_max = float(ov[fo].abs().max()) if bool(fo.any()) else 0.0
+    return err, nonfinite, out_max, twin_max
+
+
+def _results(out):
+    if isinstance(out, torch.Tensor):
+        return (out,) if _twinned(out) else ()
+    if isinstance(out, (list, tuple)):
+        return tuple(o for o in out if _twinned(o))
+    return ()
+
+
+def _tensors(args, kwargs):
+    for seq in (args, kwargs.values()):
+        for a in seq:
+            if isinstance(a, torch.Tensor):
+                yield a
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, torch.Tensor):
+                        yield b
+
+
+def spacing(value, dtype):
+    """The distance between neighbouring values of ``dtype`` at magnitude ``value``."""
+    if not value or value != value or value == math.inf:
+        return None
+    bits = MANTISSA.get(dtype)
+    if bits is None:
+        return None
+    return 2.0 ** (math.floor(math.log2(abs(value))) - bits)
+
+
+def measuring_construction(shadow, frames):
+    """A context manager: the model's construction runs under the shadow too, so a table computed
+    in half precision in ``__init__`` (a cached rotary table, positions made in the model's dtype) is
+    measured where it is made, and a buffer computed in float32 and cast with the model keeps its
+    float32 twin. ``frames``: a tracer that is not tracing (dtype_path's Tracer): it names callers and
+    ops and keeps the nodes the provenance walk reads."""
+    from torch.overrides import TorchFunctionMode
+
+    from ..calls.policy import short_name
+
+    class _Build(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            try:
+                short = short_name(func)
+            except Exception:  # noqa: BLE001 - an odd callable: not measured
+                return out
+            outs = _results(out)
+            if outs:
+                frames.record(func, args, kwargs, outs, None)  # provenance: where each table was made
+            shadow.step(frames, func, short, args, kwargs, out)
+            return out
+
+    return _Build()
