@@ -351,6 +351,37 @@ class SdpaFlash(Base):
         return self.merge(o)
 
 
+class SdpaEfficientOnly(Base):
+    """Only the memory-efficient backend: the GPU runs it; CPU has no such kernel."""
+
+    def forward(self, x):
+        q, k, v = self.split(x)
+        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # RAISES-EFFICIENT-ON-CPU
+        return self.merge(o)
+
+
+class SdpaCudnnOnly(Base):
+    """Only cuDNN's backend: an H100 or H200 runs it; CPU has no such kernel."""
+
+    def forward(self, x):
+        q, k, v = self.split(x)
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # RAISES-CUDNN-ON-CPU
+        return self.merge(o)
+
+
+class SdpaFlashFp32(Base):
+    """Only the flash backend for a float32 model: the GPU's flash kernel takes half only (no kernel
+    left: SDPA raises there); CPU's flash kernel takes float32."""
+
+    def forward(self, x):
+        q, k, v = self.split(x)
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # RAISES-FLASH-ON-GPU
+        return self.merge(o)
+
+
 class SdpaKernelOldSpelling(Base):
     def forward(self, x):
         q, k, v = self.split(x)
@@ -599,6 +630,18 @@ def build_sdpa_math():
 
 def build_sdpa_flash():
     return _build(SdpaFlash, torch.bfloat16)
+
+
+def build_sdpa_efficient():
+    return _build(SdpaEfficientOnly, torch.bfloat16)
+
+
+def build_sdpa_cudnn():
+    return _build(SdpaCudnnOnly, torch.bfloat16)
+
+
+def build_sdpa_flash_fp32():
+    return _build(SdpaFlashFp32)
 
 
 def build_sdp_kernel_old():
