@@ -197,6 +197,8 @@ class DtypePath(Struct):
     samples: list[SampleRun] = []
     # The tracer's findings (id AD6xx, severity, message, sink, chain, patch), as it wrote them.
     findings: list[dict[str, Any]] = []
+    # whether the samples were measured against a float64 shadow (AD626, AD627 found only so)
+    measured: bool = False
     error: Optional[str] = None
     cached: Optional[str] = None  # when reused from the cache: the time it was computed
     key: Optional[str] = None  # the cache key: everything the verdict depends on, hashed

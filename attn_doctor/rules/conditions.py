@@ -292,6 +292,15 @@ class Evaluator:
             return Unknown(f"the sample forward pass failed: {dp.error}")
         return None
 
+    def _trace_measured(self, ids: list[str]) -> Verdict:
+        unknown = self._dtype_path_known()
+        if unknown:
+            return unknown
+        if not self.facts.dtype_path.measured:
+            return Unknown("the check's sample forward passes are not measured against float64: `attn-doctor "
+                           "trace` measures your model")
+        return self._trace_finding(ids)
+
     def _trace_finding(self, ids: list[str]) -> Verdict:
         unknown = self._dtype_path_known()
         if unknown:

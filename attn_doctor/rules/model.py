@@ -44,6 +44,8 @@ class Condition(Strict):
     marker: Optional[str] = None  # PEP 508 environment marker, evaluated on the target's platform
     # the sample forward pass (dtype tracer) reported a finding with one of these ids (AD6xx)
     trace_finding: list[str] = []
+    # the same, for findings only a float64 shadow of the forward finds (unknown where none ran)
+    trace_measured: list[str] = []
     # the sample forward pass could not run one of its samples
     sample_failed: Optional[bool] = None
     check: Optional[str] = None  # a named Python check in attn_doctor/rules/checks/

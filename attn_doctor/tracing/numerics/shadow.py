@@ -133,7 +133,7 @@ class Shadow(object):
         self.ops += 1
         kwargs = kwargs or {}
         if _inplace(short):
-            target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            target = _written(args, kwargs)
             outs = (target,) if _twinned(target) else ()
         else:
             outs = _results(out)
@@ -143,9 +143,15 @@ class Shadow(object):
         with torch.no_grad():
             twins = self._twins_for(func, short, args, kwargs, out, outs)
         if twins is None:
-            for o in outs:  # taken as they are (lifted when next read): their error starts again at zero
-                self.twin.pop(o, None)
-                self.err.pop(o, None)
+            for o in outs:  # taken as they are: their error starts again at zero
+                if _inplace(short) and o in self.twin:
+                    # written in place (an initialiser, a random fill): the twin takes the new values where
+                    # it is, so the twins of its views and of its base see them too
+                    with torch.no_grad():
+                        self.twin[o].copy_(o.detach())
+                else:
+                    self.twin.pop(o, None)  # lifted when next read
+                self.err[o] = (0.0, 0)
             return
         err_in = max((self._error(t)[0] for t in ins), default=0.0)
         bad_in = sum(self._error(t)[1] for t in ins)
@@ -174,8 +180,9 @@ class Shadow(object):
     def _twins_for(self, func, short, args, kwargs, out, outs):
         """The float64 results of the op, one per floating result in ``outs``; None where the twin
         cannot be computed (it then takes the model's results as they are)."""
-        if short in _AS_IS:
-            return None
+        if short in _AS_IS or getattr(func, "__module__", None) == "torch.nn.init" or (
+                short == "scaled_dot_product_attention" and _drops_out(args, kwargs)):
+            return None  # random draws and initialisers: their values are the model's
         if short in _CASTS and args and isinstance(args[0], torch.Tensor):
             src = args[0]
             if _twinned(src):
@@ -200,8 +207,7 @@ class Shadow(object):
             self.failed[short] = self.failed.get(short, 0) + 1
             return None
         if _inplace(short):
-            tw = self.twin_of(args[0])
-            return [tw]
+            return [self.twin_of(outs[0])]
         twins = _results(result)
         if len(twins) != len(outs) or any(a.shape != b.shape for a, b in zip(outs, twins)):
             self.failed[short] = self.failed.get(short, 0) + 1
@@ -217,6 +223,8 @@ class Shadow(object):
         ins = [t for t in _tensors(args, kwargs or {}) if _twinned(t)]
         with torch.no_grad():
             try:
+                if _drops_out(args, kwargs or {}):
+                    raise ValueError("a random dropout mask: the kernel's result is taken as it is")
                 result = func(*self._map(args), **self._map(kwargs or {}))
                 twins = _results(result)
                 if len(twins) != len(outs) or any(a.shape != b.shape for a, b in zip(outs, twins)):
@@ -273,7 +281,8 @@ class Shadow(object):
         operands = []
         for t in ins[:4]:
             e, bad = self._error(t)
-            finite = t[torch.isfinite(t)] if t.numel() else t
+            values = t.detach()
+            finite = values[torch.isfinite(values)] if values.numel() else values
             big = float(finite.abs().max()) if finite.numel() else 0.0
             operands.append({"node": tracer.nodes.get(t), "dtype": t.dtype, "shape": list(t.shape), "err": e,
                              "max": big, "twin_max": _abs_max(self.twin.get(t))})
@@ -283,6 +292,21 @@ class Shadow(object):
             out_max=out_max, twin_max=twin_max, operands=operands, building=self.building)
         self._seen[key] = ev
         self.events.append(ev)
+
+
+def _drops_out(args, kwargs):
+    """An attention call with dropout (SDPA's dropout_p, its fifth argument): a random mask, which a
+    second call would draw anew."""
+    p = kwargs.get("dropout_p", args[4] if len(args) > 4 and not isinstance(args[4], torch.Tensor) else 0.0)
+    return isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0
+
+
+def _written(args, kwargs):
+    """The tensor an in-place op writes: its first argument (torch.nn.init's functions take it as
+    ``tensor=`` when they dispatch)."""
+    if args:
+        return args[0] if isinstance(args[0], torch.Tensor) else None
+    return next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
 
 
 def _abs_max(t):
@@ -358,6 +382,7 @@ def measuring_construction(shadow, frames):
     ops and keeps the nodes the provenance walk reads."""
     from torch.overrides import TorchFunctionMode
 
+    from .. import state
     from ..calls.policy import short_name
 
     class _Build(TorchFunctionMode):
@@ -368,6 +393,8 @@ def measuring_construction(shadow, frames):
                 short = short_name(func)
             except Exception:  # noqa: BLE001 - an odd callable: not measured
                 return out
+            if state.OWN_RUN[0]:
+                return out  # the doctor trying the inputs it made: not the model's construction
             outs = _results(out)
             if outs:
                 frames.record(func, args, kwargs, outs, None)  # provenance: where each table was made

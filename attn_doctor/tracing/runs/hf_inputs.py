@@ -23,6 +23,7 @@ import os
 import re
 
 from ..errors import TraceError, _one_line
+from ..state import own_run
 from .hf_repair import _repair
 
 # The image token of multimodal configs, by the names transformers uses.
@@ -224,7 +225,7 @@ def _feature_count(model, cand):
         names = {}
     kwargs = {k: v for k, v in cand.kwargs.items() if k in names or "kwargs" in names}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), own_run():
             out = get(**kwargs)
     except Exception:  # noqa: BLE001 - a tower that needs more than the image: the config says
         return None
@@ -475,7 +476,7 @@ def _dry_run(model, kwargs, device):
         # as the trace will run it: the trace device standing for the GPU, flash-attn as it imports here
         with torch.no_grad(), torch.device(device), (cuda_to(device) if off_gpu else contextlib.nullcontext()), (
                 autocast_on_trace_device(device) if off_gpu else contextlib.nullcontext()), (
-                transformers_sees_flash_attn() if off_gpu else contextlib.nullcontext()):
+                transformers_sees_flash_attn() if off_gpu else contextlib.nullcontext()), own_run():
             model(**kwargs)
     except Exception as exc:  # noqa: BLE001 - the model's own message decides
         if device == "meta" and _meta_limitation(exc):

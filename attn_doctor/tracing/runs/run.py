@@ -23,7 +23,7 @@ from .factory import _bind_factory_args, call_factory, cuda_to, import_target_mo
 from .hf_models import build_hf, transformers_sees_flash_attn
 from .outputs import _map_tensors, _tensors, output_signature
 from .shadow_pass import (measure_on_cpu, measuring_construction, merge_measured, model_bytes, new_shadow,
-                          shadow_dtype, shadow_records)
+                          shadow_dtype, shadow_records, shadow_seq_len)
 from ..state import say
 
 DTYPE_CHOICES = ("bf16", "fp16", "fp32")
@@ -97,7 +97,15 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         outcome = _run_fitting(built, info, device, *run_args, shadow=shadow)
         if shadow and device == "meta":
             say("measuring precision against float64 (CPU)")
-            measured = measure_on_cpu(builder, hf, model_bytes(built["model"]), _run_fitting, run_args)
+            longer = shadow_seq_len(built["model"], seq_len, model_max_seq(built["model"])) if hf else seq_len
+            if longer != seq_len:
+                # the inputs attn-doctor makes: long enough that a table's positions are the model's
+                builder_at = _builder(target, model, inputs, hf, dtype, device, longer, attn_implementation, {},
+                                      factory_kwargs)
+            else:
+                builder_at = builder
+            measured = measure_on_cpu(builder_at, hf, model_bytes(built["model"]), _run_fitting, run_args,
+                                      fallback=builder if builder_at is not builder else None)
     except TraceError as exc:
         if device == "meta" and retry_on_cpu and exc.kind == "meta":
             size = model_bytes(built["model"])

@@ -82,7 +82,22 @@ def model_bytes(model):
         b.numel() * b.element_size() for b in model.buffers())
 
 
-def measure_on_cpu(builder, hf, model_size, run, run_args):
+# Where the inputs are attn-doctor's own (--hf), the shadow runs them longer than the trace's few
+# tokens: a position table's error grows with the positions, and 16 of them hide it. Bounded by what a
+# float64 forward of the build costs on a CPU (parameters x tokens).
+SHADOW_SEQ = 256
+SHADOW_WORK = 2e9
+
+
+def shadow_seq_len(model, seq_len, max_seq):
+    """The token count the shadow's run of made inputs uses: up to SHADOW_SEQ, the model's longest
+    (``max_seq``: (length, where it says so) or None) and what SHADOW_WORK affords."""
+    params = sum(p.numel() for p in model.parameters()) or 1
+    longest = max_seq[0] if max_seq else SHADOW_SEQ
+    return max(seq_len, min(SHADOW_SEQ, longest, int(SHADOW_WORK // params)))
+
+
+def measure_on_cpu(builder, hf, model_size, run, run_args, fallback=None):
     """A second run on CPU for the shadow of a meta trace: (findings, notes, measured: whether the
     shadow ran). ``run`` is the trace's own run (run._run_fitting) and ``run_args`` its arguments
     after the device."""
@@ -100,8 +115,15 @@ def measure_on_cpu(builder, hf, model_size, run, run_args):
             return [], False, ["precision was not measured: even a 2-layer build of the config is too large for a "
                         "float64 shadow on CPU (the limit is ATTN_DOCTOR_SHADOW_LIMIT, %.1f GB)"
                         % (SHADOW_LIMIT_BYTES / 1e9)]
-        built = builder("cpu", shrink, new_shadow())
-        sink_list, findings, tracer, forward_error, prep_notes = run(built, {}, "cpu", *run_args, shadow=True)
+        try:
+            built = builder("cpu", shrink, new_shadow())
+            sink_list, findings, tracer, forward_error, prep_notes = run(built, {}, "cpu", *run_args, shadow=True)
+        except TraceError:
+            if fallback is None:
+                raise
+            # the longer inputs do not fit this model: the trace's own length
+            built = fallback("cpu", shrink, new_shadow())
+            sink_list, findings, tracer, forward_error, prep_notes = run(built, {}, "cpu", *run_args, shadow=True)
     except TraceError as exc:
         return [], False, ["precision was not measured: the float64 shadow's CPU run could not run (%s)" % exc.message]
     except Exception as exc:  # noqa: BLE001 - the user's code on CPU; the meta trace stands
