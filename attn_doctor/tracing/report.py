@@ -105,7 +105,8 @@ def build(tracer, expected_dtype=None, cwd=None, fp32_model=False):
 # Warnings about what the model computes slowly or less precisely (a fallback kernel, a mask read
 # for nothing, a table in half): where every line they name is an installed library's, no line of
 # the user's changes it. The library's choice is said as a note, with where to take it.
-_AT_MOST_NOTES = frozenset(("AD603", "AD610", "AD611", "AD612", "AD613", "AD618", "AD619", "AD620", "AD622", "AD625"))
+_AT_MOST_NOTES = frozenset(("AD603", "AD610", "AD611", "AD612", "AD613", "AD618", "AD619", "AD620", "AD622", "AD625",
+                            "AD626"))
 
 
 def _library_choice(f):

@@ -39,7 +39,9 @@ def _percent(x):
 def _number(x):
     if x is None:
         return "?"
-    if abs(x) >= 1e5 or (x and abs(x) < 1e-3):
+    if 1000 <= abs(x) < 1e7:
+        return "%d" % round(x)
+    if abs(x) >= 1e7 or (x and abs(x) < 1e-3):
         return "%.3g" % x
     return "%.4g" % x
 

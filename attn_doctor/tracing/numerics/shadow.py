@@ -58,6 +58,18 @@ _SAME_VALUES = frozenset(("view", "reshape", "transpose", "permute", "expand", "
                           "moveaxis", "flip", "roll", "__get__"))
 
 
+# ops that move values without arithmetic (a part, a gather, a concatenation, a fill): their result's
+# error is its inputs' element for element, so they lose nothing; a part of small values merely
+# shows a larger share of the error the whole already had
+_MOVES = _SAME_VALUES | frozenset((
+    "__getitem__", "split", "split_with_sizes", "chunk", "unbind", "narrow", "select", "index_select", "gather",
+    "take", "take_along_dim", "masked_select", "cat", "concat", "concatenate", "stack", "hstack", "vstack", "pad",
+    "repeat_interleave", "tril", "triu", "where", "masked_fill", "masked_fill_", "index_put", "index_put_",
+    "scatter", "scatter_", "diagonal", "unfold", "as_strided", "slice_scatter", "select_scatter", "__setitem__",
+    "copy_", "fill_", "zero_", "tensor_split", "split_copy", "unsafe_split", "unsafe_chunk", "dsplit", "hsplit",
+    "vsplit", "index_copy", "index_copy_", "index_fill", "index_fill_", "masked_scatter", "masked_scatter_"))
+
+
 def _wide(dtype):
     return _WIDE.get(dtype, dtype)
 
@@ -139,6 +151,11 @@ class Shadow(object):
             outs = _results(out)
         if not outs:
             return
+        if _inplace(short) and outs[0] not in self.twin:
+            # written in place before it had a twin: its values before the write are gone, so its twin
+            # starts from its values after it (lifted when next read)
+            self.err[outs[0]] = (0.0, 0)
+            return
         ins = [t for t in _tensors(args, kwargs) if _twinned(t)]
         with torch.no_grad():
             twins = self._twins_for(func, short, args, kwargs, out, outs)
@@ -174,7 +191,7 @@ class Shadow(object):
             self._headroom(tracer, func, short, o, out_max, node)
             if nonfinite and not bad_in:
                 self._event(tracer, "overflow", func, short, o, node, err, err_in, nonfinite, out_max, twin_max, ins)
-            elif err >= AMPLIFICATION * max(err_in, self.unit) and out_max == out_max:
+            elif short not in _MOVES and err >= AMPLIFICATION * max(err_in, self.unit) and out_max == out_max:
                 self._event(tracer, "loss", func, short, o, node, err, err_in, nonfinite, out_max, twin_max, ins)
 
     def _twins_for(self, func, short, args, kwargs, out, outs):
@@ -335,12 +352,13 @@ def _compare(o, tw):
         d, ref = (ov - tw)[both], tw[both]
     if not ref.numel():
         return 0.0, nonfinite, 0.0, 0.0
-    twin_max = float(ref.abs().max())
+    twin_max = float(tw[ft].abs().max()) if bool(ft.any()) else 0.0  # also where the result overflowed
     num = float(d.abs().max())
-    if twin_max == 0.0:
+    scale = float(ref.abs().max())
+    if scale == 0.0:
         err = 0.0 if num == 0.0 else 1.0
     else:
-        err = num / twin_max
+        err = num / scale
     out_max = float(ov[fo].abs().max()) if bool(fo.any()) else 0.0
     return err, nonfinite, out_max, twin_max
 
