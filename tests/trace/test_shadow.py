@@ -112,3 +112,33 @@ def test_a_model_too_large_for_the_shadow_is_said_not_measured(tmp_path):
     report = json.loads(proc.stdout)
     assert not _ids(report, "AD626")
     assert any(n.startswith("precision was not measured: the model has") for n in report["notes"]), report["notes"]
+
+
+def test_a_factory_or_forward_that_meta_cannot_run_is_traced_on_cpu(trace, tmp_path):
+    from conftest import write_module
+
+    path = write_module(tmp_path, "meta_limits.py", """
+        import torch
+        import torch.nn.functional as F
+
+        class A(torch.nn.Module):
+            def __init__(self, item):
+                super().__init__()
+                self.qkv = torch.nn.Linear(32, 96)
+                self.heads = int(torch.tensor(4).item()) if item else 4
+
+            def forward(self, x):
+                b, n, d = x.shape
+                q, k, v = self.qkv(x).view(b, n, 3, self.heads, 8).permute(2, 0, 3, 1, 4)
+                q = q.type(k.type())
+                return F.scaled_dot_product_attention(q, k, v)
+
+        def build(item=True):
+            return A(item).to(torch.bfloat16), (torch.randn(2, 16, 32, dtype=torch.bfloat16),)
+        """)
+    r = trace(path + ":build")
+    assert r["status"] == "ok" and r["device"] == "cpu" and r["summary"]["sinks"] == 1, r.get("error")
+    assert any(n.startswith("the factory does data-dependent Python") for n in r["notes"]), r["notes"]
+    r = trace(path + ":build", factory_kwargs={"item": False})
+    assert r["status"] == "ok" and r["device"] == "cpu", r.get("error")
+    assert any("x.type(y.type())" in n and "retried on CPU" in n for n in r["notes"]), r["notes"]

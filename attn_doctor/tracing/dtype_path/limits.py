@@ -25,6 +25,9 @@ def meta_limitation(exc):
     if ("meta tensor" in text or "meta tensors" in text or "Cannot copy out of meta" in text
             or "register_meta" in text or "data-dependent" in text):
         return "the forward pass does data-dependent Python (.item(), .tolist(), a tensor in an if) that meta cannot run"
+    if "invalid type: 'torch.meta." in text:
+        # x.type(y.type()): the type name of a meta tensor names no tensor type torch can make
+        return "the forward pass casts with a tensor type name (x.type(y.type())), which meta tensors have none of"
     if "device type for autocast" in text:
         return "the forward pass opens an autocast region for the meta device, which has none"
     if "Expected inputs of BF16 type but got mat_a.dtype" in text:

@@ -83,7 +83,18 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
         builder = _builder(target, model, inputs, hf, dtype, device, seq_len, attn_implementation, info,
                            factory_kwargs)
         say("building the model")
-        built = builder(device, False, new_shadow() if shadow and device == "cpu" else None)
+        try:
+            built = builder(device, False, new_shadow() if shadow and device == "cpu" else None)
+        except TraceError as exc:
+            if not (device == "meta" and retry_on_cpu and exc.kind == "factory" and _is_meta_limitation(exc.exc)):
+                raise
+            # the factory itself does what meta cannot (.item() in __init__): the model is built on CPU
+            from ..dtype_path.limits import meta_limitation
+
+            notes.append("the factory %s (%s); built and traced on CPU" % (
+                meta_limitation(exc.exc).replace("the forward pass ", ""), _one_line(exc.exc)))
+            device = info["device"] = "cpu"
+            built = builder("cpu", False, new_shadow() if shadow else None)
     except TraceError as exc:
         return _failure(exc, info, notes, start)
     except Exception as exc:  # noqa: BLE001 - a bug here must still give a report
