@@ -47,27 +47,33 @@ def _number(x):
 
 
 def half_sources(node, by_seq, limit=300):
-    """Where a half-precision value behind ``node`` became half: casts to half, tensors made with a
-    half dtype, parameters, buffers and inputs in half; the walk follows half values only, the
+    """Where a half-precision value behind ``node`` became half, as (node, is_reader): casts to half,
+    tensors made with a half dtype, parameters, buffers and inputs in half (each followed by the op
+    that read it, a reader: where a cast to float32 would go); the walk follows half values only, the
     inputs that carry more error first, and stops at projections and norms (there the half dtype is
     the weights')."""
-    found, stack, seen = [], [node], set()
+    found, stack, seen = [], [(node, None)], set()
     while stack and limit > 0:
         limit -= 1
-        n = stack.pop()
+        n, reader = stack.pop()
         if n is None or id(n) in seen or n.dtype not in _HALF_NAMES:
             continue
         seen.add(id(n))
-        if n.kind in ("param", "buffer", "attribute", "input", "tensor") or n.kind == "cast":
-            found.append(n)
+        if n.kind in ("param", "buffer", "attribute", "input", "tensor"):
+            found.append((n, False))
+            if reader is not None and reader.file:
+                found.append((reader, True))
+            continue
+        if n.kind == "cast":
+            found.append((n, False))
             continue
         if n.kind != "op" or n.short in _BOUNDARY:
             continue
         halves = [i for i in n.inputs if i.dtype in _HALF_NAMES]
         if not halves:
-            found.append(n)  # made half here from wider or integer inputs
+            found.append((n, False))  # made half here from wider or integer inputs
             continue
-        stack.extend(sorted(halves, key=lambda i: by_seq.get(i.seq, 0.0)))
+        stack.extend((i, n) for i in sorted(halves, key=lambda i: by_seq.get(i.seq, 0.0)))
     return found
 
 
@@ -89,8 +95,10 @@ def error_origin(node, by_seq, limit=64):
     return None
 
 
-def _source_entry(n, feeds):
-    if n.kind == "cast":
+def _source_entry(n, feeds, reader=False):
+    if reader:
+        what = "%s reading it" % n.op
+    elif n.kind == "cast":
         what = ("cast to %s by %s" if n.inputs else "made in %s by %s") % (n.dtype, n.op)
     elif n.kind == "buffer" and n.dtype not in _HALF_NAMES:
         what = "the buffer %s (its values rounded by a cast to half precision, then cast back)" % n.name
@@ -109,11 +117,11 @@ def _source_entry(n, feeds):
 def _sources(node, by_seq):
     """The places that made ``node``'s value half, earliest first, one per line."""
     out, lines = [], set()
-    for n in sorted(half_sources(node, by_seq), key=lambda n: n.seq):
+    for n, reader in sorted(half_sources(node, by_seq), key=lambda p: p[0].seq):
         place = (n.file, n.line) if n.file else (n.kind, n.name)
         if place not in lines:
             lines.add(place)
-            out.append(_source_entry(n, "operand"))
+            out.append(_source_entry(n, "operand", reader))
     return out
 
 
