@@ -23,7 +23,7 @@ def head_dim_of(doc: dict) -> Optional[int]:
 
 
 def head_dim_of_file(path: Path) -> Optional[int]:
-    from . import ConfigReadError, load_document
+    from .documents import ConfigReadError, load_document
 
     try:
         doc = load_document(path)

@@ -466,8 +466,7 @@ def _dry_run(model, kwargs, device):
 
     from ..dtype_path.limits import _meta_limitation
     from .factory import cuda_to
-    from .hf_models import transformers_sees_flash_attn
-    from .run import autocast_on_trace_device
+    from .gpu_stand_in import autocast_on_trace_device, transformers_sees_flash_attn
 
     off_gpu = device != "cuda"
     training = model.training

@@ -8,7 +8,6 @@ transformers."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import inspect
 import json
@@ -17,6 +16,7 @@ import re
 import sys
 
 from ..errors import TraceError, _one_line
+from .gpu_stand_in import flash_importable
 
 
 def _transformers_version():
@@ -89,15 +89,6 @@ def _instantiate(cls, config, kwargs):
         if "dtype" not in str(exc):
             raise
         return build(config, **kwargs)  # transformers < 4.56 knows torch_dtype only
-
-
-def _flash_importable():
-    try:
-        import flash_attn  # noqa: F401
-
-        return True
-    except BaseException:  # noqa: BLE001
-        return False
 
 
 # transformers refusing an implementation for the architecture itself (as opposed to this machine:
@@ -178,7 +169,7 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
         if "flash" not in requested or not isinstance(exc, (ImportError, ValueError)):
             raise TraceError("build", "transformers %s cannot build %s with attn_implementation=%r (%s): %s" % (
                 version, what, requested, source, _one_line(exc)), exc)
-        if not _flash_importable():
+        if not flash_importable():
             raise TraceError("build", "transformers %s refuses attn_implementation=%r here, as from_pretrained "
                                       "would: %s" % (version, requested, _one_line(exc)), exc)
         if _ARCHITECTURE_REFUSAL.search(str(exc)):
@@ -198,7 +189,7 @@ def build_hf(path, device, dtype_name, attn_impl, seq_len, shrink=False):
                                              "switched its attention to %s" % requested if switched
                                              else "no attention module took %s" % requested))
     used = requested if requested and "flash" in requested else _impl_of(model, requested)
-    if used and "flash" in used and _flash_importable():
+    if used and "flash" in used and flash_importable():
         _ensure_flash_in_modeling_modules(model)
         _ensure_flash_utils()
     from .hf_inputs import input_problem, make_inputs
@@ -317,31 +308,3 @@ def _config_dtype(config):
         return None
     name = str(value).replace("torch.", "")
     return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name)
-
-
-@contextlib.contextmanager
-def transformers_sees_flash_attn():
-    """Off the GPU, transformers >= 5 finds no usable flash-attn (it asks for CUDA) and its flash
-    wrapper then fetches a kernel from the Hub. Where flash_attn imports (really, or as the
-    stand-in), the trace stands for a GPU that has it: the wrapper's own availability check says
-    yes, so transformers' real flash path runs and calls flash_attn's functions."""
-    utils = sys.modules.get("transformers.modeling_flash_attention_utils")
-    if utils is None or not hasattr(utils, "lazy_import_flash_attention") or not _flash_importable():
-        yield
-        return
-    saved = {k: getattr(utils, k) for k in ("is_flash_attn_2_available", "_loaded_implementation")
-             if hasattr(utils, k)}
-    utils.is_flash_attn_2_available = lambda: True
-    utils._loaded_implementation = None
-    try:
-        # from_pretrained loads the implementation when it builds a flash model on a GPU; callers
-        # that pass none (falcon, gpt_neo, gptj: `_flash_attention_forward(...)` without
-        # implementation=) rely on that. Here transformers refused, so load flash-attn 2 as it would.
-        utils.lazy_import_flash_attention("flash_attention_2")
-    except Exception:  # noqa: BLE001 - an older helper: those callers pass the implementation
-        utils._loaded_implementation = None
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(utils, k, v)

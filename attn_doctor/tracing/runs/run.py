@@ -20,7 +20,8 @@ import time
 from .. import report as report_mod
 from ..errors import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, EXIT_USAGE, TraceError, _one_line, _tb
 from .factory import _bind_factory_args, call_factory, cuda_to, import_target_module, normalize_inputs, parse_target, resolve_factory, split_result
-from .hf_models import build_hf, transformers_sees_flash_attn
+from .gpu_stand_in import autocast_on_trace_device, transformers_sees_flash_attn
+from .hf_models import build_hf
 from .outputs import _map_tensors, _tensors, output_signature
 from .shadow_pass import (measure_on_cpu, measuring_construction, merge_measured, model_bytes, new_shadow,
                           shadow_dtype, shadow_records, shadow_seq_len)
@@ -363,17 +364,6 @@ def guess_inputs(model, device, seq_len):
                 return (), {"input_ids": ids}
             return (ids,), {}
     return None
-
-
-def autocast_on_trace_device(device):
-    """``torch.autocast(device_type=x.device.type, ...)`` inside the model (transformers' rotary
-    code does this) names the trace device, which stands for the GPU: meta has no autocast at all
-    (torch raises), and on the GPU that region would switch CUDA autocast, which is the state the
-    emulation reads. So the trace device's autocast regions, and "cuda" ones, switch CUDA
-    autocast's state (calls/autocast.py's ``regions_on``: decorators made at import too)."""
-    from ..calls.autocast import regions_on
-
-    return regions_on(device)
 
 
 # The attributes a model (or its config) states its longest sequence in, by library.

@@ -2,7 +2,7 @@
 suggest the framework, with how much each says), an optional recognise_extra(doc) for what keys alone
 cannot say, DISTINCT (and an optional distinct(doc)): the evidence only that framework writes, and
 read(doc, context) -> plan.Reading, in the sub-package of its kind (hf_trainers/, distributed/,
-megatron/, diffusion/). A reader claims a file only on its DISTINCT evidence (evidence() below): its
+megatron/, diffusion/). A reader claims a file only on its DISTINCT evidence (distinct.py's evidence()): its
 defaults are asserted only then; a file that merely looks like a framework's is read generically,
 with no default assumed. Adding a framework is one module there, listed in READERS below, and its
 real config files in tests/fixtures/configs/real/ (every other reader's tests read them too: none
@@ -11,6 +11,7 @@ may claim them). generic.py reads the rest; _hf.py and _megatron.py hold what se
 from __future__ import annotations
 
 from . import generic
+from .distinct import evidence  # noqa: F401  (what the probe asks of each reader)
 from .diffusion import kohya, musubi, onetrainer, simpletuner
 from .distributed import accelerate, composer, deepspeed, espnet, lightning, litgpt, llmfoundry, mmengine, nanotron, torchtitan, torchtune
 from .hf_trainers import axolotl, h2ollmstudio, llamafactory, msswift, openinstruct, openrlhf, oumi, primerl, transformers, trl, verl
@@ -21,33 +22,6 @@ READERS = (llamafactory, axolotl, torchtune, trl, msswift, accelerate, deepspeed
            nemo, nemo_rl, megatron_bridge, lightning, composer, mmengine, gptneox, primerl, espnet)
 # A file no framework reader recognises is read for the idioms every framework shares (generic.py).
 FALLBACK = generic
-
-
-def evidence(reader, doc: dict) -> list[str]:
-    """What in `doc` only `reader`'s framework writes: each DISTINCT entry found (a dotted key that is
-    there, or `key: value` for a (dotted key, values) pair whose value is one of them; a value ending
-    in `*` matches as a prefix), then what reader.distinct(doc) finds in the file's structure."""
-    from ..plan import get, has
-
-    found: list[str] = []
-    for entry in getattr(reader, "DISTINCT", ()):
-        if isinstance(entry, str):
-            if has(doc, entry):
-                found.append(entry)
-            continue
-        key, values = entry
-        value = get(doc, key)
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and _one_of(str(value), values):
-            found.append(f"{key}: {value}")
-    extra = getattr(reader, "distinct", None)
-    if extra is not None:
-        found += [item for item in extra(doc) if item not in found]
-    return found
-
-
-def _one_of(value: str, values: tuple) -> bool:
-    text = value.strip().lower()
-    return any(text.startswith(v[:-1].lower()) if v.endswith("*") else text == v.lower() for v in values)
 
 
 def by_name(name: str):

@@ -69,7 +69,7 @@ def distinct(doc: dict) -> list[str]:
         return []
     from types import SimpleNamespace
 
-    from .. import evidence
+    from ..distinct import evidence
 
     return [prefix + item for item in evidence(SimpleNamespace(DISTINCT=DISTINCT), root)]
 _MCLI = ("integrations", "command", "image", "compute", "gpu_num", "gpu_type", "cluster", "scheduling")

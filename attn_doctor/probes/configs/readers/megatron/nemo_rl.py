@@ -120,7 +120,7 @@ def _with_parents(doc: dict, base: Optional[Path], depth: int = 0, seen: tuple =
             missing.append(f"{name} (a cycle)")
             continue
         try:
-            from ... import ConfigReadError, load_document
+            from ...documents import ConfigReadError, load_document
 
             parent = load_document(resolved)
         except (ConfigReadError, OSError, ValueError):
