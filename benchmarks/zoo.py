@@ -790,7 +790,7 @@ def _torchaudio_make(name, probe=False):
             kwargs[p.name] = ["a", "b"]
         else:
             raise TypeError("needs %s" % p.name)
-    model = obj(**kwargs)
+    model = _torchaudio_shallow(obj, kwargs)
     cls = type(model).__name__
     if cls == "Wav2Vec2Model":
         return model, (torch.randn(1, 4000),)
@@ -805,6 +805,33 @@ def _torchaudio_make(name, probe=False):
     if cls == "HDemucs":
         return model, (torch.randn(1, 2, 8192),)
     return model, None
+
+
+def _torchaudio_shallow(factory, kwargs):
+    """A torchaudio factory called with its encoder cut to 2 layers: the wav2vec2 family's factories
+    call the module's wav2vec2_model / hubert_pretrain_model / wavlm_model with their sizes, which are
+    wrapped for the call."""
+    import torchaudio.models.wav2vec2.model as w2v
+
+    mod = sys.modules.get(factory.__module__)
+    if mod is not w2v:
+        return factory(**kwargs)
+    saved = {n: getattr(w2v, n) for n in ("wav2vec2_model", "hubert_pretrain_model", "wavlm_model")}
+
+    def wrap(fn):
+        def shallow(*a, **kw):
+            if "encoder_num_layers" in kw:
+                kw["encoder_num_layers"] = min(kw["encoder_num_layers"], 2)
+            return fn(*a, **kw)
+        return shallow
+
+    try:
+        for n, fn in saved.items():
+            setattr(w2v, n, wrap(fn))
+        return factory(**kwargs)
+    finally:
+        for n, fn in saved.items():
+            setattr(w2v, n, fn)
 
 
 def _build_torchaudio(name):
@@ -1051,7 +1078,7 @@ BUILDERS = {"timm": _build_timm, "diffusers": _build_diffusers, "open_clip": _bu
             "torchvision": _build_torchvision, "torchaudio": _build_torchaudio, "vit_pytorch": _build_vit_pytorch,
             "x_transformers": _build_x_transformers}
 BUILDERS.update({cb: functools.partial(_build_reference, cb) for cb in REFERENCE_NAMES})
-_SOURCE_TAG = "zoo-3"
+_SOURCE_TAG = "zoo-4"
 
 
 # ---------------------------------------------------------------- diffusers' tiny test configs
