@@ -733,7 +733,7 @@ def _build_torchvision(name):
 
 # ---------------------------------------------------------------- torchaudio
 
-TORCHAUDIO_FAMILY = re.compile(r"_(base|large|xlarge|large_lv60k|300m|1b|2b)(_|$)")
+TORCHAUDIO_FAMILY = re.compile(r"_(base|large|xlarge|large_lv60k|300m|1b|2b|low|medium|high)(_|$)")
 
 
 def _list_torchaudio():
@@ -1078,7 +1078,7 @@ BUILDERS = {"timm": _build_timm, "diffusers": _build_diffusers, "open_clip": _bu
             "torchvision": _build_torchvision, "torchaudio": _build_torchaudio, "vit_pytorch": _build_vit_pytorch,
             "x_transformers": _build_x_transformers}
 BUILDERS.update({cb: functools.partial(_build_reference, cb) for cb in REFERENCE_NAMES})
-_SOURCE_TAG = "zoo-4"
+_SOURCE_TAG = "zoo-3"
 
 
 # ---------------------------------------------------------------- diffusers' tiny test configs
