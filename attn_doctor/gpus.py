@@ -49,6 +49,25 @@ def _norm(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", text)
 
 
+# What nvidia-smi and the driver add to a model's name (Tesla V100-SXM2-16GB, NVIDIA H100 80GB
+# HBM3, NVIDIA A100-SXM4-40GB MIG 1g.5gb): its memory, memory type, form factor and MIG slice,
+# none of which changes the compute capability.
+_VARIANT = re.compile(r"(?<![a-z0-9])(?:\d+\s?gb|hbm\d*e?|g?ddr\d+x?|sxm\d*|pcie|nvl\d*|mig|\d+g\.\d+gb)(?![a-z0-9])")
+_MEMORY = re.compile(r"(?<![A-Za-z0-9.])(\d{1,3})\s?GB(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def _model(name: str) -> str:
+    """The model in a name as the driver prints it, without what _VARIANT strips."""
+    return _norm(_VARIANT.sub(" ", name.lower()))
+
+
+def memory_in_name(name: str) -> Optional[int]:
+    """The memory a name states ("Tesla V100-SXM2-16GB": 16), in GB; None where it states none
+    (a MIG slice's 5gb is the slice's, not the GPU's)."""
+    found = _MEMORY.search(re.sub(r"\bmig\b.*", "", name, flags=re.IGNORECASE))
+    return int(found.group(1)) if found else None
+
+
 @lru_cache(maxsize=1)
 def catalogue() -> tuple[dict, ...]:
     try:
@@ -97,9 +116,12 @@ def amd_gpus_in(text: str) -> list[tuple[str, str]]:
 
 
 def _assumed(entry: dict, given: str) -> AssumedGpu:
+    named = memory_in_name(given)  # the variant the job gets, where its name says which
+    memory_gib = named or entry.get("memory_gib")
     return AssumedGpu(name=entry["name"], capability=entry["capability"], given=given,
-                      memory_mib=int(entry["memory_gib"] * 1024) if entry.get("memory_gib") else None,
-                      fp8=has_fp8(entry["capability"]), source=entry.get("source", ""))
+                      memory_mib=int(memory_gib * 1024) if memory_gib else None,
+                      fp8=has_fp8(entry["capability"]),
+                      source=entry.get("source", "") + (f"; memory as the name gives it ({named} GB)" if named else ""))
 
 
 def _flag(option: str) -> str:
@@ -107,8 +129,9 @@ def _flag(option: str) -> str:
 
 
 def lookup(name: Optional[str] = None, capability: Optional[str] = None, spell: Callable[[str], str] = _flag) -> AssumedGpu:
-    """The GPU named (a catalogue name or alias, any case, with or without NVIDIA/Tesla/GeForce) or
-    of a compute capability ("7.5"). Raises UsageError with the closest names for an unknown one,
+    """The GPU named (a catalogue name or alias, any case, with or without NVIDIA/Tesla/GeForce, or
+    as nvidia-smi and the driver print it, memory and form factor included) or of a compute
+    capability ("7.5"). Raises UsageError with the closest names for an unknown one,
     naming the option as the caller spells it (spell("gpu"): "--gpu" on the command line)."""
     if capability is not None:
         if not re.fullmatch(r"\d{1,2}\.\d", capability.strip()):
@@ -127,10 +150,13 @@ def lookup(name: Optional[str] = None, capability: Optional[str] = None, spell: 
     for entry in catalogue():
         for alias in (entry["name"], *entry.get("aliases", ())):
             names.setdefault(_norm(alias), entry)
-    if wanted in names:
-        return _assumed(names[wanted], name)
-    close = difflib.get_close_matches(wanted, list(names), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(names[c]['name'] for c in close)}?" if close else ""
+    model = _model(name or "")
+    for key in (wanted, model):
+        if key in names:
+            return _assumed(names[key], name)
+    # one suggestion per GPU, whichever of its names came close
+    close = dict.fromkeys(names[c]["name"] for c in difflib.get_close_matches(model or wanted, list(names), n=12, cutoff=0.5))
+    hint = f"; did you mean {', '.join(list(close)[:3])}?" if close else ""
     raise UsageError(f"{_given(spell, 'gpu', name)}: not a GPU attn-doctor knows{hint} (`attn-doctor check --gpu list` shows them; "
                      f"{spell('capability')} X.Y judges for any compute capability)")
 

@@ -87,7 +87,7 @@ def check(
     gpu: Optional[str] = typer.Option(
         None, "--gpu", metavar="NAME",
         help="Judge for this GPU instead of this machine's (t4, v100, a10, l4, a100, h100, h200, b200, rtx4090, rtx5090, ...; "
-             "`--gpu list` shows them all): the configs and the sample forward pass, with this environment's software, from "
+             "`--gpu list` shows them all; any case, or as nvidia-smi prints it: \"Tesla V100-SXM2-16GB\"): the configs and the sample forward pass, with this environment's software, from "
              "a login node without that GPU. Nothing is tested on a GPU; the report says which facts were assumed.",
     ),
     cache_dir: Optional[Path] = typer.Option(

@@ -125,14 +125,20 @@ def collect_facts(
     else:
         gpu_run, gpu = _timed("gpu", probe_gpus)
     note("reading installed packages")
-    env_run, env_data = _timed("environment", lambda: _environment(python, None if quick else list(FINGERPRINTED)))
+    # --quick imports nothing, but still looks where torch would be imported from (its top folder only)
+    env_run, env_data = _timed("environment", lambda: _environment(python, ["torch/"] if quick else list(FINGERPRINTED)))
     probes: list[ProbeRun] = [env_run, gpu_run]
     if env_data is not None:
         _apply_environment(facts, env_data)
     if gpu is not None:
         facts.gpu = gpu
     facts.env = safe_environment(os.environ)
+    no_torch = env_data is not None and (env_data.get("modules") or {}).get("torch", False) is None
     if quick:
+        if no_torch and facts.version_of("torch") is None:
+            # neither installed nor importable from anywhere on its path: what the full check's
+            # probe would find without importing anything, so --quick judges it as that check does
+            facts.torch = msgspec.structs.replace(facts.torch, status="missing")
         facts.probes = probes
         arrived("environment")
         return facts
@@ -154,7 +160,6 @@ def collect_facts(
             args = ["torch", "--targets", "{}", "--gpu", json.dumps(dict(gpu_config, part="node"))]
             parts["node"] = _once("node", inputs, lambda: TorchJob("node", python, args, child_env, node_value), NodeValue,
                                   known_node, timeout, settings)
-        no_torch = env_data is not None and (env_data.get("modules") or {}).get("torch", False) is None
         if env_data is not None:
             args = ["torch", "--targets", json.dumps(MODULE_DISTRIBUTIONS), "--builds", json.dumps({"script": str(BUILDS_CHILD_SCRIPT)})]
             if smoke and on_gpu:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..facts import MODULE_DISTRIBUTIONS, Facts, bf16_native
+from ..gpus import memory_in_name
 from ..report import STATUS_ORDER, Report, Result
 from .remedy import remedy_lines
 
@@ -335,9 +336,11 @@ def _gpu(facts: Facts) -> str:
     line = "; ".join(parts) + driver
     if facts.assumed_gpu is not None:
         a = facts.assumed_gpu
-        traits = ", ".join(("fp8" if a.fp8 else "no fp8", f"{a.memory_mib // 1024} GB" if a.memory_mib else ""))
-        line += (f" — assumed (--gpu {a.given}): capability {a.capability}, {traits.strip(', ')} from the shipped catalogue; "
-                 "nothing was tested on a GPU")
+        memory = f"{a.memory_mib // 1024} GB" if a.memory_mib else ""
+        named = memory and memory_in_name(a.given) is not None  # "Tesla V100-SXM2-16GB": the name says which variant
+        traits = ", ".join(("fp8" if a.fp8 else "no fp8", "" if named else memory))
+        line += (f" — assumed (--gpu {a.given}): capability {a.capability}, {traits.strip(', ')} from the shipped catalogue"
+                 f"{f', {memory} as named' if named else ''}; nothing was tested on a GPU")
     return line
 
 

@@ -282,7 +282,8 @@ def _condition(cond, checks: dict[str, Callable]) -> str:
     for name, spec in cond.version.items():
         parts.append(f"`{name}` {f'`{spec}`' if spec else 'of any version'} is installed")
     if cond.gpu:
-        parts.append("a GPU is present" if cond.gpu == "present" else "no GPU is present")
+        parts.append({"present": "a GPU is present", "present_or_assumed": "a GPU is present or named with --gpu"}.get(
+            cond.gpu, "no GPU is present"))
     if cond.capability:
         parts.append(f"a GPU's compute capability is `{cond.capability}`")
     if cond.torch:

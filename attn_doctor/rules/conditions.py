@@ -6,6 +6,7 @@ is True; it passes when any is False; otherwise it is skipped, with the reason.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Optional
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -105,6 +106,20 @@ def base_evidence(facts: Facts) -> dict[str, Any]:
     return base
 
 
+def build_of_label(version: Optional[str]) -> Optional[str]:
+    """"cpu", "cuda" or "rocm" from a torch wheel's local version label (PyTorch's own indexes:
+    2.8.0+cpu, 2.8.0+cu128, 2.8.0+rocm6.4); None without one (PyPI's Linux wheels carry none and
+    are CUDA builds, its macOS ones none and are not: the label alone cannot tell)."""
+    label = (version or "").partition("+")[2].lower()
+    if label.startswith("cpu"):
+        return "cpu"
+    if re.match(r"cu\d", label):
+        return "cuda"
+    if label.startswith("rocm"):
+        return "rocm"
+    return None
+
+
 class Evaluator:
     def __init__(self, facts: Facts, checks: dict[str, CheckFn], data: dict):
         self.facts = facts
@@ -177,7 +192,13 @@ class Evaluator:
         return True
 
     def _gpu(self, want: str) -> Verdict:
-        if self.facts.assumed_gpu is not None:  # check --gpu: what is judged is that GPU, not whether this machine has one
+        assumed = self.facts.assumed_gpu
+        if assumed is not None and want == "present_or_assumed":
+            # the job's GPU, named with --gpu: what the environment must run on, whatever this machine has
+            self.evidence["gpu"] = self._gpu_names()
+            self.evidence["assumed_gpu"] = self.evidence["gpu"]
+            return True
+        if assumed is not None:  # check --gpu: what is judged is that GPU, not whether this machine has one
             return Unknown("the GPU is assumed (--gpu), not this machine's")
         caps = self.facts.gpu_capabilities()
         if caps is None:
@@ -185,7 +206,7 @@ class Evaluator:
         present = bool(caps) or bool(self.facts.gpu.devices)
         if present:
             self.evidence["gpu"] = self._gpu_names()
-        return present if want == "present" else not present
+        return not present if want == "absent" else present
 
     def _capability(self, spec: str) -> Verdict:
         caps = self.facts.gpu_capabilities()
@@ -235,6 +256,14 @@ class Evaluator:
 
     def _torch_cuda(self, want: str) -> Verdict:
         t = self.facts.torch
+        if t.status == "skipped":
+            # not imported (--quick): the wheel's local version label still names its build
+            version = self.facts.version_of("torch")
+            build = build_of_label(version)
+            if build is None:
+                return Unknown("torch was not probed (--quick)" if self.facts.quick else "the torch probe did not run")
+            self.evidence["torch"] = version
+            return build == want
         if t.status != "ok":
             return Unknown("torch did not import")
         build = "rocm" if t.hip else "cuda" if t.cuda else "cpu"

@@ -32,7 +32,9 @@ class Condition(Strict):
     not_installed: list[str] = []
     # distribution -> PEP 440 specifier the installed version must satisfy ("" = any version)
     version: dict[str, str] = {}
-    gpu: Optional[Literal["present", "absent"]] = None
+    # "present": this machine's driver sees a GPU; "present_or_assumed": that, or check --gpu names
+    # the job's GPU (what the environment must run on); "absent": no GPU here (unknown under --gpu)
+    gpu: Optional[Literal["present", "present_or_assumed", "absent"]] = None
     capability: Optional[str] = None  # specifier over compute capability: ">=7.0,<8.0"
     torch: list[ImportStatus] = []  # torch probe status is one of these
     torch_cuda: Optional[Literal["cuda", "rocm", "cpu"]] = None  # which build of torch
