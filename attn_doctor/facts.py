@@ -377,6 +377,8 @@ class OtherEnvironment(Struct):
     python_version: Optional[str] = None  # "3.11", from its lib/pythonX.Y folder or pyvenv.cfg
     torch: Optional[str] = None  # the torch version its metadata names; None: no torch there
     command: str = ""  # the check of it, as this doctor was run: `attn-doctor check -p /x/bin/python`
+    # why no command is offered for it ("" above): a Python older than the probes run in
+    left_out: Optional[str] = None
 
 
 class Environments(Struct):

@@ -73,6 +73,10 @@ def gather_facts(options: CheckOptions, progress=None, previous: Optional[Report
     complete(facts)
     environment = facts.probe("environment")
     if options.python and environment and environment.status != "ok":
+        from .probes.runner import TOO_OLD
+
+        if TOO_OLD in (environment.error or ""):  # a working interpreter, too old for the probes to run in
+            raise UsageError(f"{options.target.named()}: {environment.error}")
         raise UsageError(f"{options.target.named()}: not a working Python interpreter ({environment.error})")
     return facts
 

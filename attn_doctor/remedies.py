@@ -27,11 +27,15 @@ class Target:
     python: Optional[str]  # absolute path; None: unknown (no command that needs it is shown)
     installer: Optional[str] = "pip"  # "pip", "uv", or None: neither is available
     uv: str = "uv"  # the uv executable, where the installer is uv
+    # why nothing should be installed into it (Remedy.for_target): "" where something may, None
+    # where the facts cannot tell
+    refuses: Optional[str] = None
 
     @classmethod
     def of(cls, facts: Facts) -> "Target":
         uv = facts.tools.get("uv")
-        return cls(facts.platform.python_executable or None, installer(facts), (uv.path if uv else None) or "uv")
+        return cls(facts.platform.python_executable or None, installer(facts), (uv.path if uv else None) or "uv",
+                   refuses(facts))
 
     @classmethod
     def interpreter(cls, python: str) -> "Target":
@@ -43,6 +47,20 @@ class Target:
             return cls(python, "pip")
         uv = shutil.which("uv")
         return cls(python, "uv", uv) if uv else cls(python, "pip")
+
+
+def refuses(facts: Facts) -> Optional[str]:
+    """Why the environment checked is not one to install into, "" where it is, None where the
+    facts do not say which interpreter was checked."""
+    if not facts.platform.python_executable:
+        return None
+    if facts.target is not None and facts.target.source == "self" and facts.torch.status == "missing":
+        # the doctor's own venv, checked because nothing else was named: the README keeps it without
+        # torch, and a torch installed there would not be the training environment's
+        return "attn-doctor's own environment, checked because nothing was activated or named with --python; it stays without torch"
+    if facts.platform.externally_managed:
+        return "a system Python managed by the OS; pip refuses to install into it"
+    return ""
 
 
 def installer(facts: Facts) -> Optional[str]:

@@ -26,8 +26,12 @@ def remedies(rule: Rule, evidence: dict[str, Any], target: Optional[Target] = No
     placeholder. Each command is resolved for `target` (the environment the finding is about):
     an argument list that runs as it is, or None."""
     target = target or Target(None)
+    if target.refuses:
+        evidence = dict(evidence, target_refuses=target.refuses)
     out = []
     for remedy in rule.remedies:
+        if remedy.for_target == "installable" and target.refuses or remedy.for_target == "not_installable" and target.refuses == "":
+            continue  # offered for the other kind of environment
         values: dict[str, Any] = {}
         missing: set[str] = set()
         for f in remedy.__struct_fields__:

@@ -29,6 +29,7 @@ from typing import Iterator, Optional
 import msgspec
 
 from ..facts import Environments, OtherEnvironment
+from .runner import TARGET_PYTHON_FLOOR, TOO_OLD
 
 DEADLINE_S = 2.0
 MAX_CANDIDATES = 64  # environments examined at most; past it the search stops and says so
@@ -112,8 +113,9 @@ def _search(target: str, environ: dict, cwd: str, doctor: str, found: list[Other
             state["stopped"] = f"stopped after {MAX_CANDIDATES} environments"
             return
         version, torch = _read(python, environ)
+        left_out = _too_old(version)
         candidate = OtherEnvironment(python=python, found=[where], python_version=version, torch=torch,
-                                     command=f"{doctor} check -p {shlex.quote(python)}")
+                                     command="" if left_out else f"{doctor} check -p {shlex.quote(python)}", left_out=left_out)
         seen[key] = candidate
         found.append(candidate)
 
@@ -226,6 +228,16 @@ def _conda(environ: dict, home: Path) -> Iterator[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------- reading one environment
+
+
+def _too_old(version: Optional[str]) -> Optional[str]:
+    """Why an environment's Python cannot be checked (its probes would not start there), or None:
+    a version read from its folders below the probes' floor. An unknown version is offered."""
+    try:
+        older = version is not None and tuple(int(x) for x in version.split(".")[:2]) < TARGET_PYTHON_FLOOR
+    except ValueError:
+        return None
+    return f"Python {version} is {TOO_OLD}" if older else None
 
 
 def torch_of(python: str, environ: Optional[dict] = None) -> Optional[str]:

@@ -30,10 +30,26 @@ def child_package_source(folder: Path = PROBES_DIR) -> str:
     ) % (CHILD_PACKAGE, str(folder))
 
 
+# The oldest Python the probe child runs in: its modules (target/) start with `from __future__
+# import annotations`, a SyntaxError before 3.7 (and Python 2 has no importlib.machinery).
+TARGET_PYTHON_FLOOR = (3, 7)
+TOO_OLD = "older than Python %d.%d, the oldest attn-doctor's probes run in" % TARGET_PYTHON_FLOOR
+
+# Before anything else, in words any Python since 2.6 runs: an older interpreter says why it cannot
+# be checked, as the probes' own JSON error, instead of failing on their syntax.
+_FLOOR_GUARD = (
+    "import sys\n"
+    "if sys.version_info[:2] < %r:\n"
+    "    sys.stdout.write('{\"error\": {\"kind\": \"python_too_old\", \"message\": \"Python %%d.%%d.%%d is %s\"}}'"
+    " %% tuple(sys.version_info[:3]))\n"
+    "    sys.exit(0)\n"
+) % (TARGET_PYTHON_FLOOR, TOO_OLD.replace("'", "\\'"))
+
 # The probe child: `python -c CHILD_BOOTSTRAP COMMAND ...` rather than a script path: the probes'
 # folder must not land on the target's sys.path, and the target sees its usual PYTHONPATH and
 # working directory, as the user does.
-CHILD_BOOTSTRAP = child_package_source() + "importlib.import_module(%r).run(sys.argv[1:])\n" % (CHILD_PACKAGE + ".child")
+CHILD_BOOTSTRAP = (_FLOOR_GUARD + child_package_source()
+                   + "importlib.import_module(%r).run(sys.argv[1:])\n" % (CHILD_PACKAGE + ".child"))
 
 
 class ProbeFailed(Exception):
@@ -99,6 +115,8 @@ class ChildProcess:
         if data.get("error"):
             err = data["error"]
             text = err.get("message") if isinstance(err, dict) else str(err)
+            if isinstance(err, dict) and err.get("kind") == "python_too_old":
+                raise ProbeFailed("failed", str(text))  # the whole reason: no probe of it ran
             raise ProbeFailed("failed", f"probe `{' '.join(self.args)}` failed: {text}")
         return data
 

@@ -19,7 +19,9 @@ def render_environments(console: Console, environments: Optional[Environments], 
     report's host)."""
     if environments is None:
         return
-    with_torch = [c for c in environments.candidates if c.torch]
+    # an environment whose Python the probes cannot start in gets no command: it is said apart, with why
+    with_torch = [c for c in environments.candidates if c.torch and not c.left_out]
+    left_out = [c for c in environments.candidates if c.torch and c.left_out]
     without = [c for c in environments.candidates if not c.torch]
     if len(with_torch) == 1:
         one = with_torch[0]
@@ -32,11 +34,17 @@ def render_environments(console: Console, environments: Optional[Environments], 
             _command(console, candidate.command, "          ")
     else:
         looked = ", ".join(environments.searched)
-        _arrow(console, f"No other environment {here} has torch (looked at {looked}). Install torch in the "
+        which = "a torch attn-doctor can check" if left_out else "torch"
+        _arrow(console, f"No other environment {here} has {which} (looked at {looked}). Install torch in the "
                         f"environment you train in, and check that one: {environments.doctor} check -p /path/to/train-env/bin/python")
+    for candidate in left_out:
+        console.print(Text(f"      left out: torch {candidate.torch}  {candidate.python}  ({_where(candidate)}): "
+                           f"{candidate.left_out}", style="dim"))
     if without:
         shown = without if verbose else without[:SHOWN_WITHOUT]
-        names = ", ".join(f"{c.python} ({c.found[0]})" if c.found else c.python for c in shown)
+        names = ", ".join(c.python + _said(([c.found[0]] if c.found else [])
+                                           + ([f"Python {c.python_version}, too old to check"] if c.left_out else []))
+                          for c in shown)
         more = f", and {len(without) - len(shown)} more (-v lists them)" if len(shown) < len(without) else ""
         console.print(Text(f"      without torch: {names}{more}", style="dim"))
     if environments.error:
@@ -53,6 +61,10 @@ def _arrow(console: Console, text: str) -> None:
 
 def _command(console: Console, command: str, indent: str) -> None:
     console.print(Text(indent + command), soft_wrap=True)  # one line, to copy whole
+
+
+def _said(words: list[str]) -> str:
+    return f" ({', '.join(words)})" if words else ""
 
 
 def _where(candidate: OtherEnvironment) -> str:

@@ -240,7 +240,7 @@ def _remedy_lines(rule: Rule, evidence: dict) -> list[str]:
 
     lines = []
     for template, remedy in zip(rule.remedies, remedies(rule, evidence, Target("python"))):
-        text = f"{remedy.summary}. {_applies(rule, template)}"
+        text = f"{remedy.summary}. {_offered(template)}{_applies(rule, template)}"
         setting = edit_line(remedy)
         if setting:
             text += f" The setting: {setting}."
@@ -250,6 +250,16 @@ def _remedy_lines(rule: Rule, evidence: dict) -> list[str]:
             text += " " + " ".join(remedy.detail.split())
         lines.append(text)
     return lines
+
+
+def _offered(remedy) -> str:
+    """Which environments a remedy is offered for (Remedy.for_target), as a sentence; "" for all."""
+    if remedy.for_target == "installable":
+        return "Offered where the environment checked is one to install into (chosen or activated, pip not refused). "
+    if remedy.for_target == "not_installable":
+        return ("Offered in its place where it is not: attn-doctor's own environment checked by default without "
+                "torch, or a system Python that refuses pip. ")
+    return ""
 
 
 def _applies(rule: Rule, remedy) -> str:

@@ -81,6 +81,11 @@ class Remedy(Strict):
     command: Optional[list[str]] = None
     # manual / any: the explanation, in words (code to edit goes here, never in `command`)
     detail: Optional[str] = None
+    # which environments the remedy is offered for: "installable", one the user chose or activated
+    # that pip or uv may install into; "not_installable", attn-doctor's own environment checked by
+    # default without torch (it stays without torch) or a system Python that refuses pip. None:
+    # every one. Where the facts cannot tell (a log explained), both are offered.
+    for_target: Optional[Literal["installable", "not_installable"]] = None
 
 
 class FixtureRef(Strict):
