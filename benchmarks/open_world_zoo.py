@@ -322,6 +322,8 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--devices", default=",".join(DEVICES))
     ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--resume", action="store_true", help="keep --out's rows, run only the entries it lacks "
+                    "(or that timed out), appending")
     ap.add_argument("--table", nargs="+", help="print the tables of finished runs' JSON lines and exit")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -356,11 +358,20 @@ def main(argv=None):
         # all, in a stratified order (codebases in turn, each family's first before any second): a run
         # stopped early is a stratified sample
         jobs = ["%s/%s" % (e["codebase"], e["name"]) for e in stratified(items, len(items), args.seed)]
+    kept = []
+    if args.resume and os.path.exists(args.out):
+        with open(args.out, encoding="utf-8") as fh:
+            kept = [json.loads(line) for line in fh if line.strip()]
+        kept = [r for r in kept if r.get("outcome") not in ("timeout", "worker_died")]
+        have = {r.get("job") for r in kept}
+        jobs = [j for j in jobs if j not in have]
     from worker_pool import run_jobs
 
     cmd = [sys.executable, os.path.abspath(__file__), "--serve", "--devices", args.devices, "--dtypes", args.dtypes]
     done = [0]
     with open(args.out, "w", encoding="utf-8") as out:
+        for row in kept:
+            out.write(json.dumps(row) + "\n")
         def on_done(job, got):
             done[0] += 1
             e = meta.get(job) or {}
@@ -374,7 +385,7 @@ def main(argv=None):
             print("[%d/%d] %s %s" % (done[0], len(jobs), job, "/".join(r["outcome"] for r in got)), file=sys.stderr,
                   flush=True)
 
-        rows = run_jobs(cmd, jobs, args.workers, TIMEOUT, on_done=on_done, cwd=REPO, recycle=30)
+        rows = kept + run_jobs(cmd, jobs, args.workers, TIMEOUT, on_done=on_done, cwd=REPO, recycle=30)
     print(tables(rows))
     print("wall time: %.0f s for %d entries with %d workers" % (time.monotonic() - t0, len(jobs), args.workers))
     return 0

@@ -618,6 +618,12 @@ def _build_open_clip(name):
     def make(cand):
         cfg = _open_clip_cfg(name)
         v, t = cfg.get("vision_cfg") or {}, cfg.get("text_cfg") or {}
+        if cand["shallow"] and v.get("timm_model_name"):
+            with _timm_shallow(v["timm_model_name"]):
+                return _make(cand, cfg, v, t)
+        return _make(cand, cfg, v, t)
+
+    def _make(cand, cfg, v, t):
         if cand["shallow"]:
             if isinstance(v.get("layers"), int):
                 v["layers"] = min(v["layers"], 2)
@@ -660,6 +666,28 @@ def _build_open_clip(name):
 
     choice = _calibrated("open_clip", name, cands, check)
     return make(choice)
+
+
+@contextlib.contextmanager
+def _timm_shallow(name):
+    """timm.create_model(name) cut to its shallow depth while in the block (a timm vision tower of
+    open_clip, which passes no depth of its own)."""
+    import timm
+
+    got = _timm_capture(name)
+    shallow = _shallow_kwargs(got[1]) if got else {}
+    orig = timm.create_model
+
+    def create(model_name, *a, **kw):
+        if model_name == name or str(model_name).endswith("/" + name):
+            kw = dict(shallow, **kw)
+        return orig(model_name, *a, **kw)
+
+    timm.create_model = create
+    try:
+        yield
+    finally:
+        timm.create_model = orig
 
 
 # ---------------------------------------------------------------- torchvision
