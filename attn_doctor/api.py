@@ -223,7 +223,7 @@ def trace(
     device: Literal["meta", "cpu", "cuda"] = "meta",
     train: bool = False,
     capability: Union[None, str, tuple[int, int]] = None,
-    shadow: bool = True,
+    shadow: Optional[bool] = None,
 ) -> TraceReport:
     """Trace one forward pass of a live model and judge every attention call's dtypes.
 
@@ -244,7 +244,8 @@ def trace(
         capability, e.g. (7, 5) or "7.5" for a T4 (default: not checked off the GPU).
     shadow: measure every op's precision against a float64 shadow of the forward (AD626 precision
         lost, AD627 overflow, AD624 masks of 1 and 0), on a CPU copy of the model (with
-        ``device="meta"``, a second run there, for a model under 512 MB).
+        ``device="meta"``, a second run there, for a model under 512 MB): None (default) where it
+        costs seconds (a forward reading up to 5e7 elements), True whatever it costs, False never.
 
     Returns a TraceReport (``.ok``, ``.findings``, ``.to_dict()``). Raises UsageError for bad
     arguments (not an nn.Module, an unknown dtype, no example inputs for a model without an
@@ -258,7 +259,7 @@ def trace(
     if device not in ("meta", "cpu", "cuda"):
         raise UsageError(f"device must be 'meta', 'cpu' or 'cuda', not {device!r}")
     options = dict(dtype=_dtype_name(dtype, "dtype"), autocast=_dtype_name(autocast, "autocast"), train=bool(train),
-                   capability=_capability(capability), shadow=bool(shadow))
+                   capability=_capability(capability), shadow=shadow)
     if options["autocast"] == "fp32":
         raise UsageError("autocast must be 'bf16' or 'fp16' (autocast to fp32 is no autocast)")
     module = _unwrap(model)
@@ -294,12 +295,15 @@ def _trace_copy(module: "torch.nn.Module", example_inputs: Any, device: str, opt
 
     copy, note = _model_copy(module, device)
     shadow = options["shadow"]
-    data = _core_trace(copy, example_inputs, device, dict(options, shadow=shadow and device != "meta"))
+    data = _core_trace(copy, example_inputs, device, dict(options, shadow=shadow if device != "meta" else False))
     data.setdefault("notes", []).insert(0, note)
-    if shadow and device == "meta" and data.get("status") in ("ok", "partial"):
+    if shadow is not False and device == "meta" and data.get("status") in ("ok", "partial"):
         # the float64 shadow needs values: a CPU copy of the model, measured there
         size = shadow_pass.model_bytes(module)
-        if size > shadow_pass.SHADOW_LIMIT_BYTES:
+        _, skip = shadow_pass.shadow_work((data.get("summary") or {}).get("elements") or 0, 0, 0, shadow is True)
+        if skip:
+            data["notes"].append(skip)
+        elif size > shadow_pass.SHADOW_LIMIT_BYTES:
             data["notes"].append(f"precision was not measured: the model has {size / 1e9:.1f} GB of weights, too "
                                  "large for a float64 shadow on CPU")
         else:

@@ -98,12 +98,13 @@ def trace(
         help="A keyword argument for FACTORY (repeatable). VALUE is a Python literal (2, 0.1, True, None, 'x', "
              "[1, 2]) or else a string. Example: -a depth=4 -a dtype=bfloat16"),
     seq_len: int = typer.Option(16, "--seq-len", min=1, help="Sequence length of generated token ids."),
-    shadow: bool = typer.Option(
-        True, "--shadow/--no-shadow",
+    shadow: Optional[bool] = typer.Option(
+        None, "--shadow/--no-shadow", show_default=False,
         help="Measure every op's precision against a float64 shadow of the forward pass, run on CPU (a second "
              "run after a meta trace; a 2-layer build of a large --hf config): the op that loses precision or "
              "overflows (AD626, AD627), whatever the code's spelling, and masks of 1 and 0 added as numbers "
-             "(AD624). --no-shadow skips that run."),
+             "(AD624). Default: measured where it costs seconds (a forward reading up to 5e7 elements), said "
+             "where not; --shadow measures any size, --no-shadow skips it."),
     python: Optional[str] = python_option(
         help="Trace inside another interpreter (the venv your training runs in); it needs torch, not attn-doctor. "
              "Default: the active venv ($VIRTUAL_ENV), else the active conda env ($CONDA_PREFIX), where either is "

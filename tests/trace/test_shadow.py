@@ -142,3 +142,14 @@ def test_a_factory_or_forward_that_meta_cannot_run_is_traced_on_cpu(trace, tmp_p
     r = trace(path + ":build", factory_kwargs={"item": False})
     assert r["status"] == "ok" and r["device"] == "cpu", r.get("error")
     assert any("x.type(y.type())" in n and "retried on CPU" in n for n in r["notes"]), r["notes"]
+
+
+def test_a_forward_too_large_to_measure_in_seconds_is_said_and_measured_when_asked(monkeypatch, trace):
+    from attn_doctor.tracing.runs import shadow_pass
+
+    monkeypatch.setattr(shadow_pass, "SHADOW_ELEMENTS", 1000.0)
+    r = trace(toy_target(TOY, "build_timestep"))
+    assert not _ids(r, "AD626") and r["summary"]["elements"] > 1000, r["summary"]
+    assert any(n.startswith("precision was not measured: the forward pass reads") for n in r["notes"]), r["notes"]
+    r = trace(toy_target(TOY, "build_timestep"), shadow=True)
+    assert _ids(r, "AD626") and not any(n.startswith("precision was not measured") for n in r["notes"])

@@ -112,6 +112,7 @@ class Tracer(UserFrames):
         self.activation_products = 0  # matrix products of two activations: a model without any has no attention
         self.inputs_by_name = {}
         self.overflow_lines = set()  # (file, line) of fills that overflow: a raise there is that fault
+        self.elements = 0  # elements the ops read (their first tensor argument), all told
         self.asked_wide = set()  # seq of the nodes an explicit cast to float32 returned as they were
         self.shadow = None  # the float64 shadow (numerics/shadow.py), where the trace device has values
 
@@ -218,6 +219,8 @@ class Tracer(UserFrames):
 
     def handle_op(self, func, args, kwargs):
         self.ops += 1
+        if isinstance(args[0] if args else None, torch.Tensor):
+            self.elements += args[0].numel()  # the work a float64 shadow of this forward would redo
         if not self.ops % 256 and state.PROGRESS[0] is not None:
             state.say("tracing: %d ops" % self.ops)
         call_args, call_kwargs = args, kwargs

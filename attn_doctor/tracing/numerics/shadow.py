@@ -141,7 +141,13 @@ class Shadow(object):
     # ------------------------------------------------------------ one op
 
     def step(self, tracer, func, short, args, kwargs, out):
-        """After an op ran in the model's dtypes: run it on the twins, measure each floating result."""
+        """After an op ran in the model's dtypes: run it on the twins, measure each floating result.
+        The shadow's own ops pass no torch function mode (the trace's, the device's): they are not
+        the model's, and a mode in Python on each of them would cost more than the ops."""
+        with torch._C.DisableTorchFunction():
+            self._step(tracer, func, short, args, kwargs, out)
+
+    def _step(self, tracer, func, short, args, kwargs, out):
         self.ops += 1
         kwargs = kwargs or {}
         if _inplace(short):
@@ -234,6 +240,10 @@ class Shadow(object):
     def sink_step(self, tracer, func, args, kwargs, out):
         """An attention kernel's result: its float64 counterpart where the kernel takes float64
         (SDPA does), else its result as it is (the kernel's own error is the numerics check's)."""
+        with torch._C.DisableTorchFunction():
+            self._sink_step(tracer, func, args, kwargs, out)
+
+    def _sink_step(self, tracer, func, args, kwargs, out):
         outs = _results(out)
         if not outs:
             return
@@ -337,28 +347,32 @@ def _compare(o, tw):
     """(relative error over the elements both hold finite: the largest difference over the twin's
     largest magnitude; elements non-finite where the twin is finite; the result's largest finite
     magnitude, the twin's). The largest difference, not an average: a table wrong at its long
-    positions only is wrong, however right its short ones are."""
+    positions only is wrong, however right its short ones are. Where both are finite everywhere (the
+    common case) a few reductions over the tensors, nothing indexed."""
     if o.is_complex():
         o, tw = torch.view_as_real(o), torch.view_as_real(tw)
     if not o.numel():
         return 0.0, 0, 0.0, 0.0
-    ov = o.detach().to(tw.dtype)
+    o = o.detach()
+    # min and max carry NaN and inf: where both are finite numbers every element is
+    olo, ohi = (float(v) for v in o.aminmax())
+    tlo, thi = (float(v) for v in tw.aminmax())
+    if math.isfinite(olo + ohi + tlo + thi):
+        dlo, dhi = torch.sub(o, tw).aminmax()
+        num, scale = max(-float(dlo), float(dhi)), max(-tlo, thi)
+        err = (0.0 if num == 0.0 else 1.0) if scale == 0.0 else num / scale
+        return err, 0, max(-olo, ohi), scale
+    ov = o.to(tw.dtype)
     fo, ft = torch.isfinite(ov), torch.isfinite(tw)
     nonfinite = int((~fo & ft).sum())
     both = fo & ft
-    if bool(both.all()):
-        d, ref = ov - tw, tw
-    else:
-        d, ref = (ov - tw)[both], tw[both]
-    if not ref.numel():
-        return 0.0, nonfinite, 0.0, 0.0
+    d, ref = (ov - tw)[both], tw[both]
     twin_max = float(tw[ft].abs().max()) if bool(ft.any()) else 0.0  # also where the result overflowed
+    if not ref.numel():
+        return 0.0, nonfinite, 0.0, twin_max
     num = float(d.abs().max())
     scale = float(ref.abs().max())
-    if scale == 0.0:
-        err = 0.0 if num == 0.0 else 1.0
-    else:
-        err = num / scale
+    err = (0.0 if num == 0.0 else 1.0) if scale == 0.0 else num / scale
     out_max = float(ov[fo].abs().max()) if bool(fo.any()) else 0.0
     return err, nonfinite, out_max, twin_max
 
@@ -413,6 +427,8 @@ def measuring_construction(shadow, frames):
                 return out
             if state.OWN_RUN[0]:
                 return out  # the doctor trying the inputs it made: not the model's construction
+            if any(isinstance(t, torch.nn.Parameter) for t in _tensors(args, kwargs)):
+                return out  # the weights' initialisation: their twins are their values, once built
             outs = _results(out)
             if outs:
                 frames.record(func, args, kwargs, outs, None)  # provenance: where each table was made

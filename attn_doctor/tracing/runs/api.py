@@ -19,7 +19,7 @@ from .run import _trace_once
 def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=None, device="meta", train=False,
           capability=None, standins=None, emulate_autocast=None, seq_len=16, attn_implementation=None,
           continue_after_bad_sink=True, retry_on_cpu=True, cwd=None, factory_kwargs=None, routes=True,
-          route_timeout=600, shadow=True):
+          route_timeout=600, shadow=None):
     """Trace one forward (and, with ``train``, backward) pass; return the JSON-able report.
 
     target: "MODULE:FACTORY" (or pass ``model`` and ``inputs`` directly); factory_kwargs: keyword
@@ -28,7 +28,8 @@ def trace(target=None, model=None, inputs=None, hf=None, dtype=None, autocast=No
     (CUDA's policy, emulated off CUDA); device: "meta", "cpu" or "cuda"; capability: (major, minor)
     of the GPU the kernels are judged for; routes: when the flash_attn stand-in changed the path the
     model takes, also trace the installed path (in a fresh process) and report both; shadow: measure
-    each op's precision against a float64 shadow run on CPU (a meta trace runs it a second time there).
+    each op's precision against a float64 shadow run on CPU (a meta trace runs it a second time there):
+    None where it costs seconds, True always, False never.
     """
     kwargs = dict(target=target, hf=hf, dtype=dtype, autocast=autocast, device=device, train=train,
                   capability=list(capability) if capability else None, emulate_autocast=emulate_autocast,

@@ -24,7 +24,7 @@ from .gpu_stand_in import autocast_on_trace_device, transformers_sees_flash_attn
 from .hf_models import build_hf
 from .outputs import _map_tensors, _tensors, output_signature
 from .shadow_pass import (measure_on_cpu, measuring_construction, merge_measured, model_bytes, new_shadow,
-                          shadow_dtype, shadow_records, shadow_seq_len)
+                          shadow_dtype, shadow_records, shadow_seq_len, shadow_work)
 from ..state import say
 
 DTYPE_CHOICES = ("bf16", "fp16", "fp32")
@@ -36,7 +36,7 @@ GIVEN_COPY_LIMIT_BYTES = 256 * 1024 ** 2
 
 
 def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capability, standins, emulate_autocast,
-                seq_len, attn_implementation, continue_after_bad_sink, retry_on_cpu, cwd, factory_kwargs, shadow=True):
+                seq_len, attn_implementation, continue_after_bad_sink, retry_on_cpu, cwd, factory_kwargs, shadow=None):
     start = time.monotonic()
     notes = []
     info = {"target": target or (("hf:" + hf) if hf else (type(model).__name__ if model is not None else None)),
@@ -85,7 +85,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
                            factory_kwargs)
         say("building the model")
         try:
-            built = builder(device, False, new_shadow() if shadow and device == "cpu" else None)
+            built = builder(device, False, new_shadow() if shadow is not False and device == "cpu" else None)
         except TraceError as exc:
             if not (device == "meta" and retry_on_cpu and exc.kind == "factory" and _is_meta_limitation(exc.exc)):
                 raise
@@ -95,7 +95,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
             notes.append("the factory %s (%s); built and traced on CPU" % (
                 meta_limitation(exc.exc).replace("the forward pass ", ""), _one_line(exc.exc)))
             device = info["device"] = "cpu"
-            built = builder("cpu", False, new_shadow() if shadow else None)
+            built = builder("cpu", False, new_shadow() if shadow is not False else None)
     except TraceError as exc:
         return _failure(exc, info, notes, start)
     except Exception as exc:  # noqa: BLE001 - a bug here must still give a report
@@ -106,10 +106,15 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
     run_args = (dtype, autocast, train, capability, emulate_autocast, continue_after_bad_sink, cwd)
     measured = None
     try:
-        outcome = _run_fitting(built, info, device, *run_args, shadow=shadow)
-        if shadow and device == "meta":
-            say("measuring precision against float64 (CPU)")
+        outcome = _run_fitting(built, info, device, *run_args, shadow=shadow is not False)
+        longer, skip = None, None
+        if shadow is not False and device == "meta":
             longer = shadow_seq_len(built["model"], seq_len, model_max_seq(built["model"])) if hf else seq_len
+            longer, skip = shadow_work(outcome[2].elements, seq_len, longer, forced=shadow is True)
+        if skip:
+            measured = ([], False, [skip])
+        elif longer is not None:
+            say("measuring precision against float64 (CPU)")
             if longer != seq_len:
                 # the inputs attn-doctor makes: long enough that a table's positions are the model's
                 builder_at = _builder(target, model, inputs, hf, dtype, device, longer, attn_implementation, {},
@@ -139,9 +144,10 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
                                                               CPU_RETRY_LIMIT_BYTES else ""))
             info["device"] = "cpu"
             try:
-                built = builder("cpu", bool(hf) and size > CPU_RETRY_LIMIT_BYTES, new_shadow() if shadow else None)
+                built = builder("cpu", bool(hf) and size > CPU_RETRY_LIMIT_BYTES,
+                                new_shadow() if shadow is not False else None)
                 notes.extend(n for n in built["notes"] if n not in notes)
-                outcome = _run_fitting(built, info, "cpu", *run_args, shadow=shadow)
+                outcome = _run_fitting(built, info, "cpu", *run_args, shadow=shadow is not False)
             except TraceError as exc2:
                 return _failure(exc2, info, notes, start)
         else:
@@ -155,6 +161,7 @@ def _trace_once(target, model, inputs, hf, dtype, autocast, device, train, capab
             notes.append(s["fallback"])
     summary = report_mod.summarize(sink_list, findings)
     summary["ops"] = tracer.ops
+    summary["elements"] = tracer.elements
     status = "ok" if forward_error is None else "partial"
     error = None
     if forward_error is not None:

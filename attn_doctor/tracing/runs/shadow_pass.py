@@ -97,6 +97,26 @@ def shadow_seq_len(model, seq_len, max_seq):
     return max(seq_len, min(SHADOW_SEQ, longest, int(SHADOW_WORK // params)))
 
 
+# What the shadow redoes is each op in float64 and a comparison: about 100 ns an element read on a
+# CPU core. Unless asked for (--shadow), a forward reading more than this many elements is not measured.
+SHADOW_ELEMENTS = float(os.environ.get("ATTN_DOCTOR_SHADOW_ELEMENTS", "5e7"))
+
+
+def shadow_work(elements, seq_len, longer, forced=False):
+    """(the token count the shadow runs made inputs at, or None; a note where it is not run): a
+    forward that reads ``elements`` at ``seq_len`` is measured where that fits SHADOW_ELEMENTS (at a
+    longer length only as far as it still fits), always where ``forced``."""
+    if forced:
+        return longer, None
+    if elements > SHADOW_ELEMENTS:
+        return None, ("precision was not measured: the forward pass reads %.2g elements, more than a float64 "
+                      "shadow measures in seconds on a CPU (%.2g, ATTN_DOCTOR_SHADOW_ELEMENTS); --shadow measures "
+                      "it all the same" % (elements, SHADOW_ELEMENTS))
+    if longer > seq_len and elements:
+        longer = max(seq_len, min(longer, int(seq_len * SHADOW_ELEMENTS / elements)))
+    return longer, None
+
+
 def measure_on_cpu(builder, hf, model_size, run, run_args, fallback=None):
     """A second run on CPU for the shadow of a meta trace: (findings, notes, measured: whether the
     shadow ran). ``run`` is the trace's own run (run._run_fitting) and ``run_args`` its arguments
