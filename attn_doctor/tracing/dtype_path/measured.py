@@ -18,6 +18,7 @@ from __future__ import annotations
 import linecache
 
 from ..calls.nodes import HALF_DTYPES, dtype_name
+from .inline import QK_OPS
 from ..numerics.shadow import UNIT, spacing
 from .precision import _loc, _record
 from .provenance import _called_by, _decided, _where
@@ -95,6 +96,17 @@ def error_origin(node, by_seq, limit=64):
     return None
 
 
+def _activations_rounding(origin):
+    """The error an op amplified was made by a projection, a norm, an attention kernel or a product
+    of two activations: the rounding of the activations in the dtype the model computes in (a softmax
+    of large scores from half q and k), which training in that dtype has by design and no line of the
+    model chose. A table, a position, a frequency or a constant made or cast in half is a line's
+    choice; this is not."""
+    if origin is None:
+        return False
+    return origin.short in _BOUNDARY or origin.kind == "sink" or (origin.short in QK_OPS and origin.batch)
+
+
 def _source_entry(n, feeds, reader=False):
     if reader:
         what = "%s reading it" % n.op
@@ -146,6 +158,8 @@ def records(tracer, shadow):
         sources = []
         by_seq = shadow.build_by_seq if ev.building else shadow.by_seq
         if operand is not None and operand["node"] is not None:
+            if _activations_rounding(error_origin(operand["node"], by_seq)):
+                continue
             if dtype_name(operand["dtype"]) in _HALF_NAMES:
                 sources = _sources(operand["node"], by_seq)
             else:  # a wide operand carrying error: where it was made (a buffer a cast rounded)
