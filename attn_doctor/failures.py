@@ -1,4 +1,5 @@
-"""Understanding import failures: classify the message, demangle the symbol, say which side.
+"""Understanding import failures: classify the message, demangle the symbol, say which side; and
+which way a kernel's refusal of mixed q/k/v dtypes says to cast.
 
 Shared by the probes (an import that failed here) and by `explain` (a message from a log).
 """
@@ -326,3 +327,29 @@ def fa4_extra(cuda_version: Optional[str]) -> Optional[str]:
     """The flash-attn-4 extra that installs the CuTe DSL libraries for torch's CUDA: "[cu13]" for
     CUDA 13; None for CUDA 12 (the plain install) and where the CUDA version is unknown."""
     return "[cu13]" if cuda_major(cuda_version) == 13 else None
+
+
+# A dtype as attention kernels' refusals print it (SDPA: `c10::BFloat16`, `float`, `struct c10::Half`
+# on Windows; flex_attention: `torch.float32`), as torch names it.
+_DTYPE_NAMES = {"float": "float32", "float32": "float32", "double": "float64", "float64": "float64",
+                "bfloat16": "bfloat16", "half": "float16", "float16": "float16"}
+
+
+def qkv_cast(query: Optional[str], key: Optional[str], value: Optional[str]) -> dict[str, str]:
+    """What a refusal of mixed q/k/v dtypes says to cast: the fp32 ones among them to the one half
+    dtype beside them, the dtype the model computes in (the fp32 ones came out of a promotion: an
+    fp32 norm, rotary table or parameter). {} unless the message shows one half dtype and fp32."""
+    named = {}
+    for role, text in (("q", query), ("k", key), ("v", value)):
+        name = re.sub(r"^(?:struct\s+)?(?:c10::|torch\.)", "", (text or "").strip()).lower()
+        if name not in _DTYPE_NAMES:
+            return {}
+        named[role] = _DTYPE_NAMES[name]
+    halves = {d for d in named.values() if d in ("bfloat16", "float16")}
+    promoted = [r for r, d in named.items() if d in ("float32", "float64")]
+    if len(halves) != 1 or not promoted:
+        return {}
+    half = halves.pop()
+    kept = [r for r, d in named.items() if d == half]
+    whose = f"{kept[0]}'s dtype" if len(kept) == 1 else f"the dtype of {' and '.join(kept)}"
+    return {"cast_which": " and ".join(promoted), "cast_to": f"{half} ({whose})"}

@@ -15,7 +15,7 @@ from ..diagnosis.engine import evaluate_rule, remedies as fill_remedies
 from ..rules.loader import Recipes
 from ..rules.model import Condition, Rule
 from ..rules import causes
-from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck, Match, Summary
+from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck, Match, mark_alternatives, summarise
 from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits, compiled_signatures
 from ..rules.signatures import CompiledSignature
 from .versions import LogVersions, gpu_table_from
@@ -137,6 +137,7 @@ def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVe
     glibc = captures.get("glibc")
     if glibc:
         out["symbol"] = f"GLIBC_{glibc}"
+    out.update(failures.qkv_cast(captures.get("query_dtype"), captures.get("key_dtype"), captures.get("value_dtype")))
     cuda = evidence.get("torch_cuda")
     extra = failures.fa4_extra(cuda if cuda not in (None, "?") else None)
     if extra:
@@ -239,7 +240,7 @@ def explain(
             report.matches.append(resembled)
         else:
             report.candidates = closest(scan.candidate_lines, sig_rules, exclude={m.rule for m in report.matches})
-    report.summary = _summary(report.matches)
+    report.summary = summarise(mark_alternatives(report.matches))
     # With --check, a cause this environment does not show (live "absent") is not a problem to fix here.
     report.exit_code = 1 if any(not m.harmless and m.likelihood != "unlikely" and m.severity in ("error", "warning")
                                 and (m.live is None or m.live.status != "absent") for m in report.matches) else 0
@@ -539,18 +540,6 @@ def _live(rule: Rule, facts: Facts, recipes: Recipes) -> LiveCheck:
         return LiveCheck(status="absent", reason="this environment does not show it now")
     last = (result.traceback or "").strip().splitlines()[-1:]
     return LiveCheck(status="unknown", reason=result.reason or (f"the check crashed: {last[0]}" if last else None))
-
-
-def _summary(matches: list[Match]) -> Summary:
-    s = Summary()
-    for m in matches:
-        if m.harmless:
-            s.harmless += 1
-        elif m.likelihood == "unlikely":
-            s.unlikely += 1
-        else:
-            setattr(s, m.severity, getattr(s, m.severity) + 1)
-    return s
 
 
 # -- nothing matched: the closest known messages -----------------------------------------------

@@ -58,6 +58,9 @@ class Match(_S, kw_only=True):
     # no family matched: the known case of the corpus this text resembles, whose cause is offered
     # as possible
     resembles: Optional["Resemblance"] = None
+    # the rule of the finding this match is another reading of: the same lines, a message several
+    # causes give where the input does not show which (counted once, with that finding)
+    alternative_to: Optional[str] = None
 
 
 class Resemblance(_S, kw_only=True):
@@ -113,6 +116,34 @@ class ExplainReport(_S, kw_only=True):
     checked: bool = False  # --check ran the live probes
     summary: Summary = msgspec.field(default_factory=Summary)
     exit_code: int = 0
+
+
+def mark_alternatives(matches: list[Match]) -> list[Match]:
+    """Matches in their order, each merely possible one that reads the same lines as a finding
+    before it marked as that finding's other reading (`alternative_to`): one line is one problem,
+    whichever of its causes the input leaves open."""
+    first: dict[frozenset, str] = {}
+    for m in matches:
+        if m.harmless or m.likelihood == "unlikely" or not m.evidence:
+            continue
+        lines = frozenset(e.line for e in m.evidence)
+        if lines in first and m.likelihood == "possible":
+            m.alternative_to = first[lines]
+        else:
+            first.setdefault(lines, m.rule)
+    return matches
+
+
+def summarise(matches: list[Match]) -> Summary:
+    s = Summary()
+    for m in matches:
+        if m.harmless:
+            s.harmless += 1
+        elif m.likelihood == "unlikely":
+            s.unlikely += 1
+        elif m.alternative_to is None:
+            setattr(s, m.severity, getattr(s, m.severity) + 1)
+    return s
 
 
 def explain_schema() -> dict:

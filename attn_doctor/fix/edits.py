@@ -153,17 +153,21 @@ def apply_settings(path: Path, text: bytes, settings: dict[str, Any]) -> bytes:
     if path.suffix.lower() == ".env":
         shown = ", ".join(f"{k}={v}" for k, v in settings.items())
         raise EditError(f"a shell KEY=VALUE file is not edited automatically; set {shown} by hand")
+    setter = toml_set if path.suffix.lower() == ".toml" else _yaml_set if is_yaml(path) else json_set
     try:
-        if path.suffix.lower() == ".toml":
-            new = toml_set(text.decode("utf-8"), settings).encode("utf-8")
-        elif is_yaml(path):
-            new = _yaml_set(text.decode("utf-8"), settings).encode("utf-8")
-        else:
-            new = json_set(text.decode("utf-8"), settings).encode("utf-8")
+        new = _in_its_line_endings(lambda plain: setter(plain, settings), text.decode("utf-8")).encode("utf-8")
     except TextEditError as exc:
         raise EditError(f"{exc}; edit it by hand") from None
     _verify(path, text, new, settings)
     return new
+
+
+def _in_its_line_endings(edit, text: str) -> str:
+    """edit(text), whose new lines end in \n, with the file's own line endings: a file whose every
+    line ends in \r\n (written on Windows) gets its new lines in \r\n too, and keeps the others."""
+    if "\r\n" not in text or text.count("\n") != text.count("\r\n"):
+        return edit(text)
+    return edit(text.replace("\r\n", "\n")).replace("\n", "\r\n")
 
 
 def _verify(path: Path, old: bytes, new: bytes, settings: dict[str, Any]) -> None:

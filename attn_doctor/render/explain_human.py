@@ -89,9 +89,12 @@ def render_summary(report: ExplainReport, console: Console) -> None:
 def _match(console: Console, m: Match, verbose: bool) -> None:
     mark, colour = MARKS[m.severity]
     head = Text(f"[{mark}] ", style=f"bold {colour}")
-    head.append(m.title, style="bold")
+    head.append(("or: " if m.alternative_to else "") + m.title, style="bold")
     head.append(f"  {m.rule} {m.name}", style="dim")
     console.print(head)
+    if m.alternative_to:
+        console.print(Text(f"    the same line{'s' if len(m.evidence) > 1 else ''} as {m.alternative_to}, read another way: "
+                           "one reading is the cause, and the input does not show which (counted once)", style=colour))
     console.print(Text(f"    cause: {m.cause_label}", style=colour))
     label, style = LIKELIHOOD[m.likelihood]
     console.print(Text(f"    {label}: {m.likelihood_reason}", style=style))

@@ -202,3 +202,19 @@ def test_transformers_config_fa2_with_and_without_the_kernels_fallback(tmp_path,
     result = next(r for r in diagnose(facts, load_recipes(None)).results if r.rule == "AD505")
     assert result.status == status, result
     assert ("kernels-community/flash-attn" in result.message) == bool(kernels)
+
+
+@pytest.mark.parametrize("name", ["llamafactory_lora_bf16.yaml"])
+def test_a_crlf_file_keeps_its_line_endings_on_the_lines_fix_adds(tmp_path, state, name):
+    # a config written on Windows: every line ends in \r\n, and the line fix adds (fp16: true) does too
+    cfg = tmp_path / name
+    cfg.write_bytes((CONFIGS / name).read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    before = cfg.read_bytes()
+    proc = cli("fix", "--from-report", T4, "--config", str(cfg), "--yes", "--json", state=state)
+    assert proc.returncode == 0, proc.stderr
+    after = cfg.read_bytes()
+    assert after.count(b"\n") == after.count(b"\r\n") == before.count(b"\r\n") + 1
+    assert b"fp16: true\r\n" in after and b"bf16: false" in after
+    # and the lines it did not touch are the same bytes
+    old, new = before.split(b"\r\n"), after.split(b"\r\n")
+    assert [line for line in old if line not in new] == [line for line in old if line.startswith((b"flash_attn:", b"bf16:"))]

@@ -244,7 +244,8 @@ def config_bf16_no_native(facts: Facts, data: dict) -> Optional[dict]:
     note = config.plan[("compute_dtype" if config.plan.get("compute_dtype") else "param_dtype")].note
     evidence["how"] = note or "the framework's bf16 check (torch.cuda.is_bf16_supported()) is True there by emulation"
     attention = config.plan.get("attention")
-    evidence["fa2"] = (", and FlashAttention-2 rejects it" if attention is not None and isinstance(attention.value, str)
+    evidence["fa2"] = ("; the FlashAttention-2 it asks for does not run there in any dtype, fp16 included (AD502)"
+                       if attention is not None and isinstance(attention.value, str)
                        and _attention_floor(attention.value) is not None else "")
     evidence["instead"] = "fp32 (this framework has no fp16 here)" if matching[0][2] == "precision=fp32" else "fp16 mixed precision, native on it"
     compute = config.plan.get("compute_dtype")

@@ -73,7 +73,8 @@ def triton_torch_pin(facts: Facts, data: dict) -> Optional[dict]:
 
 
 def sdpa_flash_refused(facts: Facts, data: dict) -> Optional[dict]:
-    """On a GPU where the SDPA flash kernel should run, torch's own selection refuses it."""
+    """torch's own selection refuses SDPA's flash kernel: a warning on a GPU where it should run, a
+    note before Ampere, where no torch release has one."""
     _torch_ok(facts)
     torch = facts.torch
     if not torch.devices or "flash_usable" not in torch.sdpa:
@@ -81,7 +82,7 @@ def sdpa_flash_refused(facts: Facts, data: dict) -> Optional[dict]:
     if torch.sdpa["flash_usable"]:
         return None
     reasons = torch.sdpa_reasons.get("flash_usable") or []
-    return {
+    evidence = {
         "gpu": torch.devices[0].name,
         "capability": torch.devices[0].capability,
         "sm": "sm" + torch.devices[0].capability.replace(".", ""),
@@ -89,6 +90,17 @@ def sdpa_flash_refused(facts: Facts, data: dict) -> Optional[dict]:
         "compiled": torch.sdpa.get("flash_compiled"),
         "reason": (reasons[0] if reasons else "no reason given").strip().splitlines()[0][:300],
     }
+    if _before_ampere(torch.devices[0].capability):
+        # no torch has a flash kernel for it: what the GPU is, said as a note; SDPA's other kernels run
+        evidence["severity"] = "info"
+    return evidence
+
+
+def _before_ampere(capability: str) -> bool:
+    try:
+        return int(capability.split(".")[0]) < 8
+    except ValueError:
+        return False
 
 
 # The checks recipes name (the registry in __init__.py collects them).
