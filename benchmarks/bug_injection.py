@@ -180,8 +180,14 @@ def build(dtype="bfloat16", device="meta"):
             config = transformers.AutoConfig.from_pretrained({config!r})
             {config_edit}
             model = cls._from_config(config, dtype=getattr(torch, dtype))
-    return model.eval(), {{"input_ids": torch.full((1, 16), 5, dtype=torch.long, device=device)}}
+    tc = getattr(config, "text_config", None) or config
+    seq = {seq}
+    return model.eval(), {{"input_ids": torch.full((1, seq), 5, dtype=torch.long, device=device)}}
 '''
+
+# A table in half is within a few roundings at 16 positions and wrong at hundreds: the rotary class
+# runs at the positions where it matters (the model's own maximum, up to 512), the others at 16.
+SEQ = {"rotary_half": "min(512, getattr(tc, 'max_position_embeddings', None) or 512)"}
 
 
 def places(finding):
@@ -271,7 +277,7 @@ def _baseline(model_type, folder, made, source_file, module_name, dtypes, trace)
     factory = os.path.join(base_dir, "factory_%s_baseline.py" % model_type.replace("-", "_"))
     with open(factory, "w", encoding="utf-8") as fh:
         fh.write(FACTORY.format(module=module_name, file=target, config=os.path.join(folder, "config"),
-                                cls=made["class"], impl="sdpa", config_edit="pass"))
+                                cls=made["class"], impl="sdpa", config_edit="pass", seq="16"))
     out = {}
     for dtype in dtypes:
         try:
@@ -325,7 +331,8 @@ def _inject_all(rows, model_type, folder, made, source, source_file, module_name
         factory = os.path.join(bug_dir, "factory_%s_%s.py" % (model_type.replace("-", "_"), bug))  # one module name each
         with open(factory, "w", encoding="utf-8") as fh:
             fh.write(FACTORY.format(module=module_name, file=target, config=os.path.join(folder, "config"),
-                                    cls=made["class"], impl=IMPLEMENTATION.get(bug, "sdpa"), config_edit=config_edit))
+                                    cls=made["class"], impl=IMPLEMENTATION.get(bug, "sdpa"), config_edit=config_edit,
+                                    seq=SEQ.get(bug, "16")))
         for dtype in dtypes:
             row = {"model_type": model_type, "bug": bug, "dtype": dtype, "class": made["class"],
                    "changed": "%s:%s" % (os.path.basename(target), line_no) if line_no else None, "what": what}
