@@ -473,7 +473,29 @@ DIST_ALTERNATIVES = {"transformer-engine": ("transformer-engine", "transformer-e
                                             "transformer-engine-cu13")}
 
 
+def numerics_not_measured(facts: Facts, data: dict) -> Optional[dict]:
+    """The sweep's cases whose call raised instead of running: each kernel and case once, with what
+    it raised and the dtypes it raised in. Their numbers are unknown, never passed."""
+    raised: dict[tuple, list[str]] = {}
+    for r in _swept(facts):
+        if r.status == "error":
+            said = (r.error or "").strip().splitlines()
+            dtypes = raised.setdefault((r.backend, r.case, said[0][:200] if said else ""), [])
+            if DTYPE.get(r.dtype, r.dtype) not in dtypes:
+                dtypes.append(DTYPE.get(r.dtype, r.dtype))
+    if not raised:
+        return None
+    parts = []
+    for (backend, case, error), dtypes in raised.items():
+        known = facts.smoke.numerics_cases.get(case)
+        shape = f": {known.cls}" if known is not None and known.cls else ""
+        what = f"raised '{error}'" if error else "raised without a message"
+        kernel = SDPA_KERNELS[backend][0] if backend in SDPA_KERNELS else LIBRARY_WORDS.get(backend, backend)
+        parts.append(f"{kernel} at {case} ({', '.join(dtypes)}{shape}) {what}")
+    return {"count": len(raised), "cases_said": "; ".join(parts)}
+
+
 # The checks recipes name (the registry in __init__.py collects them). AD711 and AD713 need the
 # job's shapes (one query row; grouped-query heads): the tracer judges them at a call.
 # The libraries' known bugs (AD714-AD717) are known_bugs.py's.
-CHECKS = (cudnn_numerics, sdpa_numerics, library_numerics, cudnn_kv_tile_nan, cudnn_default_torch_250)
+CHECKS = (cudnn_numerics, sdpa_numerics, library_numerics, cudnn_kv_tile_nan, cudnn_default_torch_250, numerics_not_measured)
