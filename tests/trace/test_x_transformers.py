@@ -21,7 +21,7 @@ def test_x_transformers_1_30_1_rotary_finding(x_transformers_installs, monkeypat
     root, dirs = x_transformers_installs
     r = _trace_with(root, dirs["1.30.1"], monkeypatch)
     assert r["status"] == "ok", r.get("error")
-    (f,) = [f for f in r["findings"] if f["id"] != "AD622"]
+    (f,) = [f for f in r["findings"] if f["id"] != "AD626"]
     _half_rotary_table(r)
     assert f["id"] == "AD601" and f["severity"] == "error"
     assert f["sink"]["name"] == "F.scaled_dot_product_attention"
@@ -42,13 +42,14 @@ def test_x_transformers_1_30_2_is_clean(x_transformers_installs, monkeypatch):
     # the promotion is fixed; the rotary table computed in bf16 (its inv_freq buffer cast with the
     # model) is not, in either release
     _half_rotary_table(r)
-    assert [f["id"] for f in r["findings"]] == ["AD622"] and r["summary"]["sinks"] == 2 and r["exit_code"] == 0
+    assert [f["id"] for f in r["findings"]] == ["AD626"] and r["summary"]["sinks"] == 2 and r["exit_code"] == 0
 
 
 def _half_rotary_table(r):
     """x-transformers' RotaryEmbedding makes its angles from its inv_freq buffer, which a bf16 model
-    casts: AD622 at the cos/sin line, naming the buffer's maker and the line that makes the angles."""
-    (t,) = [f for f in r["findings"] if f["id"] == "AD622"]
+    casts: measured against float64 at its 64 positions the table is off (AD626 at the cos line),
+    naming the buffer and the line that reads it to make the angles."""
+    (t,) = [f for f in r["findings"] if f["id"] == "AD626"]
     assert t["severity"] == "warning" and "bfloat16" in t["message"] and "inv_freq" in t["message"]
     places = {(os.path.basename(o["file"]), o.get("source")) for o in t["origins"]}
     assert ("x_transformers.py", "freqs = torch.einsum('i , j -> i j', t.type_as(self.inv_freq), self.inv_freq) / "
