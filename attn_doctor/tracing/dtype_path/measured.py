@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import linecache
 
+from ..calls import policy
 from ..calls.nodes import HALF_DTYPES, dtype_name
 from .inline import QK_OPS
 from ..numerics.shadow import UNIT, spacing
@@ -104,7 +105,10 @@ def _activations_rounding(origin):
     choice; this is not."""
     if origin is None:
         return False
-    return origin.short in _BOUNDARY or origin.kind == "sink" or (origin.short in QK_OPS and origin.batch)
+    if origin.short in QK_OPS:  # q @ k^T, probs @ v: both operands activations (not positions x frequencies)
+        return len(origin.inputs) >= 2 and all(i.batch and i.kind not in ("param", "buffer", "attribute")
+                                               for i in origin.inputs[-2:])
+    return origin.short in _BOUNDARY or origin.kind == "sink"
 
 
 def _source_entry(n, feeds, reader=False):
@@ -114,6 +118,11 @@ def _source_entry(n, feeds, reader=False):
         what = ("cast to %s by %s" if n.inputs else "made in %s by %s") % (n.dtype, n.op)
     elif n.kind == "buffer" and n.dtype not in _HALF_NAMES:
         what = "the buffer %s (its values rounded by a cast to half precision, then cast back)" % n.name
+    elif n.kind == "op" and n.inputs:  # made half from wider inputs
+        wide = sorted({i.dtype for i in n.inputs if i.dtype not in _HALF_NAMES})
+        what = "computed in %s by %s from %s inputs%s" % (
+            n.dtype, n.op, "/".join(wide) or "wider", " (CUDA autocast runs it in half precision)"
+            if policy.policy_for(n.short) == "lower" else "")
     else:
         what = {"param": "the parameter %s", "buffer": "the buffer %s (cast with the model)",
                 "attribute": "the attribute %s", "input": "the input %s"}.get(n.kind, "%s") % (n.name or n.op)

@@ -161,6 +161,13 @@ def numbers_mask(tracer, func, file, line, mask, scores, how):
             origins=origins)
 
 
+def numbers_mask_at_call(tracer, name, file, line, extra):
+    """AD624 at an attention call given an additive mask of only 1 and 0: it masks nothing."""
+    for role, t in extra.items():
+        if "mask" in role and zero_one(t):
+            numbers_mask(tracer, name, file, line, t, None, "gets %s as its additive " + role + ", added to %s")
+
+
 def _numbers_mask_fixable(n):
     return n is not None and n.file is not None
 

@@ -440,10 +440,7 @@ class Tracer(UserFrames):
         if called_from:
             record["called_from"] = called_from
         kernels.annotate(self, spec, record, args, kwargs)  # the kernel it runs, and why not a faster one
-        for role, t in extra.items():
-            if "mask" in role and precision.zero_one(t):  # an additive mask of 1 and 0 masks nothing
-                precision.numbers_mask(self, spec.name, file, line, t, None, "gets %s as its additive " + role +
-                                       ", added to %s")
+        precision.numbers_mask_at_call(self, spec.name, file, line, extra)
         self.sinks.append(record)
         if spec.outer:
             before = len(self.sinks)
