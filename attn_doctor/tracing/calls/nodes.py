@@ -52,7 +52,7 @@ class Node(object):
     the trace), sink (an attention kernel's output)."""
 
     __slots__ = ("seq", "kind", "op", "file", "line", "module", "inputs", "dtype", "promo", "name", "short", "shapes",
-                 "stack", "batch")
+                 "stack", "batch", "kept", "empty")
 
     def __init__(self, seq, kind, dtype, op=None, file=None, line=None, module=None, inputs=(), promo=None,
                  name=None, short=None, shapes=None):
@@ -65,3 +65,7 @@ class Node(object):
         self.stack = None
         # made from the model's inputs (an activation), not from parameters or sizes alone
         self.batch = False
+        # (op, file, line) of an explicit cast to this width that returned the tensor as it was: the
+        # code asked for the width there (``x.to(torch.float32)`` on a float32 x)
+        self.kept = None
+        self.empty = False  # no elements (a cache's empty placeholder joined by torch.cat)

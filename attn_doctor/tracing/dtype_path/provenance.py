@@ -61,6 +61,12 @@ def origin_of(n, limit=200):
     path, seen_lines = [], set()
     while limit > 0:
         limit -= 1
+        if n.kept is not None and n.dtype in WIDE_NAMES and n.kind in ("op", "cast"):
+            # an explicit cast to this width that found it so: the line that keeps it wide
+            op, file, line = n.kept
+            out = {"kind": "explicit_cast", "op": op, "file": file, "line": line, "source": _source(file, line),
+                   "kept": True}
+            break
         if n.kind in ("param", "buffer", "input"):
             out = {"kind": {"param": "parameter"}.get(n.kind, n.kind), "name": n.name}
             break
@@ -89,7 +95,9 @@ def origin_of(n, limit=200):
             out = {"kind": "promotion", "op": n.op}
             out.update(_where(n))
             break
+        # an empty operand (torch.cat's placeholder) widens nothing it joins: not an origin
         fp32_inputs = [i for i in n.inputs if same_width(i.dtype, n.dtype)]
+        fp32_inputs = [i for i in fp32_inputs if not i.empty] or fp32_inputs
         if not fp32_inputs:
             out = {"kind": "created", "op": n.op}
             out.update(_where(n))

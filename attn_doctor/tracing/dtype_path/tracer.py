@@ -357,7 +357,9 @@ class Tracer(UserFrames):
         for o in outs:
             if not inplace and any(o is t for t in ins):
                 if explicit and RANK.get(o.dtype, 0) >= 2:
-                    self.asked_wide.add(self.node_of(o).seq)  # the code asks for this width itself
+                    kept = self.node_of(o)  # the code asks for this width itself, here
+                    self.asked_wide.add(kept.seq)
+                    kept.kept = (self.display(func), file, line)
                 continue  # x.float() on an fp32 x returns x itself: keep x's own origin
             promo = None
             width = RANK.get(o.dtype, 0)
@@ -372,6 +374,7 @@ class Tracer(UserFrames):
                                         line=line, module=module, inputs=in_nodes, promo=promo, short=short,
                                         shapes=[list(t.shape) for t in ins] if short in QK_OPS else None)
             node.batch = batch
+            node.empty = not o.numel()
             if (kind == "cast" or not in_nodes) and RANK.get(o.dtype, 0) >= 2:
                 node.stack = stack if stack is not None else self.callers()
                 stack = node.stack
@@ -443,7 +446,7 @@ class Tracer(UserFrames):
         precision.numbers_mask_at_call(self, spec.name, file, line, extra)
         self.sinks.append(record)
         if spec.outer:
-            before = len(self.sinks)
+            before, before_seq = len(self.sinks), self.seq
             self.via.append(spec.name)
             try:
                 out = func(*args, **kwargs)
@@ -481,7 +484,10 @@ class Tracer(UserFrames):
             if len(self.sinks) > before:
                 record["inner"] = [s["name"] for s in self.sinks[before:]]
                 record["problems"] = []  # the kernel call inside was judged
-            self._mark_outputs(out, spec)
+                # its output is the inner kernel's, through the wrapper's own lines (a cast there is named)
+                self._mark_outputs(out, spec, keep_after=before_seq)
+            else:
+                self._mark_outputs(out, spec)
             return out
         call_args, call_kwargs = args, kwargs
         cast_to = restore = None
@@ -555,9 +561,12 @@ class Tracer(UserFrames):
         if maker is not None:
             record["problems"][-1]["mask_made"] = maker
 
-    def _mark_outputs(self, out, spec):
+    def _mark_outputs(self, out, spec, keep_after=None):
         # Attention outputs (and fused kernels' fp32 log-sum-exp) are roots: never promotions.
         for o in _output_tensors(out):
+            n = self.nodes.get(o)
+            if keep_after is not None and n is not None and n.seq > keep_after:
+                continue
             self.seq += 1
             self.nodes[o] = Node(self.seq, "sink", dtype_name(o.dtype), op=spec.name)
 

@@ -1,0 +1,31 @@
+"""The line a float32 operand got its width at, where the walk back has more than one way to go."""
+import pytest
+
+from conftest import marker_line, toy_target
+
+TOY = "origins_toy.py"
+
+
+def _lines(finding):
+    out = set()
+    for e in finding.get("chain") or ():
+        out.add(e.get("line"))
+        out.add((e.get("operand_origin") or {}).get("line"))
+    for o in finding.get("origins") or ():
+        out.add(o.get("line"))
+    return out
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_an_explicit_cast_to_float32_of_a_float32_tensor_is_the_line_that_keeps_it_wide(trace, device):
+    # the table was float32 already; the line that casts it to float32 instead of x.dtype is the fix
+    r = trace(toy_target(TOY, "build"), factory_kwargs={"case": "kept"}, device=device, shadow=False)
+    (f,) = [f for f in r["findings"] if f["severity"] == "error"]
+    assert marker_line(TOY, "KEEPS-WIDE") in _lines(f), f
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_an_empty_placeholder_joined_by_cat_is_not_the_origin(trace, device):
+    r = trace(toy_target(TOY, "build"), factory_kwargs={"case": "cat"}, device=device, shadow=False)
+    (f,) = [f for f in r["findings"] if f["severity"] == "error"]
+    assert marker_line(TOY, "MADE-WIDE") in _lines(f) and "torch.tensor" not in f["message"], f["message"]
