@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..calls.nodes import traced
+from ..calls.nodes import dtype_name, traced
 
 
 def _floating_tensors(args, kwargs):
@@ -64,3 +64,27 @@ def _cast_in_place(call_args, call_kwargs, spots, dtype, pred):
         elif pos is not None and pos < len(call_args) and isinstance(call_args[pos], torch.Tensor):
             if pred(call_args[pos]):
                 call_args[pos] = call_args[pos].to(dtype)
+
+
+def _transformers_flash_effective(args, effective, autocast_now):
+    """What transformers' flash-attention wrapper hands to flash-attn: float32 q/k/v are cast to
+    the autocast dtype, else the model's pre-quantization dtype, else the dtype of the module's
+    first Linear weight (transformers/modeling_flash_attention_utils.py, get_target_dtype
+    [src, version range unverified]); half inputs pass unchanged."""
+    if "float32" not in effective.values():
+        return effective
+    target = autocast_now
+    module = args[0] if args else None
+    if target is None and module is not None:
+        cfg = getattr(module, "config", None)
+        pre = getattr(cfg, "_pre_quantization_dtype", None)
+        if pre is not None:
+            target = dtype_name(pre)
+        else:
+            for m in module.modules():
+                if isinstance(m, torch.nn.Linear):
+                    target = dtype_name(m.weight.dtype)
+                    break
+    if target is None:
+        return effective
+    return {r: (target if d == "float32" else d) for r, d in effective.items()}

@@ -38,7 +38,8 @@ from .provenance import misshapen_mask
 from . import precision
 from .raised import note_op_raise
 from .limits import _kernel_missing, _meta_limitation
-from .tensors import _all_tensors, _cast_args, _cast_in_place, _floating_tensors, _lower_eligible, _output_tensors
+from .tensors import (_all_tensors, _cast_args, _cast_in_place, _floating_tensors, _lower_eligible, _output_tensors,
+                      _transformers_flash_effective)
 
 F = torch.nn.functional
 
@@ -581,27 +582,3 @@ def _products_activations(tracer, args):
 
 # a mask the kernel refused: any floating mask is cast (float64 too), bool masks stay
 _lower_eligible_or_bad = lambda t: t.is_floating_point()  # noqa: E731
-
-
-def _transformers_flash_effective(args, effective, autocast_now):
-    """What transformers' flash-attention wrapper hands to flash-attn: float32 q/k/v are cast to
-    the autocast dtype, else the model's pre-quantization dtype, else the dtype of the module's
-    first Linear weight (transformers/modeling_flash_attention_utils.py, get_target_dtype
-    [src, version range unverified]); half inputs pass unchanged."""
-    if "float32" not in effective.values():
-        return effective
-    target = autocast_now
-    module = args[0] if args else None
-    if target is None and module is not None:
-        cfg = getattr(module, "config", None)
-        pre = getattr(cfg, "_pre_quantization_dtype", None)
-        if pre is not None:
-            target = dtype_name(pre)
-        else:
-            for m in module.modules():
-                if isinstance(m, torch.nn.Linear):
-                    target = dtype_name(m.weight.dtype)
-                    break
-    if target is None:
-        return effective
-    return {r: (target if d == "float32" else d) for r, d in effective.items()}
