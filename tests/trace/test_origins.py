@@ -29,3 +29,10 @@ def test_an_empty_placeholder_joined_by_cat_is_not_the_origin(trace, device):
     r = trace(toy_target(TOY, "build"), factory_kwargs={"case": "cat"}, device=device, shadow=False)
     (f,) = [f for f in r["findings"] if f["severity"] == "error"]
     assert marker_line(TOY, "MADE-WIDE") in _lines(f) and "torch.tensor" not in f["message"], f["message"]
+
+
+@pytest.mark.parametrize("case,marker", [("buffer", "INDEX-FLOAT"), ("positions", "POSITIONS-HALF")])
+def test_a_floating_index_is_walked_back_to_the_line_that_made_it_floating(trace, case, marker):
+    r = trace(toy_target(TOY, "build_indexed"), factory_kwargs={"case": case}, shadow=False)
+    (f,) = [f for f in r["findings"] if f["id"] == "AD621"]
+    assert "must be long" in f["message"] and marker_line(TOY, marker) in _lines(f), f["message"]

@@ -69,6 +69,8 @@ def origin_of(n, limit=200):
             break
         if n.kind in ("param", "buffer", "input"):
             out = {"kind": {"param": "parameter"}.get(n.kind, n.kind), "name": n.name}
+            if n.kind == "buffer" and n.file:  # made when the model was built: where
+                out.update(_where(n), op=n.op, when="when the model was built")
             break
         if n.kind == "attribute" or (n.kind == "tensor" and n.file):
             # made before the trace (the model's construction): where, where the tracker saw it

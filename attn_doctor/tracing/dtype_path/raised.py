@@ -32,8 +32,16 @@ _DTYPE_WORDS = ("dtype", "scalar type", "same type", "Expected object of scalar 
 _MAX_OPERANDS = 4
 
 
+# an op that takes integers (an index, an int64 accumulator) was given a floating tensor
+_INDEX_WORDS = ("used as indices must be long", "can't be cast to the desired output type Long",
+                "can't be cast to the desired output type Int", "expected scalar type Long",
+                "index_select(): Expected dtype int", "Expected dtype int64 for index", "must be a LongTensor")
+
+
 def _kind(message):
-    """"dtype", "shape" or None: what the message says does not fit."""
+    """"index", "dtype", "shape" or None: what the message says does not fit."""
+    if any(w in message for w in _INDEX_WORDS):
+        return "index"
     if any(w in message for w in _DTYPE_WORDS):
         return "dtype"
     if any(w in message for w in _SHAPE_WORDS):
@@ -86,7 +94,9 @@ _ASSIGN = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9.]*)\s*(?::[^=]*)?=(?!=)")
 
 
 def _describe(tracer, t, at_line=None):
-    node = tracer.nodes.get(t) if t.is_floating_point() or t.is_complex() else tracer.made_at.get(t)
+    # a weight or buffer no op read before this one has its node made here (its name, where it was made)
+    node = (tracer.node_of(t) if id(t) in tracer.names else tracer.nodes.get(t)) if (
+        t.is_floating_point() or t.is_complex()) else tracer.made_at.get(t)
     name = (tracer.names.get(id(t)) or (None, None))[1]
     if name is None and node is not None and node.file and node.line != at_line:
         # the variable the line that made it assigns (`mask = torch.full(...)`)
@@ -266,6 +276,12 @@ def _culprit(kind, message, operands, expected_dtype):
             if len(wide) == 1 and half:
                 return wide[0]
         return operands[0] if len(operands) == 1 else None
+    if kind == "index":
+        # the floating one of the operands that should hold integers (past the tensor indexed, first)
+        floating = [(lb, i) for lb, i in operands if i["dtype"] in ("float32", "float64", "float16", "bfloat16")]
+        if len(floating) > 1 and floating[0][1] is operands[0][1]:
+            floating = floating[1:]
+        return floating[0] if floating else None
     if kind == "shape" and len(operands) >= 2:
         m = _BROADCAST.search(message)
         pair = operands[:2]
@@ -311,7 +327,7 @@ def _origin(info, kind):
         return {"kind": "input" if name else "tensor", "name": name} if name else None
     from .provenance import origin_of
 
-    if kind == "dtype" and node.dtype in ("float32", "float64", "float16", "bfloat16"):
+    if kind in ("dtype", "index") and node.dtype in ("float32", "float64", "float16", "bfloat16"):
         out = origin_of(node)
         if out.get("kind") in ("promotion",):
             out["kind"] = "promotion"
@@ -437,6 +453,9 @@ def raised_fix(record):
             label, record["inputs"][peer]["dtype"], where,
             "; the dtype is chosen at %s" % _loc(decided["file"], decided["line"]) if decided else "",
             record["inputs"][peer].get("name") or peer))
+    if problem.get("mismatch") == "index" and role:
+        return "keep %s an integer tensor where it is made (%s): an index, a position or a count is not cast " \
+               "to a floating dtype" % (label, where)
     if problem.get("mismatch") == "shape" and role:
         target = record["inputs"][other[0]]["shape"] if other else None
         return "build %s with a shape that broadcasts to %s where it is made (%s)" % (label, target, where)

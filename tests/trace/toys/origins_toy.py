@@ -31,3 +31,33 @@ class Block(torch.nn.Module):
 
 def build(case="kept"):
     return Block(case).to(torch.bfloat16), (torch.randn(2, 16, 32, dtype=torch.bfloat16),)
+
+
+class Indexed(torch.nn.Module):
+    """A relative-position index made floating when the model is built, and positions cast to the
+    model's dtype in the forward: both index a tensor, and indices must be integers."""
+
+    def __init__(self, case):
+        super().__init__()
+        self.case = case
+        self.qkv = torch.nn.Linear(32, 96)
+        self.table = torch.nn.Parameter(torch.zeros(31, 4))
+        coords = torch.arange(16)
+        index = coords[:, None] - coords[None, :] + 15
+        if case == "buffer":
+            index = index.float()  # INDEX-FLOAT
+        self.register_buffer("index", index, persistent=False)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        bias = self.table[self.index].permute(2, 0, 1)[None]
+        positions = torch.arange(n)
+        if self.case == "positions":
+            positions = positions.to(q.dtype)  # POSITIONS-HALF
+        keep = torch.ones(n, n, dtype=torch.bool)[positions]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~keep, float("-inf")))
+
+
+def build_indexed(case="buffer"):
+    return Indexed(case).to(torch.bfloat16), (torch.randn(2, 16, 32, dtype=torch.bfloat16),)
