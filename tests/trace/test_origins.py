@@ -36,3 +36,31 @@ def test_a_floating_index_is_walked_back_to_the_line_that_made_it_floating(trace
     r = trace(toy_target(TOY, "build_indexed"), factory_kwargs={"case": case}, shadow=False)
     (f,) = [f for f in r["findings"] if f["id"] == "AD621"]
     assert "must be long" in f["message"] and marker_line(TOY, marker) in _lines(f), f["message"]
+
+
+def test_a_crash_meta_lets_through_is_found_by_the_cpu_run(trace, tmp_path):
+    from conftest import write_module
+
+    path = write_module(tmp_path, "float_mask.py", """
+        import torch
+        import torch.nn.functional as F
+
+        class A(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv = torch.nn.Linear(32, 96)
+
+            def forward(self, x, pad):
+                b, n, d = x.shape
+                q, k, v = self.qkv(x).view(b, n, 3, 4, 8).permute(2, 0, 3, 1, 4)
+                padding = pad.float()  # FLOAT-MASK
+                mask = torch.ones(n, n, dtype=torch.bool).tril() & padding[:, None, None, :]
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+        def build():
+            return A().to(torch.bfloat16), (torch.randn(2, 16, 32, dtype=torch.bfloat16), torch.ones(2, 16, dtype=torch.bool))
+        """)
+    r = trace(path + ":build")  # meta's bitwise_and takes a float mask; CPU and GPU refuse it
+    (f,) = [f for f in r["findings"] if f["id"] == "AD621"]
+    assert "not implemented for 'Float'" in f["message"] and "Tensor.float at" in f["message"], f["message"]
+    assert r["exit_code"] == 1 and any("where meta let it through" in n for n in r["notes"]), r["notes"]

@@ -40,8 +40,8 @@ _INDEX_WORDS = ("used as indices must be long", "can't be cast to the desired ou
 
 def _kind(message):
     """"index", "dtype", "shape" or None: what the message says does not fit."""
-    if any(w in message for w in _INDEX_WORDS):
-        return "index"
+    if any(w in message for w in _INDEX_WORDS) or _NOT_IMPLEMENTED.search(message):
+        return "index"  # integers or booleans wanted (an index, a bitwise op), a floating tensor given
     if any(w in message for w in _DTYPE_WORDS):
         return "dtype"
     if any(w in message for w in _SHAPE_WORDS):
@@ -193,7 +193,7 @@ def raise_record(tracer, exc, expected_dtype=None):
 
     if missing_library_read(exc):
         return None  # a module its optional import left None (`xops.memory_efficient_attention`): likewise
-    if "not implemented for" in str(exc) or "Could not run" in str(exc):
+    if _device_limit(str(exc)):
         return None  # the trace device has no kernel for it (half on CPU): the device's limit, not the model's
     text = str(exc).strip().splitlines()
     message = text[0][:400] if text else type(exc).__name__
@@ -244,6 +244,19 @@ def raise_record(tracer, exc, expected_dtype=None):
     if raised.get("callers"):
         record["called_by"] = [{"file": f, "line": ln} for f, ln in raised["callers"][:2]]
     return record
+
+
+_NOT_IMPLEMENTED = re.compile(r"not implemented for '([A-Za-z]+)'")
+
+
+def _device_limit(text):
+    """The trace device has no kernel for the op in this dtype (a half op on the CPU, an op meta does
+    not carry): not the model's fault. An op with no kernel for float32 or an integer dtype has none
+    on any device (bitwise_and of a float mask): the model's."""
+    if "Could not run" in text:
+        return True
+    m = _NOT_IMPLEMENTED.search(text)
+    return bool(m) and m.group(1) in ("Half", "BFloat16", "ComplexHalf", "Float8_e4m3fn", "Float8_e5m2")
 
 
 def _model_dtype(tracer):
@@ -454,8 +467,8 @@ def raised_fix(record):
             "; the dtype is chosen at %s" % _loc(decided["file"], decided["line"]) if decided else "",
             record["inputs"][peer].get("name") or peer))
     if problem.get("mismatch") == "index" and role:
-        return "keep %s an integer tensor where it is made (%s): an index, a position or a count is not cast " \
-               "to a floating dtype" % (label, where)
+        return "keep %s an integer or boolean tensor where it is made (%s): an index, a position, a count or a " \
+               "mask is not cast to a floating dtype" % (label, where)
     if problem.get("mismatch") == "shape" and role:
         target = record["inputs"][other[0]]["shape"] if other else None
         return "build %s with a shape that broadcasts to %s where it is made (%s)" % (label, target, where)

@@ -14,8 +14,9 @@ from ..errors import TraceError, _one_line
 # The float64 shadow keeps a twin of every weight and activation: a model above this many bytes of
 # parameters and buffers (as built) is shadowed in a reduced build, or not at all.
 SHADOW_LIMIT_BYTES = int(os.environ.get("ATTN_DOCTOR_SHADOW_LIMIT", str(512 * 1024 ** 2)))
-# what the shadow adds to a meta trace's report
-MEASURED_IDS = frozenset(("AD624", "AD626", "AD627"))
+# what the shadow's CPU run adds to a meta trace's report: what only values show, and a crash the meta
+# device let through (its kernels check less: a bitwise op on a float mask, a fill that overflows)
+MEASURED_IDS = frozenset(("AD621", "AD624", "AD626", "AD627"))
 
 
 def new_shadow():
@@ -164,8 +165,13 @@ def merge_measured(findings, notes, measured):
     if ran:
         findings = [f for f in findings if f["id"] != "AD622"]
     known = {(f["id"], f["sink"]["file"], f["sink"]["line"]) for f in findings}
-    findings = findings + [f for f in found if (f["id"], f["sink"]["file"], f["sink"]["line"]) not in known]
-    return findings, notes + [n for n in measured_notes if n not in notes]
+    if any(f["id"] == "AD621" for f in findings):  # the meta trace stopped at a crash: the same one, or later
+        found = [f for f in found if f["id"] != "AD621"]
+    added = [f for f in found if (f["id"], f["sink"]["file"], f["sink"]["line"]) not in known]
+    if any(f["id"] == "AD621" for f in added):
+        notes = notes + ["the forward pass raised on CPU where meta let it through (AD621): meta's kernels do not "
+                         "check what CPU and GPU kernels do"]
+    return findings + added, notes + [n for n in measured_notes if n not in notes]
 
 
 def measured_of(report):
