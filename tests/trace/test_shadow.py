@@ -153,3 +153,11 @@ def test_a_forward_too_large_to_measure_in_seconds_is_said_and_measured_when_ask
     assert any(n.startswith("precision was not measured: the forward pass reads") for n in r["notes"]), r["notes"]
     r = trace(toy_target(TOY, "build_timestep"), shadow=True)
     assert _ids(r, "AD626") and not any(n.startswith("precision was not measured") for n in r["notes"])
+
+
+def test_an_additive_mask_of_small_whole_numbers_masks_nothing(trace):
+    r = trace(toy_target(TOY, "build_regions"))
+    (f,) = _ids(r, "AD624")
+    assert f["sink"]["line"] == marker_line(TOY, "REGIONS-ADDED") and "small whole numbers, -2 to 2" in f["message"]
+    assert marker_line(TOY, "REGION-DIFFERENCES") in _places(f), f
+    assert not _ids(trace(toy_target(TOY, "build_regions"), factory_kwargs={"filled": True}), "AD624")

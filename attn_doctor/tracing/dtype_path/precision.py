@@ -106,13 +106,21 @@ def after_op(tracer, func, short, args, kwargs, out):
         _half_angles(tracer, func, args[0])
 
 
+# An additive mask masks with a large negative number (-1e4, finfo.min, -inf): one whose most negative
+# value is above this leaves a masked score more than e^-MASKING of its weight.
+MASKING = 20
+
+
 def zero_one(t):
-    """A floating tensor holding only 0 and 1, both (a boolean mask made numbers): known where the
-    trace device has values."""
+    """A floating mask of small whole numbers, two values at least, none below -MASKING (a boolean made
+    numbers: 0 and 1; region ids subtracted, not filled): it shifts scores, it masks nothing. Known
+    where the trace device has values."""
     if not t.is_floating_point() or t.device.type == "meta" or t.dim() < 2 or t.numel() > (1 << 24):
         return False
-    ones, zeros = t == 1, t == 0
-    return bool(ones.any()) and bool(zeros.any()) and bool((ones | zeros).all())
+    lo, hi = (float(v) for v in t.aminmax())
+    if not (-MASKING < lo < hi <= MASKING):
+        return False
+    return bool((t == t.round()).all())
 
 
 def _bool_added(tracer, func, short, args, kwargs, out):
@@ -134,6 +142,7 @@ def numbers_mask(tracer, func, file, line, mask, scores, how):
     """AD624: a mask of 1 and 0 (boolean, or a boolean made numbers) added to scores as they are: the
     line that made it numbers and the boolean's maker are where it is fixed."""
     origins = []
+    spread = 1.0
     if mask.dtype == torch.bool:
         maker = tracer.made_at.get(mask)
         what = "a boolean mask bool%s" % list(mask.shape)
@@ -143,7 +152,11 @@ def numbers_mask(tracer, func, file, line, mask, scores, how):
                             "source": linecache.getline(maker.file, maker.line).strip() or None})
     else:
         node = tracer.nodes.get(mask)
-        what = "a mask of only 0 and 1 (%s%s)" % (dtype_name(mask.dtype), list(mask.shape))
+        lo, hi = (float(v) for v in mask.aminmax())
+        spread = hi - lo
+        what = ("a mask of only 0 and 1 (%s%s)" % (dtype_name(mask.dtype), list(mask.shape)) if (lo, hi) == (0, 1)
+                else "a mask of small whole numbers, %g to %g (%s%s)" % (lo, hi, dtype_name(mask.dtype),
+                                                                        list(mask.shape)))
         made = _numbers_made(node)
         if made is not None:
             what += ", made numbers by %s at %s" % (made.op, _loc(made.file, made.line))
@@ -153,11 +166,13 @@ def numbers_mask(tracer, func, file, line, mask, scores, how):
     target = "%s scores" % dtype_name(scores.dtype) if scores is not None else "the scores"
     _record(tracer, "AD624", "error", file, line, func, {"a": scores, "b": mask},
             "adds a mask of 1 and 0 to float scores",
-            "%s at %s %s: where it means attend it adds 1 and elsewhere 0, so nothing is masked "
-            "(the scores only shift by one); mask with scores.masked_fill(~mask, torch.finfo(scores.dtype).min), or "
+            "%s at %s %s: it shifts the scores by a few units where it should remove them (a masked score keeps "
+            "at least e^-%g of its weight), so nothing is masked; mask with scores.masked_fill(~mask, "
+            "torch.finfo(scores.dtype).min), or "
             "pass the boolean mask to F.scaled_dot_product_attention(attn_mask=mask), where True means attend; an "
             "additive mask holds 0 and a large negative number"
-            % (tracer.display(func) if not isinstance(func, str) else func, _loc(file, line), how % (what, target)),
+            % (tracer.display(func) if not isinstance(func, str) else func, _loc(file, line), how % (what, target),
+               spread),
             origins=origins)
 
 

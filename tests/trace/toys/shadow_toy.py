@@ -187,3 +187,27 @@ class Writes(torch.nn.Module):
 
 def build_writes(dtype="bfloat16"):
     return Writes().to(HALF[dtype]), (torch.randn(2, 8, 32, dtype=HALF[dtype]),)
+
+
+class Regions(torch.nn.Module):
+    """Swin's shifted-window mask: region ids subtracted, then nonzero differences filled with -100;
+    without the fill the region differences themselves are added to the scores (they mask nothing)."""
+
+    def __init__(self, filled, dim=32, heads=4):
+        super().__init__()
+        self.filled, self.heads = filled, heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        regions = torch.arange(n) // 4
+        mask = (regions[None, :] - regions[:, None]).to(x.dtype)  # REGION-DIFFERENCES
+        if self.filled:
+            mask = mask.masked_fill(mask != 0, -100.0)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)
+        return (scores + mask).softmax(-1) @ v  # REGIONS-ADDED
+
+
+def build_regions(filled=False, dtype="bfloat16"):
+    return Regions(filled).to(HALF[dtype]), (torch.randn(2, 12, 32, dtype=HALF[dtype]),)
