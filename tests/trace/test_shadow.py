@@ -161,3 +161,11 @@ def test_an_additive_mask_of_small_whole_numbers_masks_nothing(trace):
     assert f["sink"]["line"] == marker_line(TOY, "REGIONS-ADDED") and "small whole numbers, -2 to 2" in f["message"]
     assert marker_line(TOY, "REGION-DIFFERENCES") in _places(f), f
     assert not _ids(trace(toy_target(TOY, "build_regions"), factory_kwargs={"filled": True}), "AD624")
+
+
+def test_an_inf_that_only_masks_is_no_finding_but_one_that_makes_nan_is(trace):
+    r = trace(toy_target(TOY, "build_min_mask"))
+    assert r["status"] == "ok" and not _ids(r, "AD627"), r["findings"]
+    r = trace(toy_target(TOY, "build_min_mask"), factory_kwargs={"whole_row": True})
+    (f,) = _ids(r, "AD627")
+    assert f["sink"]["line"] == marker_line(TOY, "MIN-MASK") and "NaN" in f["message"], f["message"]

@@ -159,9 +159,10 @@ def records(tracer, shadow):
     cause, so the ops that lose precision from the same half-precision sources (a table's cos and its
     sin) are one finding."""
     groups = {}
+    for ev, nan in _harmful_overflows(shadow):
+        _overflow(tracer, shadow, ev, nan)
     for ev in shadow.events:
         if ev.kind != "loss":
-            _overflow(tracer, shadow, ev)
             continue
         operand = _worst_operand(ev)
         sources = []
@@ -228,14 +229,49 @@ def _loss(tracer, shadow, group):
         record["module_path"] = ev.module
 
 
-def _overflow(tracer, shadow, ev):
+def _harmful_overflows(shadow):
+    """[(overflow event, the NaN event it led to or None)]: an inf harms where a NaN follows it (a
+    softmax of inf scores) or where it reaches the forward's results; an inf that only masks (scores
+    plus a mask's -inf, which the softmax makes 0) harms nothing. A NaN with no inf before it (0/0)
+    is its own cause."""
+    out, seen = [], set()
+    overflows = []
+    for ev in shadow.events:
+        if ev.kind == "overflow":
+            overflows.append(ev)
+        elif ev.kind == "nan":
+            cause = overflows[-1] if overflows else ev
+            if id(cause) not in seen:
+                seen.add(id(cause))
+                out.append((cause, ev if cause is not ev else None))
+    if shadow.output_inf and overflows and id(overflows[-1]) not in seen:
+        out.append((overflows[-1], None))
+    return out
+
+
+def _overflow(tracer, shadow, ev, nan=None):
     finfo_max = _finfo_max(ev.dtype)
-    message = ("%s at %s%s overflows %s: %d of %d elements are inf or NaN where float64 stays finite (it reaches "
+    if ev.kind == "nan":
+        message = ("%s at %s%s makes NaN in %d of %d elements where float64 stays finite" % (
+            ev.op, _loc(ev.file, ev.line), _when(ev), ev.nonfinite, ev.numel))
+        big = sorted(ev.operands, key=lambda o: -(o["max"] or 0.0))[:2]
+        if big:
+            message += "; %s" % "; ".join(_operand_text(o, "operand") for o in big)
+        _record(tracer, "AD627", "error", ev.file, ev.line, ev.op, {}, "%s makes NaN" % dtype_name(ev.dtype),
+                message + "; compute it in float32", origins=[_source_entry(o["node"], "operand") for o in big
+                                                              if o["node"] is not None and o["node"].file])
+        _set_count(tracer, ev)
+        return
+    message = ("%s at %s%s overflows %s: %d of %d elements are inf where float64 stays finite (it reaches "
                "%s; %s holds %s)" % (ev.op, _loc(ev.file, ev.line), _when(ev), dtype_name(ev.dtype), ev.nonfinite, ev.numel,
                                  _number(ev.twin_max), dtype_name(ev.dtype), _number(finfo_max)))
     big = sorted(ev.operands, key=lambda o: -(o["max"] or 0.0))[:2]
     if big:
         message += "; %s" % "; ".join(_operand_text(o, "operand") for o in big)
+    if nan is not None:
+        message += "; the inf makes NaN at %s (%s)" % (_loc(nan.file, nan.line), nan.op)
+    else:
+        message += "; the inf reaches the forward's results"
     message += ("; compute this op in float32 (or bf16, which has float32's range), or scale its inputs first "
                 "(q by 1/sqrt(head dim) before q @ k^T)")
     sources = [_source_entry(o["node"], "operand") for o in big if o["node"] is not None and o["node"].file]

@@ -102,7 +102,8 @@ class Shadow(object):
     def __init__(self, model_dtype=torch.bfloat16, max_events=64):
         self.twin = WeakIdKeyDictionary()
         self.building = False  # measuring the model's construction (tables made in __init__)
-        self.err = WeakIdKeyDictionary()  # tensor -> (relative error, nonfinite elements the twin has finite)
+        # tensor -> (relative error, elements inf or NaN where the twin is finite, of them NaN)
+        self.err = WeakIdKeyDictionary()
         self.unit = UNIT.get(model_dtype, UNIT[torch.bfloat16])
         self.model_dtype = model_dtype
         self.events = []
@@ -113,6 +114,7 @@ class Shadow(object):
         self.peak = None  # (ratio of the dtype's largest value, Event-like dict) of the half result nearest overflow
         self.by_seq = {}  # a node's seq -> its result's relative error: the provenance walk follows the error
         self.build_by_seq = {}  # the same for the construction's nodes (another tracer's numbering)
+        self.output_inf = False  # the forward's results hold inf where float64 is finite
 
     # ------------------------------------------------------------ twins
 
@@ -136,7 +138,7 @@ class Shadow(object):
 
     def _error(self, t):
         e = self.err.get(t)
-        return e if e is not None else (0.0, 0)
+        return e if e is not None else (0.0, 0, 0)
 
     # ------------------------------------------------------------ one op
 
@@ -160,7 +162,7 @@ class Shadow(object):
         if _inplace(short) and outs[0] not in self.twin:
             # written in place before it had a twin: its values before the write are gone, so its twin
             # starts from its values after it (lifted when next read)
-            self.err[outs[0]] = (0.0, 0)
+            self.err[outs[0]] = (0.0, 0, 0)
             return
         ins = [t for t in _tensors(args, kwargs) if _twinned(t)]
         with torch.no_grad():
@@ -174,10 +176,11 @@ class Shadow(object):
                         self.twin[o].copy_(o.detach())
                 else:
                     self.twin.pop(o, None)  # lifted when next read
-                self.err[o] = (0.0, 0)
+                self.err[o] = (0.0, 0, 0)
             return
         err_in = max((self._error(t)[0] for t in ins), default=0.0)
         bad_in = sum(self._error(t)[1] for t in ins)
+        nan_in = sum(self._error(t)[2] for t in ins)
         for t in ins:  # weights, buffers, inputs: their error (a buffer rounded by a cast) for the walk back
             node = tracer.nodes.get(t)
             if node is not None and node.seq not in self.by_seq:
@@ -190,13 +193,16 @@ class Shadow(object):
                 if node is not None:
                     self.by_seq[node.seq] = self.err[o][0]
                 continue
-            err, nonfinite, out_max, twin_max = _compare(o, tw)
-            self.err[o] = (err, nonfinite)
+            err, nonfinite, nans, out_max, twin_max = _compare(o, tw)
+            self.err[o] = (err, nonfinite, nans)
             if node is not None:
                 self.by_seq[node.seq] = err
             self._headroom(tracer, func, short, o, out_max, node)
-            if nonfinite and not bad_in:
-                self._event(tracer, "overflow", func, short, o, node, err, err_in, nonfinite, out_max, twin_max, ins)
+            if nans and not nan_in:  # NaN, the harm: an inf before it is where it started
+                self._event(tracer, "nan", func, short, o, node, err, err_in, nans, out_max, twin_max, ins)
+            if nonfinite > nans and not bad_in:
+                self._event(tracer, "overflow", func, short, o, node, err, err_in, nonfinite - nans, out_max,
+                            twin_max, ins)
             elif short not in _MOVES and err >= AMPLIFICATION * max(err_in, self.unit) and out_max == out_max:
                 self._event(tracer, "loss", func, short, o, node, err, err_in, nonfinite, out_max, twin_max, ins)
 
@@ -265,11 +271,18 @@ class Shadow(object):
                 self.err.pop(o, None)
                 continue
             self.twin[o] = twins[i]
-            err, nonfinite, out_max, twin_max = _compare(o, twins[i])
-            self.err[o] = (err, nonfinite)
-            if nonfinite and not sum(self._error(t)[1] for t in ins):
-                self._event(tracer, "overflow", func, "attention", o, tracer.nodes.get(o), err, err_in, nonfinite,
+            err, nonfinite, nans, out_max, twin_max = _compare(o, twins[i])
+            self.err[o] = (err, nonfinite, nans)
+            if nans and not sum(self._error(t)[2] for t in ins):
+                self._event(tracer, "nan", func, "attention", o, tracer.nodes.get(o), err, err_in, nans,
                             out_max, twin_max, ins)
+            if nonfinite > nans and not sum(self._error(t)[1] for t in ins):
+                self._event(tracer, "overflow", func, "attention", o, tracer.nodes.get(o), err, err_in,
+                            nonfinite - nans, out_max, twin_max, ins)
+
+    def finish(self, outputs):
+        """The forward's results: where one holds inf where float64 is finite, an overflow reached them."""
+        self.output_inf = any(self._error(t)[1] > self._error(t)[2] for t in _results_deep(outputs))
 
     def set_model_dtype(self, dtype):
         self.model_dtype = dtype
@@ -307,7 +320,7 @@ class Shadow(object):
             return
         operands = []
         for t in ins[:4]:
-            e, bad = self._error(t)
+            e = self._error(t)[0]
             values = t.detach()
             finite = values[torch.isfinite(values)] if values.numel() else values
             big = float(finite.abs().max()) if finite.numel() else 0.0
@@ -345,14 +358,14 @@ def _abs_max(t):
 
 def _compare(o, tw):
     """(relative error over the elements both hold finite: the largest difference over the twin's
-    largest magnitude; elements non-finite where the twin is finite; the result's largest finite
-    magnitude, the twin's). The largest difference, not an average: a table wrong at its long
+    largest magnitude; elements inf or NaN where the twin is finite, and of them NaN; the result's
+    largest finite magnitude, the twin's). The largest difference, not an average: a table wrong at its long
     positions only is wrong, however right its short ones are. Where both are finite everywhere (the
     common case) a few reductions over the tensors, nothing indexed."""
     if o.is_complex():
         o, tw = torch.view_as_real(o), torch.view_as_real(tw)
     if not o.numel():
-        return 0.0, 0, 0.0, 0.0
+        return 0.0, 0, 0, 0.0, 0.0
     o = o.detach()
     # min and max carry NaN and inf: where both are finite numbers every element is
     olo, ohi = (float(v) for v in o.aminmax())
@@ -361,20 +374,21 @@ def _compare(o, tw):
         dlo, dhi = torch.sub(o, tw).aminmax()
         num, scale = max(-float(dlo), float(dhi)), max(-tlo, thi)
         err = (0.0 if num == 0.0 else 1.0) if scale == 0.0 else num / scale
-        return err, 0, max(-olo, ohi), scale
+        return err, 0, 0, max(-olo, ohi), scale
     ov = o.to(tw.dtype)
     fo, ft = torch.isfinite(ov), torch.isfinite(tw)
     nonfinite = int((~fo & ft).sum())
+    nans = int((torch.isnan(ov) & ft).sum())
     both = fo & ft
     d, ref = (ov - tw)[both], tw[both]
     twin_max = float(tw[ft].abs().max()) if bool(ft.any()) else 0.0  # also where the result overflowed
     if not ref.numel():
-        return 0.0, nonfinite, 0.0, twin_max
+        return 0.0, nonfinite, nans, 0.0, twin_max
     num = float(d.abs().max())
     scale = float(ref.abs().max())
     err = (0.0 if num == 0.0 else 1.0) if scale == 0.0 else num / scale
     out_max = float(ov[fo].abs().max()) if bool(fo.any()) else 0.0
-    return err, nonfinite, out_max, twin_max
+    return err, nonfinite, nans, out_max, twin_max
 
 
 def _results(out):
@@ -383,6 +397,16 @@ def _results(out):
     if isinstance(out, (list, tuple)):
         return tuple(o for o in out if _twinned(o))
     return ()
+
+
+def _results_deep(out, depth=0):
+    """The floating tensors of a forward's result (a tensor, tuples, dicts, a ModelOutput)."""
+    if isinstance(out, torch.Tensor):
+        return [out] if _twinned(out) else []
+    if depth > 4:
+        return []
+    values = out.values() if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else ()
+    return [t for v in values for t in _results_deep(v, depth + 1)]
 
 
 def _tensors(args, kwargs):

@@ -464,6 +464,8 @@ def _run(built, info, device, dtype, autocast, train, capability, emulate, conti
             with real_autocast:
                 out = model(*args, **kwargs)
             tracer.outputs = output_signature(out)
+            if tracer.shadow is not None:
+                tracer.shadow.finish(out)
             if train:
                 loss = next((t for t in _tensors(out) if t.is_floating_point() and t.requires_grad), None)
                 if loss is not None:

@@ -211,3 +211,27 @@ class Regions(torch.nn.Module):
 
 def build_regions(filled=False, dtype="bfloat16"):
     return Regions(filled).to(HALF[dtype]), (torch.randn(2, 12, 32, dtype=HALF[dtype]),)
+
+
+class MinMask(torch.nn.Module):
+    """An additive mask of float16's most negative value: added to negative scores it overflows to
+    -inf where it masks, which the softmax makes 0 (harmless); a row it masks entirely gives NaN."""
+
+    def __init__(self, whole_row, dim=32, heads=4):
+        super().__init__()
+        self.whole_row, self.heads = whole_row, heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        keep = torch.ones(n, n, dtype=torch.bool).tril()
+        if self.whole_row:
+            keep[0] = False
+        mask = torch.zeros(n, n, dtype=x.dtype).masked_fill(~keep, torch.finfo(x.dtype).min)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d // self.heads) - 100.0
+        return (scores + mask).softmax(-1) @ v  # MIN-MASK
+
+
+def build_min_mask(whole_row=False):
+    return MinMask(whole_row).to(torch.float16), (torch.randn(2, 12, 32, dtype=torch.float16),)
