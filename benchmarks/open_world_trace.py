@@ -336,6 +336,8 @@ def main(argv=None):
     ap.add_argument("--only", help="comma-separated model types")
     ap.add_argument("--sample", type=int, help="a stratified sample of this many architectures")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--part", help="I/N: the I-th of N interleaved parts of the architectures (1-based), for a "
+                                   "sweep split over runs of a bounded length")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--device", default="meta", choices=("meta", "cpu", "cuda"))
     ap.add_argument("--train", action="store_true")
@@ -367,6 +369,9 @@ def main(argv=None):
         types = [t for t in args.only.split(",") if t]
     elif args.sample:
         types = stratified(types, args.sample, args.seed)
+    if args.part:
+        i, n = (int(x) for x in args.part.split("/"))
+        types = types[i - 1::n]
     workdir = tempfile.mkdtemp(prefix="open-world-")
     t0 = time.monotonic()
     from worker_pool import run_jobs

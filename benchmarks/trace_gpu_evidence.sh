@@ -48,8 +48,10 @@ gpu)
     echo "check exit $?"; grep -E "numerics|AD70" "$out/check.txt" | cut -c1-300 | head -n 8
     ;;
 meta)
+    # PART=I/N: the I-th of N interleaved parts of the architectures (the sweep with the float64
+    # shadow does not fit one call of a few minutes)
     OPEN_WORLD_TIMEOUT=120 timeout ${PART_LIMIT:-560} "$py" benchmarks/open_world_trace.py --workers "$workers" \
-        --out "$out/open_world.jsonl" >"$out/open_world.txt" 2>"$out/open_world.err"
+        ${PART:+--part "$PART"} --out "$out/open_world${PART:+-${PART%/*}}.jsonl" >"$out/open_world.txt" 2>"$out/open_world.err"
     echo "exit $?"; head -n 16 "$out/open_world.txt"; tail -n 1 "$out/open_world.txt"
     ;;
 inject)
