@@ -200,9 +200,13 @@ def test_the_trace_ends_as_the_forward_ends(trace, factory, device):
         # goes on in the model's dtype), AD601/AD602 (an attention call refusing q/k/v's dtypes),
         # AD607 (an attention call no backend the model allowed takes on the GPU)
         assert errors, (message, r["findings"], r["error"])
-        for f in errors:
-            assert (f["sink"]["file"], f["sink"]["line"]) == (PATH, line), (message, f)
-            assert _kind(f["kernel_message"] or f["message"]) == kind, (message, f["kernel_message"])
+        # the first error is where the forward raises; the trace goes on past an AD608 in the model's
+        # dtype, so a later one is another place the job would fail once this one is fixed
+        first = errors[0]
+        assert (first["sink"]["file"], first["sink"]["line"]) == (PATH, line), (message, first)
+        assert _kind(first["kernel_message"] or first["message"]) == kind, (message, first["kernel_message"])
+        for f in errors[1:]:
+            assert f["sink"]["line"] == line or (f["id"] == "AD608" and first["id"] == "AD608"), (message, f)
         assert r["exit_code"] == 1
 
 

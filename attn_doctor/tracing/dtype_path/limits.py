@@ -22,8 +22,9 @@ def meta_limitation(exc):
     """Why the meta device could not run what raised ``exc`` (data-dependent Python, a meta kernel
     stricter than the real ones), or None where the exception is the model's own."""
     text = str(exc)
-    if ("meta tensor" in text or "meta tensors" in text or "Cannot copy out of meta" in text
-            or "register_meta" in text or "data-dependent" in text):
+    lower = text.lower()
+    if ("meta tensor" in lower or "cannot copy out of meta" in lower or "register_meta" in text
+            or "data-dependent" in text or "no fake impl or meta kernel" in lower):
         return "the forward pass does data-dependent Python (.item(), .tolist(), a tensor in an if) that meta cannot run"
     if "invalid type: 'torch.meta." in text:
         # x.type(y.type()): the type name of a meta tensor names no tensor type torch can make

@@ -127,7 +127,10 @@ def _bool_added(tracer, func, short, args, kwargs, out):
     tensors = [a for a in list(args[:2]) + [kwargs.get("other")] if isinstance(a, torch.Tensor)]
     # scores: made by a product of two activations (q by k) a few ops back; a boolean added to another
     # float (a recurrent gate's `reset + ~reset * x`, a position table) is not a mask applied
-    masks = [t for t in tensors if t.dim() >= 2 and (t.dtype == torch.bool or zero_one(t))]
+    # a floating mask counts where a cast made it numbers (a boolean or integer made float): a product
+    # of activations plus an identity matrix holds 0 and 1 too, and is no mask
+    masks = [t for t in tensors if t.dim() >= 2 and (t.dtype == torch.bool or (
+        zero_one(t) and _cast_made(tracer.nodes.get(t)) is not None))]
     if not masks:
         return
     scores = [t for t in tensors if t.is_floating_point() and all(t is not m for m in masks) and _scores_op(
@@ -181,6 +184,26 @@ def numbers_mask_at_call(tracer, name, file, line, extra):
     for role, t in extra.items():
         if "mask" in role and zero_one(t):
             numbers_mask(tracer, name, file, line, t, None, "gets %s as its additive " + role + ", added to %s")
+
+
+_CAST_NAMES = frozenset(("float", "double", "half", "bfloat16", "to", "type", "type_as"))
+_RESHAPES = frozenset(("view", "reshape", "unsqueeze", "squeeze", "expand", "expand_as", "__getitem__", "repeat",
+                       "transpose", "permute", "contiguous", "flatten", "unflatten", "clone", "detach"))
+
+
+def _cast_made(node, depth=8):
+    """The explicit cast that made a boolean or integer tensor floating (``.float()``, ``.to(dtype)``,
+    ``.type_as(x)``), through reshapes only; None where an op computed it or a cast changed a float's
+    width. (A node keeps its floating inputs only: a cast of a boolean has none, or only the tensor
+    whose dtype it copies.)"""
+    n = node
+    while n is not None and depth > 0:
+        if n.kind == "cast" or n.short in _CAST_NAMES:  # x.type_as(scores) of a boolean keeps scores' dtype
+            return n if all(i.dtype == n.dtype for i in n.inputs) else None
+        if n.kind != "op" or n.short not in _RESHAPES or not n.inputs:
+            return None
+        n, depth = n.inputs[0], depth - 1
+    return None
 
 
 def _numbers_mask_fixable(n):

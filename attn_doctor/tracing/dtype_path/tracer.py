@@ -302,7 +302,7 @@ class Tracer(UserFrames):
         operands' provenance, once per line (AD608). Returns the record, or None."""
         operands = [t for t in _floating_tensors(args, kwargs) if t.dim() > 0]
         kinds = {t.dtype for t in operands}
-        if len(kinds) < 2:
+        if len(kinds) < 2 or (short == "einsum" and not _contracts(args)):
             return None
         if short in MIXED_NORMS and operands[0].dtype in HALF_DTYPES and all(
                 t.dtype in (operands[0].dtype, torch.float32) for t in operands[1:]):
@@ -570,6 +570,17 @@ class Tracer(UserFrames):
                 continue
             self.seq += 1
             self.nodes[o] = Node(self.seq, "sink", dtype_name(o.dtype), op=spec.name)
+
+
+def _contracts(args):
+    """An einsum that sums over an index runs a batched matrix product, which takes one dtype; one
+    that sums over none (an outer product, "...n,d->...nd") multiplies elementwise, with type
+    promotion, on every device."""
+    equation = args[0] if args and isinstance(args[0], str) else None
+    if equation is None or "->" not in equation:
+        return True  # an implicit output sums every repeated index: take it as a product
+    inputs, output = equation.replace(" ", "").split("->", 1)
+    return bool(set(inputs.replace(",", "").replace(".", "")) - set(output.replace(".", "")))
 
 
 def _products_activations(tracer, args):

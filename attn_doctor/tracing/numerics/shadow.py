@@ -70,6 +70,21 @@ _MOVES = _SAME_VALUES | frozenset((
     "vsplit", "index_copy", "index_copy_", "index_fill", "index_fill_", "masked_scatter", "masked_scatter_"))
 
 
+# ops that sum many products (projections, norms, reductions, attention): in the model's dtype their
+# result is rounded once and may cancel (a dot product near zero, a norm over one element); that is
+# what computing in that dtype is, at every layer of every model, not a line's choice. Where precision
+# is lost by a choice is an elementwise op amplifying the rounding of a value made in half (the cosine
+# of half-precision angles, the exponential of a large half value).
+_SUMS = frozenset((
+    "linear", "matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm", "addmv", "mv", "einsum", "conv1d", "conv2d",
+    "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "layer_norm", "group_norm", "rms_norm",
+    "batch_norm", "instance_norm", "local_response_norm", "normalize", "mean", "sum", "nansum", "var", "std",
+    "var_mean", "std_mean", "norm", "vector_norm", "linalg_vector_norm", "softmax", "log_softmax", "cumsum",
+    "logsumexp", "prod", "cumprod", "scaled_dot_product_attention", "multi_head_attention_forward",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "__matmul__", "__rmatmul__", "tensordot", "dot", "inner", "outer", "interpolate", "upsample", "embedding_bag"))
+
+
 def _wide(dtype):
     return _WIDE.get(dtype, dtype)
 
@@ -203,7 +218,8 @@ class Shadow(object):
             if nonfinite > nans and not bad_in:
                 self._event(tracer, "overflow", func, short, o, node, err, err_in, nonfinite - nans, out_max,
                             twin_max, ins)
-            elif short not in _MOVES and err >= AMPLIFICATION * max(err_in, self.unit) and out_max == out_max:
+            elif short not in _MOVES and short not in _SUMS and err >= AMPLIFICATION * max(err_in, self.unit) and \
+                    out_max == out_max:
                 self._event(tracer, "loss", func, short, o, node, err, err_in, nonfinite, out_max, twin_max, ins)
 
     def _twins_for(self, func, short, args, kwargs, out, outs):

@@ -165,7 +165,9 @@ def merge_measured(findings, notes, measured):
     if ran:
         findings = [f for f in findings if f["id"] != "AD622"]
     known = {(f["id"], f["sink"]["file"], f["sink"]["line"]) for f in findings}
-    if any(f["id"] == "AD621" for f in findings):  # the meta trace stopped at a crash: the same one, or later
+    if any(f["severity"] == "error" for f in findings):
+        # the meta trace found where the job fails (and went on past it in the model's dtype): a crash
+        # the CPU run meets after that is the trace going on, not the job
         found = [f for f in found if f["id"] != "AD621"]
     added = [f for f in found if (f["id"], f["sink"]["file"], f["sink"]["line"]) not in known]
     if any(f["id"] == "AD621" for f in added):
