@@ -117,7 +117,7 @@ def zero_one(t):
     where the trace device has values."""
     if not t.is_floating_point() or t.device.type == "meta" or t.dim() < 2 or t.numel() > (1 << 24):
         return False
-    lo, hi = (float(v) for v in t.aminmax())
+    lo, hi = (float(v) for v in t.detach().aminmax())
     if not (-MASKING < lo < hi <= MASKING):
         return False
     return bool((t == t.round()).all())
@@ -155,7 +155,7 @@ def numbers_mask(tracer, func, file, line, mask, scores, how):
                             "source": linecache.getline(maker.file, maker.line).strip() or None})
     else:
         node = tracer.nodes.get(mask)
-        lo, hi = (float(v) for v in mask.aminmax())
+        lo, hi = (float(v) for v in mask.detach().aminmax())
         spread = hi - lo
         what = ("a mask of only 0 and 1 (%s%s)" % (dtype_name(mask.dtype), list(mask.shape)) if (lo, hi) == (0, 1)
                 else "a mask of small whole numbers, %g to %g (%s%s)" % (lo, hi, dtype_name(mask.dtype),

@@ -213,6 +213,9 @@ class Shadow(object):
             if node is not None:
                 self.by_seq[node.seq] = err
             self._headroom(tracer, func, short, o, out_max, node)
+            if (nans and not nan_in or nonfinite > nans and not bad_in) and not _dtype_makes_it(
+                    func, args, kwargs, outs.index(o), o.dtype):
+                continue  # the trace device's half kernel, not the dtype: the GPU's computes in float32
             if nans and not nan_in:  # NaN, the harm: an inf before it is where it started
                 self._event(tracer, "nan", func, short, o, node, err, err_in, nans, out_max, twin_max, ins)
             if nonfinite > nans and not bad_in:
@@ -348,6 +351,28 @@ class Shadow(object):
             out_max=out_max, twin_max=twin_max, operands=operands, building=self.building)
         self._seen[key] = ev
         self.events.append(ev)
+
+
+def _dtype_makes_it(func, args, kwargs, index, dtype):
+    """Whether the op's inf or NaN is the dtype's: the op again on the same half inputs computed in
+    float32 (as GPU kernels compute half ops) and rounded to ``dtype`` is not finite either. A CPU
+    half kernel that makes NaN by itself (grid_sample in bfloat16) is the trace device's, not the
+    model's."""
+    def up(x):
+        if isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16):
+            return x.float()
+        if isinstance(x, torch.dtype) and x in (torch.float16, torch.bfloat16):
+            return torch.float32
+        if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+            return type(x)(up(i) for i in x)
+        return x
+
+    try:
+        with torch.no_grad():
+            out = _results(func(*[up(a) for a in args], **{k: up(v) for k, v in kwargs.items()}))
+        return not bool(torch.isfinite(out[index].to(dtype)).all())
+    except Exception:  # noqa: BLE001 - an op that takes no float32 here: keep what was seen
+        return True
 
 
 def _drops_out(args, kwargs):
