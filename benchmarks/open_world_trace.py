@@ -74,9 +74,18 @@ def _plain(hf, dtype, device, train=False, backward=False):
             return out
 
     spent, misfit = 0.0, None
+
+    def signature(out):
+        # its outputs' dtypes and shapes, and whether they hold inf or NaN (an overflow shows there)
+        sig = output_signature(out)
+        if device != "meta" and any(t.is_floating_point() and not bool(torch.isfinite(t).all())
+                                    for t in _tensors(out)):
+            sig["nonfinite"] = True
+        return sig
+
     try:
         out = forward(kwargs)
-        sig = output_signature(out)
+        sig = signature(out)
     except Exception as exc:  # noqa: BLE001 - the model's own failure is a result here
         misfit = exc if meta["inputs_misfit"](exc) else None
         sig = {"raised": "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])}
@@ -88,7 +97,7 @@ def _plain(hf, dtype, device, train=False, backward=False):
         kwargs = meta["repair_inputs"]()[0]
         spent = time.monotonic() - t1
         try:
-            sig = output_signature(forward(kwargs))
+            sig = signature(forward(kwargs))
         except Exception as exc:  # noqa: BLE001
             sig = {"raised": "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])}
     return sig, built, time.monotonic() - t0 - built - spent
@@ -186,7 +195,7 @@ def run_one(model_type, workdir, device, train, dtypes):
                 cpu, _, _ = _plain(folder, dtype, "cpu", train)
             except BaseException as exc:  # noqa: BLE001
                 cpu = {"raised": "%s: %s" % (type(exc).__name__, str(exc)[:200])}
-            said = cpu.get("raised") or ""
+            said = cpu.get("raised") or ("its outputs hold inf or NaN" if cpu.get("nonfinite") else "")
             if said and "not implemented for" not in said:
                 row["confirmed_by_plain_cpu"] = said[:300]
         row["faithful"] = comparable_faithful(row)

@@ -215,7 +215,10 @@ class Shadow(object):
             self._headroom(tracer, func, short, o, out_max, node)
             if (nans and not nan_in or nonfinite > nans and not bad_in) and not _dtype_makes_it(
                     func, args, kwargs, outs.index(o), o.dtype):
-                continue  # the trace device's half kernel, not the dtype: the GPU's computes in float32
+                # the trace device's half kernel, not the dtype (the GPU's computes in float32): nothing
+                # it leads to downstream is the model's either
+                self.err[o] = (err, max(nonfinite, 1), max(nonfinite, 1))
+                continue
             if nans and not nan_in:  # NaN, the harm: an inf before it is where it started
                 self._event(tracer, "nan", func, short, o, node, err, err_in, nans, out_max, twin_max, ins)
             if nonfinite > nans and not bad_in:
