@@ -53,6 +53,13 @@ def promotions_behind(start, budget=20000):
     return found
 
 _PATH_STEPS = 8
+_WIDE_BY_NAME = re.compile(r"torch\.(float32|float64|float|double)\b|\.(float|double)\(\)")
+
+
+def wide_named(file, line):
+    """The line names a wide dtype itself (``.float()``, ``torch.float32``): a cast there to a width
+    the tensor already has is the line that keeps it wide."""
+    return bool(file) and bool(_WIDE_BY_NAME.search(linecache.getline(file, line)))
 
 
 def origin_of(n, limit=200):

@@ -34,7 +34,7 @@ from .inline import PV_OPS, QK_OPS, inline_attention
 from ..calls.nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name, traced
 from ..places import library_package
 from .frames import UserFrames
-from .provenance import misshapen_mask
+from .provenance import misshapen_mask, wide_named
 from . import precision
 from .raised import note_op_raise
 from .limits import _kernel_missing, _meta_limitation
@@ -360,7 +360,8 @@ class Tracer(UserFrames):
                 if explicit and RANK.get(o.dtype, 0) >= 2:
                     kept = self.node_of(o)  # the code asks for this width itself, here
                     self.asked_wide.add(kept.seq)
-                    kept.kept = (self.display(func), file, line)
+                    if wide_named(file, line):  # by name; a dtype in a variable was chosen elsewhere
+                        kept.kept = (self.display(func), file, line)
                 continue  # x.float() on an fp32 x returns x itself: keep x's own origin
             promo = None
             width = RANK.get(o.dtype, 0)
