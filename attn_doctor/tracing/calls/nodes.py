@@ -69,3 +69,15 @@ class Node(object):
         # code asked for the width there (``x.to(torch.float32)`` on a float32 x)
         self.kept = None
         self.empty = False  # no elements (a cache's empty placeholder joined by torch.cat)
+
+
+def all_tensors(args, kwargs):
+    """Every tensor among an op's arguments, and in its argument lists (torch.cat's)."""
+    for seq in (args, kwargs.values() if kwargs else ()):
+        for a in seq:
+            if isinstance(a, torch.Tensor):
+                yield a
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, torch.Tensor):
+                        yield b

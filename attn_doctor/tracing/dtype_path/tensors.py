@@ -44,17 +44,6 @@ def _lower_eligible(t):
     return t.is_floating_point() and t.dtype != torch.float64
 
 
-def _all_tensors(args, kwargs):
-    for seq in (args, kwargs.values() if kwargs else ()):
-        for a in seq:
-            if isinstance(a, torch.Tensor):
-                yield a
-            elif isinstance(a, (list, tuple)):
-                for b in a:
-                    if isinstance(b, torch.Tensor):
-                        yield b
-
-
 def _cast_in_place(call_args, call_kwargs, spots, dtype, pred):
     """Cast the tensors at ``spots`` ({(pos, key): role}) of a call's arguments to ``dtype``."""
     for (pos, key) in spots:

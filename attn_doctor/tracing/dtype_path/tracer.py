@@ -31,14 +31,14 @@ from ..calls import policy, sinks
 from .. import state
 from ..calls.autocast import AUTOCAST_DTYPE, AUTOCAST_ENABLED
 from .inline import PV_OPS, QK_OPS, inline_attention
-from ..calls.nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, dtype_name, traced
+from ..calls.nodes import CAST_OPS, HALF_DTYPES, NAME_TO_DTYPE, RANK, Node, all_tensors as _all_tensors, dtype_name, traced
 from ..places import library_package
 from .frames import UserFrames
 from .provenance import misshapen_mask, wide_named
 from . import precision
 from .raised import note_op_raise
 from .limits import _kernel_missing, _meta_limitation
-from .tensors import (_all_tensors, _cast_args, _cast_in_place, _floating_tensors, _lower_eligible, _output_tensors,
+from .tensors import (_cast_args, _cast_in_place, _floating_tensors, _lower_eligible, _output_tensors,
                       _transformers_flash_effective)
 
 F = torch.nn.functional

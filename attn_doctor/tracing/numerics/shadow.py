@@ -25,6 +25,8 @@ import math
 
 import torch
 
+from ..calls.nodes import all_tensors as _tensors
+
 try:
     from torch.utils.weak import WeakIdKeyDictionary
 except ImportError:  # pragma: no cover - torch < 2.0
@@ -451,17 +453,6 @@ def _results_deep(out, depth=0):
         return []
     values = out.values() if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else ()
     return [t for v in values for t in _results_deep(v, depth + 1)]
-
-
-def _tensors(args, kwargs):
-    for seq in (args, kwargs.values()):
-        for a in seq:
-            if isinstance(a, torch.Tensor):
-                yield a
-            elif isinstance(a, (list, tuple)):
-                for b in a:
-                    if isinstance(b, torch.Tensor):
-                        yield b
 
 
 def spacing(value, dtype):
