@@ -230,23 +230,23 @@ def _loss(tracer, shadow, group):
 
 
 def _harmful_overflows(shadow):
-    """[(overflow event, the NaN event it led to or None)]: an inf harms where a NaN follows it (a
-    softmax of inf scores) or where it reaches the forward's results; an inf that only masks (scores
-    plus a mask's -inf, which the softmax makes 0) harms nothing. A NaN with no inf before it (0/0)
-    is its own cause."""
-    out, seen = [], set()
-    overflows = []
+    """[(the event to report, the NaN event it led to or None)]: an overflow or a NaN harms where the
+    forward's results hold inf or NaN that float64 does not (the loss, the logits); one whose elements
+    a later op drops (a padded block sliced off, a -inf a softmax makes 0) harms nothing. Reported at
+    the overflow nearest before the first NaN (a softmax of inf scores), else at the NaN itself (0/0),
+    else at the last overflow (an inf that reaches the results)."""
+    if not shadow.output_bad:
+        return []
+    overflows, nan = [], None
     for ev in shadow.events:
         if ev.kind == "overflow":
             overflows.append(ev)
         elif ev.kind == "nan":
-            cause = overflows[-1] if overflows else ev
-            if id(cause) not in seen:
-                seen.add(id(cause))
-                out.append((cause, ev if cause is not ev else None))
-    if shadow.output_inf and overflows and id(overflows[-1]) not in seen:
-        out.append((overflows[-1], None))
-    return out
+            nan = ev
+            break
+    if nan is not None:
+        return [(overflows[-1], nan)] if overflows else [(nan, None)]
+    return [(overflows[-1], None)] if overflows else []
 
 
 def _overflow(tracer, shadow, ev, nan=None):

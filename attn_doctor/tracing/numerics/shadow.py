@@ -131,7 +131,7 @@ class Shadow(object):
         self.peak = None  # (ratio of the dtype's largest value, Event-like dict) of the half result nearest overflow
         self.by_seq = {}  # a node's seq -> its result's relative error: the provenance walk follows the error
         self.build_by_seq = {}  # the same for the construction's nodes (another tracer's numbering)
-        self.output_inf = False  # the forward's results hold inf where float64 is finite
+        self.output_bad = False  # the forward's results hold inf or NaN where float64 is finite
 
     # ------------------------------------------------------------ twins
 
@@ -305,8 +305,10 @@ class Shadow(object):
                             nonfinite - nans, out_max, twin_max, ins)
 
     def finish(self, outputs):
-        """The forward's results: where one holds inf where float64 is finite, an overflow reached them."""
-        self.output_inf = any(self._error(t)[1] > self._error(t)[2] for t in _results_deep(outputs))
+        """The forward's results: where one holds inf or NaN where float64 is finite, an overflow or a
+        NaN reached what the job reads (a loss, logits); one a later op dropped (padding sliced off)
+        harmed nothing."""
+        self.output_bad = any(self._error(t)[1] for t in _results_deep(outputs))
 
     def set_model_dtype(self, dtype):
         self.model_dtype = dtype
