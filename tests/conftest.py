@@ -112,3 +112,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         from realenv.times import write_times
 
         write_times(terminalreporter, _REALENV_TIMES)
+
+
+@pytest.fixture(autouse=True)
+def _no_standins_left_behind():
+    """A trace in this process puts its stand-ins (flash_attn and the others, with their fake
+    distributions) in place and keeps them for the next trace, as a trace child does; a test in
+    the same pytest worker that checks this interpreter afterwards must not see them installed."""
+    yield
+    from attn_doctor.tracing.standins import registry as standins
+
+    if standins.standin_installed():
+        standins.remove_standins()

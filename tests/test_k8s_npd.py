@@ -64,7 +64,7 @@ def run_plugin(rule: dict, config: dict, env: dict) -> tuple[str, str, float]:
 
 
 def _environment(root: Path, packages: dict[str, str]) -> Path:
-    """A venv without torch, with `packages` (name -> version) installed as metadata alone."""
+    """A venv with `packages` (name -> version) installed as metadata alone."""
     venv.create(root, with_pip=False)
     site = next((root / "lib").glob("python3*/site-packages"))
     for name, version in packages.items():
@@ -92,18 +92,27 @@ def rule_and_config():
 
 def test_healthy_environment_is_ok_with_a_useful_message(rule_and_config, tmp_path):
     rule, config = rule_and_config
-    status, message, seconds = run_plugin(rule, config, _env(VIRTUAL_ENV=str(_environment(tmp_path / "env", {}))))
+    # torch as a node's image has it (metadata only: --quick imports nothing); without torch the
+    # node cannot train, which --quick says as the full check does (AD001)
+    healthy = _environment(tmp_path / "env", {"torch": "2.13.0"})
+    status, message, seconds = run_plugin(rule, config, _env(VIRTUAL_ENV=str(healthy)))
     assert status == OK and message.startswith("OK no errors"), message
     assert seconds < _seconds(config["pluginConfig"]["timeout"]) / 4, seconds
 
 
 def test_an_error_finding_is_non_ok_and_its_rule_fits_the_message(rule_and_config, tmp_path):
     rule, config = rule_and_config
-    broken = _environment(tmp_path / "env", {"transformers": "4.40.0", "flash-attn": "2.0.4"})
+    broken = _environment(tmp_path / "env", {"torch": "2.13.0", "transformers": "4.40.0", "flash-attn": "2.0.4"})
     status, message, _ = run_plugin(rule, config, _env(VIRTUAL_ENV=str(broken)))
     assert status == NON_OK, message
     assert message.startswith("FAIL AD451 transformers-needs-newer-flash-attn"), message
     assert len(message.encode()) <= config["pluginConfig"]["max_output_length"] and message.isascii()
+
+
+def test_a_node_without_torch_is_non_ok(rule_and_config, tmp_path):
+    rule, config = rule_and_config
+    status, message, _ = run_plugin(rule, config, _env(VIRTUAL_ENV=str(_environment(tmp_path / "env", {}))))
+    assert status == NON_OK and message.startswith("FAIL AD001 torch-missing"), message
 
 
 def test_a_check_that_cannot_run_is_unknown_not_a_problem(rule_and_config, tmp_path):

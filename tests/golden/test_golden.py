@@ -143,8 +143,9 @@ TOYS = [
 
 @pytest.mark.parametrize("target,extra", TOYS, ids=[t for t, _ in TOYS])
 def test_trace_toys(cli, request, target, extra):
-    # --python: the trace runs in a fresh child process, as for another environment; in this
-    # process a stand-in one test installed would change what the next one prints
+    # --python naming this interpreter traces in this process, as the CLI does: the stand-ins a trace
+    # leaves in place are taken away after each test (tests/conftest.py), so none changes what the
+    # next test prints or what a check in this worker reads as installed
     name = target.replace(".py:", ".").replace(":", ".")
     compare(request, f"trace/{name}.txt", cli("trace", f"tests/trace/toys/{target}", *extra, "--python", sys.executable))
 

@@ -408,4 +408,10 @@ def standin_installed(name=None):
         return _INSTALLED.get("flash_attn") == "standin"
     if name is not None:
         return name in _INSTALLED
-    return _INSTALLED.get("flash_attn") == "standin" or any(library.top in _INSTALLED for library in OTHER_LIBRARIES)
+    if _INSTALLED.get("flash_attn") == "standin" or any(library.top in _INSTALLED for library in OTHER_LIBRARIES):
+        return True
+    # what a partial install left (a stand-in module or distribution without its _INSTALLED entry):
+    # in place all the same, and remove_standins takes it away
+    tops = {library.top.split(".", 1)[0] for library in LIBRARIES}
+    return bool(_DIST.get("dir")) or any(getattr(mod, "__attn_doctor_standin__", False) for key, mod in list(sys.modules.items())
+                                         if key.split(".", 1)[0] in tops)
