@@ -53,6 +53,9 @@ _AS_IS = frozenset(("dropout", "dropout_", "feature_dropout", "alpha_dropout", "
                     "normal_", "uniform_", "bernoulli", "bernoulli_", "multinomial", "randperm", "exponential_",
                     "rrelu", "empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
                     "gumbel_softmax", "poisson", "cauchy_", "log_normal_", "geometric_", "random_"))
+# a dropout is the identity in eval (p = 0, not training), else its drawn mask times a scale
+_DROPOUTS = frozenset(("dropout", "dropout_", "feature_dropout", "feature_dropout_", "dropout1d", "dropout2d",
+                       "dropout3d"))
 # views and copies: the result holds the input's values, error and all
 _SAME_VALUES = frozenset(("view", "reshape", "transpose", "permute", "expand", "expand_as", "unsqueeze", "squeeze",
                           "flatten", "unflatten", "contiguous", "clone", "detach", "t", "movedim", "swapaxes",
@@ -205,7 +208,7 @@ class Shadow(object):
         for o, tw in zip(outs, twins):
             self.twin[o] = tw
             node = tracer.nodes.get(o)
-            if short in _SAME_VALUES and len(ins) == 1 and ins[0].numel() == o.numel():
+            if (short in _SAME_VALUES or short in _DROPOUTS) and len(ins) == 1 and ins[0].numel() == o.numel():
                 self.err[o] = self._error(ins[0])
                 if node is not None:
                     self.by_seq[node.seq] = self.err[o][0]
@@ -233,6 +236,10 @@ class Shadow(object):
     def _twins_for(self, func, short, args, kwargs, out, outs):
         """The float64 results of the op, one per floating result in ``outs``; None where the twin
         cannot be computed (it then takes the model's results as they are)."""
+        if short in _DROPOUTS and args and _twinned(args[0]):
+            tw = _dropout_twin(self.twin_of(args[0]), args, kwargs, outs[0])
+            if tw is not None:
+                return [tw]
         if short in _AS_IS or getattr(func, "__module__", None) == "torch.nn.init" or (
                 short == "scaled_dot_product_attention" and _drops_out(args, kwargs)):
             return None  # random draws and initialisers: their values are the model's
@@ -380,6 +387,24 @@ def _dtype_makes_it(func, args, kwargs, index, dtype):
         return not bool(torch.isfinite(out[index].to(dtype)).all())
     except Exception:  # noqa: BLE001 - an op that takes no float32 here: keep what was seen
         return True
+
+
+def _dropout_twin(tw, args, kwargs, out):
+    """The float64 result of a dropout the model ran: its input's twin where it is the identity (not
+    training, p = 0: every eval forward passes through one); else the twin with the mask the model
+    drew (read off its result: the elements it zeroed) and the same 1/(1-p) scale. None where neither
+    holds (an in-place draw: its input is gone)."""
+    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+    training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
+    if not isinstance(p, (int, float)) or isinstance(training, torch.Tensor):
+        return None
+    if not training or p == 0:
+        return tw if out is args[0] else tw.clone()
+    if out is args[0] or out.shape != tw.shape or p >= 1:
+        return None
+    src = args[0].detach()
+    keep = (out.detach() != 0) | (src == 0)
+    return tw * keep.to(tw.dtype) / (1.0 - p)
 
 
 def _drops_out(args, kwargs):

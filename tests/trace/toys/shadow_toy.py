@@ -89,6 +89,8 @@ class Scores(torch.nn.Module):
         super().__init__()
         self.fixed, self.heads = fixed, heads
         self.qkv = torch.nn.Linear(dim, 3 * dim)
+        # the output projection and its dropout, as attention modules end (the identity in eval)
+        self.out = torch.nn.Sequential(torch.nn.Linear(dim, dim), torch.nn.Dropout(0.1))
 
     def forward(self, x):
         b, n, d = x.shape
@@ -98,7 +100,7 @@ class Scores(torch.nn.Module):
             scores = (q * scale) @ k.transpose(-1, -2)
         else:
             scores = (q @ k.transpose(-1, -2)) * scale  # SCORES
-        return scores.softmax(-1) @ v
+        return self.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, n, d))
 
 
 def build_scores(fixed=False, dtype="float16"):
