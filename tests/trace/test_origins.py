@@ -64,3 +64,11 @@ def test_a_crash_meta_lets_through_is_found_by_the_cpu_run(trace, tmp_path):
     (f,) = [f for f in r["findings"] if f["id"] == "AD621"]
     assert "not implemented for 'Float'" in f["message"] and "Tensor.float at" in f["message"], f["message"]
     assert r["exit_code"] == 1 and any("where meta let it through" in n for n in r["notes"]), r["notes"]
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_a_fill_value_chosen_in_a_variable_names_the_line_that_chose_it(trace, device):
+    r = trace(toy_target(TOY, "build_chosen_fill"), device=device, shadow=False)
+    (f,) = [f for f in r["findings"] if f["id"] == "AD623"]
+    assert f["sink"]["line"] == marker_line(TOY, "FILL-USED") and marker_line(TOY, "FILL-CHOSEN") in _lines(f), f
+    assert "the value is chosen at" in f["message"] and "torch.finfo(sim.dtype).min" in (f.get("patch") or ""), f

@@ -32,7 +32,7 @@ _TRIG = frozenset(("cos", "sin", "cos_", "sin_", "polar"))
 _CASTS = frozenset(("to", "half", "bfloat16", "type", "type_as"))
 _LIMIT = {torch.float16: torch.finfo(torch.float16).max, torch.bfloat16: torch.finfo(torch.bfloat16).max}
 _C10 = {torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16"}
-_FINFO32 = re.compile(r"torch\.finfo\(\s*torch\.float(?:32)?\s*\)\.min")
+_FINFO32 = re.compile(r"-\s*torch\.finfo\(\s*torch\.float(?:32)?\s*\)\.max|torch\.finfo\(\s*torch\.float(?:32)?\s*\)\.min")
 
 
 def _scalar(v):
@@ -82,12 +82,17 @@ def before_op(tracer, func, short, args, kwargs):
     if m:
         receiver = m.group(1)
     fix = ("torch.finfo(%s.dtype).min" % receiver) if receiver else "torch.finfo(<the tensor>.dtype).min"
+    chosen = _value_chosen(file, line, source)  # the fill is a variable: the line that chose its value
     _record(tracer, "AD623", "error", file, line, func, {"a": args[0] if args and isinstance(args[0], torch.Tensor)
                                                               else None}, message,
             "%s at %s fills a %s tensor with %g, which %s cannot hold: on CPU and GPU it raises \"%s\" (meta lets "
-            "it through); use the dtype's own limit, %s, or -inf where the softmax sees at least one key per row"
-            % (tracer.display(func), _loc(file, line), dtype_name(dtype), value, dtype_name(dtype), message, fix),
-            patch=_finfo_patch(file, line, receiver, tracer))
+            "it through)%s; use the dtype's own limit, %s, or -inf where the softmax sees at least one key per row"
+            % (tracer.display(func), _loc(file, line), dtype_name(dtype), value, dtype_name(dtype), message,
+               "; the value is chosen at %s: `%s`" % (_loc(file, chosen), linecache.getline(file, chosen).strip())
+               if chosen else "", fix),
+            patch=_finfo_patch(file, chosen or line, receiver, tracer),
+            fix_line={"file": file, "line": chosen, "op": "the fill value", "feeds": ["the fill"],
+                      "dtype": "%g" % value} if chosen else None)
     tracer.overflow_lines.add((file, line))
 
 
@@ -364,6 +369,30 @@ def _record(tracer, rid, severity, file, line, func, operands, kernel_message, m
               "_origins": list(origins), "_patch": patch}
     tracer.precision_seen[key] = record
     tracer.sinks.append(record)
+
+
+_FILL_NAME = (re.compile(r"masked_fill_?\(\s*[^,()]+(?:\([^()]*\))?\s*,\s*(?:value\s*=\s*)?([A-Za-z_]\w*)\s*\)"),
+              re.compile(r"\bfill_\(\s*([A-Za-z_]\w*)\s*\)"),
+              re.compile(r"\bfull(?:_like)?\(\s*[^,]+,\s*(?:fill_value\s*=\s*)?([A-Za-z_]\w*)\s*[,)]"))
+
+
+def _value_chosen(file, line, source, reach=80):
+    """Where the fill value passed as a variable (``x.masked_fill(mask, mask_value)``) got its value:
+    the nearest assignment to that name above the call, in the same function. None where the value
+    is written at the call, or the assignment is not found there."""
+    name = next((m.group(1) for m in (r.search(source) for r in _FILL_NAME) if m), None)
+    if not name or not file or name in ("True", "False", "None"):
+        return None
+    indent = len(source) - len(source.lstrip())
+    assign = re.compile(r"^\s*%s\s*(?::[^=]+)?=(?!=)" % re.escape(name))
+    for n in range(line - 1, max(0, line - reach), -1):
+        text = linecache.getline(file, n)
+        stripped = text.lstrip()
+        if stripped.startswith(("def ", "async def ")) and len(text) - len(stripped) < indent:
+            return None  # the function's start: a parameter or a global, not an assignment here
+        if assign.match(text):
+            return n
+    return None
 
 
 def _finfo_patch(file, line, receiver, tracer):

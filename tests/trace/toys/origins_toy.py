@@ -61,3 +61,24 @@ class Indexed(torch.nn.Module):
 
 def build_indexed(case="buffer"):
     return Indexed(case).to(torch.bfloat16), (torch.randn(2, 16, 32, dtype=torch.bfloat16),)
+
+
+class ChosenFill(torch.nn.Module):
+    """The fill value chosen in a variable lines above the masked_fill that uses it."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        sim = q @ k.transpose(-1, -2) * 8 ** -0.5
+        mask_value = -torch.finfo(torch.float32).max  # FILL-CHOSEN
+        causal = torch.ones(n, n, dtype=torch.bool).triu(1)
+        sim = sim.masked_fill(causal, mask_value)  # FILL-USED
+        return sim.softmax(-1) @ v
+
+
+def build_chosen_fill():
+    return ChosenFill().to(torch.bfloat16), (torch.randn(2, 16, 32, dtype=torch.bfloat16),)
