@@ -70,7 +70,9 @@ ERR_FACTOR = 2.0      # the mutant's error against float64 over the healthy half
 DIFF_FACTOR = 3.0     # the mutant's difference from the healthy half output, over the healthy error
 FLOOR = {"bf16": 4e-3, "fp16": 5e-4}  # relative errors below these are half noise whatever the ratio
 DEVICES = ("meta", "cpu")
-PYTHONS = {"dev": os.path.join(REPO, ".venv-dev", "bin", "python"), "zoo": "/work/venvs/zoo/bin/python"}
+# INJECT_PYTHON_DEV / INJECT_PYTHON_ZOO name other interpreters (CI's sample runs both in one venv)
+PYTHONS = {"dev": os.environ.get("INJECT_PYTHON_DEV") or os.path.join(REPO, ".venv-dev", "bin", "python"),
+           "zoo": os.environ.get("INJECT_PYTHON_ZOO") or "/work/venvs/zoo/bin/python"}
 
 
 @dataclass(frozen=True)
@@ -1167,17 +1169,20 @@ def run_one(job, workdir, devices, dtypes):
 
 # ---------------------------------------------------------------- the driver
 
-def _interpreter_ok(python):
+def _importable(python, modules):
+    """The modules of ``modules`` that ``python`` imports (one process for all of them)."""
     import subprocess
 
     if not python or not os.path.exists(python):
-        return False
+        return set()
+    code = ("import importlib, json, sys\nok = []\nfor m in json.loads(sys.argv[1]):\n    try:\n"
+            "        importlib.import_module(m); ok.append(m)\n    except Exception:\n        pass\nprint(json.dumps(ok))")
     try:
-        subprocess.run([python, "-c", "import torch, timm, diffusers, open_clip"], check=True, timeout=300,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return True
+        proc = subprocess.run([python, "-c", code, json.dumps(sorted(modules))], capture_output=True, text=True,
+                              timeout=600)
+        return set(json.loads(proc.stdout.strip().splitlines()[-1]))
     except Exception:  # noqa: BLE001
-        return False
+        return set()
 
 
 _FILES = {}
@@ -1459,10 +1464,14 @@ def main(argv=None):
     if args.only:
         want = set(args.only.split(","))
         targets = [t for t in targets if t.name in want or t.codebase in want]
-    if any(t.python == "zoo" for t in targets) and not _interpreter_ok(PYTHONS["zoo"]):
-        print("the zoo interpreter %s cannot import timm, diffusers and open_clip: skipping %s" % (
-            PYTHONS["zoo"], ", ".join(t.name for t in targets if t.python == "zoo")), file=sys.stderr)
-        targets = [t for t in targets if t.python != "zoo"]
+    zoo = {t.module for t in targets if t.python == "zoo"}
+    if zoo:
+        ok = _importable(PYTHONS["zoo"], zoo)
+        if ok != zoo:
+            print("the zoo interpreter %s cannot import %s: skipping %s" % (
+                PYTHONS["zoo"], ", ".join(sorted(zoo - ok)),
+                ", ".join(t.name for t in targets if t.python == "zoo" and t.module not in ok)), file=sys.stderr)
+            targets = [t for t in targets if t.python != "zoo" or t.module in ok]
     if args.list:
         for t in targets:
             path = _module_file(PYTHONS[t.python], t.module)

@@ -105,6 +105,11 @@ SPECS = {s.name: s for s in [
     # API models, generated from its OpenAPI spec (kubeflow-training), to validate the manifests with.
     Spec("k8s-validators", (("kubernetes-validate==1.37.0", "kubeflow-training==1.9.4"),), seed=False, torch=None,
          about="validators for the Kubernetes examples"),
+    # benchmarks/inject_generic.py's sample in CI: transformers (a codebase the trace's rules were built
+    # on) and x-transformers (held out; pure Python: the other held-out codebases need torchvision, whose
+    # PyPI build would replace the CPU torch).
+    Spec("open-world-sample", _cpu(["-e", str(REPO)], ["transformers==5.6.0", "x-transformers==2.31.10"]),
+         about="a stratified sample of the generic-mutation benchmark", bytecode=True),
     Spec("llamafactory-0.9.5", _cpu(["--no-deps", "llamafactory==0.9.5"],
                                     ["transformers==5.6.0", "datasets==4.0.0", "accelerate==1.11.0", "peft==0.18.1", "trl==0.24.0",
                                      "omegaconf", "pyyaml"]),
