@@ -5,6 +5,7 @@ CAUSES = {
     "build-mismatch": "an extension built for another torch or C++ ABI",
     "extension-missing": "a kernel library (flash-attn, xformers, mamba-ssm, ...) or its compiled CUDA extension is missing",
     "cuda-mismatch": "the wheel was built for another CUDA major than torch",
+    "runtime-library": "a CUDA library (cuDNN, cuBLAS, NCCL) other than the one torch was built against is loaded first (LD_LIBRARY_PATH, the system's)",
     "glibc": "the wheel needs a newer glibc / libstdc++ than this OS has",
     "build-toolchain": "building an extension from source: the compiler toolchain (nvcc, CUDA_HOME, gcc) or pip's build isolation does not fit torch",
     "gpu-arch": "the GPU is too old or too new for the installed kernels",
