@@ -29,6 +29,7 @@ CAUSES = {
     "kernel-selection": "PyTorch SDPA (or xformers) could not use, or chose not to use, a fused kernel",
     "kernel-bug": "a known bug of one attention backend or torch release (fixed upstream)",
     "kernel-numerics": "an attention kernel that runs but computes wrong numbers (NaN gradients, a wrong output) at some shapes",
+    "no-half-kernel": "an op (most often a custom extension's attention kernel) has no float16 / bfloat16 kernel, and autocast or .half() hands it half inputs",
     "fp16-range": "float16 values overflow its range (max 65504) and turn into inf / NaN",
     "harmless": "a harmless message: nothing to fix",
 }
