@@ -204,8 +204,12 @@ def validate(options: CheckOptions) -> CheckOptions:
                          f"{name.option('python')} or {name.option('quick')}")
     if target is None and options.facts_file is None:
         target = resolve_target(options.python, naming=name)
-    # A --config file that cannot be read is a finding of the check (its reason, and the rest of
-    # the report), not a usage error: one bad config must not cost the user the whole report.
+    # A --config file that is not there is a usage error: a typo must not pass a pre-flight gate. One
+    # that is there but cannot be read is a finding of the check (its reason, and the rest of the
+    # report): one bad config must not cost the user the whole report.
+    for path in options.configs:
+        if not os.path.lexists(Path(path).expanduser()):
+            raise UsageError(f"{name.given('config', path)}: no such file")
     if options.gpu is not None or options.capability is not None:
         if options.facts_file is not None:
             raise UsageError(f"{name.option('gpu')} judges this environment for a GPU it does not have; a recorded report "

@@ -38,7 +38,6 @@ BROKEN = {
     "list.yaml": (b"- bf16\n- fp16\n", "the file holds a list, not settings"),
     "binary.yaml": (bytes(range(256)), "a binary file, not a text config"),
     "syntax.json": (b'{"bf16": {"enabled": true,}}\n', "JSON syntax error at line 1, column 27"),
-    "missing.yaml": (None, "no such file"),
     "folder.yaml": ("dir", "a folder, not a file"),
 }
 
@@ -144,3 +143,11 @@ def test_json_with_comments_is_read_as_its_framework_reads_it(tmp_path):
     broken.write_text('{\n    "a": 1 // one\n    "b": 2\n}\n')
     config = probe_config(str(broken), {})
     assert config.status != "ok" and "line 3, column 5" in (config.error or "") and "delimiter" in config.error, config.error
+
+
+def test_a_config_that_is_not_there_is_a_usage_error(tmp_path):
+    # a typo in a pre-flight gate's -c must not pass it: exit 2, one line, before anything runs
+    missing = tmp_path / "trian.yaml"
+    proc = cli("check", "--from-report", T4, "-c", str(missing))
+    assert proc.returncode == 2 and proc.stderr.strip() == f"attn-doctor: error: --config {missing}: no such file", proc.stderr
+    assert not proc.stdout

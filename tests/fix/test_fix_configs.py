@@ -129,11 +129,14 @@ def test_usage_errors_are_one_line(tmp_path, state):
     assert proc.returncode == 2 and "--yes" in proc.stderr
     nothing = cli("fix", "--undo", state=state)
     assert nothing.returncode == 1 and "nothing to undo" in nothing.stderr
-    # a config that cannot be read is a note of check's report (the rest is judged, the exit code is
-    # the rest's), not a usage error; for fix, which cannot change it, it is one
-    bad = cli("check", "--config", str(tmp_path / "missing.yaml"), "--quick", state=state)
-    assert "AD512 config-unreadable" in bad.stdout and "not read: no such file" in bad.stdout, bad.stdout
-    assert "[i] Configs: 1 file not read (no such file)" in bad.stdout and "System:" in bad.stdout
+    # a config that is there but cannot be read is a note of check's report (the rest is judged, the
+    # exit code is the rest's); one that is not there is a usage error of both
+    (tmp_path / "empty.yaml").write_text("")
+    bad = cli("check", "--config", str(tmp_path / "empty.yaml"), "--quick", state=state)
+    assert "AD512 config-unreadable" in bad.stdout and "not read: the file is empty" in bad.stdout, bad.stdout
+    assert "[i] Configs: 1 file not read (the file is empty)" in bad.stdout and "System:" in bad.stdout
+    missing = cli("check", "--config", str(tmp_path / "missing.yaml"), "--quick", state=state)
+    assert missing.returncode == 2 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_fa2_without_flash_attn_on_a_login_node_is_a_note_and_fix_changes_nothing(tmp_path, state):
