@@ -522,6 +522,9 @@ def test_each_finding_names_the_file_and_a_remedy_in_its_own_syntax(judged):
             summary = result.remedies[0].summary
             if "has no setting here" in summary:
                 assert not config.edits.get("attention=sdpa") or not config.edits.get("precision=fp16")  # said only where a key is missing
+            elif config.kind == "transformers" and "not how a job trains" in summary:
+                # a checkpoint's saved dtype is no training precision: the trainer's setting is named instead
+                assert "precision=fp16" not in config.edits and "TrainingArguments fp16=True" in summary, summary
             elif config.format == "toml":
                 assert re.search(r"(\[\w+\] )?\w+ = ", summary), summary  # a TOML key (in its section where it has one)
             elif config.format == "json":

@@ -90,7 +90,9 @@ def test_json_configs_deepspeed_accelerate_transformers(tmp_path, state):
     assert ds_doc["bf16"] == {"enabled": False} and ds_doc["fp16"] == {"enabled": True}
     assert ds.read_text().startswith('{\n    "train_batch_size"')  # its own 4-space indent
     model_doc = json.loads(model.read_text())
-    assert model_doc["torch_dtype"] == "float16" and model_doc["attn_implementation"] == "sdpa"
+    # a checkpoint's saved dtype is not the job's precision (float16 there would load pure fp16
+    # weights under the trainer's GradScaler): only its attention is changed
+    assert model_doc["torch_dtype"] == "bfloat16" and model_doc["attn_implementation"] == "sdpa"
     assert list(model_doc) == ["architectures", "attn_implementation", "hidden_size", "model_type", "torch_dtype"]
     assert acc.read_text() == (CONFIGS / "accelerate_bf16.yaml").read_text().replace("mixed_precision: bf16", "mixed_precision: fp16")
 

@@ -200,6 +200,11 @@ def _manual(config, intent: str) -> str:
     if intent == "attention=sdpa":
         return (f"{label(config.kind)} has no setting here that selects PyTorch SDPA: run it on a GPU the attention "
                 "kernel supports, or change the model's attention code")
+    if intent.startswith("precision=") and config.kind == "transformers":
+        # the checkpoint's saved dtype is not the job's precision: a float16 there loads pure fp16 weights
+        return ("a model's config.json records the dtype its weights were saved in, not how a job trains: leave it; "
+                "load the weights in float32 (from_pretrained(..., dtype=torch.float32)) and %s with the trainer's "
+                "own setting (TrainingArguments fp16=True)" % _MANUAL[intent])
     if intent.startswith("precision="):
         return (f"{label(config.kind)} has no setting here to {_MANUAL[intent]} (its code chooses the dtype): run it on "
                 "a GPU with native bf16, or change the training code")

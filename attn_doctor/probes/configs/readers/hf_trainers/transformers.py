@@ -43,10 +43,9 @@ def read(doc: dict, ctx) -> Reading:
     head_dim = shapes.head_dim_of(doc)
     if head_dim:
         r.settings["head_dim"] = head_dim
-    if key and dtype_of(doc[key]) == "bfloat16":
-        keys = [k for k in ("dtype", "torch_dtype") if dtype_of(doc.get(k)) == "bfloat16"]
-        r.edits["precision=fp16"] = {k: "float16" for k in keys}
-        r.edits["precision=fp32"] = {k: "float32" for k in keys}
+    # no precision edit: the checkpoint's dtype is what its weights were saved in, not how a job trains
+    # (float16 there would load pure fp16 weights, which a GradScaler refuses); the training precision
+    # is the trainer's setting, and the dtype the job loads the weights in its from_pretrained call
     if impl_key:
         keys = [k for k in ("attn_implementation", "_attn_implementation") if k in doc]
         r.edits["attention=sdpa"] = {k: "sdpa" for k in keys}
