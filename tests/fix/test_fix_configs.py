@@ -223,3 +223,36 @@ def test_a_crlf_file_keeps_its_line_endings_on_the_lines_fix_adds(tmp_path, stat
     # and the lines it did not touch are the same bytes
     old, new = before.split(b"\r\n"), after.split(b"\r\n")
     assert [line for line in old if line not in new] == [line for line in old if line.startswith((b"flash_attn:", b"bf16:"))]
+
+
+AXOLOTL_FULL = """# a full fine-tune: no adapter, every weight trained
+base_model: NousResearch/Llama-3.2-1B
+datasets:
+  - path: tatsu-lab/alpaca
+    type: alpaca
+sequence_len: 2048
+micro_batch_size: 2
+{precision}
+"""
+
+
+def test_an_axolotl_full_fine_tune_is_never_fixed_into_fp16_weights_under_a_scaler(tmp_path, state):
+    # axolotl loads the model in the training dtype (resolve_dtype): fp16: true without an adapter
+    # trains fp16 weights, and the Trainer's GradScaler stops at the first step
+    by_hand = tmp_path / "fp16.yml"
+    by_hand.write_text(AXOLOTL_FULL.format(precision="fp16: true"))
+    proc = cli("check", "--from-report", T4, "--config", str(by_hand), "--json", state=state)
+    result = next(r for r in json.loads(proc.stdout)["results"] if r["rule"] == "AD506")
+    assert result["status"] == "error" and "Attempting to unscale FP16 gradients" in result["message"], result
+    cfg = tmp_path / "bf16.yml"
+    cfg.write_text(AXOLOTL_FULL.format(precision="bf16: true"))
+    before = cfg.read_text()
+    fixed = cli("fix", "--from-report", T4, "--config", str(cfg), "--yes", "--json", state=state)
+    assert fixed.returncode in (0, 1), fixed.stderr
+    assert cfg.read_text() == before, cfg.read_text()  # not offered: the edited plan fails AD506
+    action = next(a for a in json.loads(fixed.stdout)["actions"] if a["rule"] == "AD501")
+    assert action["status"] != "verified" and "AD506" in json.dumps(action), action
+    lora = tmp_path / "lora.yml"
+    lora.write_text(AXOLOTL_FULL.format(precision="adapter: lora\nlora_r: 8\nfp16: true"))
+    ok = cli("check", "--from-report", T4, "--config", str(lora), "--json", state=state)
+    assert next(r for r in json.loads(ok.stdout)["results"] if r["rule"] == "AD506")["status"] == "pass"

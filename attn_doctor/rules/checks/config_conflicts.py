@@ -71,14 +71,20 @@ def config_fp16_weights_scaled(facts: Facts, data: dict) -> Optional[dict]:
         compute = config.plan.get("compute_dtype")
         if params is None or params.value != "float16" or scaling is None or scaling.value is not True:
             continue
-        if params.source != "file" or not params.key or (compute is not None and params.key == compute.key):
-            continue  # only an explicit weights key: a framework that derives it may upcast what it trains
+        if params.source != "file" or not params.key:
+            continue  # a default: the framework's own loading, which its reader states where it is fp16
+        # the plan's weights are what the framework trains, also where one key sets them and the compute
+        # (axolotl's fp16: true loads the model in float16: resolve_dtype); a reader whose framework
+        # upcasts what it trains says float32 there
         adapter, kept = config.plan.get("adapter"), config.plan.get("adapter_dtype")
         if adapter is not None and (kept is None or kept.value == "float32"):
             continue  # only fp32 adapters train: their gradients are fp32
         raw = params.raw if params.raw is not None else params.value
         scaled = scaling.key or (compute.key if compute is not None else None)
-        shown = f" and `{scaled}: {_yaml_value(config.settings.get(scaled, True))}`" if scaled else " under fp16 mixed precision"
+        if scaled == params.key:
+            shown = ", the one key that loads the weights in float16 and scales fp16 gradients,"
+        else:
+            shown = f" and `{scaled}: {_yaml_value(config.settings.get(scaled, True))}`" if scaled else " under fp16 mixed precision"
         matching.append((config, f"`{params.key}: {_yaml_value(raw)}`{shown}", "weights=fp32"))
     if not matching:
         return None
