@@ -256,3 +256,20 @@ def test_an_axolotl_full_fine_tune_is_never_fixed_into_fp16_weights_under_a_scal
     lora.write_text(AXOLOTL_FULL.format(precision="adapter: lora\nlora_r: 8\nfp16: true"))
     ok = cli("check", "--from-report", T4, "--config", str(lora), "--json", state=state)
     assert next(r for r in json.loads(ok.stdout)["results"] if r["rule"] == "AD506")["status"] == "pass"
+
+
+def test_a_torch_dtype_beside_bf16_is_the_weights_and_fix_keeps_them_fp32_under_fp16(tmp_path, state):
+    # a TRL-style file (no key only TRL writes, so read generically): torch_dtype is what
+    # from_pretrained loads, and trains; fp16 mixed precision needs it float32
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B  # the model\ndataset_name: trl-lib/Capybara\n"
+                   "bf16: true\ntorch_dtype: bfloat16\noutput_dir: out\n")
+    proc = cli("fix", "--from-report", T4, "--config", str(cfg), "--yes", "--json", state=state)
+    assert proc.returncode == 0, proc.stderr
+    text = cfg.read_text()
+    assert "fp16: true" in text and "bf16: false" in text and "torch_dtype: float32" in text, text
+    assert "# the model" in text
+    by_hand = tmp_path / "fp16.yaml"
+    by_hand.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B\nfp16: true\ntorch_dtype: float16\noutput_dir: out\n")
+    check = cli("check", "--from-report", T4, "--config", str(by_hand), "--json", state=state)
+    assert next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD506")["status"] == "error"

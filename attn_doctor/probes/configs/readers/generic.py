@@ -56,6 +56,9 @@ _HALF = {"bfloat16": "bfloat16", "bf16": "bfloat16", "torch.bfloat16": "bfloat16
 _FULL = {"float32": "float32", "fp32": "float32", "float": "float32", "torch.float32": "float32", "float_32": "float32",
          "32": "float32", "no": "float32", "full": "float32", "tf32": "float32", "f32": "float32"}
 _FP8 = ("fp8", "float8", "float_8", "amp_fp8", "fp8_e4m3", "fp8_e5m2", "float8_e4m3fn", "e4m3", "fp8-mixed")
+# a half dtype's spelling -> float32 in the same style (the weights under fp16 mixed precision)
+_TO_FP32 = {"bfloat16": "float32", "torch.bfloat16": "torch.float32", "bf16": "fp32", "float16": "float32",
+            "torch.float16": "torch.float32", "fp16": "fp32"}
 # a value's spelling -> the same spelling for fp16 (fix's precision=fp16 in the file's own style)
 _TO_FP16 = {"bf16": "fp16", "bfloat16": "float16", "torch.bfloat16": "torch.float16", "BFLOAT_16": "FLOAT_16",
             "bf16-mixed": "16-mixed", "bf16-true": "16-true", "amp_bf16": "amp_fp16", "bf16_mixed": "16_mixed",
@@ -206,11 +209,20 @@ def read(doc: dict, ctx) -> Reading:
     for switch, dtype in (("switch_bf16", "bfloat16"), ("switch_fp16", "float16")):
         if switch in found and "compute_dtype" not in r.plan:
             r.set("compute_dtype", dtype, key=found[switch][0], raw=found[switch][1], note=NOTE)
+            if dtype == "float16" and truthy(found[switch][1]):
+                r.set("loss_scaling", True, key=found[switch][0], raw=found[switch][1],
+                      note="fp16 mixed precision scales the loss (a GradScaler)")
     if weights is not None:
         dtype, mixed = parse_precision(weights[1])
         if dtype == "fp8":
             r.set("quantization", "fp8-weights", key=weights[0], raw=weights[1],
                   note="fp8 is how the weights are stored; they compute in a half dtype, not fp8")
+        elif weights[0].rsplit(".", 1)[-1] == "torch_dtype" and dtype in ("bfloat16", "float16", "float32"):
+            # transformers' from_pretrained(torch_dtype=...): the dtype the weights are loaded, and
+            # trained, in (a mixed precision switch beside it runs autocast over those weights)
+            r.set("param_dtype", dtype, key=weights[0], raw=weights[1], note="from_pretrained loads the weights in it")
+            if "compute_dtype" not in r.plan:
+                r.set("compute_dtype", dtype, key=weights[0], raw=weights[1], note=NOTE)
         elif "compute_dtype" not in r.plan:
             # `dtype`, `model_dtype`, FSDP's `param_dtype` are most often the dtype the model computes
             # in (autocast, FSDP's mixed precision) over fp32 master weights: said as compute, and the
@@ -261,6 +273,12 @@ def _edits(r: Reading, found: dict[str, tuple[str, Any]]) -> dict[str, dict[str,
         if isinstance(raw, bool) or compute.key.rsplit(".", 1)[-1].lower() == "bf16":
             parent = compute.key.rsplit(".", 1)[0] + "." if "." in compute.key else ""
             edits["precision=fp16"] = {compute.key: False, parent + "fp16": True}
+            params = r.plan.get("param_dtype")
+            if params is not None and params.key and params.key != compute.key and params.value == "bfloat16":
+                # fp16 mixed precision scales the loss over float32 weights: half weights would
+                # reach the GradScaler
+                spelt = str(params.raw if params.raw is not None else params.value)
+                edits["precision=fp16"][params.key] = _TO_FP32.get(spelt, "float32")
         elif str(raw) in _TO_FP16:
             change = {compute.key: _TO_FP16[str(raw)]}
             params = r.plan.get("param_dtype")
