@@ -273,3 +273,17 @@ def test_a_torch_dtype_beside_bf16_is_the_weights_and_fix_keeps_them_fp32_under_
     by_hand.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B\nfp16: true\ntorch_dtype: float16\noutput_dir: out\n")
     check = cli("check", "--from-report", T4, "--config", str(by_hand), "--json", state=state)
     assert next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD506")["status"] == "error"
+
+
+def test_tf32_in_a_training_arguments_file_is_an_error_before_ampere(tmp_path, state):
+    # TrainingArguments' own fields: HfArgumentParser reads the file into them, and their check raises
+    # "--tf32 requires Ampere or a newer GPU arch" on a T4; a file of another kind only ignores it
+    args = tmp_path / "args.yaml"
+    args.write_text("output_dir: out\nper_device_train_batch_size: 4\nlearning_rate: 2.0e-5\nfp16: true\ntf32: true\n")
+    check = cli("check", "--from-report", T4, "--config", str(args), "--json", state=state)
+    result = next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD509")
+    assert result["status"] == "error" and "--tf32 requires Ampere" in result["message"], result
+    other = tmp_path / "other.yaml"
+    other.write_text("model:\n  width: 64\ntf32: true\n")
+    check = cli("check", "--from-report", T4, "--config", str(other), "--json", state=state)
+    assert next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD509")["status"] == "warning"

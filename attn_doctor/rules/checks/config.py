@@ -428,7 +428,7 @@ def config_tf32_before_ampere(facts: Facts, data: dict) -> Optional[dict]:
     if not matching:
         return None
     evidence = _plan_evidence(matching, gpu, "")
-    raises = matching[0][0].kind in _TRAINING_ARGUMENTS
+    raises = matching[0][0].kind in _TRAINING_ARGUMENTS or matching[0][0].settings.get("trainer") == "transformers.TrainingArguments"
     evidence["consequence"] = ("transformers' TrainingArguments raise 'ValueError: --tf32 requires Ampere or a newer GPU arch, "
                                "cuda>=11 and torch>=1.7' before training starts" if raises else "TF32 does not exist there: the setting does nothing")
     if not raises:

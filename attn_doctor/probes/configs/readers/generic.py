@@ -260,8 +260,20 @@ def read(doc: dict, ctx) -> Reading:
         key = found["quantization"][0]
         r.set("quantization", "nf4" if key.endswith("4bit") else "int8", key=key, raw=found["quantization"][1],
               note="a bitsandbytes-quantised base (4-bit NF4 by transformers' default, or 8-bit)")
+    fields = [k for k in _TRAINING_ARGUMENTS_FIELDS if k in doc] if isinstance(doc, dict) else []
+    if len(fields) >= 3:
+        # TrainingArguments' own field names at the top: a file HfArgumentParser reads into them (TRL,
+        # the alignment handbook, a plain transformers script), whose checks then run (tf32 raises
+        # before Ampere)
+        r.settings["trainer"] = "transformers.TrainingArguments"
     r.edits = _edits(r, found)
     return r
+
+
+_TRAINING_ARGUMENTS_FIELDS = ("output_dir", "per_device_train_batch_size", "per_device_eval_batch_size",
+                              "gradient_accumulation_steps", "num_train_epochs", "max_steps", "logging_steps", "save_steps",
+                              "lr_scheduler_type", "warmup_ratio", "warmup_steps", "eval_strategy", "evaluation_strategy",
+                              "save_strategy", "report_to", "optim", "gradient_checkpointing", "learning_rate", "weight_decay")
 
 
 def _edits(r: Reading, found: dict[str, tuple[str, Any]]) -> dict[str, dict[str, Any]]:
