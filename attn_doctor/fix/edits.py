@@ -265,6 +265,8 @@ def _yaml_set(text: str, settings: dict[str, Any]) -> str:
         if "." in key:
             inserts += _yaml_set_nested(doc, lines, key, value, settings)
             continue
+        if key in doc and doc[key] is None and _fill_empty(lines, doc.lc.key(key)[0], key, value):
+            continue  # `fp16:` with no value (axolotl's examples): the value written after the colon
         if key in doc:
             line_no, col = doc.lc.value(key)
             line = lines[line_no]
@@ -298,6 +300,8 @@ def _yaml_set_nested(doc, lines: list[str], dotted: str, value: Any, settings: d
         node = node.get(part) if isinstance(node, CommentedMap) else None
         if not isinstance(node, CommentedMap) or node.fa.flow_style():
             raise EditError(f"{dotted}: {part} is not a block mapping in the file; edit it by hand")
+    if leaf in node and node[leaf] is None and _fill_empty(lines, node.lc.key(leaf)[0], leaf, value):
+        return []
     if leaf in node:
         line_no, col = node.lc.value(leaf)
         line = lines[line_no]
@@ -315,6 +319,19 @@ def _yaml_set_nested(doc, lines: list[str], dotted: str, value: Any, settings: d
         if node.lc.value(sibling)[0] == key_line and not isinstance(node[sibling], (dict, list)):
             return [(key_line + 1, " " * key_col + f"{leaf}: {_yaml_scalar(value)}\n")]
     raise EditError(f"{dotted}: no one-line sibling to put it beside; edit it by hand")
+
+
+def _fill_empty(lines: list[str], line_no: int, key: str, value: Any) -> bool:
+    """`KEY:` alone on its line (an empty value, a comment after it allowed): the value written after
+    the colon, the comment and the line ending kept. False where the line is not that."""
+    line = lines[line_no]
+    body = line.rstrip("\r\n")
+    m = re.match(r"^(\s*%s\s*:)[ \t]*(#.*)?$" % re.escape(str(key)), body)
+    if not m:
+        return False
+    comment = "  " + m.group(2) if m.group(2) else ""
+    lines[line_no] = m.group(1) + " " + _yaml_scalar(value) + comment + line[len(body):]
+    return True
 
 
 def _last_line_of(doc, key: str, lines: list[str]) -> int:

@@ -287,3 +287,15 @@ def test_tf32_in_a_training_arguments_file_is_an_error_before_ampere(tmp_path, s
     other.write_text("model:\n  width: 64\ntf32: true\n")
     check = cli("check", "--from-report", T4, "--config", str(other), "--json", state=state)
     assert next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD509")["status"] == "warning"
+
+
+def test_an_empty_key_as_axolotls_examples_write_it_is_filled_in(tmp_path, state):
+    # axolotl's example layout: `fp16:` with no value beside `bf16: true`; fixed whole, exit 0
+    cfg = tmp_path / "config.yml"
+    cfg.write_text(AXOLOTL_FULL.format(precision="adapter: lora\nlora_r: 8\n\nbf16: true\nfp16:   # set for older GPUs\ntf32: false"))
+    proc = cli("fix", "--from-report", T4, "--config", str(cfg), "--yes", "--json", state=state)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    action = next(a for a in json.loads(proc.stdout)["actions"] if a["rule"] == "AD501")
+    assert action["status"] == "verified", action
+    text = cfg.read_text()
+    assert "\nfp16: true  # set for older GPUs\n" in text and "\nbf16: false\n" in text, text
