@@ -176,3 +176,17 @@ def test_the_human_report_names_the_environment_left_out_without_a_command(tmp_p
     assert "No other environment on this machine has a torch attn-doctor can check" in text
     assert f"left out: torch 1.4.0  /opt/old/bin/python  (conda env old, Python 2.7): Python 2.7 is {TOO_OLD}" in text
     assert "check -p /opt/old/bin/python" not in text
+
+
+@pytest.mark.parametrize("requirement, installed, expected", [
+    ("x-transformers>=1.30.2", "1.30.1", "x-transformers>=1.30.2,<2"),  # not 2.x: other APIs, new dependencies
+    ("flash-attn>=2.7.3", "2.6.3", "flash-attn>=2.7.3,<3"),
+    ("torch>=2.6", "1.13.1", "torch>=2.6"),  # another major installed: the floor alone
+    ("flash-linear-attention>=0.2.2", "0.2.1", "flash-linear-attention>=0.2.2"),  # 0.x has no major to keep
+    ("flash-attn==2.7.3", "2.6.3", "flash-attn==2.7.3"),
+    ("x-transformers>=1.30.2", None, "x-transformers>=1.30.2"),
+])
+def test_an_upgrade_stays_within_the_installed_major(requirement, installed, expected):
+    from attn_doctor.diagnosis.engine import within_major
+
+    assert within_major(requirement, lambda name: installed) == expected

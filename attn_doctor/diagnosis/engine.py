@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import msgspec
 
@@ -20,11 +20,13 @@ from ..rules.model import Remedy, Rule
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-def remedies(rule: Rule, evidence: dict[str, Any], target: Optional[Target] = None) -> list[Remedy]:
+def remedies(rule: Rule, evidence: dict[str, Any], target: Optional[Target] = None,
+             installed: Optional[Callable[[str], Optional[str]]] = None) -> list[Remedy]:
     """A rule's remedies filled from a finding's evidence: the exact wheel or version it points to
     where known; where not, the sentence without it and a line saying how to find it, never a
     placeholder. Each command is resolved for `target` (the environment the finding is about):
-    an argument list that runs as it is, or None."""
+    an argument list that runs as it is, or None. installed: a distribution's installed version,
+    where known (an upgrade then stays within its major release)."""
     target = target or Target(None)
     if target.refuses:
         evidence = dict(evidence, target_refuses=target.refuses)
@@ -49,6 +51,8 @@ def remedies(rule: Rule, evidence: dict[str, Any], target: Optional[Target] = No
             values[f] = v
         if remedy.kind == "pip" and values.get("requirement") is None:
             continue  # a pip remedy is its requirement: without a package to name it has nothing to offer
+        if remedy.kind == "pip" and installed is not None:
+            values["requirement"] = within_major(values["requirement"], installed)
         if remedy.kind == "env" and not templates.complete(remedy.variable or "", evidence):
             continue  # likewise an env remedy and its variable (none exists for this release)
         filled = Remedy(**{**values, "command": None})
@@ -60,6 +64,27 @@ def remedies(rule: Rule, evidence: dict[str, Any], target: Optional[Target] = No
         values["command"] = command
         out.append(Remedy(**values))
     return out
+
+
+def within_major(requirement: str, installed: Callable[[str], Optional[str]]) -> str:
+    """`NAME>=X` as the smallest change that fixes: below the next major release where the installed
+    one is of X's major (x-transformers>=1.30.2 with 1.30.1 installed: 'x-transformers>=1.30.2,<2',
+    not a 2.x with other APIs and dependencies). Anything else as it is."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        req = Requirement(requirement)
+        (spec,) = list(req.specifier) if len(req.specifier) == 1 else (None,)
+        if spec is None or spec.operator != ">=" or req.url or req.marker:
+            return requirement
+        floor, have = Version(spec.version), installed(req.name)
+        if not have or floor.major < 1 or Version(have).major != floor.major or Version(have) >= floor:
+            return requirement
+    except (InvalidRequirement, InvalidVersion, ValueError):
+        return requirement
+    return "%s%s>=%s,<%d" % (req.name, "[%s]" % ",".join(sorted(req.extras)) if req.extras else "", spec.version,
+                             floor.major + 1)
 
 
 def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=None) -> Result:
@@ -77,7 +102,7 @@ def evaluate_rule(rule: Rule, facts: Facts, data: Optional[dict] = None, checks=
             status=evaluator.severity or rule.severity,
             message=templates.fill(rule.message, {**evaluator.base, **evidence}),
             evidence=evidence,
-            remedies=remedies(rule, {**evaluator.base, **evidence}, Target.of(facts)),
+            remedies=remedies(rule, {**evaluator.base, **evidence}, Target.of(facts), facts.version_of),
             **base,
         )
     if isinstance(verdict, Unknown):

@@ -23,7 +23,7 @@ def test_upgrade_verified_then_undo_brings_the_old_version_back(venv, wheelhouse
     env = offline_env(wheelhouse)
     py = str(venv / "bin" / "python")
     dry = cli("fix", "--python", py, "--quick", "--only", "AD401", "--dry-run", state=state, env_extra=env)
-    assert dry.returncode == 0 and "-m pip install --upgrade 'x-transformers>=1.30.2'" in dry.stdout, dry.stdout + dry.stderr
+    assert dry.returncode == 0 and "-m pip install --upgrade 'x-transformers>=1.30.2,<2'" in dry.stdout, dry.stdout + dry.stderr
     assert installed_version(venv, "x-transformers") == "1.30.1"
 
     proc = cli("fix", "--python", py, "--quick", "--yes", "--json", state=state, env_extra=env)

@@ -56,9 +56,10 @@ def test_x_transformers_fix_upgrades_verifies_and_undo_restores_pip_freeze(reale
     acts = actions(dry.json())
     assert dry.returncode == 0 and acts["AD401"]["status"] == "planned", dry.stdout
     argv = acts["AD401"]["argv"]  # uv where fix finds it (the shorter window), else the target's pip
-    assert argv in ([str(env.python), "-m", "pip", "install", "--upgrade", "x-transformers>=1.30.2"],
+    # the smallest change that fixes: within the installed major (2.x has other APIs and dependencies)
+    assert argv in ([str(env.python), "-m", "pip", "install", "--upgrade", "x-transformers>=1.30.2,<2"],
                     [argv[0], "pip", "install", "--python", str(env.python), "--upgrade-package", "x-transformers",
-                     "x-transformers>=1.30.2"]), argv
+                     "x-transformers>=1.30.2,<2"]), argv
     assert "AD601" not in acts  # the promotion is the release's, which the upgrade fixes: no patch to its files
     assert installed_version(env.python, "x-transformers") == "1.30.1" and not list(patches.iterdir())
 
