@@ -191,6 +191,20 @@ def validate_python(python: Optional[str], naming: Naming = CLI) -> Optional[str
     return str(path.absolute())
 
 
+def _not_there(path: str) -> bool:
+    """Only a path that does not exist: '-' (stdin), a name too long, a parent that is a file are the
+    config reader's to say, as a finding beside the rest of the report."""
+    if path == "-":
+        return False
+    try:
+        os.lstat(Path(path).expanduser())
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
 def validate(options: CheckOptions) -> CheckOptions:
     """The options as run_check uses them (the target resolved: python is its path, None where it
     is the doctor's own interpreter; {host} expanded in output), or UsageError. Validated options
@@ -208,7 +222,7 @@ def validate(options: CheckOptions) -> CheckOptions:
     # that is there but cannot be read is a finding of the check (its reason, and the rest of the
     # report): one bad config must not cost the user the whole report.
     for path in options.configs:
-        if not os.path.lexists(Path(path).expanduser()):
+        if _not_there(path):
             raise UsageError(f"{name.given('config', path)}: no such file")
     if options.gpu is not None or options.capability is not None:
         if options.facts_file is not None:
