@@ -341,6 +341,18 @@ def _join_sentinel(segs: Sequence[Seg]) -> Tuple[str, List[Ph]]:
     return text, phs
 
 
+def _restore(text: str, phs: List[Ph], k: int, out: List[Seg]) -> int:
+    """Append `text` to `out` with each sentinel replaced by the next hidden placeholder (phs[k],
+    phs[k + 1], ...); the index of the next one unused."""
+    pieces = text.split(SENTINEL)
+    for i, p in enumerate(pieces):
+        out.append(p)
+        if i < len(pieces) - 1:
+            out.append(phs[k] if k < len(phs) else Ph("?"))
+            k += 1
+    return k
+
+
 def _split_sentinel(text: str, phs: List[Ph]) -> List[Seg]:
     pieces = text.split(SENTINEL)
     out: List[Seg] = []
@@ -399,12 +411,7 @@ def _printf(segs: List[Seg], args: Optional[ast.AST], arg_list: Optional[List[as
     k = 0
     for s in out:
         if isinstance(s, str) and SENTINEL in s:
-            pieces = s.split(SENTINEL)
-            for i, p in enumerate(pieces):
-                final.append(p)
-                if i < len(pieces) - 1:
-                    final.append(phs[k] if k < len(phs) else Ph("?"))
-                    k += 1
+            k = _restore(s, phs, k, final)
         else:
             final.append(s)
     return _merge(final)
@@ -424,12 +431,7 @@ def _format(segs: List[Seg], call: ast.Call) -> List[Seg]:
         return [Ph(_src(call))]
     for literal, field, _spec, _conv in parsed:
         if literal:
-            pieces = literal.split(SENTINEL)
-            for i, p in enumerate(pieces):
-                out.append(p)
-                if i < len(pieces) - 1:
-                    out.append(phs[k] if k < len(phs) else Ph("?"))
-                    k += 1
+            k = _restore(literal, phs, k, out)
         if field is None:
             continue
         base = re.split(r"[.\[]", field, maxsplit=1)[0]

@@ -19,6 +19,11 @@ def state(tmp_path):
     return tmp_path / "state"
 
 
+def _result(proc, rule):
+    """The check's result for `rule` in its --json output."""
+    return next(r for r in json.loads(proc.stdout)["results"] if r["rule"] == rule)
+
+
 def copy(name, tmp_path):
     dst = tmp_path / name
     shutil.copyfile(CONFIGS / name, dst)
@@ -148,7 +153,7 @@ def test_fa2_without_flash_attn_on_a_login_node_is_a_note_and_fix_changes_nothin
     before = cfg.read_text()
     report = str(FACTS / "cpu-only.json")
     check = cli("check", "--from-report", report, "--config", str(cfg), "--json", state=state)
-    result = next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD508")
+    result = _result(check, "AD508")
     assert result["status"] == "info" and "not the one the job runs in" in result["message"], result
     fixed = cli("fix", "--from-report", report, "--config", str(cfg), "--yes", "--json", state=state)
     assert fixed.returncode == 0, fixed.stderr
@@ -163,7 +168,7 @@ def test_fa2_without_flash_attn_is_a_warning_tied_to_the_file_and_key_then_fixed
     cfg = copy("llamafactory_lora_bf16.yaml", tmp_path)
     report = str(FACTS / f"{fixture}.json")
     check = cli("check", "--from-report", report, "--config", str(cfg), "--json", state=state)
-    result = next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD508")
+    result = _result(check, "AD508")
     assert result["status"] == "warning", result
     assert result["message"].startswith(f"{cfg}: `flash_attn: fa2`, but flash-attn is not installed"), result["message"]
     assert "'FlashAttention-2 is not installed.'" in result["message"] and "SDPA" in result["message"]
@@ -183,7 +188,7 @@ def test_fa2_with_a_flash_attn_that_does_not_import_is_an_error_on_a_gpu(tmp_pat
     cfg = copy("llamafactory_lora_bf16.yaml", tmp_path)
     check = cli("check", "--from-report", str(FACTS / "flash-attn-undefined-symbol.json"), "--config", str(cfg),
                 "--json", state=state)
-    result = next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD508")
+    result = _result(check, "AD508")
     assert result["status"] == "error", result
     assert "is installed but does not import (ImportError: " in result["message"]
     assert "loading the model raises that import error" in result["message"]
@@ -242,7 +247,7 @@ def test_an_axolotl_full_fine_tune_is_never_fixed_into_fp16_weights_under_a_scal
     by_hand = tmp_path / "fp16.yml"
     by_hand.write_text(AXOLOTL_FULL.format(precision="fp16: true"))
     proc = cli("check", "--from-report", T4, "--config", str(by_hand), "--json", state=state)
-    result = next(r for r in json.loads(proc.stdout)["results"] if r["rule"] == "AD506")
+    result = _result(proc, "AD506")
     assert result["status"] == "error" and "Attempting to unscale FP16 gradients" in result["message"], result
     cfg = tmp_path / "bf16.yml"
     cfg.write_text(AXOLOTL_FULL.format(precision="bf16: true"))
@@ -255,7 +260,7 @@ def test_an_axolotl_full_fine_tune_is_never_fixed_into_fp16_weights_under_a_scal
     lora = tmp_path / "lora.yml"
     lora.write_text(AXOLOTL_FULL.format(precision="adapter: lora\nlora_r: 8\nfp16: true"))
     ok = cli("check", "--from-report", T4, "--config", str(lora), "--json", state=state)
-    assert next(r for r in json.loads(ok.stdout)["results"] if r["rule"] == "AD506")["status"] == "pass"
+    assert _result(ok, "AD506")["status"] == "pass"
 
 
 def test_a_torch_dtype_beside_bf16_is_the_weights_and_fix_keeps_them_fp32_under_fp16(tmp_path, state):
@@ -272,7 +277,7 @@ def test_a_torch_dtype_beside_bf16_is_the_weights_and_fix_keeps_them_fp32_under_
     by_hand = tmp_path / "fp16.yaml"
     by_hand.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B\nfp16: true\ntorch_dtype: float16\noutput_dir: out\n")
     check = cli("check", "--from-report", T4, "--config", str(by_hand), "--json", state=state)
-    assert next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD506")["status"] == "error"
+    assert _result(check, "AD506")["status"] == "error"
 
 
 def test_tf32_in_a_training_arguments_file_is_an_error_before_ampere(tmp_path, state):
@@ -281,12 +286,12 @@ def test_tf32_in_a_training_arguments_file_is_an_error_before_ampere(tmp_path, s
     args = tmp_path / "args.yaml"
     args.write_text("output_dir: out\nper_device_train_batch_size: 4\nlearning_rate: 2.0e-5\nfp16: true\ntf32: true\n")
     check = cli("check", "--from-report", T4, "--config", str(args), "--json", state=state)
-    result = next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD509")
+    result = _result(check, "AD509")
     assert result["status"] == "error" and "--tf32 requires Ampere" in result["message"], result
     other = tmp_path / "other.yaml"
     other.write_text("model:\n  width: 64\ntf32: true\n")
     check = cli("check", "--from-report", T4, "--config", str(other), "--json", state=state)
-    assert next(r for r in json.loads(check.stdout)["results"] if r["rule"] == "AD509")["status"] == "warning"
+    assert _result(check, "AD509")["status"] == "warning"
 
 
 def test_an_empty_key_as_axolotls_examples_write_it_is_filled_in(tmp_path, state):

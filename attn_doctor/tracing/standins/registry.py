@@ -29,6 +29,7 @@ from . import fa2, fa3, fa4, hub, sage, xformers
 LIBRARIES = (fa2.LIBRARY, fa4.LIBRARY, xformers.LIBRARY, fa3.LIBRARY, sage.LIBRARY, hub.LIBRARY)
 _FLASH_ATTN = ("flash_attn", "flash_attn.cute")
 OTHER_LIBRARIES = tuple(library for library in LIBRARIES if library.top not in _FLASH_ATTN)
+_TOPS = frozenset(library.top.split(".", 1)[0] for library in LIBRARIES)  # the packages stand-ins live in
 
 _INSTALLED = {}  # what this process installed: name -> "standin" | "wrapped"
 
@@ -344,10 +345,9 @@ def fa4_standin_note(sink_records):
 
 
 def remove_standins():
-    tops = tuple({library.top.split(".", 1)[0] for library in LIBRARIES})
     for key in list(sys.modules):
         mod = sys.modules[key]
-        if (key.split(".", 1)[0] in tops) and getattr(mod, "__attn_doctor_standin__", False):
+        if (key.split(".", 1)[0] in _TOPS) and getattr(mod, "__attn_doctor_standin__", False):
             del sys.modules[key]
     for library in OTHER_LIBRARIES:
         _INSTALLED.pop(library.top, None)
@@ -412,6 +412,5 @@ def standin_installed(name=None):
         return True
     # what a partial install left (a stand-in module or distribution without its _INSTALLED entry):
     # in place all the same, and remove_standins takes it away
-    tops = {library.top.split(".", 1)[0] for library in LIBRARIES}
     return bool(_DIST.get("dir")) or any(getattr(mod, "__attn_doctor_standin__", False) for key, mod in list(sys.modules.items())
-                                         if key.split(".", 1)[0] in tops)
+                                         if key.split(".", 1)[0] in _TOPS)
