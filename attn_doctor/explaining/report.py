@@ -58,9 +58,20 @@ class Match(_S, kw_only=True):
     # no family matched: the known case of the corpus this text resembles, whose cause is offered
     # as possible
     resembles: Optional["Resemblance"] = None
+    # the message is one a library's source raises (the message catalogue): where, and the family
+    # its check states
+    site: Optional["Site"] = None
     # the rule of the finding this match is another reading of: the same lines, a message several
     # causes give where the input does not show which (counted once, with that finding)
     alternative_to: Optional[str] = None
+
+
+class Site(_S, kw_only=True):
+    library: str  # the library and the releases the catalogue read ("flash-attn 2.8.4")
+    at: list[str]  # "library release file:line" of the sites that raise the message
+    family: str  # the cause family the site's own check states
+    line: str  # the input's line
+    complete: bool  # every part of the message was in the line (else a line cut short)
 
 
 class Resemblance(_S, kw_only=True):

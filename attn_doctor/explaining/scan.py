@@ -57,6 +57,7 @@ class ScanResult:
     contexts_seen: set[int] = field(default_factory=set)  # signature indexes whose context matched
     versions: _versions.LogVersions = field(default_factory=_versions.LogVersions)
     candidate_lines: list[str] = field(default_factory=list)
+    candidate_numbers: list[int] = field(default_factory=list)  # each candidate line's number (1-based)
     bytes: int = 0
     lines: int = 0
     notes: list[str] = field(default_factory=list)
@@ -212,6 +213,7 @@ class Scanner:
         stream, result.notes = _open(source)
         self._cache: dict[str, list[tuple[int, Optional[re.Match]]]] = {}
         self._candidates: deque[str] = deque(maxlen=CANDIDATE_LINES)
+        self._candidate_numbers: deque[int] = deque(maxlen=CANDIDATE_LINES)
         self._keep_all = keep_all_lines
         self._frame: tuple[int, Optional[str]] = (-FRAME_REACH - 1, None)  # the last frame: line, package
         self._last_text: Optional[str] = None  # the last line whose versions were read
@@ -251,6 +253,7 @@ class Scanner:
                 break
         result.lines = line_base + (0 if not result.bytes or self._ends_with_newline else 1)
         result.candidate_lines = list(self._candidates)
+        result.candidate_numbers = list(self._candidate_numbers)
         return result
 
     _ends_with_newline = True
@@ -389,6 +392,7 @@ class Scanner:
         if not matched_any and (self._keep_all or any(kind == "gen" for kind, _ in kinds)) and text:
             if not self._candidates or self._candidates[-1] != text:
                 self._candidates.append(_shorten(text))
+                self._candidate_numbers.append(lineno)
 
     def _joined(self, buf, start, end, prev_line, text, regex):
         """A message wrapped over lines: try the line with its neighbours, joined with and without a space."""

@@ -111,6 +111,10 @@ def _match(console: Console, m: Match, verbose: bool) -> None:
         console.print(Text(f"    evidence ({count}):", style="dim"))
         for e in shown:
             console.print(Text(f"      {e.line}: {e.text}", style="dim"))
+    if m.site is not None:
+        more = len(m.site.at) - 1
+        console.print(Text(f"    raised by: {m.site.at[0] if m.site.at else m.site.library}"
+                           + (f" (and {more} more site{'s' if more > 1 else ''})" if more > 0 else ""), style="cyan"))
     for key in ("demangled", "side", "symbol_abi", "torch_abi", "wheel"):
         if key in m.captures:
             console.print(Text(f"    {key.replace('_', ' ')}: {m.captures[key]}", style="cyan"))

@@ -31,6 +31,11 @@ CAUSES = {
     "kernel-numerics": "an attention kernel that runs but computes wrong numbers (NaN gradients, a wrong output) at some shapes",
     "no-half-kernel": "an op (most often a custom extension's attention kernel) has no float16 / bfloat16 kernel, and autocast or .half() hands it half inputs",
     "fp16-range": "float16 values overflow its range (max 65504) and turn into inf / NaN",
+    "kernel-arguments": "the call passes a shape, size or value the kernel or library checks and refuses (a caller written for another release, a model configuration the kernel does not take, a bug in the calling code)",
+    "library-internal": "an internal invariant of a library fails: a bug of the release, or inputs an earlier check let through",
+    "cuda-call": "a CUDA library call (cuDNN, cuBLAS, CUTLASS, NVRTC, the runtime) returned an error status inside the kernel",
+    "framework-setting": "a framework (accelerate, DeepSpeed, transformers, FSDP) refuses a precision, attention or parallelism setting",
+    "build-feature": "the installed build of torch or a kernel library was compiled without the kernel, backend or architecture the call needs",
     "harmless": "a harmless message: nothing to fix",
 }
 

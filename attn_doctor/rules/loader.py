@@ -227,8 +227,9 @@ def _load_file_checked(path: Path, recipes: Recipes, signatures: bool, raw: Opti
             _check_condition(rule.when, where)
             if not rule.pass_:
                 raise RecipeError(f"{where}: a rule with `when` needs `pass`: one line saying what holds when it passes")
-        elif not rule.signatures:
-            raise RecipeError(f"{where}: a rule without `when` must have `signatures` (it is recognised only by explain)")
+        elif not rule.signatures and not rule.catalogue:
+            raise RecipeError(f"{where}: a rule without `when` must have `signatures` or `catalogue = true` (it is "
+                              "recognised only by explain)")
         if signatures:
             _check_signatures(rule, where)
         recipes.rules.append(rule)

@@ -167,6 +167,9 @@ class Rule(Strict):
     # error-message signatures (regular expressions) for `explain`
     signatures: list[Union[str, Signature]] = []
     signature_fixtures: SignatureFixtures = msgspec.field(default_factory=SignatureFixtures)
+    # recognised by explain through the message catalogue (catalogue.jsonl.gz): the library sites
+    # whose source check states this rule's cause name it
+    catalogue: bool = False
     cause: Optional[CauseClass] = None  # the root-cause class `explain` names
     # Rules this one says more specifically. One cause, one finding: where this rule and one of
     # these fire on the same evidence (in explain, the same log lines; in check, the same

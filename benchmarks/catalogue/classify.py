@@ -1,0 +1,370 @@
+"""Give every in-scope site of the message catalogue its cause family, read from the site itself:
+the condition the library checks (`q.dtype() == torch::kFloat16`, `q.is_cuda()`, `head_size <= 256`,
+`is_sm90`), the words of its message, its exception class and kind. The result is the catalogue
+`explain` ships (recipes/catalogue.jsonl.gz): one entry per distinct message of the in-scope sites,
+with its family, the rule that explains it and where each library raises it.
+
+Families are the corpus's (tests/corpus/families.toml) wherever the mechanism is one of them; the
+rest are the broad ones a source check states (an argument's shape, an option the build lacks, an
+internal invariant), each with a rule of recipes/catalogue.toml. A site none of the tests reads is
+left "unclassified" and counted; a site that is in scope by its words but is not about the stack
+(capacity, a tokenizer, a dataloader) is marked out with its reason.
+
+    python benchmarks/catalogue/classify.py                 # write recipes/catalogue.jsonl.gz, print the table
+    python benchmarks/catalogue/classify.py --sample 40     # also 40 random sites per family, to audit
+    python benchmarks/catalogue/classify.py --unclassified 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SITES = HERE / "sites"
+OUT = ROOT / "recipes" / "catalogue.jsonl.gz"
+MIN_LITERAL = 12  # a message whose literal text is shorter than this cannot be recognised in a paste
+
+
+def _rx(*words):
+    return re.compile("|".join(words), re.I)
+
+
+# (family, rule, test on the message, test on the condition, kinds that decide by themselves[, kinds
+# the family is limited to]); the first family whose tests hold wins. `cond` reads the checked expression, which states the constraint
+# whatever the message's wording; `msg` the literal text.
+FAMILIES = [
+    # out of the stack although their words put them in scope
+    ("out:capacity", None, _rx(r"out of memory", r"\bOOM\b"), None, None),
+    # SDPA saying which of its kernels it skipped, and why
+    ("sdpa-fallback", "AD252", _rx(r"(?:can't|cannot|not) (?:be )?used because", r"has been runtime disabled",
+                                   r"fused kernels do not support"), None, None),
+    # a library announcing the backend it chose instead
+    ("harmless", "AD657", _rx(r"falling back to (?:`|the )", r"using `[^`]*` from the `kernels` library",
+                              r"keeping `", r"keeping current kernels", r"hub usage is disabled"), None, None, ("warn", "log")),
+    ("harmless", "AD265", _rx(r"during autotuning", r"autotuning benchmarks failed", r"Ignoring this choice",
+                              r"defaulting to extern kernels", r"Precompilation timeout", r"COLLECTIVE AUTOTUNING"),
+     None, None, ("warn", "log")),
+    # the CUDA runtime failing to start (torch.cuda's lazy init)
+    ("cuda-init", "AD108", _rx(r"CUDA call failed lazily", r"CUDA initiali[sz]ation", r"no CUDA GPUs are available",
+                               r"Found no NVIDIA driver", r"cudaGetDeviceCount"), None, None),
+    # building an extension from source: CUDA_HOME, ninja, the compiler's environment
+    ("build-env", "AD315", _rx(r"CUDA_HOME", r"ROCM_HOME", r"\bninja\b", r"DISTUTILS_USE_SDK", r"VC environment",
+                               r"unable to compile CUDA op", r"pre-compile", r"SYCL runtime"), None, None),
+    # a Triton kernel's own source uses what this Triton's code generator does not take
+    ("triton-compiler", "AD263", _rx(r"AST \w+ (?:node|operator)", r"not \(currently\) implemented",
+                                     r"inside `?(?:while|for|with)`? statements", r"conditionals can only accept",
+                                     r"non-constexpr", r"Tensor with more than one value is ambiguous",
+                                     r"All choices failed to compile", r"No choices exist for backend",
+                                     r"Triton cache error", r"graph break", r"`return` statements", r"is not defined$"), None, None),
+    # a call into a module that this release of it lacks: code written for another release
+    ("fa-api-skew", "AD311", _rx(r"has no attribute", r"is not declared in function definition"), None, None),
+    # the kernels hub: no build of the kernel for this system's torch / CUDA / platform
+    ("extension-no-build-for-torch", "AD312", _rx(r"build variant", r"applicable variant", r"Variant path does not exist",
+                                                  r"No prebuilt binary", r"Unsupported platform"), None, None),
+    # NaN reaching a kernel's inputs: a float16 overflow upstream, most often
+    ("fp16-overflow", "AD660", _rx(r"contains NaN", r"\bnan or inf\b", r"non-finite", r"\binf or nan\b"), None, None),
+    # a notice, not a failure
+    ("harmless", "AD656", _rx(r"deprecat", r"will be removed", r"is experimental", r"\bprototype\b",
+                              r"consider (?:using|setting)", r"for better (?:performance|efficiency)",
+                              r"we suggest", r"you may want to", r"\bfalling back\b", r"non-deterministic",
+                              r"\bno-op\b", r"recommend", r"redirected", r"offline mode", r"\bskipping\b",
+                              r"will be ignored", r"won't take effect", r"defaulting to", r"switching to",
+                              r"you can use .* to install", r"dirty git tree", r"\boverriding\b", r"\bwas disabled\b",
+                              r"Trying to (?:enable|restore|find)", r"looks like a repo_id", r"Could not generate", r"non-existent",
+                              r"will not be saved", r"continuing without", r"could result in performance",
+                              r"will be slow", r"Saving the full checkpoint instead", r"now calls"),
+     None, None, ("warn", "log")),
+    ("harmless", "AD656", None, None, ("log:INFO", "warn:FutureWarning", "warn:DeprecationWarning",
+                                       "warn:PendingDeprecationWarning")),
+    # the build: the library, the extension or torch compiled without what the call needs
+    ("build-feature", "AD289", _rx(r"not compiled with", r"compiled without", r"was not (?:built|compiled)",
+                                   r"(?:build|built) (?:does not|doesn't|did not) (?:support|include)",
+                                   r"not (?:built|compiled) (?:with|for)", r"rebuild", r"recompile",
+                                   r"\bbuilt without\b", r"was built with(?:out)?\b", r"disabled at (?:build|compile)",
+                                   r"compile(?:d)? with .*(?:enabled|=1|on)\b", r"enable it at build",
+                                   r"(?:flag|option) .* at (?:build|compile) time", r"^#error"),
+     None, None),
+    ("build-feature", "AD289", None, None, ("error:#error (compile time)",)),
+    # the machine: the GPU's architecture
+    ("kernel-gpu-unsupported", "AD317",
+     _rx(r"\bsm_?\d{2,3}[a-z]?\b", r"\bSM ?\d{2,3}", r"compute capabilit", r"\bampere\b", r"\bhopper\b", r"\bturing\b",
+         r"\bvolta\b", r"\bblackwell\b", r"\bSM ?\d+\.\d\b", r"device capability", r"\bgfx\d", r"\bcdna\d?\b", r"\bMI\d{3}", r"\barch(?:itecture)?\b",
+         r"\bgpu (?:is not|isn't) supported", r"not supported on (?:this|the current|your) (?:gpu|device)",
+         r"\bH100\b", r"\bA100\b", r"\bB200\b"),
+     _rx(r"is_sm\d", r"sm\d{2}", r"\bmajor\b", r"compute_capability", r"capability", r"\barch\b", r"cc_major",
+         r"dprops->major"), None),
+    # the inputs' device
+    ("attention-on-cpu", "AD256",
+     _rx(r"must be (?:a |on )?(?:a )?cuda", r"on cuda\b", r"cuda tensor", r"not implemented (?:on|for) cpu",
+         r"on the same (?:cuda )?device", r"same device", r"must be on (?:the )?(?:gpu|device)", r"\bdevice mismatch",
+         r"on (?:the )?cpu\b", r"requires cuda", r"\bgpu tensor"),
+     _rx(r"is_cuda\(\)", r"\.is_cuda\b", r"device\(\)\.is_cuda", r"device_type == kDLCUDA", r"\.device\(\) ==",
+         r"device_type\b", r"\.device\b"), None),
+    # memory layout
+    ("attention-input-not-contiguous", "AD257",
+     _rx(r"contiguous", r"\bstride", r"\baligned\b", r"alignment", r"memory format", r"\blayout\b"),
+     _rx(r"is_contiguous", r"IsContiguous", r"stride\(", r"\.strides?\b", r"stride_", r"% ?align", r"_aligned"),
+     None),
+    # a shape the call must give (a head size among its dimensions does not make it a head-dim limit)
+    ("kernel-arguments", "AD282", _rx(r"must (?:have|be of) shape", r"\bshape \(", r"shape mismatch", r"sizes? mismatch",
+                                      r"expected shape", r"must have (?:the )?same shape"), None, None),
+    # head dimension
+    ("fa-head-dim", "AD603",
+     _rx(r"head[_ ]?(?:dim|size|dimension)", r"headdim", r"\bhdim\b", r"\bd_?head\b", r"head_size", r"dim_?qk",
+         r"last dimension of (?:q|k|v|query|key|value|inputs)"),
+     _rx(r"head_?(?:dim|size)", r"headdim", r"\bhdim\b", r"\bd_?head\b", r"HEAD_DIM", r"head_dim_v"), None),
+    # dtypes
+    ("kernel-dtype", "AD287",
+     _rx(r"\bdtype", r"data ?type", r"scalar type", r"\bfp16\b", r"\bbf16\b", r"\bfp8\b", r"\bfloat16\b",
+         r"\bbfloat16\b", r"\bfloat32\b", r"\bhalf\b", r"\bfp32\b", r"\bint8\b", r"\bint32\b", r"\bint64\b",
+         r"Inconsistency of Tensor type", r"type mismatch", r"\bfp4\b", r"\bnvfp4\b", r"\bmxfp\d", r"e4m3",
+         r"e5m2", r"precision"),
+     _rx(r"dtype", r"scalar_type", r"ScalarType", r"kFloat", r"kHalf", r"kBFloat", r"kInt", r"dl_\w+"), None),
+    # a library asks for another release of a package
+    ("package-version", "AD288",
+     _rx(r"\bversion\b", r">= ?\d", r"\brequires? (?:\w+ )?\w*[- ]?\d+\.\d+", r"\bupgrade\b", r"\bnewer\b",
+         r"\bolder\b", r"\bat least\b \d", r"\bcuda \d+\.\d+\b.*(?:above|later|newer|required|or higher)",
+         r"(?:above|later|newer|or higher)\b", r"\bCUDA_VERSION\b", r"\bTORCH_VERSION", r"cudnn_version",
+         r"\brelease\b", r"use CUDA \d+"),
+     _rx(r"version", r"CUDA_VERSION", r"__version__", r"TORCH_VERSION"), None),
+    # a library or its extension is not there or does not load
+    ("attention-library-missing", "AD353",
+     _rx(r"not installed", r"pip install", r"no module named", r"is not available", r"please install",
+         r"could not (?:find|import|load)", r"cannot (?:find|import|load)", r"failed to (?:import|load)",
+         r"unable to (?:import|load)", r"not found", r"missing\b", r"is required", r"requires the .* package",
+         r"install (?:it|\w+) (?:with|from|via)"),
+     None, ("raise:ImportError", "raise:ModuleNotFoundError")),
+    # a CUDA library or the runtime returned an error status
+    ("cuda-call-failed", "AD285",
+     _rx(r"cudnn", r"cublas", r"cusparse", r"cufft", r"cusolver", r"curand", r"\bnccl\b", r"cutlass", r"hipblas",
+         r"\bmiopen", r"\brocblas", r"cudaError", r"CUDA error", r"CUDA driver error", r"CUresult", r"\bnvrtc",
+         r"cuda(?:Get|Set|Malloc|Memcpy|Launch|Func|Stream|Event|Graph|Device)\w*", r"\bstatus\b", r"failed with",
+         r"launch failed", r"kernel launch", r"\bcu\w+ failed", r"initialize failed", r"\bfailed: ?$",
+         r"\bcompile (?:error|failed)", r"\bjit\b", r"\bptx", r"\bcubin\b", r"\bnvcc\b",
+         r"^Error .* at line .* in file", r"\berror detected\b", r"Driver API error", r"Matmul Algo Heuristic",
+         r"Error in \w+", r"library load error", r"\bsynclog\b"),
+     _rx(r"cudaSuccess", r"CUDNN_STATUS_SUCCESS", r"CUBLAS_STATUS_SUCCESS", r"CUDA_SUCCESS", r"_STATUS_SUCCESS",
+         r"status ==", r"err == ", r"__err == ", r"error == ", r"cutlass::Status::kSuccess"), None),
+    # shared memory and other per-GPU resources
+    ("triton-shared-memory", "AD262",
+     _rx(r"shared memory", r"\bsmem\b", r"out of resource", r"too many resources", r"registers?\b.*exceed",
+         r"exceeds? (?:the )?(?:hardware|device) limit"),
+     _rx(r"smem", r"shared_mem", r"max_shared", r"sharedMemPerBlock"), None),
+    # an option the kernel (or this build / this GPU) has no path for
+    ("kernel-feature-unsupported", "AD284",
+     _rx(r"not (?:yet )?supported", r"unsupported", r"does(?: not|n't) support", r"not implemented",
+         r"only supports?", r"is only (?:supported|available|implemented)", r"not (?:yet )?available",
+         r"cannot be used (?:with|together|when|for)", r"can(?:not|'t) be combined", r"(?:is|are) not allowed",
+         r"no (?:kernel|implementation|support) (?:for|available)", r"\bno (?:valid )?(?:kernel|config)",
+         r"not (?:a )?valid (?:combination|option)", r"\bonly (?:works|available|valid|implemented) (?:for|with|when|on)",
+         r"requires? (?:that |the )?\w+ (?:to be|be) (?:enabled|disabled|set|true|false|none)", r"\bnot (?:yet )?enabled",
+         r"failed to dispatch", r"no suitable", r"(?:is|are) not compatible", r"incompatible",
+         r"had not been implemented", r"no layer mapping", r"No (?:compiled )?tier covers", r"\bno \w+ kernel for\b",
+         r"is supported only with", r"Gradients not supported", r"Mutations detected", r"is not support\b",
+         r"Only \S+ supported", r"does not define any"),
+     None, ("raise:NotImplementedError",)),
+    # the call's arguments: shapes, sizes, counts, ranges
+    ("kernel-arguments", "AD282",
+     _rx(r"\bshape", r"\bsize", r"\bdims?\b", r"\bdimension", r"\bmust (?:be|have|match|equal|divide|not)",
+         r"\bshould (?:be|have|match)", r"\bexpected\b", r"\bexpects?\b", r"\bmismatch", r"\binvalid\b",
+         r"\bdivisible\b", r"\bmultiple of\b", r"\bnumber of\b", r"\bnum_\w+", r"\bseq_?len", r"\bbatch",
+         r"\bheads?\b", r"\bgot\b", r"\bcannot be\b", r"\bmust not\b", r"\bout of range", r"\bexceed",
+         r"\bpositive\b", r"\bnon-?negative\b", r"\bgreater than\b", r"\bless than\b", r"\bat most\b", r"\bat least\b",
+         r"\bequal\b", r"\bsame\b", r"\bis None\b", r"\bnot None\b", r"\bprovided\b", r"\bpassed\b",
+         r"\bwindow", r"\bcausal\b", r"\bmask\b", r"\bcu_seqlens", r"\bpage", r"\bblock", r"\btoo (?:large|small|many)",
+         r"\bunknown\b", r"not recognized", r"mutually exclusive", r"both specified", r"\bonly one of\b",
+         r"pass in both", r"\brequires\b", r"can only be (?:called|applied|used)", r"\bnot a valid\b",
+         r"insufficient workspace", r"\bno module matched", r"\bis not a\b", r"\bcannot (?:call|get|specify)\b"),
+     _rx(r"sizes?\(", r"\.size\b", r"\.shape\b", r"\.dim\(\)", r"\.ndim", r"numel", r"<=|>=|<|>", r"==", r"%"), None),
+    # a trainer's or a framework's own setting (precision, attention, parallelism) refused
+    ("framework-setting", "AD286",
+     _rx(r"mixed[_ ]precision", r"\bamp\b", r"\bfp16\b", r"\bbf16\b", r"\bzero\b", r"deepspeed", r"\bfsdp\b",
+         r"\bconfig", r"\bsetting", r"\boption", r"\bflag\b", r"\bargument", r"\bparameter", r"\benv(?:ironment)? var",
+         r"\bplugin\b", r"quantiz", r"\bscaler\b", r"\bloss scale", r"\bnot locked\b", r"\block file\b",
+         r"trusted publisher", r"\bAWQ\b", r"\bGGUF\b", r"\bpeft\b", r"\bliger\b", r"\bElasticity\b"),
+     None, None),
+    # an invariant the library holds itself: asserts whose words state no user-facing constraint
+    ("library-internal", "AD283", _rx(r"^Assertion failed", r"CHECK failed at", r"\bindices out of bound"), None, None),
+    ("library-internal", "AD283", None, None, ("assert", "raise:AssertionError", "raise:RuntimeError",
+                                              "check", "raise:Exception", "raise:SystemError", "error")),
+]
+
+
+# Sites in scope by their words whose subject is not the stack: the reason is kept with the count.
+OUT_OF_STACK = [
+    (re.compile(r"^flashinfer/api_logging\.py$"), None, "flashinfer's own API logging, dump and replay tooling"),
+    (re.compile(r"^torch/backends/xeon/"), None, "torch's CPU launcher (core binding, allocator preload)"),
+    (re.compile(r"^transformers/integrations/gguf/"), None, "GGUF file and tokenizer conversion"),
+    (re.compile(r"^torch/cuda/__init__\.py$"), _rx(r"NVML", r"amdsmi", r"amd device", r"device UUID", r"device handle",
+                                                  r"HIP ID"),
+     "GPU management library queries (NVML, amdsmi): torch falls back to the CUDA runtime's own count"),
+    (re.compile(r"^transformers/utils/import_utils\.py$"), _rx(r"fetch__all__", r"@requires decorator"),
+     "transformers' own source tooling"),
+    (None, _rx(r"\bpy-cpuinfo\b", r"\blscpu\b", r"\bcores?\b.*\b(?:socket|instance)"), "CPU topology detection"),
+    (None, _rx(r"\btokenizer\b"), "tokenizer loading"),
+    (None, _rx(r"Failed to (?:clean up|copy kernel files)", r"metadata\.jsonl", r"inputs\.pt nor", r"Fetch failed",
+               r"Max retries reached"),
+     "a library's cache and artefact download housekeeping"),
+]
+
+
+def out_of_stack(site):
+    msg = literal(site)
+    for path_rx, msg_rx, why in OUT_OF_STACK:
+        if path_rx is not None and not path_rx.search(site.get("file") or ""):
+            continue
+        if msg_rx is not None and not msg_rx.search(msg):
+            continue
+        return why
+    return None
+
+
+def literal(site) -> str:
+    return "".join(p for p in site.get("parts") or [])
+
+
+def _kind_keys(site):
+    kind = site.get("kind") or ""
+    exc = (site.get("exception") or "").rsplit(".", 1)[-1]
+    keys = {kind, "%s:%s" % (kind, exc), "raise:%s" % exc if kind in ("raise", "check", "throw") else ""}
+    if kind == "log" and exc in ("INFO", "DEBUG"):
+        keys.add("log:INFO")
+    if kind == "error" and exc.startswith("#error"):
+        keys.add("error:#error (compile time)")
+    if kind in ("warn",) or exc.endswith("Warning"):
+        keys.add("warn")
+    return keys
+
+
+def classify(site, named=None):
+    """(family, rule, the test that decided) of one site. `named`: the rule explain's own signatures
+    already name for the site's text (they are curated for that message: they win)."""
+    if named:
+        return "rule:" + named, named, "signature"
+    why = out_of_stack(site)
+    if why:
+        return "out:" + why, None, "out of the stack"
+    msg = literal(site)
+    cond = site.get("condition") or ""
+    keys = _kind_keys(site)
+    for family, rule, msg_rx, cond_rx, kinds, *only in FAMILIES:
+        if only and not keys & set(only[0]):
+            continue
+        if kinds is not None and keys & set(kinds):
+            return family, rule, "kind"
+        if msg_rx is not None and msg_rx.search(msg):
+            return family, rule, "message"
+        if cond_rx is not None and cond and cond_rx.search(cond):
+            return family, rule, "condition"
+    return "unclassified", None, ""
+
+
+def load(paths):
+    for path in paths:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    yield json.loads(line)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sample", type=int, default=0, help="print this many random sites per family (to audit)")
+    ap.add_argument("--unclassified", type=int, default=0, help="print this many unclassified sites")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(HERE))
+    import io
+
+    from coverage import text_of
+    from attn_doctor.explaining.core import explain
+    from attn_doctor.rules.loader import load_recipes
+
+    recipes = load_recipes()
+    signature_rules = {r.id for r in recipes.rules if r.signatures}
+    seen = {}
+
+    def named(site):
+        text = text_of(site)
+        if text not in seen:
+            report = explain(io.BytesIO(text.encode("utf-8")), recipes, kind="text")
+            first = next((m for m in report.matches if m.likelihood != "unlikely" and m.rule in signature_rules
+                          and m.resembles is None and m.site is None), None)
+            seen[text] = first.rule if first is not None else None
+        return seen[text]
+
+    per_lib = collections.defaultdict(collections.Counter)
+    by_family = collections.defaultdict(list)
+    entries = {}
+    for site in load(sorted(SITES.glob("*.jsonl.gz"))):
+        lib = site["library"] + ("-cpp" if site.get("source") == "cpp" else "")
+        if site.get("scope") != "in":
+            continue
+        per_lib[lib]["in"] += 1
+        if len(literal(site).strip()) < MIN_LITERAL:
+            per_lib[lib]["short"] += 1
+            continue
+        family, rule, how = classify(site, named(site))
+        per_lib[lib][family if family in ("unclassified",) or family.startswith("out:") else "classified"] += 1
+        by_family[family].append((site, how))
+        if rule is None:
+            continue
+        parts = [p for p in site.get("parts") or []]
+        key = (tuple(parts), family)
+        e = entries.setdefault(key, {"parts": parts, "family": family, "rule": rule, "exception":
+                                     (site.get("exception") or "").rsplit(".", 1)[-1], "kind": site.get("kind"), "at": []})
+        if len(e["at"]) < 4:
+            e["at"].append("%s %s %s:%s" % (site["library"], site.get("version") or "", site.get("file"), site.get("line")))
+    head = "%-20s %6s %6s %6s %6s %6s %8s" % ("library", "in", "short", "famly", "out", "uncls", "covered")
+    print(head)
+    tot = collections.Counter()
+    for lib in sorted(per_lib):
+        c = per_lib[lib]
+        tot.update(c)
+        outs = sum(v for k, v in c.items() if k.startswith("out:"))
+        judged = c["in"] - c["short"]
+        print("%-20s %6d %6d %6d %6d %6d %7.1f%%" % (lib, c["in"], c["short"], c["classified"], outs, c["unclassified"],
+                                                   100.0 * (judged - c["unclassified"]) / judged if judged else 0))
+    judged = tot["in"] - tot["short"]
+    print("%-20s %6d %6d %6d %6d %6d %7.1f%%" % ("all", tot["in"], tot["short"], tot["classified"],
+                                               sum(v for k, v in tot.items() if k.startswith("out:")), tot["unclassified"],
+                                               100.0 * (judged - tot["unclassified"]) / judged))
+    print()
+    for fam in sorted(by_family, key=lambda f: -len(by_family[f])):
+        hows = collections.Counter(h for _, h in by_family[fam])
+        print("%-32s %6d  %s" % (fam, len(by_family[fam]), dict(hows)))
+    rnd = random.Random(args.seed)
+    if args.sample:
+        for fam in sorted(by_family):
+            if fam == "unclassified":
+                continue
+            print("\n== %s" % fam)
+            for site, how in rnd.sample(by_family[fam], min(args.sample, len(by_family[fam]))):
+                print("  [%s] %s | %s" % (how, literal(site)[:140].replace("\n", " "), (site.get("condition") or "")[:60]))
+    if args.unclassified:
+        print("\n== unclassified")
+        for site, how in rnd.sample(by_family["unclassified"], min(args.unclassified, len(by_family["unclassified"]))):
+            print("  %s %s %s %s | %s | %s" % (site["library"], site.get("file"), site.get("kind"), site.get("exception"),
+                                            literal(site)[:140].replace("\n", " "), (site.get("condition") or "")[:60]))
+    if not args.no_write:
+        rows = sorted(entries.values(), key=lambda e: (e["family"], e["parts"]))
+        with gzip.GzipFile(args.out, "wb", mtime=0) as fh:
+            for e in rows:
+                fh.write((json.dumps(e, separators=(",", ":"), sort_keys=True) + "\n").encode("utf-8"))
+        print("\nwrote %d entries to %s" % (len(rows), args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
