@@ -10,6 +10,7 @@ reads and the regular expressions of the entries that share a word with it."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -20,6 +21,7 @@ from typing import Iterable, Optional
 
 CATALOGUE_NAME = "catalogue.jsonl.gz"
 MIN_LITERAL = 12  # literal characters a match must cover: shorter texts are not recognisable
+WHOLE_BELOW = 24  # a message with less literal text than this must be the line's whole message
 CUT_MIN = 24  # a line cut short matches on its parts when they cover at least this many characters...
 CUT_SHARE = 0.5  # ...and this share of the message's literal text
 GAP = 300  # characters a placeholder's value may take
@@ -46,10 +48,23 @@ class Hit:
     covered: int  # literal characters the line holds
     complete: bool  # every part was found (else a line cut short)
     number: int = 0  # the line's number in the text, where known
+    raised: bool = False  # read from the `raise` line of a traceback cut before its message
+
+
+_QUOTED = re.compile(r"^[\s>*_-]*`+|`+[\s.]*$")  # markdown's quote marks and backticks around a pasted message
+# a traceback cut before its last line ends at the raise, whose message is written there
+_RAISE = re.compile(r"""^\s*raise\s+[\w.]+\(\s*[rbfRBF]{0,2}(?P<q>'''|\"\"\"|'|")(?P<msg>.*?)(?P=q)""")
+_FIELD = re.compile(r"\{[^{}]*\}")
 
 
 def _norm(text: str) -> str:
-    return _SPACE.sub(" ", text).strip().lower()
+    return _SPACE.sub(" ", _QUOTED.sub("", text)).strip().lower()
+
+
+def _raised(line: str) -> Optional[str]:
+    """The message written on a `raise X(f"...")` line, its fields as values; None for another line."""
+    m = _RAISE.match(line)
+    return _FIELD.sub("x", m.group("msg")) if m else None
 
 
 class Catalogue:
@@ -89,17 +104,27 @@ class Catalogue:
         key = (i, upto)
         if key not in self._regex:
             parts = [p for p in self.entries[i].parts[:upto]]
-            body = (".{0,%d}?" % GAP).join(re.escape(p) for p in parts if p)
+            body = ("(.{0,%d}?)" % GAP).join(re.escape(p) for p in parts if p)
+            if parts and not parts[0]:
+                body = "(.{0,%d}?)" % GAP + body  # the value the message starts with
+            if upto == len(self.entries[i].parts) and parts and not parts[-1]:
+                body += "(.{0,%d})" % GAP  # the value the message ends with
+            if self.entries[i].literal < WHOLE_BELOW:
+                # a short message ("not implemented") is recognised only as the line's whole message
+                body = r"(?:^|[:\]] )\s*%s\s*[.!]?\s*$" % body
             self._regex[key] = re.compile(body)
         return self._regex[key]
 
     def match(self, line: str) -> Optional[Hit]:
         """The catalogue entry this line is a message of, or None."""
-        text = _norm(line[:MAX_LINE])
+        raised = _raised(line[:MAX_LINE])
+        text = _norm(raised if raised is not None else line[:MAX_LINE])
         best: Optional[Hit] = None
         for word in set(_WORD.findall(text)):
             for i in self._index.get(word, ()):
                 hit = self._try(i, text, line)
+                if hit is not None and raised is not None:
+                    hit = dataclasses.replace(hit, complete=False, raised=True)
                 if hit is not None and (best is None or (hit.complete, hit.covered) > (best.complete, best.covered)):
                     best = hit
         return best
@@ -107,7 +132,10 @@ class Catalogue:
     def _try(self, i: int, text: str, line: str) -> Optional[Hit]:
         e = self.entries[i]
         n = len(e.parts)
-        if self._pattern(i, n).search(text):
+        m = self._pattern(i, n).search(text)
+        if m is not None:
+            if _packed_weight(e, m.groups()):
+                return None
             return Hit(entry=e, line=line, covered=e.literal, complete=True)
         # a line cut short: the longest run of leading parts it holds, running to the line's end
         for upto in range(n - 1, 0, -1):
@@ -122,7 +150,6 @@ class Catalogue:
     def first(self, lines: Iterable[str], numbers: Iterable[int] = ()) -> Optional[Hit]:
         """The best hit among the lines: a complete message before a cut one, the longer message
         first, the last line of the text among equals (where the final error is)."""
-        import dataclasses
         import itertools
 
         best: Optional[Hit] = None
@@ -133,6 +160,43 @@ class Catalogue:
             if hit is not None and (best is None or (hit.complete, hit.covered) >= (best.complete, best.covered)):
                 best = hit
         return best
+
+
+_FLOAT = re.compile(r"\b(?:float|half|bfloat16|double|float16|float32|c10::bfloat16|c10::half)\b")
+_PACKED = re.compile(r"\b(?:byte|char|uint8|int8|quint\w*|qint\w*)\b")
+
+
+def _packed_weight(entry: Entry, values) -> bool:
+    """Two dtypes that must match, a float one and an 8-bit integer one: a quantized (packed)
+    weight reaching a float op, which no precision family explains."""
+    if not any("same dtype" in p or "same type" in p or "same scalar type" in p for p in entry.parts):
+        return False
+    said = " ".join(v for v in values if v)
+    return bool(_FLOAT.search(said) and _PACKED.search(said))
+
+
+# where a check with no message of its own prints its condition
+_CONDITION = re.compile(
+    r"Expected (?P<a>.{3,300}?) to be true, but got false"
+    r"|Check failed: \(?(?P<b>.{3,300}?)\)? is false"
+    r"|Assertion [`'\"](?P<c>.{3,300}?)['`\"] failed"
+    r"|'(?P<d>.{3,300}?)' failed(?::|$)")
+
+
+def failed_condition(line: str) -> Optional[str]:
+    """The condition a failed check prints, or None."""
+    m = _CONDITION.search(line[:MAX_LINE])
+    if m is None:
+        return None
+    return next(g for g in m.groups() if g)
+
+
+def condition_rule(condition: str, table) -> Optional[str]:
+    """The rule the condition's words name (the catalogue_conditions table), or None."""
+    for pattern, rule in table:
+        if re.search(pattern, condition):
+            return rule
+    return None
 
 
 def where(entry: Entry) -> tuple[str, str]:
@@ -150,3 +214,100 @@ def where(entry: Entry) -> tuple[str, str]:
         first_site = first_site or site
     named = ", ".join("%s %s" % (lib, "/".join(v)) if v else lib for lib, v in libs.items())
     return named or "the library", first_site or "its source"
+
+
+def loaded(recipes: "Recipes") -> Optional["Catalogue"]:
+    """The message catalogue shipped beside the recipes, loaded once per recipe set; None where the
+    folder has none (someone's own --recipes) or it cannot be read."""
+    cache = recipes.__dict__.setdefault("_explain_scanners", {})
+    if "catalogue" not in cache:
+        from pathlib import Path
+
+        folders = {Path(p).parent for p in recipes.sources.values()}
+        paths = [f / CATALOGUE_NAME for f in folders if (f / CATALOGUE_NAME).is_file()]
+        try:
+            cache["catalogue"] = Catalogue.load(paths[0]) if len(paths) == 1 else None
+        except (OSError, ValueError, KeyError, TypeError, EOFError):
+            cache["catalogue"] = None  # a damaged catalogue: explain without it
+    return cache["catalogue"]
+
+
+def finding(scan, recipes: "Recipes", live, target, named: set[str]):
+    """The finding of the library message among the lines no signature read (the message
+    catalogue), else of the condition a failed check printed, or None."""
+    if not scan.candidate_lines and not scan.hits:
+        return None
+    catalogue = loaded(recipes)
+    if catalogue is None:
+        return None
+
+    # lines a signature read without a finding (the support matrix could not judge them) are
+    # messages too
+    unread = [(e.text, e.line) for hits in scan.hits.values() if hits.signature.rule not in named for e in hits.evidence]
+    lines = [t for t, _ in unread] + scan.candidate_lines
+    numbers = [n for _, n in unread] + scan.candidate_numbers
+    hit = catalogue.first(lines, numbers)
+    if hit is not None:
+        if hit.entry.rule in named:
+            return None
+        library, site = where(hit.entry)
+        how = ("its message" if hit.complete else
+               "the raise that writes its message (the traceback stops before the message itself)" if hit.raised else
+               "the start of its message (the line is cut short)")
+        reason = (f"the line is {how} as {library} raises it at {site}, read from its source: the check there states "
+                  f"the cause ({hit.entry.family})")
+        refusal = _inert(hit.line)
+        from .report import Site
+
+        return _site_match(recipes.get(hit.entry.rule), scan, live, target, {"library": library, "site": site, "refusal": refusal},
+                           hit.number, "confirmed" if hit.complete else "possible", reason,
+                           Site(library=library, at=list(hit.entry.at), family=hit.entry.family, line=refusal, complete=hit.complete))
+    table = recipes.data.get("catalogue_conditions", {}).get("rules", [])
+    for line, number in reversed(list(zip(lines, numbers))):
+        condition = failed_condition(line)
+        rule_id = condition_rule(condition, table) if condition else None
+        if rule_id is None or rule_id in named or recipes.get(rule_id) is None:
+            continue
+        refusal = _inert(line)
+        reason = f"a check failed with no message of its own; its condition `{_inert(condition)}` states the constraint"
+        return _site_match(recipes.get(rule_id), scan, live, target,
+                           {"library": "a library", "site": f"its check `{_inert(condition)}`", "refusal": refusal},
+                           number, "possible", reason, None)
+    return None
+
+
+def _inert(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _site_match(rule, scan, live, target, captures: dict, number: int, likelihood: str, reason: str, site):
+    """The finding of a rule read from a library's message or check (its captures: library, site,
+    refusal), its remedies written for the environment explain speaks for."""
+    import shlex
+
+    from ..diagnosis.engine import remedies as fill_remedies
+    from ..rules import causes, templates
+    from ..rules.conditions import base_evidence
+    from .report import EvidenceLine, Match
+
+    if rule is None:
+        return None
+    evidence = dict(base_evidence(live if live is not None else scan.versions.to_facts()))
+    evidence = {k: v for k, v in evidence.items() if v != "?" and k != "python"}
+    evidence.update(captures)
+    message = templates.fill(rule.message, evidence) if templates.complete(rule.message, evidence) else None
+    remedies = fill_remedies(rule, evidence, target)
+    return Match(
+        rule=rule.id, name=rule.name, area=rule.area, severity=rule.severity, cause=rule.cause,
+        cause_label=causes.label(rule.cause), harmless=rule.cause == "harmless", title=rule.title, message=message,
+        explanation=rule.explanation.strip(),
+        occurrences=1,
+        evidence=[EvidenceLine(line=number, text=captures["refusal"])],
+        captures=captures,
+        likelihood=likelihood,
+        likelihood_reason=reason,
+        priority=-5, remedies=remedies, commands=[shlex.join(r.command) if r.command else None for r in remedies],
+        links=list(rule.links),
+        site=site,
+    )

@@ -19,7 +19,7 @@ from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck
 from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits, compiled_signatures
 from ..rules.signatures import CompiledSignature
 from .versions import LogVersions, gpu_table_from
-from . import stated
+from . import catalogue, stated
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 LIKELIHOOD_RANK = {"confirmed": 0, "possible": 1, "unlikely": 2}
@@ -235,7 +235,7 @@ def explain(
             report.notes.append(why)
     report.matches = _matches(scan, sig_rules, recipes, live, target)
     if not [m for m in report.matches if not m.harmless]:
-        found = _catalogued(scan, recipes, live, target, {m.rule for m in report.matches})
+        found = catalogue.finding(scan, recipes, live, target, {m.rule for m in report.matches})
         if found is not None and (not found.harmless or not report.matches):
             report.matches.append(found)
         if found is None or found.harmless:
@@ -380,66 +380,6 @@ def _known_cases(recipes: Recipes):
         except (OSError, ValueError, KeyError, EOFError):
             cache["known_cases"] = None  # a damaged index: explain without it
     return cache["known_cases"]
-
-
-def _catalogue(recipes: Recipes):
-    """The message catalogue shipped beside the recipes, loaded once per recipe set; None where the
-    folder has none (someone's own --recipes) or it cannot be read."""
-    cache = recipes.__dict__.setdefault("_explain_scanners", {})
-    if "catalogue" not in cache:
-        from pathlib import Path
-
-        from .catalogue import CATALOGUE_NAME, Catalogue
-
-        folders = {Path(p).parent for p in recipes.sources.values()}
-        paths = [f / CATALOGUE_NAME for f in folders if (f / CATALOGUE_NAME).is_file()]
-        try:
-            cache["catalogue"] = Catalogue.load(paths[0]) if len(paths) == 1 else None
-        except (OSError, ValueError, KeyError, TypeError, EOFError):
-            cache["catalogue"] = None  # a damaged catalogue: explain without it
-    return cache["catalogue"]
-
-
-def _catalogued(scan: ScanResult, recipes: Recipes, live: Optional[Facts], target, named: set[str]) -> Optional[Match]:
-    """The finding of the library message among the lines no signature read, or None."""
-    if not scan.candidate_lines:
-        return None
-    catalogue = _catalogue(recipes)
-    if catalogue is None:
-        return None
-    hit = catalogue.first(scan.candidate_lines, scan.candidate_numbers)
-    if hit is None or hit.entry.rule in named:
-        return None
-    rule = recipes.get(hit.entry.rule)
-    if rule is None:
-        return None
-    from .catalogue import where
-    from .report import Site
-
-    library, site = where(hit.entry)
-    refusal = " ".join(hit.line.split())
-    refusal = refusal if len(refusal) <= 300 else refusal[:299] + "…"
-    evidence = dict(base_evidence(live if live is not None else scan.versions.to_facts()))
-    evidence = {k: v for k, v in evidence.items() if v != "?" and k != "python"}
-    captures = {"library": library, "site": site, "refusal": refusal}
-    evidence.update(captures)
-    message = templates.fill(rule.message, evidence) if templates.complete(rule.message, evidence) else None
-    remedies = fill_remedies(rule, evidence, target)
-    how = "its message" if hit.complete else "the start of its message (the line is cut short)"
-    return Match(
-        rule=rule.id, name=rule.name, area=rule.area, severity=rule.severity, cause=rule.cause,
-        cause_label=causes.label(rule.cause), harmless=rule.cause == "harmless", title=rule.title, message=message,
-        explanation=rule.explanation.strip(),
-        occurrences=1,
-        evidence=[EvidenceLine(line=hit.number, text=refusal)],
-        captures=captures,
-        likelihood="confirmed" if hit.complete else "possible",
-        likelihood_reason=(f"the line is {how} as {library} raises it at {site}, read from its source: the check "
-                           f"there states the cause ({hit.entry.family})"),
-        priority=-5, remedies=remedies, commands=[shlex.join(r.command) if r.command else None for r in remedies],
-        links=list(rule.links),
-        site=Site(library=library, at=list(hit.entry.at), family=hit.entry.family, line=refusal, complete=hit.complete),
-    )
 
 
 def _resembled(scan: ScanResult, recipes: Recipes, live: Optional[Facts], target, exclude: frozenset[str]) -> Optional[Match]:

@@ -23,7 +23,11 @@ from ..rules.signatures import (CompiledSignature, anchors_known, compile_rules,
 CHUNK = 8 << 20
 LINE_WINDOW = 4096  # bytes kept each side of a hit on a gigantic line
 EVIDENCE_KEEP = 5  # evidence lines kept per signature
-GENERIC_ANCHORS = ["Error", "error:", "ERROR", "Exception", "Warning", "WARNING", "Traceback", "FAILED", "fatal", "assert"]
+GENERIC_ANCHORS = ["Error", "error:", "ERROR", "Exception", "Warning", "WARNING", "Traceback", "FAILED", "fatal", "assert",
+                   # "raise X(...)": a traceback cut before its last line still shows the message there
+                   "raise ",
+                   # exception classes named otherwise (OutOfResources, UnsupportedLanguageConstruct)
+                   "unsupported", "outofresources"]
 CANDIDATE_LINES = 200
 JOIN_MAX = 1000  # a line longer than this is no wrapped part of a message: never joined with its neighbours
 # Where a traceback says who raised: a frame's file, or a path in the message itself

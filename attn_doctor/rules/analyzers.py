@@ -218,6 +218,34 @@ def fill_source(groups: dict, before: list[str], after: list[str]) -> Optional[d
     return {}
 
 
+_TENSOR_TYPE = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16", "byte": "uint8",
+                "char": "int8", "int": "int32", "long": "int64", "short": "int16", "bool": "bool"}
+
+
+def _dtype_named(text: str) -> str:
+    """The dtype a type's name says, whatever the spelling: torch.cuda.HalfTensor, c10::Half,
+    struct c10::BFloat16, float, torch.float16."""
+    t = re.sub(r"^(?:struct |class )", "", text.strip().lower())
+    t = re.sub(r"^(?:torch\.)?(?:cuda\.)?(?:mps\.)?|^c10::|^at::", "", t)
+    t = re.sub(r"tensor$", "", t)
+    return _TENSOR_TYPE.get(t, t)
+
+
+def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """A "types should be the same" message whose two types name one dtype (torch.cuda.HalfTensor
+    and torch.HalfTensor): they differ in device, not in precision; or one of them an 8-bit
+    integer: a quantized weight, not a precision mismatch."""
+    values = [v for k, v in groups.items() if v and k.endswith("dtype")]
+    if len(values) != 2:
+        return {}
+    a, b = _dtype_named(values[0]), _dtype_named(values[1])
+    if a == b:
+        return None
+    if {a, b} & {"uint8", "int8"}:
+        return None  # a packed (quantized) weight reaching a float op: not a precision mismatch
+    return {}
+
+
 def _support_guards() -> dict:
     from .support_facts import GUARDS as support_guards  # refusals the support matrix judges (matrix_arch, ...)
 
@@ -230,5 +258,6 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "allocation_in_attention": allocation_in_attention,
     "allocation_over_gpu": allocation_over_gpu,
     "fill_source": fill_source,
+    "dtypes_differ": dtypes_differ,
     **_support_guards(),
 }
