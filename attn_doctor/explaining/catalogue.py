@@ -25,7 +25,8 @@ WHOLE_BELOW = 24  # a message with less literal text than this must be the line'
 CUT_MIN = 24  # a line cut short matches on its parts when they cover at least this many characters...
 CUT_SHARE = 0.5  # ...and this share of the message's literal text
 GAP = 300  # characters a placeholder's value may take
-CUT_TAIL = 80  # what a line cut short may hold after the parts it matched (a value, then the cut)
+KEY_WORDS = 5  # the index key is the rarest of a message's first words
+CUT_WORDS = 60  # words of a message a cut line is compared on
 MAX_ENTRIES = 100_000  # a damaged or hostile file stops here
 MAX_LINE = 2000
 _WORD = re.compile(r"[a-z][a-z0-9_]{3,}")
@@ -76,9 +77,9 @@ class Catalogue:
             words = set(_WORD.findall(" ".join(e.parts)))
             if not words:
                 continue
-            # the rarest word of the message's first long part: a line cut short still holds it
+            # the rarest of the message's first words: a line cut short still holds them
             first = next((p for p in e.parts if len(p) >= 4 and _WORD.search(p)), None)
-            pool = set(_WORD.findall(first)) if first else words
+            pool = set(_WORD.findall(first)[:KEY_WORDS]) if first else words
             key = min(pool, key=lambda w: (df[w], -len(w), w))
             self._index.setdefault(key, []).append(i)
         self._regex: dict[tuple[int, int], re.Pattern] = {}
@@ -137,15 +138,48 @@ class Catalogue:
             if _packed_weight(e, m.groups()):
                 return None
             return Hit(entry=e, line=line, covered=e.literal, complete=True)
-        # a line cut short: the longest run of leading parts it holds, running to the line's end
-        for upto in range(n - 1, 0, -1):
-            covered = sum(len(p) for p in e.parts[:upto])
-            if covered < CUT_MIN or covered < CUT_SHARE * e.literal:
-                return None
-            m = self._pattern(i, upto).search(text)
-            if m is not None and len(text) - m.end() <= CUT_TAIL:
-                return Hit(entry=e, line=line, covered=covered, complete=False)
-        return None
+        # a line cut short (a terminal's width, a truncated log): the line ends inside the message,
+        # after its first parts and some leading words of the next
+        if e.literal < 2 * CUT_MIN:
+            return None  # a short message is recognised whole or not at all
+        m = self._cut_pattern(i).search(text)
+        if m is None:
+            return None
+        covered = m.end("tail") - m.start() - len(m.group("tail")) - sum(len(v or "") for k, v in m.groupdict().items()
+                                                                       if k != "tail")
+        covered -= len(m.group(0)) - len(m.group(0).lstrip(" :]"))  # the prefix's separator
+        if covered < CUT_MIN or covered < CUT_SHARE * e.literal:
+            return None
+        return Hit(entry=e, line=line, covered=covered, complete=False)
+
+    def _cut_pattern(self, i: int) -> re.Pattern:
+        """The message's literal text as nested optional words, anchored at the line's end: the
+        line holds a leading run of the message and stops (a value between parts is let through)."""
+        key = (i, -1)
+        if key not in self._regex:
+            words = []
+            for k, part in enumerate(self.entries[i].parts):
+                if k:
+                    words.append(None)  # a placeholder's value
+                words += part.split()
+            words = words[:CUT_WORDS]
+            while words and words[-1] is None:
+                words.pop()
+            # a value is only let through with the word after it: a cut inside a value is not a match
+            steps, pending = [], ""
+            for n, w in enumerate(words[1:]):
+                if w is None:
+                    pending = "(?P<v%d>.{0,%d}?)" % (n, GAP)
+                    continue
+                steps.append(pending + r"\s*" + re.escape(w))
+                pending = ""
+            body = ""
+            for step in reversed(steps):
+                body = "(?:%s%s)?" % (step, body)
+            # the message starts the line or follows its prefix ("RuntimeError: ", "[rank0]: ")
+            self._regex[key] = (re.compile(r"(?:^|[:\]] )\s*" + re.escape(words[0]) + body + r"(?P<tail>\s*\S{0,20})\s*$")
+                                if words and words[0] else re.compile(r"(?!)"))
+        return self._regex[key]
 
     def first(self, lines: Iterable[str], numbers: Iterable[int] = ()) -> Optional[Hit]:
         """The best hit among the lines: a complete message before a cut one, the longer message

@@ -62,9 +62,6 @@ FAMILIES = [
     ("harmless", "AD265", _rx(r"during autotuning", r"autotuning benchmarks failed", r"Ignoring this choice",
                               r"defaulting to extern kernels", r"Precompilation timeout", r"COLLECTIVE AUTOTUNING"),
      None, None, ("warn", "log")),
-    # the CUDA runtime failing to start (torch.cuda's lazy init)
-    ("cuda-init", "AD108", _rx(r"CUDA call failed lazily", r"CUDA initiali[sz]ation", r"no CUDA GPUs are available",
-                               r"Found no NVIDIA driver", r"cudaGetDeviceCount"), None, None),
     # building an extension from source: CUDA_HOME, ninja, the compiler's environment
     ("build-env", "AD315", _rx(r"CUDA_HOME", r"ROCM_HOME", r"\bninja\b", r"DISTUTILS_USE_SDK", r"VC environment",
                                r"unable to compile CUDA op", r"pre-compile", r"SYCL runtime"), None, None),

@@ -1,0 +1,165 @@
+"""The message catalogue (recipes/catalogue.jsonl.gz, read from the libraries' sources): a line no
+signature reads that is one of the stack's own messages is explained by the family its check states,
+with the site that raises it; under the wrappers users paste it in, cut short, or only on a
+traceback's raise line; a check with no message is read from its condition. Real explain, the
+shipped catalogue, and the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attn_doctor.explaining import catalogue as cat
+from attn_doctor.explaining.core import explain
+from attn_doctor.rules.loader import load_recipes
+
+RECIPES = load_recipes()
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "recipes" / cat.CATALOGUE_NAME
+
+
+def _first(text: str, recipes=RECIPES):
+    report = explain(io.BytesIO(text.encode("utf-8")), recipes, kind="stdin")
+    return next((m for m in report.matches if not m.harmless), None), report
+
+
+def test_every_entry_names_a_rule_that_explains_it():
+    rows = [json.loads(line) for line in gzip.open(SHIPPED, "rt", encoding="utf-8")]
+    assert len(rows) > 5000
+    for row in rows:
+        rule = RECIPES.get(row["rule"])
+        assert rule is not None, row
+        assert rule.catalogue or rule.signatures, row["rule"]
+        assert rule.cause, row["rule"]  # explain names a root-cause class for each
+        assert row["at"] and all(len(at.split(" ", 2)) == 3 for at in row["at"]), row
+        assert not row["family"].startswith("out:") and row["family"] != "unclassified", row
+
+
+@pytest.mark.parametrize("wrap", [
+    "RuntimeError: {}",
+    "[rank3]: RuntimeError: {}",
+    "2026-11-27 10:00:00,123 - train - ERROR - RuntimeError: {}",
+    "I get this:\n\n> `RuntimeError: {}`\n",
+])
+def test_a_kernel_check_is_named_with_the_site_that_raises_it(wrap):
+    m, _ = _first(wrap.format("cu_seqlens_k must be on CUDA"))
+    assert m is not None and m.rule == "AD256" and m.likelihood == "confirmed"
+    assert m.site is not None and m.site.complete
+    assert any("flash-attn" in at and "flash_api.cpp" in at for at in m.site.at)
+
+
+def test_the_family_is_the_checks_not_the_words_of_one_dimension():
+    # a shape that lists head_size among its dimensions is a shape constraint, not a head-dim limit
+    m, _ = _first("RuntimeError: k must have shape (total_k, num_heads_k, head_size)")
+    assert m.rule == "AD282" and m.cause == "kernel-arguments"
+    assert "flash-attn" in m.message and "k must have shape" in m.message
+
+
+def test_a_traceback_cut_at_the_raise_line_is_read_from_it_as_possible():
+    text = ('Traceback (most recent call last):\n'
+            '  File "/opt/venv/lib/python3.11/site-packages/xformers/ops/sp24.py", line 9, in f\n'
+            "    raise ValueError(f'{name} must be contiguous')\n")
+    m, _ = _first(text)
+    assert m is not None and m.rule == "AD257" and m.likelihood == "possible"
+    assert m.site.complete is False and "raise" in m.likelihood_reason
+
+
+def test_a_line_cut_short_matches_on_its_leading_parts_as_possible():
+    whole = ("RuntimeError: Tensor query_scale must have shape (batch_size, num_qo_heads, div_ceil(qo_len, CTA_Q) * "
+             "(CTA_Q / WARP_Q))")
+    m, _ = _first(whole)
+    assert m is not None and m.likelihood == "confirmed"
+    cut = whole[:92]  # past half of the message, inside a word
+    m2, _ = _first(cut)
+    assert m2 is not None and m2.rule == m.rule and m2.likelihood == "possible"
+
+
+def test_a_short_message_counts_only_as_the_whole_message_of_its_line():
+    assert _first("RuntimeError: Unsupported dtype")[0].rule == "AD287"
+    # the same words inside another sentence are not that message
+    assert _first('LayerNormKernelImpl" not implemented for \'Half\' and Unsupported dtype handling in my code\n')[0] is None \
+        or _first('LayerNormKernelImpl" not implemented for \'Half\' and Unsupported dtype handling in my code\n')[0].site is None
+
+
+@pytest.mark.parametrize("text", [
+    # a status prefix carries no cause of its own: the status text after it does
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "RuntimeError: CUDA error: device-side assert triggered",
+    # a device-side assert of an indexing kernel: the user's index, not the stack
+    "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1236: indexSelectSmallIndex: block: [0,0,0], thread: [0,0,0] "
+    "Assertion `srcIndex < srcSelectDimSize` failed.",
+    # two types of one dtype on two devices; a packed 8-bit weight: no precision mismatch
+    "RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.HalfTensor) should be the same",
+    "RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Byte",
+])
+def test_look_alikes_raise_no_finding(text):
+    m, report = _first(text)
+    assert m is None, (m.rule, m.likelihood_reason)
+    assert report.exit_code == 0
+
+
+def test_a_check_without_a_message_is_read_from_its_condition():
+    m, _ = _first("RuntimeError: Expected q.is_cuda() to be true, but got false.  (Could this error message be improved?)")
+    assert m.rule == "AD256" and m.likelihood == "possible" and "q.is_cuda()" in m.likelihood_reason
+    m, _ = _first("TVMError: Check failed: (head_dim == 128) is false: The head dimension must be 128")
+    assert m.rule == "AD603"
+
+
+def test_msvc_and_unspaced_dtype_mismatches_are_the_autocast_rule():
+    assert _first("!!! ERROR during execution: expected mat1 and mat2 to have the same dtype, but got: "
+                  "struct c10::Half != struct c10::BFloat16")[0].rule == "AD651"
+    assert _first("expected mat1 and mat2 to have the same dtype, but got: float!= c10::Half")[0].rule == "AD651"
+
+
+def test_a_signature_that_names_the_message_wins_over_the_catalogue():
+    m, _ = _first("RuntimeError: FlashAttention only supports Ampere GPUs or newer.")
+    assert m.rule == "AD103" and m.site is None
+
+
+def test_a_notice_of_a_library_is_labelled_harmless():
+    report = explain(io.BytesIO(b"Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 256.0\n"),
+                     RECIPES, kind="stdin")
+    assert report.matches and all(m.harmless for m in report.matches) and report.exit_code == 0
+
+
+@pytest.mark.parametrize("damage", [b"", b"not gzip at all", gzip.compress(b"{broken json\n"),
+                                    gzip.compress(b'{"parts": 3}\n')])
+def test_a_damaged_catalogue_leaves_explain_working_without_it(tmp_path, damage):
+    folder = tmp_path / "recipes"
+    shutil.copytree(ROOT / "recipes", folder)
+    (folder / cat.CATALOGUE_NAME).write_bytes(damage)
+    recipes = load_recipes(folder)
+    m, report = _first("RuntimeError: cu_seqlens_k must be on CUDA", recipes)
+    assert m is None
+    # the signatures still work
+    assert _first("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", recipes)[0].rule == "AD103"
+
+
+def test_the_cli_prints_the_site_and_its_json_carries_it():
+    env_text = "RuntimeError: cu_seqlens_k must be on CUDA\n"
+    out = subprocess.run([sys.executable, "-m", "attn_doctor", "explain", "-"], input=env_text, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "raised by: flash-attn" in out.stdout and "flash_api.cpp" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "attn_doctor", "explain", "--json", "-"], input=env_text,
+                         capture_output=True, text=True, timeout=120)
+    doc = json.loads(out.stdout)
+    site = doc["matches"][0]["site"]
+    assert site["family"] == "attention-on-cpu" and site["complete"] is True and site["at"]
+
+
+def test_lookup_is_fast_enough_for_every_candidate_line():
+    import time
+
+    catalogue = cat.loaded(RECIPES)
+    lines = ["RuntimeError: something else went wrong in layer %d of the model, retrying" % i for i in range(200)]
+    started = time.perf_counter()
+    assert catalogue.first(lines) is None
+    assert time.perf_counter() - started < 0.5
