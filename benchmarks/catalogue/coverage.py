@@ -160,9 +160,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--library", action="append", help="only these libraries (repeatable)")
     ap.add_argument("--misses", type=int, default=0, help="print this many texts not answered right, per library")
-    ap.add_argument("--sample", type=int, default=0, help="only this many random sites of each library (0: all)")
+    ap.add_argument("--sample", type=int, default=0, help="explain only this many random sites of each library (0: all; "
+                    "coverage counts every site)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path, help="write every site's verdicts here")
+    ap.add_argument("--json", type=Path, help="write the counts per library and every site's verdicts here")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(HERE))
@@ -197,8 +198,10 @@ def main(argv=None):
     seen = {}
     started = time.perf_counter()
     for lib in sorted(sites):
+        # every site counts for coverage; only the sample is explained
         chosen = sites[lib] if not args.sample or len(sites[lib]) <= args.sample else rnd.sample(sites[lib], args.sample)
-        for site in chosen:
+        chosen = {id(s) for s in chosen}
+        for site in sites[lib]:
             c = by_lib[lib]
             c["in"] += 1
             if not readable(site):
@@ -217,6 +220,8 @@ def main(argv=None):
                     outs["words too few to recognise (family read from the condition alone)"] += 1
                 continue
             c["family"] += 1
+            if id(site) not in chosen:
+                continue
             rule = recipes.get(entry["rule"])
             harmless = rule.cause == "harmless"
             text = text_of(site)
@@ -268,7 +273,8 @@ def main(argv=None):
         for t in texts:
             print("  " + t)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=0))
+        args.json.write_text(json.dumps({"libraries": {lib: dict(c) for lib, c in sorted(by_lib.items())},
+                                         "out": dict(outs), "sites": rows}, indent=0))
     return 0
 
 
