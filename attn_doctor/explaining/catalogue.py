@@ -266,7 +266,7 @@ def loaded(recipes: "Recipes") -> Optional["Catalogue"]:
     return cache["catalogue"]
 
 
-def finding(scan, recipes: "Recipes", live, target, named: set[str]):
+def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read: bool = False):
     """The finding of the library message among the lines no signature read (the message
     catalogue), else of the condition a failed check printed, or None."""
     if not scan.candidate_lines and not scan.hits:
@@ -277,7 +277,9 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str]):
 
     # lines a signature read without a finding (the support matrix could not judge them) are
     # messages too
-    unread = [(e.text, e.line) for hits in scan.hits.values() if hits.signature.rule not in named for e in hits.evidence]
+    # (among_read: the lines generic readings took, too)
+    unread = [(e.text, e.line) for hits in scan.hits.values() if among_read or hits.signature.rule not in named
+              for e in hits.evidence]
     lines = [t for t, _ in unread] + scan.candidate_lines
     numbers = [n for _, n in unread] + scan.candidate_numbers
     hit = catalogue.first(lines, numbers)

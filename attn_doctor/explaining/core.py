@@ -234,7 +234,17 @@ def explain(
         if why and scan.hits:
             report.notes.append(why)
     report.matches = _matches(scan, sig_rules, recipes, live, target)
-    if not [m for m in report.matches if not m.harmless]:
+    real = [m for m in report.matches if not m.harmless]
+    by_frame = {r for r in {h.signature.rule for h in scan.hits.values()}
+                if all(h.signature.component is not None and h.signature.priority < 0
+                       for h in scan.hits.values() if h.signature.rule == r)}
+    if real and all(m.rule in by_frame and m.likelihood != "confirmed" for m in real):
+        # only readings of who raised it (an error class raised in Triton's frames): the message of
+        # a library's own check, read whole, says more; it goes first, those readings after it
+        found = catalogue.finding(scan, recipes, live, target, {m.rule for m in report.matches}, among_read=True)
+        if found is not None and found.likelihood == "confirmed":
+            report.matches.insert(0, found)
+    if not real:
         found = catalogue.finding(scan, recipes, live, target, {m.rule for m in report.matches})
         if found is not None and (not found.harmless or not report.matches):
             report.matches.append(found)

@@ -39,7 +39,7 @@ def _rx(*words):
 
 
 _MIXED = _rx(r"(?:must|should) (?:have|be) the same (?:dtype|type|scalar type|data ?type)", r"same dtype",
-             r"dtypes? (?:do not|don't|must) match", r"dtype mismatch", r"type mismatch", r"Inconsistency of Tensor type",
+             r"dtypes? (?:do not|don't|must) match", r"dtype mismatch", r"type mismatch",
              r"(?:to|must) have the same dtype", r"and \w+ type .* should be the same")
 _ATTENTION_SITE = re.compile(r"attn|attention|fmha|flash_|mha|sdp|sage|decode|prefill|\bmla\b", re.I)
 
@@ -49,6 +49,19 @@ _ATTENTION_SITE = re.compile(r"attn|attention|fmha|flash_|mha|sdp|sage|decode|pr
 FAMILIES = [
     # out of the stack although their words put them in scope
     ("out:capacity", None, _rx(r"out of memory", r"\bOOM\b"), None, None),
+    # a training framework's own settings (its config, its plugins, FSDP's and DeepSpeed's options)
+    ("framework-setting", "AD286", _rx(r"\bconfig", r"\bsetting", r"\boption", r"\bflag\b", r"\bargument", r"\bparameter",
+                                       r"\bplugin\b", r"mixed[_ ]precision", r"\bstage\b", r"\bzero\b", r"\bfsdp\b",
+                                       r"\bdeepspeed\b", r"\bset (?:to|it)\b", r"\bpass(?:ed|ing)? (?:in )?`", r"=True", r"=False",
+                                       r"\brequires\b", r"\bnot (?:yet )?(?:supported|implemented|compatible)"),
+     None, None, None, re.compile(r"^(?:accelerate/|deepspeed/runtime/|torch/distributed/|transformers/(?:training_args|trainer)"
+                                  r"\.py|transformers/quantizers/)")),
+    # an invariant of a compiler or a kernel template (inductor, dynamo, CUTLASS/CuTe): not the caller's
+    ("library-internal", "AD283", None, None, ("assert", "raise:AssertionError"), None,
+     re.compile(r"^(?:torch/_inductor/|torch/_dynamo/|torch/_higher_order_ops/|flash_attn/cute/(?!interface)|"
+                r".*cutlass|.*/cute_dsl/|triton/compiler/|triton/runtime/)")),
+    # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
+    ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b"), None, None),
     # a CUDA library's status reported by the wrapper that called it (its code quoted in the message
     # names strides and dtypes: the failing call, not the constraint)
     ("cuda-call-failed", "AD285", _rx(r"^(?:CUDA|cuDNN|cuBLAS\w*|hipblas\w*|cusparse\w*|NCCL|CUTLASS|nvrtc|Driver API) "
@@ -119,7 +132,7 @@ FAMILIES = [
          r"device_type\b", r"\.device\b"), None),
     # memory layout
     ("attention-input-not-contiguous", "AD257",
-     _rx(r"contiguous", r"\bstride", r"\baligned\b", r"alignment", r"memory format", r"\blayout\b"),
+     _rx(r"contiguous", r"\bstride", r"\baligned\b", r"alignment", r"memory format"),
      _rx(r"is_contiguous", r"IsContiguous", r"stride\(", r"\.strides?\b", r"stride_", r"% ?align", r"_aligned"),
      None),
     # a shape the call must give (a head size among its dimensions does not make it a head-dim limit)
@@ -133,7 +146,7 @@ FAMILIES = [
     # two inputs that must share a dtype and do not: in an attention kernel, q, k and v (a promotion
     # upstream); elsewhere, a layer meeting inputs of another precision outside autocast
     ("qkv-mixed-half", "AD602", _MIXED, None, None, None, _ATTENTION_SITE),
-    ("autocast-scope", "AD651", _MIXED, None, None),
+    ("autocast-scope", "AD651", _MIXED, None, None, None, re.compile(r"^(?!triton/|python/triton/)")),
     # dtypes
     ("kernel-dtype", "AD287",
      _rx(r"\bdtype", r"data ?type", r"scalar type", r"\bfp16\b", r"\bbf16\b", r"\bfp8\b", r"\bfloat16\b",
@@ -157,8 +170,8 @@ FAMILIES = [
      None, ("raise:ImportError", "raise:ModuleNotFoundError")),
     # a CUDA library or the runtime returned an error status
     ("cuda-call-failed", "AD285",
-     _rx(r"cudnn", r"cublas", r"cusparse", r"cufft", r"cusolver", r"curand", r"\bnccl\b", r"cutlass", r"hipblas",
-         r"\bmiopen", r"\brocblas", r"cudaError", r"CUDA error", r"CUDA driver error", r"CUresult", r"\bnvrtc",
+     _rx(r"(?:cudnn|cublas\w*|cusparse|cufft|cusolver|curand|\bnccl|cutlass|hipblas\w*|\bmiopen|\brocblas)\w*\W{0,3}"
+         r"(?:\w+\W{1,3}){0,3}(?:error|fail|status|could not|cannot|unable)", r"cudaError", r"CUDA error", r"CUDA driver error", r"CUresult", r"\bnvrtc",
          r"cuda(?:Get|Set|Malloc|Memcpy|Launch|Func|Stream|Event|Graph|Device)\w*", r"\bstatus\b", r"failed with",
          r"launch failed", r"kernel launch", r"\bcu\w+ failed", r"initialize failed", r"\bfailed: ?$",
          r"\bcompile (?:error|failed)", r"\bjit\b", r"\bptx", r"\bcubin\b", r"\bnvcc\b",
@@ -184,6 +197,9 @@ FAMILIES = [
          r"is supported only with", r"Gradients not supported", r"Mutations detected", r"is not support\b",
          r"Only \S+ supported", r"does not define any", r"is a CUDA \w+ backend", r"on ROCm use"),
      None, ("raise:NotImplementedError",)),
+    # what Triton's code generator, JIT and interpreter say of a kernel's own source
+    ("triton-compiler", "AD263", None, None, ("raise", "assert", "warn", "check"), None,
+     re.compile(r"^triton/(?:compiler/code_generator|runtime/jit|runtime/interpreter|runtime/build)\.py$")),
     # the call's arguments: shapes, sizes, counts, ranges
     ("kernel-arguments", "AD282",
      _rx(r"\bshape", r"\bsize", r"\bdims?\b", r"\bdimension", r"\bmust (?:be|have|match|equal|divide|not)",
@@ -223,6 +239,9 @@ OUT_OF_STACK = [
      "GPU management library queries (NVML, amdsmi): torch falls back to the CUDA runtime's own count"),
     (re.compile(r"^transformers/utils/import_utils\.py$"), _rx(r"fetch__all__", r"@requires decorator"),
      "transformers' own source tooling"),
+    (None, _rx(r"^\s*is not defined\s*$", r"^\s*object has no attribute\s*$", r"unexpected keyword argument\s*$",
+               r"^\s*takes \d+ positional arguments?"),
+     "Python's own wording (NameError, AttributeError, TypeError): the interpreter says it of any code"),
     (None, _rx(r"\bpy-cpuinfo\b", r"\blscpu\b", r"\bcores?\b.*\b(?:socket|instance)"), "CPU topology detection"),
     (None, _rx(r"\btokenizer\b"), "tokenizer loading"),
     (None, _rx(r"Failed to (?:clean up|copy kernel files)", r"metadata\.jsonl", r"inputs\.pt nor", r"Fetch failed",
@@ -333,7 +352,7 @@ def main(argv=None):
         if text not in seen:
             report = explain(io.BytesIO(text.encode("utf-8")), recipes, kind="text")
             first = next((m for m in report.matches if m.likelihood != "unlikely" and m.rule in signature_rules
-                          and m.resembles is None and m.site is None), None)
+                          and m.resembles is None and m.site is None and m.priority >= 0), None)
             seen[text] = first.rule if first is not None else None
         return seen[text]
 
