@@ -280,8 +280,11 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
     # (among_read: the lines generic readings took, too)
     unread = [(e.text, e.line) for hits in scan.hits.values() if among_read or hits.signature.rule not in named
               for e in hits.evidence]
-    lines = [t for t, _ in unread] + scan.candidate_lines
-    numbers = [n for _, n in unread] + scan.candidate_numbers
+    # a line a finding already explains (a harmless notice's included) is not read again
+    taken = {e.text for hits in scan.hits.values() if hits.signature.rule in named and not among_read for e in hits.evidence}
+    pairs = [p for p in unread + list(zip(scan.candidate_lines, scan.candidate_numbers)) if p[0] not in taken]
+    lines = [t for t, _ in pairs]
+    numbers = [n for _, n in pairs]
     hit = catalogue.first(lines, numbers)
     if hit is not None:
         if hit.entry.rule in named:
