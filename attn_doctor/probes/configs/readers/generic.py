@@ -217,8 +217,9 @@ def read(doc: dict, ctx) -> Reading:
         if dtype == "fp8":
             r.set("quantization", "fp8-weights", key=weights[0], raw=weights[1],
                   note="fp8 is how the weights are stored; they compute in a half dtype, not fp8")
-        elif weights[0].rsplit(".", 1)[-1] == "torch_dtype" and dtype in ("bfloat16", "float16", "float32"):
-            # transformers' from_pretrained(torch_dtype=...): the dtype the weights are loaded, and
+        elif _loading_dtype(doc, weights[0]) and dtype in ("bfloat16", "float16", "float32"):
+            # transformers' from_pretrained(torch_dtype=...), `dtype=` since transformers 4.56 (TRL's
+            # ModelConfig.dtype beside model_name_or_path): the dtype the weights are loaded, and
             # trained, in (a mixed precision switch beside it runs autocast over those weights)
             r.set("param_dtype", dtype, key=weights[0], raw=weights[1], note="from_pretrained loads the weights in it")
             if "compute_dtype" not in r.plan:
@@ -270,6 +271,20 @@ def read(doc: dict, ctx) -> Reading:
     return r
 
 
+def _loading_dtype(doc: dict, key: str) -> bool:
+    """The key is from_pretrained's dtype argument: `torch_dtype` anywhere, or `dtype` beside the
+    model it loads (`model_name_or_path`, as TRL's and the example scripts' ModelConfig write it)."""
+    leaf = key.rsplit(".", 1)[-1]
+    if leaf == "torch_dtype":
+        return True
+    if leaf != "dtype":
+        return False
+    parent = doc
+    for part in key.split(".")[:-1]:
+        parent = parent.get(part) if isinstance(parent, dict) else None
+    return isinstance(parent, dict) and any(k in parent for k in ("model_name_or_path", "pretrained_model_name_or_path"))
+
+
 _TRAINING_ARGUMENTS_FIELDS = ("output_dir", "per_device_train_batch_size", "per_device_eval_batch_size",
                               "gradient_accumulation_steps", "num_train_epochs", "max_steps", "logging_steps", "save_steps",
                               "lr_scheduler_type", "warmup_ratio", "warmup_steps", "eval_strategy", "evaluation_strategy",
@@ -297,6 +312,12 @@ def _edits(r: Reading, found: dict[str, tuple[str, Any]]) -> dict[str, dict[str,
             if params is not None and params.key and params.key != compute.key and str(params.raw or params.value) in _TO_FP16:
                 change[params.key] = _TO_FP16[str(params.raw or params.value)]
             edits["precision=fp16"] = change
+    params = r.plan.get("param_dtype")
+    if params is not None and params.key and params.value in ("float16", "bfloat16") and params.key != (compute.key if compute else None):
+        # half weights under a loss scaler: the weights' own key loads them in fp32 (the mixed
+        # precision switch keeps its half compute)
+        spelt = str(params.raw if params.raw is not None else params.value)
+        edits["weights=fp32"] = {params.key: _TO_FP32.get(spelt, "float32")}
     attention = r.plan.get("attention")
     if attention is not None and attention.key and attention.value in ("flash_attention_2", "flash_attention_3", "xformers"):
         raw = found.get("attention", found.get("attention_switch", (None, None)))[1]
