@@ -322,31 +322,12 @@ def _inert(text: str, limit: int = 300) -> str:
 
 def _site_match(rule, scan, live, target, captures: dict, number: int, likelihood: str, reason: str, site):
     """The finding of a rule read from a library's message or check (its captures: library, site,
-    refusal), its remedies written for the environment explain speaks for."""
-    import shlex
-
-    from ..diagnosis.engine import remedies as fill_remedies
-    from ..rules import causes, templates
-    from ..rules.conditions import base_evidence
-    from .report import EvidenceLine, Match
+    refusal)."""
+    from .matched import rule_match
+    from .report import EvidenceLine
 
     if rule is None:
         return None
-    evidence = dict(base_evidence(live if live is not None else scan.versions.to_facts()))
-    evidence = {k: v for k, v in evidence.items() if v != "?" and k != "python"}
-    evidence.update(captures)
-    message = templates.fill(rule.message, evidence) if templates.complete(rule.message, evidence) else None
-    remedies = fill_remedies(rule, evidence, target)
-    return Match(
-        rule=rule.id, name=rule.name, area=rule.area, severity=rule.severity, cause=rule.cause,
-        cause_label=causes.label(rule.cause), harmless=rule.cause == "harmless", title=rule.title, message=message,
-        explanation=rule.explanation.strip(),
-        occurrences=1,
-        evidence=[EvidenceLine(line=number, text=captures["refusal"])],
-        captures=captures,
-        likelihood=likelihood,
-        likelihood_reason=reason,
-        priority=-5, remedies=remedies, commands=[shlex.join(r.command) if r.command else None for r in remedies],
-        links=list(rule.links),
-        site=site,
-    )
+    return rule_match(rule, live if live is not None else scan.versions.to_facts(), target, captures=captures, priority=-5,
+                      likelihood=likelihood, reason=reason, evidence=[EvidenceLine(line=number, text=captures["refusal"])],
+                      site=site)

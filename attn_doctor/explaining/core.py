@@ -235,10 +235,8 @@ def explain(
             report.notes.append(why)
     report.matches = _matches(scan, sig_rules, recipes, live, target)
     real = [m for m in report.matches if not m.harmless]
-    by_frame = {r for r in {h.signature.rule for h in scan.hits.values()}
-                if all(h.signature.component is not None and h.signature.priority < 0
-                       for h in scan.hits.values() if h.signature.rule == r)}
-    if real and all(m.rule in by_frame and m.likelihood != "confirmed" for m in real):
+    by_frame = frame_readings(scan)
+    if real and all(m.rule in by_frame for m in real):
         # only readings of who raised it (an error class raised in Triton's frames): the message of
         # a library's own check, read whole, says more; it goes first, those readings after it
         found = catalogue.finding(scan, recipes, live, target, {m.rule for m in report.matches}, among_read=True)
@@ -260,6 +258,14 @@ def explain(
                                 and (m.live is None or m.live.status != "absent") for m in report.matches) else 0
     report.input.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def frame_readings(scan: ScanResult) -> set[str]:
+    """The rules the scan read only from who raised a line (a generic signature limited to one
+    package's frames, such as any TypeError raised in Triton's code), not from what it says."""
+    return {r for r in {h.signature.rule for h in scan.hits.values()}
+            if all(h.signature.component is not None and h.signature.priority < 0
+                   for h in scan.hits.values() if h.signature.rule == r)}
 
 
 def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Optional[Facts], target) -> list[Match]:
@@ -406,21 +412,13 @@ def _resembled(scan: ScanResult, recipes: Recipes, live: Optional[Facts], target
     rule = next((recipes.get(r) for r in near.rules if recipes.get(r) is not None), None)
     if rule is None:
         return None
+    from .matched import rule_match
     from .report import Resemblance
 
-    evidence = dict(base_evidence(live if live is not None else scan.versions.to_facts()))
-    evidence = {k: v for k, v in evidence.items() if v != "?" and k != "python"}
-    remedies = fill_remedies(rule, evidence, target)
-    return Match(
-        rule=rule.id, name=rule.name, area=rule.area, severity=rule.severity, cause=rule.cause,
-        cause_label=causes.label(rule.cause), harmless=rule.cause == "harmless", title=rule.title, message=None,
-        explanation=rule.explanation.strip(),
-        occurrences=1,
-        likelihood="possible",
-        likelihood_reason=(f"no known message matched; the text resembles a known case, {near.source} "
-                           f"(similarity {near.score:.0f}/100), whose cause this was"),
-        priority=-9, remedies=remedies, commands=[shlex.join(r.command) if r.command else None for r in remedies],
-        links=list(rule.links),
+    return rule_match(
+        rule, live if live is not None else scan.versions.to_facts(), target, priority=-9, likelihood="possible",
+        reason=(f"no known message matched; the text resembles a known case, {near.source} "
+                f"(similarity {near.score:.0f}/100), whose cause this was"),
         resembles=Resemblance(case=near.case, source=near.source, family=near.family, score=near.score,
                               line=near.line, example=near.example),
     )

@@ -53,7 +53,7 @@ FAMILIES = [
     ("framework-setting", "AD286", _rx(r"\bconfig", r"\bsetting", r"\boption", r"\bflag\b", r"\bargument", r"\bparameter",
                                        r"\bplugin\b", r"mixed[_ ]precision", r"\bstage\b", r"\bzero\b", r"\bfsdp\b",
                                        r"\bdeepspeed\b", r"\bset (?:to|it)\b", r"\bpass(?:ed|ing)? (?:in )?`", r"=True", r"=False",
-                                       r"\brequires\b", r"\bnot (?:yet )?(?:supported|implemented|compatible)"),
+                                       r"\bnot (?:yet )?(?:supported|implemented|compatible)"),
      None, None, None, re.compile(r"^(?:accelerate/|deepspeed/runtime/|torch/distributed/|transformers/(?:training_args|trainer)"
                                   r"\.py|transformers/quantizers/)")),
     # an invariant of a compiler or a kernel template (inductor, dynamo, CUTLASS/CuTe): not the caller's
@@ -62,6 +62,9 @@ FAMILIES = [
                 r".*cutlass|.*/cute_dsl/|triton/compiler/|triton/runtime/)")),
     # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
     ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b"), None, None),
+    # a warning or a log line that says what the library does instead is a notice
+    ("harmless", "AD656", _rx(r"\bfall(?:ing|s)? back\b", r"\binstead\b", r"\bwill use\b", r"\bignor(?:ed|ing)\b",
+                              r"\bskipp(?:ed|ing)\b", r"\bdisabl(?:ed|ing)\b"), None, None, ("warn", "log")),
     # a CUDA library's status reported by the wrapper that called it (its code quoted in the message
     # names strides and dtypes: the failing call, not the constraint)
     ("cuda-call-failed", "AD285", _rx(r"^(?:CUDA|cuDNN|cuBLAS\w*|hipblas\w*|cusparse\w*|NCCL|CUTLASS|nvrtc|Driver API) "
@@ -244,6 +247,9 @@ OUT_OF_STACK = [
      "Python's own wording (NameError, AttributeError, TypeError): the interpreter says it of any code"),
     (None, _rx(r"\bpy-cpuinfo\b", r"\blscpu\b", r"\bcores?\b.*\b(?:socket|instance)"), "CPU topology detection"),
     (None, _rx(r"\btokenizer\b"), "tokenizer loading"),
+    (None, _rx(r"\bdownload", r"\boffline\b", r"\bHTTP\b", r"\bconnection\b", r"\burl\b", r"could not fetch",
+               r"\bthe Hub\b", r"\bnetwork\b"),
+     "a download or the network (the corpus counts these as unrelated to the stack)"),
     (None, _rx(r"Failed to (?:clean up|copy kernel files)", r"metadata\.jsonl", r"inputs\.pt nor", r"Fetch failed",
                r"Max retries reached"),
      "a library's cache and artefact download housekeeping"),
@@ -347,12 +353,18 @@ def main(argv=None):
     signature_rules = {r.id for r in recipes.rules if r.signatures}
     seen = {}
 
+    from attn_doctor.explaining.core import _scanner, frame_readings
+
+    scanner = _scanner(recipes, False)[1]
+
     def named(site):
         text = text_of(site)
         if text not in seen:
             report = explain(io.BytesIO(text.encode("utf-8")), recipes, kind="text")
+            # a reading of who raised it (any error in Triton's frames) says nothing of this message
+            by_frame = frame_readings(scanner.scan(io.BytesIO(text.encode("utf-8")), keep_all_lines=True))
             first = next((m for m in report.matches if m.likelihood != "unlikely" and m.rule in signature_rules
-                          and m.resembles is None and m.site is None and m.priority >= 0), None)
+                          and m.resembles is None and m.site is None and m.rule not in by_frame), None)
             seen[text] = first.rule if first is not None else None
         return seen[text]
 
