@@ -126,10 +126,10 @@ def run_hf_trainer(path: Path, work: Path) -> dict:
 def _trl_model_and_data(path: Path, work: Path, config_cls, pairs: bool):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
-    from trl import ModelConfig, TrlParser
+    from trl import ModelConfig, ScriptArguments, TrlParser
 
     # as `trl sft --config FILE` reads it (a key no dataclass has is refused)
-    args, model_args = TrlParser((config_cls, ModelConfig)).parse_args_and_config(["--config", str(path)])
+    _, args, model_args = TrlParser((ScriptArguments, config_cls, ModelConfig)).parse_args_and_config(["--config", str(path)])
     folder = work / model_args.model_name_or_path
     tok = tiny_tokenizer(folder)
     tiny_model().save_pretrained(folder)

@@ -308,6 +308,8 @@ def test_an_empty_key_as_axolotls_examples_write_it_is_filled_in(tmp_path, state
 
 TRL_FP16_WEIGHTS = """# TRL SFT config (trl sft --config)
 model_name_or_path: Qwen/Qwen2.5-0.5B
+dataset_name: trl-lib/Capybara
+dataset_train_split: train
 dtype: float16      # loaded in it, and trained in it
 output_dir: out
 fp16: true
@@ -315,8 +317,8 @@ fp16: true
 
 
 def test_trl_dtype_beside_the_model_is_the_weights_and_fix_loads_them_in_fp32(tmp_path, state):
-    # TRL 1.x's ModelConfig writes from_pretrained's dtype as `dtype` (transformers 4.56 took it
-    # over from torch_dtype): fp16 weights under fp16 AMP stop at the GradScaler's first step
+    # TRL's ModelConfig writes from_pretrained's dtype as `dtype` (torch_dtype until TRL 0.27): fp16
+    # weights under fp16 AMP stop at the GradScaler's first step
     cfg = tmp_path / "sft.yaml"
     cfg.write_text(TRL_FP16_WEIGHTS)
     check = cli("check", "--from-report", T4, "--config", str(cfg), "--json", state=state)
@@ -329,9 +331,10 @@ def test_trl_dtype_beside_the_model_is_the_weights_and_fix_loads_them_in_fp32(tm
     assert _result(again, "AD506")["status"] == "pass"
 
 
-def test_a_dtype_with_no_model_beside_it_is_not_read_as_the_weights(tmp_path, state):
-    # a `dtype` on its own (an autocast or FSDP compute dtype) says nothing of the weights
+def test_a_dtype_in_a_file_of_no_known_framework_is_not_read_as_the_weights(tmp_path, state):
+    # a `dtype` beside a model but in no framework's file (Parler-TTS's is the Accelerator's mixed
+    # precision) says nothing of the weights
     cfg = tmp_path / "train.yaml"
-    cfg.write_text("dtype: float16\noutput_dir: out\nfp16: true\n")
+    cfg.write_text("model_name_or_path: ./parler-tts-untrained-600M\ndtype: float16\noutput_dir: out\nfp16: true\n")
     check = cli("check", "--from-report", T4, "--config", str(cfg), "--json", state=state)
     assert _result(check, "AD506")["status"] != "error"

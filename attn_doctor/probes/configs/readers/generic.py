@@ -217,10 +217,11 @@ def read(doc: dict, ctx) -> Reading:
         if dtype == "fp8":
             r.set("quantization", "fp8-weights", key=weights[0], raw=weights[1],
                   note="fp8 is how the weights are stored; they compute in a half dtype, not fp8")
-        elif _loading_dtype(doc, weights[0]) and dtype in ("bfloat16", "float16", "float32"):
-            # transformers' from_pretrained(torch_dtype=...), `dtype=` since transformers 4.56 (TRL's
-            # ModelConfig.dtype beside model_name_or_path): the dtype the weights are loaded, and
-            # trained, in (a mixed precision switch beside it runs autocast over those weights)
+        elif weights[0].rsplit(".", 1)[-1] == "torch_dtype" and dtype in ("bfloat16", "float16", "float32"):
+            # transformers' from_pretrained(torch_dtype=...): the dtype the weights are loaded, and
+            # trained, in (a mixed precision switch beside it runs autocast over those weights); a
+            # bare `dtype` is not (Parler-TTS's is the Accelerator's mixed precision): the readers of
+            # the frameworks whose `dtype` is from_pretrained's (TRL's ModelConfig) say so
             r.set("param_dtype", dtype, key=weights[0], raw=weights[1], note="from_pretrained loads the weights in it")
             if "compute_dtype" not in r.plan:
                 r.set("compute_dtype", dtype, key=weights[0], raw=weights[1], note=NOTE)
@@ -269,20 +270,6 @@ def read(doc: dict, ctx) -> Reading:
         r.settings["trainer"] = "transformers.TrainingArguments"
     r.edits = _edits(r, found)
     return r
-
-
-def _loading_dtype(doc: dict, key: str) -> bool:
-    """The key is from_pretrained's dtype argument: `torch_dtype` anywhere, or `dtype` beside the
-    model it loads (`model_name_or_path`, as TRL's and the example scripts' ModelConfig write it)."""
-    leaf = key.rsplit(".", 1)[-1]
-    if leaf == "torch_dtype":
-        return True
-    if leaf != "dtype":
-        return False
-    parent = doc
-    for part in key.split(".")[:-1]:
-        parent = parent.get(part) if isinstance(parent, dict) else None
-    return isinstance(parent, dict) and any(k in parent for k in ("model_name_or_path", "pretrained_model_name_or_path"))
 
 
 _TRAINING_ARGUMENTS_FIELDS = ("output_dir", "per_device_train_batch_size", "per_device_eval_batch_size",
