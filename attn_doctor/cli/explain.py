@@ -39,7 +39,11 @@ def explain(
     failures, GPU architecture, fla / LLaMA-Factory / x-transformers), shows the lines it matched,
     reads the versions the log prints (pip freeze, collect_env, nvidia-smi) to say which cause fits,
     and gives the remedies `attn-doctor fix` applies. Harmless warnings are said to be harmless.
-    ANSI colours, rank prefixes ([rank3]:), logger prefixes and wrapped lines are handled.
+    A line no signature knows that is one of the stack's own messages (the catalogue of every
+    raise, warning and check site of torch, triton, flash-attn, xformers, flashinfer, SageAttention,
+    vLLM, SGLang, transformers, accelerate, DeepSpeed, bitsandbytes and the kernels hub) is
+    explained by the cause its check states, with the site that raises it. ANSI colours, rank
+    prefixes ([rank3]:), logger prefixes and wrapped lines are handled.
 
     Examples:
 
