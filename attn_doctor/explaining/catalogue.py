@@ -196,17 +196,15 @@ class Catalogue:
         return best
 
 
-_FLOAT = re.compile(r"\b(?:float|half|bfloat16|double|float16|float32|c10::bfloat16|c10::half)\b")
-_PACKED = re.compile(r"\b(?:byte|char|uint8|int8|quint\w*|qint\w*)\b")
-
-
 def _packed_weight(entry: Entry, values) -> bool:
-    """Two dtypes that must match, a float one and an 8-bit integer one: a quantized (packed)
-    weight reaching a float op, which no precision family explains."""
+    """Two dtypes that must match and do not differ in precision (one dtype on two devices, or a
+    packed 8-bit weight against a float op): AD651's guard, which no precision family explains."""
     if not any("same dtype" in p or "same type" in p or "same scalar type" in p for p in entry.parts):
         return False
-    said = " ".join(v for v in values if v)
-    return bool(_FLOAT.search(said) and _PACKED.search(said))
+    from ..rules.analyzers import dtypes_differ
+
+    said = [v.strip(" .,:'\"") for v in values if v and v.strip()]
+    return len(said) == 2 and dtypes_differ({"a_dtype": said[0], "b_dtype": said[1]}, [], []) is None
 
 
 # where a check with no message of its own prints its condition

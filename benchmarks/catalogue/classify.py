@@ -271,10 +271,6 @@ _STATUS_PREFIX = re.compile(r"(?i)\b(?:cuda|cudnn|cublas\w*|hip\w*|nccl|cutlass|
                             r"(?:\s*(?:code|status))?[\s:()\[\]@,.-]*")
 
 
-def msg_of(site) -> str:
-    return literal(site)
-
-
 def _prefix_only(msg: str) -> bool:
     """A message whose words are only "CUDA error: " before a value: the value (the library's own
     status text) carries the cause, and no family can be read from the site."""
@@ -303,7 +299,7 @@ def classify(site, named=None):
     already name for the site's text (they are curated for that message: they win)."""
     if named:
         return "rule:" + named, named, "signature"
-    if _prefix_only(msg_of(site)):
+    if _prefix_only(literal(site)):
         return "out:a prefix before a status text: the cause is in the value, which the rules read", None, "out of the stack"
     why = out_of_stack(site)
     if why:
