@@ -166,17 +166,22 @@ class Catalogue:
             while words and words[-1] is None:
                 words.pop()
             # a value is only let through with the word after it: a cut inside a value is not a match
+            # (or the line ends inside the value: "query.dtype: struct c10")
             steps, pending = [], ""
             for n, w in enumerate(words[1:]):
                 if w is None:
                     pending = "(?P<v%d>.{0,%d}?)" % (n, GAP)
                     continue
-                steps.append(pending + r"\s*" + re.escape(w))
+                step = pending + r"\s*" + re.escape(w)
+                if pending:
+                    step = r"(?:%s|(?P<c%d>\s+\S+(?:\s+\S+){0,2}?)(?=\s*$))" % (step, n)
+                steps.append(step)
                 pending = ""
             body = ""
             for step in reversed(steps):
                 body = "(?:%s%s)?" % (step, body)
-            # the message starts the line or follows its prefix ("RuntimeError: ", "[rank0]: ")
+            # the message starts the line or follows its prefix ("RuntimeError: ", "[rank0]: "); the
+            # tail (the cut word) is never counted
             self._regex[key] = (re.compile(r"(?:^|[:\]] )\s*" + re.escape(words[0]) + body + r"(?P<tail>\s*\S{0,20})\s*$")
                                 if words and words[0] else re.compile(r"(?!)"))
         return self._regex[key]
@@ -291,12 +296,14 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
         how = ("its message" if hit.complete else
                "the raise that writes its message (the traceback stops before the message itself)" if hit.raised else
                "the start of its message (the line is cut short)")
+        rule = recipes.get(hit.entry.rule)
+        family = (rule.name if rule is not None and hit.entry.family.startswith("rule:") else hit.entry.family)
         reason = (f"the line is {how} as {library} raises it at {site}, read from its source: the check there states "
-                  f"the cause ({hit.entry.family})")
+                  f"the cause ({family})")
         refusal = _inert(hit.line)
         from .report import Site
 
-        return _site_match(recipes.get(hit.entry.rule), scan, live, target, {"library": library, "site": site, "refusal": refusal},
+        return _site_match(rule, scan, live, target, {"library": library, "site": site, "refusal": refusal},
                            hit.number, "confirmed" if hit.complete else "possible", reason,
                            Site(library=library, at=list(hit.entry.at), family=hit.entry.family, line=refusal, complete=hit.complete))
     table = recipes.data.get("catalogue_conditions", {}).get("rules", [])

@@ -81,6 +81,16 @@ def test_a_line_cut_short_matches_on_its_leading_parts_as_possible():
     assert m2 is not None and m2.rule == m.rule and m2.likelihood == "possible"
 
 
+def test_a_line_cut_inside_a_value_matches_but_one_that_goes_on_in_other_words_does_not():
+    # cut inside the first dtype's value (MSVC's "struct c10::BFloat16"), in typographic quotes
+    m, _ = _first("“RuntimeError: Expected query, key, and value to have the same dtype, but got query.dtype: struct c10”")
+    assert m is not None and m.rule == "AD601" and m.likelihood == "possible"
+    assert "promotion-reaches-attention" in m.likelihood_reason and "rule:" not in m.likelihood_reason
+    # a message that shares its first words with a catalogued one and then says something else
+    m, _ = _first("ValueError: You can't train a model that has been loaded in 8-bit precision on multiple devices.")
+    assert m is None, (m.rule, m.likelihood_reason)
+
+
 def test_a_short_message_counts_only_as_the_whole_message_of_its_line():
     assert _first("RuntimeError: Unsupported dtype")[0].rule == "AD287"
     # the same words inside another sentence are not that message
