@@ -105,6 +105,8 @@ def _same_torch_both_sides(rule: Rule, captures: dict, evidence: dict) -> Option
     built, have = captures.get("built_torch"), captures.get("torch") or evidence.get("torch")
     if rule.cause != "build-mismatch" or not built or not have or have == "?":
         return None
+    if captures.get("built_python") and captures.get("python") and captures["built_python"] != captures["python"]:
+        return None  # built for another Python: the same torch on both sides does not clear the build
     base_built, _, local_built = str(built).partition("+")
     base_have, _, local_have = str(have).partition("+")
     if base_built == base_have and local_have == "cpu" and local_built.startswith("cu"):
