@@ -119,6 +119,30 @@ def _same_torch_both_sides(rule: Rule, captures: dict, evidence: dict) -> Option
             "CUDA runtime missing)")
 
 
+def _torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
+    """A "torch lacks this GPU's architecture" match where the text names an official CUDA wheel of
+    torch and a GPU that every such wheel has kernels for (data.torch_wheel_kernels): the kernels
+    missing are another library's, said as the reason."""
+    if rule.when is None or rule.when.check != "torch_arch_missing":
+        return None
+    version = log_facts.torch.version or ""
+    local = version.partition("+")[2]
+    caps = log_facts.gpu_capabilities() or []
+    if not local.startswith("cu") or not local[2:].isdigit() or len(local) < 5 or not caps:
+        return None
+    cuda = (int(local[2:-1]), int(local[-1]))
+    covered = set()
+    for row in data.get("torch_wheel_kernels", {}).get("rows", []):
+        major, _, minor = str(row.get("cuda", "")).partition(".")
+        if major.isdigit() and minor.isdigit() and cuda >= (int(major), int(minor)):
+            covered.update(str(c) for c in row.get("capabilities", []))
+    if not all(c in covered for c in caps):
+        return None
+    gpus = ", ".join("sm" + c.replace(".", "") for c in caps)
+    return (f"the text names torch {version}, whose official wheels carry kernels for {gpus}: the kernels missing "
+            "are another library's (an extension built without this GPU's architecture)")
+
+
 def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVersions, live: Optional[Facts]) -> dict[str, str]:
     """Facts a capture implies: a demangled symbol and which side is off, the wheel that fits."""
     from .. import failures
@@ -341,7 +365,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             captures.update(verdict)
             likelihood = "confirmed"
             reason = f"the support matrix says: {verdict['support_reason']}"
-        same = _same_torch_both_sides(rule, captures, evidence)
+        same = _same_torch_both_sides(rule, captures, evidence) or _torch_has_the_kernels(rule, log_facts, recipes.data)
         if same:
             likelihood, reason = "unlikely", same
         evidence.update(fits)

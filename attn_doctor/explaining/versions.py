@@ -46,8 +46,9 @@ ANCHORS = [
 ]
 
 _PKG = re.compile(
-    rf"(?:^|(?<=[\s\[(`'\"|,]))(?i:(?P<name>{_NAME_RE}))[`'\"]?"
-    r"(?:\s+version)?(?:\s*\((?:GPU\?|CPU|CUDA)[^)]*\))?\s*(?:===?|:|=|\s)\s*"
+    rf"(?:^|(?<=[\s\[(`'\"|,*]))(?i:(?P<name>{_NAME_RE}))[`'\"]?"
+    # markdown's bold around a label ("**PyTorch Version:** 2.7.1+cu128", ComfyUI's system report)
+    r"(?:\s+(?i:version))?(?:\s*\((?:GPU\?|CPU|CUDA)[^)]*\))?\s*(?:===?|:|=|\s)\**\s*"
     rf"{_VERSION}(?![\w.]*/)"
 )
 _WHEEL = re.compile(
