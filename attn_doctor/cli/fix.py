@@ -323,6 +323,10 @@ def _fix_steps(*, check_options, yes, dry_run, json_out, only, skip, unsafe, app
         options = Options(unsafe=unsafe, apply_patch=apply_patch, only=only, skip=skip, patch_dir=patch_dir, installer=installer)
         plan = build_plan(report, options, known.data, known)
         plan.traced = request is not None
+        # what each install would pull in, resolved by the installer before anything is confirmed
+        from ..fix.packages import preview_plan
+
+        preview_plan(plan, report.facts, progress.update if progress else None)
     finally:
         if progress:
             progress.stop()

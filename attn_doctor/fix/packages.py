@@ -5,14 +5,16 @@ included. apply.py runs a plan with these; nothing here edits a file of the user
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 from pathlib import Path
 from typing import Optional
 
-from ..facts import Facts
+from ..facts import Facts, canonical_name
 from .journal import Journal
 from .plan import fix_installer
 
@@ -40,6 +42,55 @@ def _probe(python: str, command: str) -> dict:
         return start_child(python, [command]).result(120)
     except ProbeFailed as exc:
         raise FixError(f"cannot read the installed packages of {python}: {exc}") from None
+
+
+PREVIEW_TIMEOUT_S = 180.0
+_UV_LINE = re.compile(r"^\s*(?P<op>[+-])\s+(?P<name>[A-Za-z0-9][\w.-]*)==(?P<version>\S+)")
+
+
+def preview_install(argv: list[str], installed: dict[str, str], timeout: float = PREVIEW_TIMEOUT_S) -> tuple[list[dict], Optional[str]]:
+    """What `argv` (a pip or uv install) would install, resolved by the installer itself without
+    installing anything (pip's --dry-run --report, uv's --dry-run): [{name, version, installed}],
+    `installed` being the version there now (None: a package new to the environment); or an error line."""
+    if "install" not in argv:
+        return [], "not an install"
+    at = argv.index("install") + 1
+    uv = Path(argv[0]).name.startswith("uv")
+    extra = ["--dry-run"] if uv else ["--dry-run", "--quiet", "--report", "-"]
+    try:
+        proc = subprocess.run(argv[:at] + extra + argv[at:], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return [], f"{argv[0]}: not found"
+    except subprocess.TimeoutExpired:
+        return [], f"the installer did not resolve it within {timeout:.0f} s"
+    if proc.returncode != 0:
+        return [], _tail(proc.stderr or proc.stdout, 1) or f"the installer exited with {proc.returncode}"
+    wanted: list[tuple[str, str]] = []
+    if uv:
+        for line in (proc.stderr + "\n" + proc.stdout).splitlines():
+            m = _UV_LINE.match(line)
+            if m and m.group("op") == "+":
+                wanted.append((m.group("name"), m.group("version")))
+    else:
+        try:
+            report = json.loads(proc.stdout)
+            wanted = [(str(item["metadata"]["name"]), str(item["metadata"]["version"])) for item in report.get("install", [])]
+        except (ValueError, KeyError, TypeError):
+            return [], "pip gave no install report (pip 22.2 or newer resolves without installing)"
+    now = {canonical_name(k): v for k, v in installed.items()}
+    return [{"name": name, "version": version, "installed": now.get(canonical_name(name))} for name, version in wanted], None
+
+
+def preview_plan(plan, facts: Facts, progress=None) -> None:
+    """Each planned pip action of `plan`, resolved in advance: what it would install (its new
+    packages among them), said before the plan is confirmed. Changes nothing in the environment."""
+    installed = {name: p.version for name, p in (facts.packages or {}).items() if getattr(p, "version", None)}
+    for action in plan.runnable:
+        if action.kind != "pip" or not action.argv:
+            continue
+        if progress:
+            progress(f"resolving what {action.requirement or 'the install'} would install")
+        action.would_install, action.resolve_error = preview_install(action.argv, installed)
 
 
 def _installer_argv(facts: Facts, verb: str, tool: Optional[str] = None) -> list[str]:

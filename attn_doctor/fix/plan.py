@@ -49,6 +49,10 @@ class Action:
     note: Optional[str] = None
     patch_file: Optional[str] = None  # patch: where the .patch was (or will be) written
     output: Optional[str] = None  # the tail of pip's output when it failed
+    # pip: what the installer resolved it would install, before anything runs ({name, version,
+    # installed: the version there now, or None for a package new to the environment})
+    would_install: list[dict] = field(default_factory=list)
+    resolve_error: Optional[str] = None  # why it could not be resolved in advance
     # Not shown: the new bytes of each file, in plan order.
     new_bytes: dict[str, bytes] = field(default_factory=dict, repr=False)
 

@@ -48,6 +48,10 @@ def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False, ti
         _action_line(action, console)
         if action.argv:
             console.print(f"      $ {escape(shlex.join(action.argv))}", soft_wrap=True)
+        if action.would_install:
+            console.print(f"      would install: {escape(would_install_words(action.would_install))}", soft_wrap=True)
+        elif action.resolve_error and action.status == "planned":
+            console.print(f"      [dim]could not resolve in advance what it installs: {escape(action.resolve_error)}[/]", soft_wrap=True)
         if action.note:
             console.print(f"      [dim]note: {escape(action.note)}[/]")
         if action.status == "blocked":
@@ -62,6 +66,17 @@ def render_plan(plan, console: Console, dry_run: bool, verbose: bool = False, ti
                 console.print(f"      $ {escape(shlex.join(item.command))}", soft_wrap=True)
             if item.detail and verbose:
                 console.print(f"      {escape(item.detail)}")
+
+
+def would_install_words(items: list[dict]) -> str:
+    """'x-transformers 1.30.2 (now 1.30.1), einx 0.3.0 (new)': every package, none left out."""
+    words = []
+    for item in items:
+        now = item.get("installed")
+        state = "new" if not now else "already there" if now == item.get("version") else f"now {now}"
+        words.append(f"{item.get('name')} {item.get('version')} ({state})")
+    new = sum(1 for item in items if not item.get("installed"))
+    return ", ".join(words) + (f"; {new} new package{'s' if new != 1 else ''}" if new else "")
 
 
 def render_unapplied(plan, console: Console, dry_run: bool, verbose: bool = False) -> None:

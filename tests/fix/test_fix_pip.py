@@ -198,3 +198,79 @@ def test_fa4_is_installed_with_the_dsl_libraries_of_torchs_cuda():
     plan = _fa4_plan("13.0", ["nvidia-cutlass-dsl-libs-cu13"], **broken)
     assert not plan.actions and [m.rule for m in plan.manual] == ["AD309"], plan
     assert plan.manual[0].command[-1] == "flash-attn-4[cu13]", plan.manual
+
+
+def test_the_plan_says_what_an_install_would_pull_in_before_anything_runs(base_venv, tmp_path):
+    """pip resolves the remedy without installing (--dry-run --report): the plan names each package
+    it would install, the new ones among them, and the environment is left as it was."""
+    from .conftest import make_wheel, x_transformers_wheel
+
+    house = tmp_path / "house"
+    house.mkdir()
+    x_transformers_wheel(house, "1.30.1")
+    make_wheel(house, "x-transformers", "1.30.2", {"x_transformers/__init__.py": "__version__ = '1.30.2'\n"},
+               requires=("einx-stand-in>=0.1",))
+    make_wheel(house, "einx-stand-in", "0.1", {"einx_stand_in/__init__.py": ""})
+    venv = tmp_path / "venv"
+    shutil.copytree(base_venv, venv, symlinks=True)
+    env = offline_env(house)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "x-transformers==1.30.1"], check=True, timeout=120, env=env)
+    py = str(venv / "bin" / "python")
+
+    dry = cli("fix", "--python", py, "--quick", "--only", "AD401", "--dry-run", state=tmp_path / "state", env_extra=env)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "would install: x-transformers 1.30.2 (now 1.30.1), einx-stand-in 0.1 (new); 1 new package" in dry.stdout, dry.stdout
+
+    doc = json.loads(cli("fix", "--python", py, "--quick", "--only", "AD401", "--dry-run", "--json",
+                         state=tmp_path / "state", env_extra=env).stdout)
+    action = next(a for a in doc["actions"] if a["rule"] == "AD401")
+    assert {(i["name"], i["version"], i["installed"]) for i in action["would_install"]} == {
+        ("x-transformers", "1.30.2", "1.30.1"), ("einx-stand-in", "0.1", None)}
+    assert installed_version(venv, "x-transformers") == "1.30.1"
+    assert "No package metadata" in installed_version(venv, "einx-stand-in") or "einx" in installed_version(venv, "einx-stand-in")
+
+
+def test_a_remedy_the_installer_cannot_resolve_says_why_and_installs_nothing(base_venv, tmp_path):
+    from attn_doctor.fix.packages import preview_install
+
+    house = tmp_path / "empty"
+    house.mkdir()
+    venv = tmp_path / "venv"
+    shutil.copytree(base_venv, venv, symlinks=True)
+    py = str(venv / "bin" / "python")
+    old = dict(os.environ)
+    try:
+        os.environ.update(offline_env(house))
+        items, error = preview_install([py, "-m", "pip", "install", "--upgrade", "x-transformers>=1.30.2,<2"], {})
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    assert items == [] and error and "x-transformers" in error, error
+
+
+def test_uv_resolves_the_same_preview(tmp_path):
+    """uv pip install --dry-run: the packages it would add, read from its own lines."""
+    import pytest
+
+    from attn_doctor.fix.packages import preview_install
+
+    from .conftest import make_wheel, x_transformers_wheel
+
+    uv_mod = pytest.importorskip("uv", reason="uv is in the test extra")
+    uv = uv_mod.find_uv_bin()
+    house = tmp_path / "house"
+    house.mkdir()
+    x_transformers_wheel(house, "1.30.1")
+    make_wheel(house, "x-transformers", "1.30.2", {"x_transformers/__init__.py": ""}, requires=("einx-stand-in>=0.1",))
+    make_wheel(house, "einx-stand-in", "0.1", {"einx_stand_in/__init__.py": ""})
+    subprocess.run([uv, "venv", "-q", str(tmp_path / "v")], check=True, timeout=120)
+    py = str(tmp_path / "v" / "bin" / "python")
+    source = ["--no-index", "--find-links", str(house)]
+    subprocess.run([uv, "pip", "install", "-q", "--python", py, *source, "x-transformers==1.30.1"], check=True, timeout=120)
+    items, error = preview_install([uv, "pip", "install", "--python", py, *source, "--upgrade", "x-transformers>=1.30.2,<2"],
+                                   {"x-transformers": "1.30.1"})
+    assert error is None
+    assert sorted((i["name"], i["version"], i["installed"]) for i in items) == [
+        ("einx-stand-in", "0.1", None), ("x-transformers", "1.30.2", "1.30.1")]
+    assert "1.30.1" in subprocess.run([py, "-c", "import importlib.metadata as m; print(m.version('x-transformers'))"],
+                                      capture_output=True, text=True, timeout=60).stdout

@@ -32,14 +32,15 @@ def cmdline(pid: int) -> list[str]:
 
 
 def wait_for_installer(proc: subprocess.Popen, timeout: float = 180) -> Optional[int]:
-    """The pid of the doctor's installer child (`-m pip install` or `uv pip install`), once it runs;
-    None when the doctor ended first."""
+    """The pid of the doctor's installer child (`-m pip install` or `uv pip install`) that changes
+    the environment, once it runs (not the --dry-run that resolves the plan first); None when the
+    doctor ended first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         for child in children(proc.pid):
             argv = cmdline(child)
             joined = " ".join(argv)
-            if " pip install" in joined and ("-m pip" in joined or Path(argv[0]).name == "uv" if argv else False):
+            if " pip install" in joined and "--dry-run" not in argv and ("-m pip" in joined or Path(argv[0]).name == "uv" if argv else False):
                 return child
         time.sleep(0.002)
     return None
