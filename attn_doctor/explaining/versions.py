@@ -67,7 +67,8 @@ _PYTHON = re.compile(r"cpython-(?P<major>3)(?P<minor>\d{1,2})-")
 # the environment of a traceback's frame: its prefix and Python (conda envs, venvs, /usr/local, Windows' Lib)
 _SITE = re.compile(r"(?P<prefix>(?:[A-Za-z]:)?[/\\][^\s\"':,()<>|]*?)[/\\](?:lib(?:64)?[/\\]python(?P<v>3\.\d{1,2})|Lib)[/\\](?:site|dist)-packages[/\\]")
 _SM = re.compile(
-    r"(?:compute capability|Compute Capability|capability)[:\s]+(?:sm_?)?(?P<cap>\d{1,2}\.\d|\d{2,3})\b|"
+    # markdown's bold around the value ("compute capability **SM120**")
+    r"(?:compute capability|Compute Capability|capability)[:\s]+\**(?:[sS][mM]_?)?(?P<cap>\d{1,2}\.\d|\d{2,3})\b|"
     r"run on a sm (?P<cap2>\d{1,2}\.\d) gpu|"
     r"GPU has capability \((?P<major>\d{1,2}), (?P<minor>\d)\)"  # xformers: "...but your GPU has capability (7, 5)"
 )

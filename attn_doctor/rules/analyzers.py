@@ -195,18 +195,6 @@ def library_name_is_none(groups: dict, before: list[str], after: list[str]) -> O
     return None
 
 
-# the text says which flash-attn is installed: a name it lacks is that release's API, not an absent package
-_FLASH_INSTALLED = re.compile(r"(?i)(?:install(?:ed)?|have|using|with)\b[^\n]{0,60}flash[-_]attn\s*(?:[<>=~!]=?|\d)|flash[-_]attn\s*(?:==|version:?)\s*\d")
-
-
-def flash_attn_not_shown_installed(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
-    """A flash-attn name left undefined by a guarded import reads as flash-attn not installed only
-    where the text does not say which flash-attn is installed (then the release lacks the name)."""
-    if any(_FLASH_INSTALLED.search(line) for line in before + after):
-        return None
-    return {}
-
-
 # the code line that wrote a value into a tensor: masked_fill, fill_, torch.full, an item assignment
 _FILL_CODE = re.compile(r"masked_fill_?\(|\.fill_\(|torch\.(?:full|where)\(|\]\s*=\s*[-+]?(?:float|torch|\d)|finfo\(")
 
@@ -271,6 +259,5 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "allocation_over_gpu": allocation_over_gpu,
     "fill_source": fill_source,
     "dtypes_differ": dtypes_differ,
-    "flash_attn_not_shown_installed": flash_attn_not_shown_installed,
     **_support_guards(),
 }
