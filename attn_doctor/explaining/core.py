@@ -19,7 +19,7 @@ from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck
 from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits, compiled_signatures
 from ..rules.signatures import CompiledSignature
 from .versions import LogVersions, gpu_table_from
-from . import catalogue, stated
+from . import builds, catalogue, stated
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 LIKELIHOOD_RANK = {"confirmed": 0, "possible": 1, "unlikely": 2}
@@ -97,50 +97,6 @@ def _checks():
     from ..rules.checks import CHECKS
 
     return CHECKS
-
-
-def _same_torch_both_sides(rule: Rule, captures: dict, evidence: dict) -> Optional[str]:
-    """A "built for another torch" match whose text names the same torch on both sides ("built for:
-    PyTorch 2.0.1 ... (you have 2.0.1)"): the build is not the cause, said as the reason."""
-    built, have = captures.get("built_torch"), captures.get("torch") or evidence.get("torch")
-    if rule.cause != "build-mismatch" or not built or not have or have == "?":
-        return None
-    if captures.get("built_python") and captures.get("python") and captures["built_python"] != captures["python"]:
-        return None  # built for another Python: the same torch on both sides does not clear the build
-    base_built, _, local_built = str(built).partition("+")
-    base_have, _, local_have = str(have).partition("+")
-    if base_built == base_have and local_have == "cpu" and local_built.startswith("cu"):
-        return (f"the extension was built for this torch release's CUDA build ({built}) and the installed one is its "
-                f"CPU-only build ({have}): the torch is what to change (a CUDA build of {base_have}), not the extension")
-    if str(built) != str(have):
-        return None  # another release, or another build of it (+cu121 against +xpu)
-    return (f"the text names the same torch on both sides ({built}): the extension was not built for another "
-            "torch; it fails to load for another reason (no CUDA on this machine: macOS or a CPU-only torch; another Python; a "
-            "CUDA runtime missing)")
-
-
-def _torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
-    """A "torch lacks this GPU's architecture" match where the text names an official CUDA wheel of
-    torch and a GPU that every such wheel has kernels for (data.torch_wheel_kernels): the kernels
-    missing are another library's, said as the reason."""
-    if rule.when is None or rule.when.check != "torch_arch_missing":
-        return None
-    version = log_facts.torch.version or ""
-    local = version.partition("+")[2]
-    caps = log_facts.gpu_capabilities() or []
-    if not local.startswith("cu") or not local[2:].isdigit() or len(local) < 5 or not caps:
-        return None
-    cuda = (int(local[2:-1]), int(local[-1]))
-    covered = set()
-    for row in data.get("torch_wheel_kernels", {}).get("rows", []):
-        major, _, minor = str(row.get("cuda", "")).partition(".")
-        if major.isdigit() and minor.isdigit() and cuda >= (int(major), int(minor)):
-            covered.update(str(c) for c in row.get("capabilities", []))
-    if not all(c in covered for c in caps):
-        return None
-    gpus = ", ".join("sm" + c.replace(".", "") for c in caps)
-    return (f"the text names torch {version}, whose official wheels carry kernels for {gpus}: the kernels missing "
-            "are another library's (an extension built without this GPU's architecture)")
 
 
 def _derived(captures: dict[str, str], evidence: dict[str, Any], versions: LogVersions, live: Optional[Facts]) -> dict[str, str]:
@@ -365,7 +321,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             captures.update(verdict)
             likelihood = "confirmed"
             reason = f"the support matrix says: {verdict['support_reason']}"
-        same = _same_torch_both_sides(rule, captures, evidence) or _torch_has_the_kernels(rule, log_facts, recipes.data)
+        same = builds.same_torch_both_sides(rule, captures, evidence) or builds.torch_has_the_kernels(rule, log_facts, recipes.data)
         if same:
             likelihood, reason = "unlikely", same
         evidence.update(fits)

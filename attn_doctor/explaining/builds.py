@@ -1,0 +1,54 @@
+"""Judgements of a build-cause match from the text's own facts: a "built for another torch" reading
+whose text names the same torch on both sides, and a "torch lacks this GPU's kernels" reading whose
+text names a torch wheel that has them. Each returns the reason the reading is unlikely, or None."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..facts import Facts
+from ..rules.model import Rule
+
+
+def same_torch_both_sides(rule: Rule, captures: dict, evidence: dict) -> Optional[str]:
+    """A "built for another torch" match whose text names the same torch on both sides ("built for:
+    PyTorch 2.0.1 ... (you have 2.0.1)"): the build is not the cause, said as the reason."""
+    built, have = captures.get("built_torch"), captures.get("torch") or evidence.get("torch")
+    if rule.cause != "build-mismatch" or not built or not have or have == "?":
+        return None
+    if captures.get("built_python") and captures.get("python") and captures["built_python"] != captures["python"]:
+        return None  # built for another Python: the same torch on both sides does not clear the build
+    base_built, _, local_built = str(built).partition("+")
+    base_have, _, local_have = str(have).partition("+")
+    if base_built == base_have and local_have == "cpu" and local_built.startswith("cu"):
+        return (f"the extension was built for this torch release's CUDA build ({built}) and the installed one is its "
+                f"CPU-only build ({have}): the torch is what to change (a CUDA build of {base_have}), not the extension")
+    if str(built) != str(have):
+        return None  # another release, or another build of it (+cu121 against +xpu)
+    return (f"the text names the same torch on both sides ({built}): the extension was not built for another "
+            "torch; it fails to load for another reason (no CUDA on this machine: macOS or a CPU-only torch; another Python; a "
+            "CUDA runtime missing)")
+
+
+def torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
+    """A "torch lacks this GPU's architecture" match where the text names an official CUDA wheel of
+    torch and a GPU that every such wheel has kernels for (data.torch_wheel_kernels): the kernels
+    missing are another library's, said as the reason."""
+    if rule.when is None or rule.when.check != "torch_arch_missing":
+        return None
+    version = log_facts.torch.version or ""
+    local = version.partition("+")[2]
+    caps = log_facts.gpu_capabilities() or []
+    if not local.startswith("cu") or not local[2:].isdigit() or len(local) < 5 or not caps:
+        return None
+    cuda = (int(local[2:-1]), int(local[-1]))
+    covered = set()
+    for row in data.get("torch_wheel_kernels", {}).get("rows", []):
+        major, _, minor = str(row.get("cuda", "")).partition(".")
+        if major.isdigit() and minor.isdigit() and cuda >= (int(major), int(minor)):
+            covered.update(str(c) for c in row.get("capabilities", []))
+    if not all(c in covered for c in caps):
+        return None
+    gpus = ", ".join("sm" + c.replace(".", "") for c in caps)
+    return (f"the text names torch {version}, whose official wheels carry kernels for {gpus}: the kernels missing "
+            "are another library's (an extension built without this GPU's architecture)")
