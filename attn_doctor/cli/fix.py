@@ -75,7 +75,8 @@ def fix(
 ) -> None:
     """Apply the remedies `check` finds: planned, journaled, verified, reversible.
 
-    The pipeline: check -> plan (one remedy per finding, as data from the recipes) -> show -> confirm
+    The pipeline: check -> plan (one remedy per finding, as data from the recipes; each install
+    resolved by the installer without installing, so the plan says what it would pull in) -> show -> confirm
     -> snapshot (the package set and a byte copy of every file to edit, in a journal under the
     state directory; ATTN_DOCTOR_STATE_DIR overrides it) -> apply (the target's pip or uv, as an
     argument list; atomic file writes) -> re-check -> roll back every action whose rule still fires.
