@@ -108,6 +108,8 @@ def test_a_short_message_counts_only_as_the_whole_message_of_its_line():
     # two types of one dtype on two devices; a packed 8-bit weight: no precision mismatch
     "RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.HalfTensor) should be the same",
     "RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Byte",
+    # float against double: the user's data (numpy's float64), not the stack's precision
+    "RuntimeError: expected scalar type Float but found Double",
 ])
 def test_look_alikes_raise_no_finding(text):
     m, report = _first(text)
