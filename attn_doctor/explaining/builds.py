@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from packaging.version import InvalidVersion, Version
+
 from ..facts import Facts
 from ..rules.model import Rule
 
@@ -37,16 +39,16 @@ def torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[
     if rule.when is None or rule.when.check != "torch_arch_missing":
         return None
     version = log_facts.torch.version or ""
-    local = version.partition("+")[2]
     caps = log_facts.gpu_capabilities() or []
-    if not local.startswith("cu") or not local[2:].isdigit() or len(local) < 5 or not caps:
+    # a pip wheel's +cuXYZ (the CUDA read from it is log_facts.torch.cuda); a source build says neither
+    if not version.partition("+")[2].startswith("cu") or not log_facts.torch.cuda or not caps:
         return None
-    cuda = (int(local[2:-1]), int(local[-1]))
-    covered = set()
-    for row in data.get("torch_wheel_kernels", {}).get("rows", []):
-        major, _, minor = str(row.get("cuda", "")).partition(".")
-        if major.isdigit() and minor.isdigit() and cuda >= (int(major), int(minor)):
-            covered.update(str(c) for c in row.get("capabilities", []))
+    try:
+        cuda = Version(log_facts.torch.cuda)
+        covered = {str(c) for row in data.get("torch_wheel_kernels", {}).get("rows", [])
+                   if cuda >= Version(str(row.get("cuda"))) for c in row.get("capabilities", [])}
+    except InvalidVersion:
+        return None
     if not all(c in covered for c in caps):
         return None
     gpus = ", ".join("sm" + c.replace(".", "") for c in caps)

@@ -201,21 +201,18 @@ class Catalogue:
         return best
 
 
-_HALF = re.compile(r"half|bfloat16|float16|bf16|fp16|float8|fp8", re.IGNORECASE)
-
-
 def _packed_weight(entry: Entry, values) -> bool:
     """Two dtypes that must match and do not differ in precision (one dtype on two devices, or a
     packed 8-bit weight against a float op): AD651's guard, which no precision family explains;
     nor does an expected and a found dtype of which neither is a half type (float against double:
     the user's data, not the stack's precision)."""
+    from ..rules.analyzers import dtypes_differ, is_half
+
     said = [v.strip(" .,:'\"") for v in values if v and v.strip()]
     if any(p.startswith("expected scalar type") for p in entry.parts):
-        return len(said) == 2 and not any(_HALF.search(v) for v in said)
+        return len(said) == 2 and not any(is_half(v) for v in said)
     if not any("same dtype" in p or "same type" in p or "same scalar type" in p for p in entry.parts):
         return False
-    from ..rules.analyzers import dtypes_differ
-
     return len(said) == 2 and dtypes_differ({"a_dtype": said[0], "b_dtype": said[1]}, [], []) is None
 
 

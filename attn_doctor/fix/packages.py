@@ -64,7 +64,7 @@ def preview_install(argv: list[str], installed: dict[str, str], timeout: float =
     except subprocess.TimeoutExpired:
         return [], f"the installer did not resolve it within {timeout:.0f} s"
     if proc.returncode != 0:
-        return [], _tail(proc.stderr or proc.stdout, 1) or f"the installer exited with {proc.returncode}"
+        return [], _tail(proc.stderr or proc.stdout, 1)
     wanted: list[tuple[str, str]] = []
     if uv:
         for line in (proc.stderr + "\n" + proc.stdout).splitlines():

@@ -231,6 +231,12 @@ def _dtype_named(text: str) -> str:
     return _TENSOR_TYPE.get(t, t)
 
 
+def is_half(text: str) -> bool:
+    """Whether a type's name, however spelt, is a half-precision (or 8-bit float) dtype."""
+    named = _dtype_named(text)
+    return named in ("float16", "bfloat16") or named.startswith("float8")
+
+
 def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
     """A "types should be the same" message whose two types name one dtype (torch.cuda.HalfTensor
     and torch.HalfTensor): they differ in device, not in precision; or one of them an 8-bit
