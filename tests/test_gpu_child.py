@@ -78,9 +78,11 @@ def test_each_installed_library_gets_a_smoke_process_of_its_own(tmp_path, monkey
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     data = _torch_probe(GPU_CHILD_SCRIPT)
     # FA4 compiles each kernel at its first call: a process per dtype, compiling side by side; the
-    # numerics sweep runs its cases in six processes, each the cases that share a compile (one
-    # dtype, cached per package set)
-    fa4_sweep = ["num:lib:flash_attn_4:%d" % i for i in range(1, 7)]
+    # numerics sweep runs its cases in a process per compile they share (one dtype, cached per
+    # package set)
+    from attn_doctor.probes.target import numerics_child
+
+    fa4_sweep = ["num:lib:flash_attn_4:%d" % i for i in range(1, len(numerics_child.LIBRARY_PARTS["flash_attn_4"]) + 1)]
     assert sorted(data["smoke"]) == sorted(["cudnn:bfloat16", "lib:flash_attn_4:bfloat16", "lib:flash_attn_4:float16", "main"]
                                            + fa4_sweep + COMPILE + NUM_BF16)
     below = "%d.%d" % (BF16_NATIVE_FROM[0] - 1, 5)
@@ -379,3 +381,95 @@ def test_the_forced_call_gets_the_traced_calls_mask_and_dropout():
     dropout = gpu_child._forced_reasons(torch, q.clone().requires_grad_(True), "flash", "FLASH_ATTENTION", False,
                                         dropout=0.1)
     assert dropout == ["Both fused kernels do not support non-zero dropout."]
+
+
+FAMILY = """
+import os, sys, time
+
+LIBRARIES = {"flash_attn_4": "flash_attn_4"}
+COMPILED = {}
+
+def cuda_facts():
+    return {"status": "ok", "cuda_available": True, "devices": []}
+
+def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
+    return ["main", "lib:flash_attn_4:bfloat16", "num:lib:flash_attn_4:1", "num:lib:flash_attn_4:2"]
+
+def group_library(group):
+    return "flash_attn_4" if "flash_attn_4" in group else None
+
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+    found = "flash_attn.cute" in sys.modules   # before this group imports anything
+    if group == "num:lib:flash_attn_4:2" and os.environ.get("FAMILY_CRASH_MEMBER"):
+        os.kill(os.getpid(), 11)
+    imports = []
+    if "flash_attn_4" in group:
+        import flash_attn.cute
+        imports = flash_attn.cute.IMPORTS
+    return {"status": "ok", "results": [], "pid": os.getpid(), "ppid": os.getppid(), "imported_before": found,
+            "imports": imports, "budget_s": budget_s}
+"""
+
+
+def _family_probe(tmp_path, monkeypatch, library_source):
+    cute = tmp_path / "lib" / "flash_attn" / "cute"
+    cute.mkdir(parents=True)
+    (cute / "__init__.py").write_text(textwrap.dedent(library_source))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "lib"))
+    script = tmp_path / "family_gpu_child.py"
+    script.write_text(textwrap.dedent(FAMILY))
+    config = {"script": str(script), "smoke": True, "capability": "9.0", "bf16_native_from": list(BF16_NATIVE_FROM)}
+    return start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "flash_attn_4", "triton"]).result(60)
+
+
+SLOW_IMPORT = """
+import os, time
+time.sleep(1.0)   # an import that costs seconds, as the CuTe DSL's does
+IMPORTS = [os.getpid()]
+"""
+
+
+def test_a_library_is_imported_once_for_all_its_groups(tmp_path, monkeypatch):
+    """Each group testing a library forks from the process of that library's import probe: the
+    library is imported there once (one second here, as FA4's CuTe DSL costs seconds) and every
+    group finds it imported; the groups of other libraries and SDPA's are not held up."""
+    data = _family_probe(tmp_path, monkeypatch, SLOW_IMPORT)
+    assert data["imports"]["flash_attn_4"]["status"] == "ok"
+    members = [data["smoke"][g] for g in ("lib:flash_attn_4:bfloat16", "num:lib:flash_attn_4:1", "num:lib:flash_attn_4:2")]
+    assert all(m["status"] == "ok" and m["imported_before"] for m in members)
+    importer = {m["imports"][0] for m in members}
+    assert len(importer) == 1 and {m["ppid"] for m in members} == importer  # imported once, in their parent
+    assert not data["smoke"]["main"]["imported_before"] and data["smoke"]["main"]["ppid"] not in importer
+    # the time limit each member is given counts from the common start: the import's second is spent
+    assert all(m["budget_s"] < data["smoke"]["main"]["budget_s"] - 0.5 for m in members)
+
+
+THREADED_IMPORT = """
+import os, threading, time
+IMPORTS = [os.getpid()]
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()   # a fork would keep its locks, not it
+"""
+
+
+def test_an_import_that_leaves_its_process_unsafe_to_fork_runs_the_groups_as_before(tmp_path, monkeypatch):
+    """An import that starts a thread (or initialises CUDA's driver) makes its process unsafe to
+    fork: the groups then run in forks of the probe's parent, each importing the library itself."""
+    data = _family_probe(tmp_path, monkeypatch, THREADED_IMPORT)
+    assert data["imports"]["flash_attn_4"]["status"] == "ok"
+    assert "thread" in data["imports"]["flash_attn_4"]["family_refork"]
+    members = [data["smoke"][g] for g in ("lib:flash_attn_4:bfloat16", "num:lib:flash_attn_4:1", "num:lib:flash_attn_4:2")]
+    assert all(m["status"] == "ok" and not m["imported_before"] for m in members)
+    assert len({m["imports"][0] for m in members}) == 3  # each imported it itself
+
+
+def test_a_crash_in_the_import_or_in_one_group_is_said_for_what_it_took_down(tmp_path, monkeypatch):
+    crashing = "import os\nIMPORTS = [os.getpid()]\nos.kill(os.getpid(), 11)\n"
+    data = _family_probe(tmp_path, monkeypatch, crashing)
+    assert data["imports"]["flash_attn_4"]["status"] == "crashed" and data["imports"]["flash_attn_4"]["signal"] == 11
+    for group in ("lib:flash_attn_4:bfloat16", "num:lib:flash_attn_4:1", "num:lib:flash_attn_4:2"):
+        assert data["smoke"][group]["status"] == "crashed"  # the import they needed crashed
+    assert data["smoke"]["main"]["status"] == "ok"
+    monkeypatch.setenv("FAMILY_CRASH_MEMBER", "1")
+    data = _family_probe(tmp_path / "again", monkeypatch, SLOW_IMPORT)
+    assert data["smoke"]["num:lib:flash_attn_4:2"] == {"status": "crashed", "signal": 11, "duration_s": pytest.approx(0, abs=5)}
+    assert data["smoke"]["num:lib:flash_attn_4:1"]["status"] == "ok" and data["imports"]["flash_attn_4"]["status"] == "ok"

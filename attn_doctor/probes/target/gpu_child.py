@@ -402,6 +402,19 @@ def stack_group(group):
     return group.startswith(("lib:", "compile:", "num:"))
 
 
+def group_library(group):
+    """The import probe (torch_probe.py) of the library whose tests a group runs ("lib:<name>...",
+    "num:lib:<name>..."), or None: torch_probe runs such a group in a fork of that probe's process,
+    the library already imported."""
+    kind, _, rest = group.partition(":")
+    if kind == "num":
+        kind, _, rest = rest.partition(":")
+    if kind != "lib":
+        return None
+    name = rest.split(":", 1)[0]
+    return LIBRARIES.get(name) or NUMERICS_ONLY.get(name)
+
+
 def numerics_child():
     """numerics_child.py beside this file, loaded by path (this file is loaded so too, without its
     package)."""

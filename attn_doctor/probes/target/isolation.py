@@ -47,37 +47,26 @@ def run_isolated(jobs, timeout):
 
     A job that raises, crashes (segfault in a CUDA extension) or hangs becomes a result, not a
     failure of this process. Jobs run in parallel.
+
+    A job may also be a family, (name, fn, members): `fn` (an import, say) runs once in a fork
+    of its own, reported under `name`, and each (name, fn) of `members` then runs in a fork of
+    that one, so that what `fn` loaded is paid once rather than once per member. Where `fn` left
+    the fork unsafe to fork again (CUDA's driver initialised, a thread started: family_forkable),
+    the members run in forks of this process instead, as plain jobs.
     """
     if not hasattr(os, "fork"):
-        return {name: _run_inline(fn) for name, fn in jobs}
+        out = {}
+        for job in jobs:
+            out[job[0]] = _run_inline(job[1])
+            for name, fn in (job[2] if len(job) > 2 else ()):
+                out[name] = _run_inline(fn)
+        return out
+    deadline = time.monotonic() + timeout
     running = {}
-    for name, fn in jobs:
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            os.close(read_fd)
-            if OUT_FD is not None:
-                os.close(OUT_FD)
-            code = 0
-            try:
-                output = _capture_output()
-                payload = _run_inline(fn)
-                printed = _captured(output)
-                if printed and isinstance(payload, dict):
-                    payload["stderr"] = printed
-                data = json.dumps(payload, default=str).encode()
-            except BaseException as exc:  # noqa: BLE001 - nothing may escape a fork
-                data = json.dumps({"status": "error", "error": describe_exception(exc)}).encode()
-                code = 1
-            try:
-                write_all(write_fd, data)
-            finally:
-                os._exit(code)
-        os.close(write_fd)
-        running[read_fd] = {"name": name, "pid": pid, "chunks": [], "start": time.monotonic()}
+    for job in jobs:
+        _start(job, running, deadline)
 
     results = {}
-    deadline = time.monotonic() + timeout
     while running:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -88,14 +77,14 @@ def run_isolated(jobs, timeout):
             if chunk:
                 running[fd]["chunks"].append(chunk)
             else:
-                _finish(running.pop(fd), fd, results, None)
+                _finish(running.pop(fd), fd, results, None, running, deadline)
         # A job can exit while something it started still holds the pipe open: decide on its exit.
         for fd in list(running):
             pid, status = os.waitpid(running[fd]["pid"], os.WNOHANG)
             if pid:
                 job = running.pop(fd)
                 job["chunks"].append(_drain(fd))
-                _finish(job, fd, results, status)
+                _finish(job, fd, results, status, running, deadline)
     for fd, job in running.items():  # hung: kill and report
         try:
             os.kill(job["pid"], signal.SIGKILL)
@@ -103,8 +92,94 @@ def run_isolated(jobs, timeout):
         except OSError:
             pass
         os.close(fd)
-        results[job["name"]] = {"status": "timeout", "duration_s": round(timeout, 3)}
+        for name in [job["name"]] + [m[0] for m in job["members"]]:
+            results.setdefault(name, {"status": "timeout", "duration_s": round(timeout, 3)})
     return results
+
+
+# Seconds a family's fork keeps for itself before the common deadline: its members' results must
+# reach this process before it is killed.
+FAMILY_MARGIN_S = 0.5
+
+
+def _start(job, running, deadline):
+    """Fork one job (or one family: see run_isolated) and register its pipe in `running`."""
+    name, fn = job[0], job[1]
+    members = list(job[2]) if len(job) > 2 else []
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        global OUT_FD
+        os.close(read_fd)
+        if OUT_FD is not None:
+            os.close(OUT_FD)
+            OUT_FD = None
+        code = 0
+        try:
+            before = _threads()
+            output = _capture_output()
+            payload = _run_inline(fn)
+            printed = _captured(output)
+            if printed and isinstance(payload, dict):
+                payload["stderr"] = printed
+            if members:
+                payload = {"family": _run_members(payload, name, members, before, deadline)}
+            data = json.dumps(payload, default=str).encode()
+        except BaseException as exc:  # noqa: BLE001 - nothing may escape a fork
+            data = json.dumps({"status": "error", "error": describe_exception(exc)}).encode()
+            code = 1
+        try:
+            write_all(write_fd, data)
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    running[read_fd] = {"name": name, "pid": pid, "chunks": [], "start": time.monotonic(), "members": members}
+
+
+def _run_members(payload, name, members, threads_before, deadline):
+    """Inside a family's fork, after its own job: its members' results, each run in a fork of this
+    process; or, where forking here is unsafe, a request that the parent run them."""
+    unsafe = family_unsafe(threads_before)
+    if unsafe:
+        return {name: payload, "refork": unsafe}
+    out = run_isolated(members, max(0.1, deadline - time.monotonic() - FAMILY_MARGIN_S))
+    out[name] = payload
+    return out
+
+
+def family_unsafe(threads_before):
+    """Why a fork of this process could not run CUDA work safely, or None: CUDA's driver
+    initialised here (a fork cannot use it: every driver call before cuInit answers
+    CUDA_ERROR_NOT_INITIALIZED, 3), torch's CUDA state initialised, or threads started since
+    `threads_before` (a fork keeps the locks they held, not the threads)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return "torch initialised CUDA"
+    except Exception:  # noqa: BLE001 - a broken torch is the jobs' to report
+        pass
+    try:
+        import ctypes
+
+        driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except (OSError, AttributeError):
+        driver = None  # not loaded: never initialised here
+    if driver is not None:
+        count = ctypes.c_int()
+        if driver.cuDeviceGetCount(ctypes.byref(count)) != 3:
+            return "the CUDA driver was initialised"
+    now = _threads()
+    if threads_before is not None and now is not None and now > threads_before:
+        return "%d thread(s) started" % (now - threads_before)
+    return None
+
+
+def _threads():
+    """This process's OS threads (Linux), or None where it cannot be told."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
 
 
 def _capture_output():
@@ -156,20 +231,36 @@ def _drain(fd):
     return b"".join(chunks)
 
 
-def _finish(job, fd, results, status):
+def _finish(job, fd, results, status, running=None, deadline=None):
     os.close(fd)
     if status is None:
         _, status = os.waitpid(job["pid"], 0)
     elapsed = round(time.monotonic() - job["start"], 3)
+    names = [job["name"]] + [m[0] for m in job["members"]]
     if os.WIFSIGNALED(status):
-        results[job["name"]] = {"status": "crashed", "signal": os.WTERMSIG(status), "duration_s": elapsed}
+        for name in names:
+            results[name] = {"status": "crashed", "signal": os.WTERMSIG(status), "duration_s": elapsed}
         return
     try:
         payload = json.loads(b"".join(job["chunks"]).decode())
     except ValueError:
         payload = {"status": "crashed", "signal": None}
-    payload.setdefault("duration_s", elapsed)
-    results[job["name"]] = payload
+    family = payload.get("family") if job["members"] and isinstance(payload, dict) else None
+    if not isinstance(family, dict):
+        for name in names:
+            results[name] = dict(payload)
+            results[name].setdefault("duration_s", elapsed)
+        return
+    own = family.get(job["name"])
+    results[job["name"]] = own if isinstance(own, dict) else {"status": "crashed", "signal": None, "duration_s": elapsed}
+    if family.get("refork") and running is not None:
+        results[job["name"]]["family_refork"] = str(family["refork"])[:200]
+        for member in job["members"]:
+            _start(member, running, deadline)
+        return
+    for name, _ in job["members"]:
+        got = family.get(name)
+        results[name] = got if isinstance(got, dict) else {"status": "crashed", "signal": None, "duration_s": elapsed}
 
 
 def _run_inline(fn):

@@ -123,16 +123,20 @@ LIBRARY_CASES = {
 CASE_BY_NAME = {c["name"]: c for c in CASES + tuple(c for extra in LIBRARY_CASES.values() for c in extra)}
 
 # A library that compiles per head dim and causality runs its cases in parallel processes, one per
-# part (group "num:lib:<name>:<part>"), a part the cases sharing one or two compiles: FA4 pays 2.5-3 s
-# a compile and 10 s to import per process, so 14 cases in one process outlast a first check's limit.
+# part (group "num:lib:<name>:<part>"), a part the cases sharing one compile (forward and
+# backward: FA4 pays 2.5-3 s for each). The parts fork from one process that imported the library
+# (torch_probe._families), so a part costs its compile and CUDA's start, not another import.
 LIBRARY_PARTS = {
     "flash_attn_4": (
         ("odd-causal", "tile64-causal-neglse", "large-logits"),  # head dim 64, causal
         ("odd-cross", "tile64-nomask-neglse", "one-query-neglse"),  # head dim 64, not causal
-        ("gqa-2", "fa4-mla-128-96"),  # head dim 128
+        ("gqa-2",),  # head dim 128, grouped heads
+        ("fa4-mla-128-96",),
         ("head-dim-256", "fa4-head-dim-256-fused-qkv"),
-        ("fa4-head-dim-144", "fa4-head-dim-72"),
-        ("fa4-head-dim-160", "fa4-head-dim-176"),
+        ("fa4-head-dim-72",),
+        ("fa4-head-dim-144",),
+        ("fa4-head-dim-160",),
+        ("fa4-head-dim-176",),
     ),
 }
 

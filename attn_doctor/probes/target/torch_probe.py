@@ -145,6 +145,7 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
         distributions = finish_distributions_prefetch(prefetch)
         jobs += [("sample:" + name, sample_probe(name, sample, distributions)) for name in names]
     groups, gpu_error = [], None
+    deadline = time.monotonic() + IMPORT_TIMEOUT_S  # every fork's, whenever it starts
     # gpu["part"]: "node" runs the CUDA facts and SDPA's groups, "stack" the libraries' and the
     # compiled groups (gpu_child.stack_group), absent: all of them.
     part = gpu.get("part") if gpu is not None else None
@@ -167,11 +168,12 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
                 index = int(gpu.get("index") or 0)
                 shapes = gpu.get("shapes") or []
                 cache = gpu.get("kernel_cache")
+                smoke = [("smoke:" + g, _bind_budget(gpu_module.run_smoke_group, deadline, g, index, groups, shapes, cache)) for g in groups]
                 # First: the slowest forks (a compile, a JIT library) start before the imports'.
-                jobs[:0] = [("smoke:" + g, _bind(gpu_module.run_smoke_group, g, index, groups, shapes, cache, IMPORT_TIMEOUT_S)) for g in groups]
+                jobs[:0] = _families(smoke, jobs, getattr(gpu_module, "group_library", None))
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
-    results = run_isolated(jobs, IMPORT_TIMEOUT_S)
+    results = run_isolated(jobs, max(0.1, deadline - time.monotonic()))
     for module in modules:
         if "import:" + module in results:
             imports[module] = results["import:" + module]
@@ -214,8 +216,32 @@ def compiled_archs(torch):
     return flags.split() if isinstance(flags, str) else []
 
 
-def _bind(fn, *args):
-    return lambda: fn(*args)
+def _bind_budget(fn, deadline, *args):
+    """fn(*args, seconds left until `deadline`), the seconds counted when the job starts: a job
+    forked late (after its family's import) has less of the common time limit left."""
+    return lambda: fn(*(args + (max(1.0, deadline - time.monotonic()),)))
+
+
+def _families(smoke, jobs, group_library):
+    """The smoke jobs, each group that tests a library moved under that library's import probe
+    (taken out of `jobs`) as a family (isolation.run_isolated): the library is imported once, in
+    the probe's own fork, and its groups run in forks of that one. FlashAttention 4's import (the
+    CuTe DSL: 2-3 s alone, far more with a dozen processes importing it at once) is then paid once,
+    not once per group. Families first, then the other smoke jobs."""
+    if group_library is None:
+        return smoke
+    members, plain = {}, []
+    for name, fn in smoke:
+        module = group_library(name[len("smoke:"):])
+        if module and any(job[0] == "import:" + module for job in jobs):
+            members.setdefault("import:" + module, []).append((name, fn))
+        else:
+            plain.append((name, fn))
+    families = []
+    for probe, group in members.items():
+        index = next(i for i, job in enumerate(jobs) if job[0] == probe)
+        families.append((probe, jobs.pop(index)[1], group))
+    return families + plain
 
 
 def _load_file_module(name, path):
