@@ -407,7 +407,8 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None,
         import flash_attn.cute
         imports = flash_attn.cute.IMPORTS
     return {"status": "ok", "results": [], "pid": os.getpid(), "ppid": os.getppid(), "imported_before": found,
-            "imports": imports, "budget_s": budget_s}
+            "imports": imports, "budget_s": budget_s, "quack_arch": os.environ.get("QUACK_ARCH"),
+            "arch_at_import": getattr(sys.modules.get("flash_attn.cute"), "ARCH_AT_IMPORT", None)}
 """
 
 
@@ -418,7 +419,8 @@ def _family_probe(tmp_path, monkeypatch, library_source):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "lib"))
     script = tmp_path / "family_gpu_child.py"
     script.write_text(textwrap.dedent(FAMILY))
-    config = {"script": str(script), "smoke": True, "capability": "9.0", "bf16_native_from": list(BF16_NATIVE_FROM)}
+    config = {"script": str(script), "smoke": True, "capability": "8.0", "device_capability": "9.0",
+              "bf16_native_from": list(BF16_NATIVE_FROM)}
     return start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "flash_attn_4", "triton"]).result(60)
 
 
@@ -426,6 +428,7 @@ SLOW_IMPORT = """
 import os, time
 time.sleep(1.0)   # an import that costs seconds, as the CuTe DSL's does
 IMPORTS = [os.getpid()]
+ARCH_AT_IMPORT = os.environ.get("QUACK_ARCH")
 """
 
 
@@ -442,6 +445,18 @@ def test_a_library_is_imported_once_for_all_its_groups(tmp_path, monkeypatch):
     assert not data["smoke"]["main"]["imported_before"] and data["smoke"]["main"]["ppid"] not in importer
     # the time limit each member is given counts from the common start: the import's second is spent
     assert all(m["budget_s"] < data["smoke"]["main"]["budget_s"] - 0.5 for m in members)
+    # FA4's quack is told the tested GPU's architecture while it is imported (else it asks the GPU,
+    # initialising CUDA where the groups fork from); the groups then run with the user's environment
+    assert all(m["arch_at_import"] == "90" and m["quack_arch"] is None for m in members)
+
+
+def test_the_import_is_told_the_architecture_only_where_the_library_asks_for_it():
+    from attn_doctor.probes.target.torch_probe import import_env
+
+    assert import_env("flash_attn_4", "9.0") == {"QUACK_ARCH": "90"}
+    assert import_env("flash_attn_4", "12.1") == {"QUACK_ARCH": "121"}
+    assert import_env("flash_attn_4", None) == {} and import_env("flash_attn_4", "x.y; rm") == {}
+    assert import_env("xformers", "9.0") == {}
 
 
 THREADED_IMPORT = """

@@ -33,6 +33,37 @@ IMPORT_STATEMENTS = {
 }
 
 
+def import_env(module, capability):
+    """Variables an import probe sets while it imports, so that the import asks nothing of the GPU:
+    its process is then one the library's groups can fork from (an initialised CUDA does not
+    survive a fork). quack, FlashAttention 4's dependency, reads the device's compute capability
+    when it is imported unless QUACK_ARCH gives it ("90"). `capability`: "9.0", or None."""
+    parts = str(capability or "").split(".")
+    if module == "flash_attn_4" and len(parts) == 2 and all(p.isdigit() for p in parts):
+        return {"QUACK_ARCH": parts[0] + parts[1]}
+    return {}
+
+
+def _with_env(fn, env):
+    """fn() with `env` set in os.environ while it runs (what was there before put back)."""
+    if not env:
+        return fn
+
+    def run():
+        before = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            return fn()
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    return run
+
+
 def torch_build(torch):
     # Plain attributes only: nothing here may touch the CUDA runtime (see collect_cuda).
     return {
@@ -170,7 +201,7 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
                 cache = gpu.get("kernel_cache")
                 smoke = [("smoke:" + g, _bind_budget(gpu_module.run_smoke_group, deadline, g, index, groups, shapes, cache)) for g in groups]
                 # First: the slowest forks (a compile, a JIT library) start before the imports'.
-                jobs[:0] = _families(smoke, jobs, getattr(gpu_module, "group_library", None))
+                jobs[:0] = _families(smoke, jobs, getattr(gpu_module, "group_library", None), gpu.get("device_capability"))
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
     results = run_isolated(jobs, max(0.1, deadline - time.monotonic()))
@@ -222,7 +253,7 @@ def _bind_budget(fn, deadline, *args):
     return lambda: fn(*(args + (max(1.0, deadline - time.monotonic()),)))
 
 
-def _families(smoke, jobs, group_library):
+def _families(smoke, jobs, group_library, capability=None):
     """The smoke jobs, each group that tests a library moved under that library's import probe
     (taken out of `jobs`) as a family (isolation.run_isolated): the library is imported once, in
     the probe's own fork, and its groups run in forks of that one. FlashAttention 4's import (the
@@ -240,7 +271,7 @@ def _families(smoke, jobs, group_library):
     families = []
     for probe, group in members.items():
         index = next(i for i, job in enumerate(jobs) if job[0] == probe)
-        families.append((probe, jobs.pop(index)[1], group))
+        families.append((probe, _with_env(jobs.pop(index)[1], import_env(probe[len("import:"):], capability)), group))
     return families + plain
 
 
