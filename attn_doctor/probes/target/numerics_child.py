@@ -605,4 +605,11 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
     out["cases"] = {c["name"]: case_facts(c) for c in cases}
     phases["sweep_s"] = round(time.perf_counter() - mark, 3)
     phases["total_s"] = round(time.perf_counter() - started, 3)
+    try:  # CPU seconds beside wall seconds: whether a compile waited for the CPU or ran threads of its own
+        import resource
+
+        used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+        phases["cpu_s"] = round(sum(u.ru_utime + u.ru_stime for u in used), 3)
+    except (ImportError, OSError, AttributeError):
+        pass
     return out

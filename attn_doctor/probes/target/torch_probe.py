@@ -36,30 +36,29 @@ IMPORT_STATEMENTS = {
 def import_env(module, capability):
     """Variables an import probe sets while it imports, so that the import asks nothing of the GPU:
     its process is then one the library's groups can fork from (an initialised CUDA does not
-    survive a fork). quack, FlashAttention 4's dependency, reads the device's compute capability
-    when it is imported unless QUACK_ARCH gives it ("90"). `capability`: "9.0", or None."""
+    survive a fork). FlashAttention 4's CuTe DSL reads the GPU's architecture when it is imported
+    unless CUTE_DSL_ARCH gives it ("sm_90a"), and quack, its dependency, unless QUACK_ARCH does
+    ("90"): the values quack's own compile workers are given. `capability`: "9.0", or None."""
     parts = str(capability or "").split(".")
-    if module == "flash_attn_4" and len(parts) == 2 and all(p.isdigit() for p in parts):
-        return {"QUACK_ARCH": parts[0] + parts[1]}
-    return {}
+    if module != "flash_attn_4" or len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return {}
+    major, minor = int(parts[0]), int(parts[1])
+    return {"QUACK_ARCH": "%d%d" % (major, minor), "CUTE_DSL_ARCH": "sm_%d%d%s" % (major, minor, "a" if major >= 9 else "")}
 
 
 def _with_env(fn, env):
-    """fn() with `env` set in os.environ while it runs (what was there before put back)."""
+    """fn() with each variable of `env` that the user has not set, set while it runs."""
     if not env:
         return fn
 
     def run():
-        before = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
+        added = [name for name in env if name not in os.environ]
+        os.environ.update({name: env[name] for name in added})
         try:
             return fn()
         finally:
-            for name, value in before.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            for name in added:
+                os.environ.pop(name, None)
 
     return run
 
