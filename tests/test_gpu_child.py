@@ -453,11 +453,12 @@ def test_a_library_is_imported_once_for_all_its_groups(tmp_path, monkeypatch):
 def test_the_import_is_told_the_architecture_only_where_the_library_asks_for_it():
     from attn_doctor.probes.target.torch_probe import import_env
 
-    assert import_env("flash_attn_4", "9.0") == {"QUACK_ARCH": "90", "CUTE_DSL_ARCH": "sm_90a"}
-    assert import_env("flash_attn_4", "12.1") == {"QUACK_ARCH": "121", "CUTE_DSL_ARCH": "sm_121a"}
-    assert import_env("flash_attn_4", "8.6") == {"QUACK_ARCH": "86", "CUTE_DSL_ARCH": "sm_86"}
-    assert import_env("flash_attn_4", None) == {} and import_env("flash_attn_4", "x.y; rm") == {}
-    assert import_env("xformers", "9.0") == {}
+    nvml = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}  # torch.cuda.is_available() without initialising CUDA
+    assert import_env("flash_attn_4", "9.0") == dict(nvml, QUACK_ARCH="90", CUTE_DSL_ARCH="sm_90a")
+    assert import_env("flash_attn_4", "12.1") == dict(nvml, QUACK_ARCH="121", CUTE_DSL_ARCH="sm_121a")
+    assert import_env("flash_attn_4", "8.6") == dict(nvml, QUACK_ARCH="86", CUTE_DSL_ARCH="sm_86")
+    assert import_env("flash_attn_4", None) == nvml and import_env("flash_attn_4", "x.y; rm") == nvml
+    assert import_env("xformers", "9.0") == nvml
 
 
 THREADED_IMPORT = """

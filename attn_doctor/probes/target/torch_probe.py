@@ -36,14 +36,17 @@ IMPORT_STATEMENTS = {
 def import_env(module, capability):
     """Variables an import probe sets while it imports, so that the import asks nothing of the GPU:
     its process is then one the library's groups can fork from (an initialised CUDA does not
-    survive a fork). FlashAttention 4's CuTe DSL reads the GPU's architecture when it is imported
-    unless CUTE_DSL_ARCH gives it ("sm_90a"), and quack, its dependency, unless QUACK_ARCH does
-    ("90"): the values quack's own compile workers are given. `capability`: "9.0", or None."""
+    survive a fork). torch.cuda.is_available() asks NVML instead of initialising CUDA's driver
+    where PYTORCH_NVML_BASED_CUDA_CHECK=1 (tvm_ffi, FlashAttention 4's, calls it at import).
+    FlashAttention 4's CuTe DSL reads the GPU's architecture when imported unless CUTE_DSL_ARCH
+    gives it ("sm_90a"), and quack, its dependency, unless QUACK_ARCH does ("90"): the values
+    quack's own compile workers are given. `capability`: "9.0", or None."""
+    env = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
     parts = str(capability or "").split(".")
-    if module != "flash_attn_4" or len(parts) != 2 or not all(p.isdigit() for p in parts):
-        return {}
-    major, minor = int(parts[0]), int(parts[1])
-    return {"QUACK_ARCH": "%d%d" % (major, minor), "CUTE_DSL_ARCH": "sm_%d%d%s" % (major, minor, "a" if major >= 9 else "")}
+    if module == "flash_attn_4" and len(parts) == 2 and all(p.isdigit() for p in parts):
+        major, minor = int(parts[0]), int(parts[1])
+        env.update(QUACK_ARCH="%d%d" % (major, minor), CUTE_DSL_ARCH="sm_%d%d%s" % (major, minor, "a" if major >= 9 else ""))
+    return env
 
 
 def _with_env(fn, env):
