@@ -490,3 +490,27 @@ def test_a_crash_in_the_import_or_in_one_group_is_said_for_what_it_took_down(tmp
     data = _family_probe(tmp_path / "again", monkeypatch, SLOW_IMPORT)
     assert data["smoke"]["num:lib:flash_attn_4:2"] == {"status": "crashed", "signal": 11, "duration_s": pytest.approx(0, abs=5)}
     assert data["smoke"]["num:lib:flash_attn_4:1"]["status"] == "ok" and data["imports"]["flash_attn_4"]["status"] == "ok"
+
+
+CUDA_THREAD_IMPORT = """
+import ctypes, os, threading, time
+IMPORTS = [os.getpid()]
+ARCH_AT_IMPORT = None
+
+def driver_thread():   # named as the CUDA driver and NVML name theirs
+    ctypes.CDLL(None).prctl(15, b"cuda00001800007", 0, 0, 0)   # PR_SET_NAME
+    time.sleep(30)
+
+threading.Thread(target=driver_thread, daemon=True).start()
+time.sleep(0.2)
+"""
+
+
+def test_a_thread_of_cuda_s_own_is_tried_rather_than_refused(tmp_path, monkeypatch):
+    """tvm_ffi's import (FA4's) leaves a thread named as the CUDA driver names its own: whether a
+    fork can still start the driver is tried (here, without a driver, there is nothing to start)
+    and the groups fork from the import's process."""
+    data = _family_probe(tmp_path, monkeypatch, CUDA_THREAD_IMPORT)
+    assert "family_refork" not in data["imports"]["flash_attn_4"]
+    members = [data["smoke"][g] for g in ("lib:flash_attn_4:bfloat16", "num:lib:flash_attn_4:1", "num:lib:flash_attn_4:2")]
+    assert all(m["status"] == "ok" and m["imported_before"] for m in members)

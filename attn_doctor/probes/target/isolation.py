@@ -151,7 +151,9 @@ def family_unsafe(threads_before):
     """Why a fork of this process could not run CUDA work safely, or None: CUDA's driver
     initialised here (a fork cannot use it: every driver call before cuInit answers
     CUDA_ERROR_NOT_INITIALIZED, 3), torch's CUDA state initialised, or threads started since
-    `threads_before` (a fork keeps the locks they held, not the threads)."""
+    `threads_before` (_threads(): a fork keeps the locks they held, not the threads). Threads of
+    CUDA's own (named "cuda...", as the driver and NVML name theirs) are tried instead: a fork
+    must start CUDA's driver within CANARY_S."""
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_initialized():
@@ -169,17 +171,69 @@ def family_unsafe(threads_before):
         if driver.cuDeviceGetCount(ctypes.byref(count)) != 3:
             return "the CUDA driver was initialised"
     now = _threads()
-    if threads_before is not None and now is not None and now > threads_before:
-        return "%d thread(s) started" % (now - threads_before)
-    return None
+    if threads_before is None or now is None:
+        return None
+    started = list(now)
+    for name in threads_before:
+        if name in started:
+            started.remove(name)
+    if not started:
+        return None
+    if all(name.startswith("cuda") for name in started) and _driver_starts_in_a_fork():
+        return None
+    return "%d thread(s) started (%s)" % (len(started), ", ".join(sorted(started))[:120])
+
+
+# Seconds a fork may take to start CUDA's driver (cuInit) before forking is judged unsafe.
+CANARY_S = 15.0
+
+
+def _driver_starts_in_a_fork():
+    """Whether a fork of this process starts CUDA's driver (cuInit, then the device count): what
+    each group forked from here does first. No driver installed: nothing for a fork to start."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            import ctypes
+
+            try:
+                driver = ctypes.CDLL("libcuda.so.1")
+            except OSError:
+                code = 0
+            else:
+                count = ctypes.c_int()
+                code = 0 if driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + CANARY_S
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        time.sleep(0.01)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+    return False
 
 
 def _threads():
-    """This process's OS threads (Linux), or None where it cannot be told."""
+    """The names of this process's OS threads (Linux), or None where they cannot be read."""
     try:
-        return len(os.listdir("/proc/self/task"))
+        tasks = os.listdir("/proc/self/task")
     except OSError:
         return None
+    names = []
+    for task in tasks:
+        try:
+            with open("/proc/self/task/%s/comm" % task) as handle:
+                names.append(handle.read().strip())
+        except OSError:
+            names.append("?")  # ended meanwhile, or unreadable
+    return names
 
 
 def _capture_output():
