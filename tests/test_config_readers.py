@@ -735,3 +735,20 @@ def test_gpt_neox_precision_that_conflicts_with_an_enabled_deepspeed_block_is_sa
     model.write_text('{"pipe_parallel_size": 1, "attention_config": [[["flash"], 2]]}\n')
     config = probe_config(str(model), {})
     assert "compute_dtype" not in config.plan and config.edits == {} and config.plan["attention"].value == "flash_attention_2"
+
+
+def test_gpt_neox_keys_written_with_hyphens_are_read_as_neox_reads_them(tmp_path):
+    """NeoX reads a top-level key's hyphens as underscores, and its own configs (Pythia's) write
+    them so: such a file is NeoX's, its flash attention in the plan, and said as it is written."""
+    real = Path(__file__).parent / "fixtures" / "configs" / "harvest" / "EleutherAI__pythia" / "models__1B__pythia-1b.yml"
+    config = probe_config(str(real), {})
+    assert config.kind == "gpt-neox" and "pipe-parallel-size" in config.why
+    assert config.plan["attention"].value == "flash_attention_2" and config.plan["attention"].key == "attention-config"
+    assert "attention-config" not in config.unread and "attention_config" not in config.unread
+    assert config.plan["compute_dtype"].value == "float16"
+    mixed = tmp_path / "neox.yml"
+    mixed.write_text('{\n  "pipe-parallel-size": 1,\n  "attention_config": [[["flash"], 2]],\n  "precision": "bfloat16",\n'
+                     '  "bf16": {"enabled": true},\n  "seq-length": 2048,\n}\n')
+    config = probe_config(str(mixed), {})
+    assert config.kind == "gpt-neox" and config.plan["attention"].key == "attention_config"
+    assert config.plan["compute_dtype"].value == "bfloat16" and config.edits["precision=fp16"] == {"precision": "fp16", "bf16.enabled": False}

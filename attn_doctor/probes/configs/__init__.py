@@ -50,8 +50,18 @@ def claimants(doc: dict, fmt: str) -> tuple[list, Optional[Any], int, list]:
     from .readers import READERS, evidence  # the readers load where a config is read, not in every check
 
     claimed, best, best_score, best_keys = [], None, 0, []
+    as_read = {}  # the document as a framework that reads hyphens as underscores sees it
     for reader in READERS:
         if fmt not in reader.FORMATS:
+            continue
+        if getattr(reader, "HYPHENS_ARE_UNDERSCORES", False):
+            seen, spelled = as_read.setdefault("_", spelled_as_underscores(doc))
+            found, score = _judged(reader, seen)
+            found = [_respelled(f, spelled) for f in found]  # said as the file writes them
+            if found:
+                claimed.append((score + 5 * len(found), reader, found))
+            if score > best_score:
+                best, best_score, best_keys = reader, score, [_respelled(k, spelled) for k in reader.MARKERS if k in seen]
             continue
         keys = [k for k in reader.MARKERS if k in doc]
         score = sum(reader.MARKERS[k] for k in keys)
@@ -66,6 +76,38 @@ def claimants(doc: dict, fmt: str) -> tuple[list, Optional[Any], int, list]:
     # a reader that another claimant's framework builds on gives way to it (a gpt-neox YAML is a DeepSpeed config too)
     names = {reader.NAME for _s, reader, _f in claimed}
     return [c for c in claimed if not set(getattr(c[1], "SUBSUMED_BY", ())) & names], best, best_score, best_keys
+
+
+def _judged(reader, doc: dict) -> tuple[list, int]:
+    """(the evidence only `reader`'s framework writes, its markers' score) in `doc`."""
+    from .readers import evidence
+
+    score = sum(reader.MARKERS[k] for k in reader.MARKERS if k in doc)
+    extra = getattr(reader, "recognise_extra", None)
+    if extra is not None:
+        score += extra(doc)
+    return evidence(reader, doc), score
+
+
+def spelled_as_underscores(doc: dict) -> tuple[dict, dict]:
+    """`doc` with each top-level key's hyphens read as underscores, as GPT-NeoX reads its YAML
+    (neox_arguments: `conf_key.replace("-", "_")`), and {key as read: key as written} for the keys
+    so changed. A key written both ways keeps the underscore one's value (NeoX refuses the file)."""
+    out, spelled = {}, {}
+    for key, value in doc.items():
+        read_as = key.replace("-", "_") if isinstance(key, str) else key
+        if read_as != key:
+            if read_as in doc:
+                continue
+            spelled[read_as] = key
+        out[read_as] = value
+    return out, spelled
+
+
+def _respelled(name: str, spelled: dict) -> str:
+    """A dotted key as the file writes its first part."""
+    head, dot, rest = name.partition(".")
+    return spelled.get(head, head) + dot + rest
 
 
 def choose_reader(doc: dict, fmt: str) -> tuple[Optional[Any], str]:
@@ -146,8 +188,21 @@ def _read(absolute: str, doc: Any, fmt: str, env: Optional[Mapping[str, str]]) -
     reader, why = choose_reader(doc, fmt)
     if reader is None:
         return ConfigFile(path=absolute, kind="unknown", format=fmt, why=why, unread=unread_keys(doc, set()))
+    spelled: dict = {}
+    if getattr(reader, "HYPHENS_ARE_UNDERSCORES", False):
+        doc, spelled = spelled_as_underscores(doc)
     reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ))
     unread = unread_keys(doc, reading.read)
+    if spelled:  # said and edited as the file writes them
+        unread = [_respelled(k, spelled) for k in unread]
+        reading.settings = {_respelled(k, spelled): v for k, v in reading.settings.items()}
+        reading.edits = {intent: {_respelled(k, spelled): v for k, v in edit.items()} for intent, edit in reading.edits.items()}
+        reading.refused = {_respelled(k, spelled): v for k, v in reading.refused.items()}
+        reading.refused_by = {_respelled(k, spelled): v for k, v in reading.refused_by.items()}
+        reading.conflicts = {", ".join(_respelled(p, spelled) for p in k.split(", ")): v for k, v in reading.conflicts.items()}
+        for entry in reading.plan.values():
+            if getattr(entry, "key", None):
+                entry.key = ", ".join(_respelled(p, spelled) for p in entry.key.split(", "))
     if fmt == "python":
         why = f"{why}; {_python_read(doc)}"
         unread = _python_unread(doc, unread)

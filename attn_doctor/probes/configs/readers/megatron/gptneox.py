@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from ...plan import Reading, get, truthy
 
+# NeoX reads each top-level key with its hyphens as underscores ("attention-config", its own
+# configs' spelling, is attention_config): the file is recognised and read so, and said and edited
+# as it is written.
+HYPHENS_ARE_UNDERSCORES = True
 NAME = "gpt-neox"
 LABEL = "GPT-NeoX"
 FORMATS = ("yaml", "json")
