@@ -117,7 +117,6 @@ def test_read_base_imports_are_the_files_variables_and_a_reassignment_replaces(t
 
 @pytest.mark.parametrize("files, leaf, said", [
     ({"a.py": "_base_ = 'b.py'\n", "b.py": "_base_ = 'a.py'\n"}, "a.py", "is its own base"),
-    ({"a.py": "_base_ = ['missing.py']\nx = 1\n"}, "a.py", "_base_ file missing.py: no such file"),
     ({"a.py": "_base_ = 'b.yaml'\n"}, "a.py", "is not a Python config"),
     ({"a.py": "optim_wrapper = dict(type='AmpOptimWrapper'\n"}, "a.py", "Python syntax error in a.py at line 1"),
     ({"a.py": "_base_ = base_list()\n"}, "a.py", "_base_ is not a file name or a list of them"),
@@ -130,6 +129,24 @@ def test_a_base_that_cannot_be_read_is_said_in_one_line(tmp_path, files, leaf, s
     assert said in str(err.value) and "\n" not in str(err.value)
     config = probe_config(str(tmp_path / leaf))
     assert config.status == "error" and said in config.error
+
+
+def test_a_leaf_whose_bases_are_not_there_is_read_from_its_own_keys_and_says_so(tmp_path):
+    """A leaf copied without its repository's _base_ folder: its keys override the bases', so they
+    decide what they set; nothing only a base could set is assumed (no framework default)."""
+    write(tmp_path, "leaf.py", "_base_ = ['../_base_/models/llama.py', '../_base_/default_runtime.py']\n"
+          "optim_wrapper = dict(type='AmpOptimWrapper', dtype='bfloat16', optimizer=dict(type='AdamW', lr=1e-4))\n")
+    doc, _fmt = load_with_format(tmp_path / "leaf.py")
+    assert doc.missing_bases == ["../_base_/models/llama.py", "../_base_/default_runtime.py"]
+    config = probe_config(str(tmp_path / "leaf.py"))
+    assert config.status == "ok" and config.kind == "mmengine" and config.plan["compute_dtype"].value == "bfloat16"
+    assert "are not there: read from its own keys, no default assumed" in config.why
+    assert all(setting.source != "default" for setting in config.plan.values())
+    # with the bases there, the framework's defaults are asserted as before
+    write(tmp_path.parent / "_base_" / "models", "llama.py", "model = dict(type='LLaMA')\n")
+    write(tmp_path.parent / "_base_", "default_runtime.py", "default_scope = 'mmengine'\n")
+    config = probe_config(str(tmp_path / "leaf.py"))
+    assert "not there" not in config.why and any(setting.source == "default" for setting in config.plan.values())
 
 
 def test_a_chain_deeper_than_the_bound_and_huge_arithmetic_are_refused_not_followed(tmp_path):

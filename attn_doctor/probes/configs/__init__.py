@@ -206,6 +206,12 @@ def _read(absolute: str, doc: Any, fmt: str, env: Optional[Mapping[str, str]]) -
     if fmt == "python":
         why = f"{why}; {_python_read(doc)}"
         unread = _python_unread(doc, unread)
+        missing = getattr(doc, "missing_bases", None)
+        if missing:
+            # what only the absent bases set is unknown: no framework default is asserted for it
+            reading.plan = {k: v for k, v in reading.plan.items() if v.source != "default"}
+            why += (f"; its _base_ file{'s' if len(missing) > 1 else ''} {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}"
+                    f" {'are' if len(missing) > 1 else 'is'} not there: read from its own keys, no default assumed")
     return ConfigFile(path=absolute, kind=reader.NAME, format=fmt, why=why, settings={k: _plain(v) for k, v in reading.settings.items()},
                       plan=reading.plan, unread=unread, edits=reading.edits,
                       refused=reading.refused, refused_by=reading.refused_by, conflicts=reading.conflicts)

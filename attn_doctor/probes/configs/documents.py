@@ -6,6 +6,8 @@ through it, so that nothing here imports the package that lists the readers."""
 
 from __future__ import annotations
 
+import os
+
 import json
 import re
 import warnings
@@ -81,6 +83,8 @@ def _parse_python(path: Path, text: str) -> Any:
     from .pyconfig import PythonConfigError, load
 
     def read_base(base: Path) -> str:
+        if not os.path.exists(base):
+            raise FileNotFoundError(str(base))  # a base that is not there: the leaf is read without it
         try:
             return text_of(read_bounded(base, YAML_MAX_BYTES, allow_stdin=False), "a Python config in UTF-8")
         except InputError as exc:

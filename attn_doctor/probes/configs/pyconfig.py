@@ -56,6 +56,7 @@ class PyConfig(dict):
     not_evaluated: list[str]
     skipped: list[str]
     files: list[str]
+    missing_bases: list[str]  # _base_ files named but not there: the settings are the rest's
 
 
 def load(path: Path, text: str, read_text=None) -> PyConfig:
@@ -68,6 +69,7 @@ def load(path: Path, text: str, read_text=None) -> PyConfig:
     out.not_evaluated = _not_evaluated(out, "")
     out.skipped = list(reader.skipped)
     out.files = list(reader.seen)
+    out.missing_bases = list(reader.missing)
     return out
 
 
@@ -105,6 +107,7 @@ class _Reader:
         self.seen: list[str] = []  # every file read, the config first
         self.stack: list[str] = []  # the files being read (a base naming one of them is a cycle)
         self.skipped: list[str] = []  # statements that change settings and were not evaluated
+        self.missing: list[str] = []  # _base_ files named that are not there (a leaf copied alone)
 
     def file(self, path: Path, text: str, depth: int) -> dict:
         where = os.path.abspath(path)
@@ -145,9 +148,13 @@ class _Reader:
             raise PythonConfigError(f"{origin.name}: _base_ file {name} is not a Python config (only .py bases are read)")
         try:
             text = self.read_text(path)
+        except FileNotFoundError:
+            # A leaf copied without its repository's _base_ folder: its own keys still decide what
+            # they set (they override the bases'); what only the bases set is unknown.
+            self.missing.append(name)
+            return {}
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            why = "not found" if isinstance(exc, FileNotFoundError) else (str(exc) or type(exc).__name__)
-            raise PythonConfigError(f"{origin.name}: _base_ file {name}: {why}") from None
+            raise PythonConfigError(f"{origin.name}: _base_ file {name}: {str(exc) or type(exc).__name__}") from None
         return self.file(path, text, depth + 1)
 
 
