@@ -12,7 +12,7 @@ CAUSES = {
     "torch-arch": "torch (or an extension) was built without this GPU's architecture",
     "driver": "the NVIDIA driver is older than the CUDA torch was built with",
     "torch-build": "a torch build without CUDA where CUDA is wanted",
-    "bf16-unsupported": "bf16 (or fp16 before Volta) requested on a GPU without native support for it",
+    "bf16-unsupported": "bf16 or TF32 (or fp16 before Volta) requested on a GPU without native support for it",
     "fp32-model": "a model loaded or computing in fp32 reaches a half-precision-only kernel",
     "dtype-promotion": "an implicit fp32 promotion inside the forward pass",
     "autocast-scope": "the forward runs outside autocast, or autocast was disabled",
