@@ -404,17 +404,12 @@ def stack_group(group):
 
 def group_library(group):
     """The import probe (torch_probe.py) of the library whose tests a group runs ("lib:<name>...",
-    "num:lib:<name>..."), where torch_probe runs the group in a fork of that probe's process, the
-    library already imported; else None."""
+    "num:lib:<name>..."), for a library whose import costs seconds (FA4's CuTe DSL): torch_probe runs
+    the group in a fork of that probe's process, the library imported; else None."""
     kind, _, rest = group.partition(":")
-    if kind == "num":
-        kind, _, rest = rest.partition(":")
-    if kind != "lib":
-        return None
+    kind, _, rest = rest.partition(":") if kind == "num" else (kind, "", rest)
     name = rest.split(":", 1)[0]
-    # Only a library whose import costs seconds (FA4's CuTe DSL): where an import leaves its process
-    # unsafe to fork, the groups wait for it and then fork from this one instead (isolation.py).
-    return LIBRARIES.get(name) if name in JIT_LIBRARIES else None
+    return LIBRARIES.get(name) if kind == "lib" and name in JIT_LIBRARIES else None
 
 
 def numerics_child():

@@ -25,129 +25,28 @@ import sys
 import time
 
 
-def _criterion():
-    """numerics_criterion.py beside this file, loaded by path as this file is (without its package)."""
-    name = "attn_doctor_numerics_criterion"
+def _sibling(stem):
+    """<stem>.py beside this file, loaded by path as this file is (without its package)."""
+    name = "attn_doctor_" + stem
     module = sys.modules.get(name)
     if module is None:
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "numerics_criterion.py"))
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), stem + ".py"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules[name] = module
     return module
 
 
-_C = _criterion()
+_C = _sibling("numerics_criterion")
 ERROR_MULTIPLE, FLOOR_ROUNDINGS, EPS, QUANTIZED_BOUND = _C.ERROR_MULTIPLE, _C.FLOOR_ROUNDINGS, _C.EPS, _C.QUANTIZED_BOUND
 measure, measure_quantized, _copy_leaf, _rounded = _C.measure, _C.measure_quantized, _C.copy_leaf, _C.rounded
 
-DIRECTIONS = ("out", "dq", "dk", "dv")
-DIRECTION_WORDS = {"out": "forward", "dq": "dQ", "dk": "dK", "dv": "dV"}
-
-# The designed cases. Each names the class of shapes it stands for (`cls`), what a finding says.
-# b: batch, h: query heads, hkv: key/value heads (grouped-query attention where fewer), sq/sk: query
-# and key lengths, d: head dim. mask: none | causal (is_causal=True) | bool-causal (a tril tensor) |
-# float-causal (0 / -inf) | all-true | bool-padding (the last keys of batch 0 masked) | float-bias (an
-# ALiBi-like slope) | fully-masked (the first query rows see no key). logits: normal | neglse (every
-# scaled logit near -120: each row's logsumexp far below -88.7 = -ln(FLT_MAX)) | large (logits of
-# magnitude ~30: a near one-hot softmax).
-CASES = (
-    {"name": "tile64-bool-mask-neglse", "cls": "sequence length a multiple of 64 but not of 128, a boolean mask, rows whose logsumexp is far below zero",
-     "b": 1, "h": 1, "sq": 704, "sk": 704, "d": 64, "mask": "bool-causal", "logits": "neglse"},
-    {"name": "tile64-all-true-neglse", "cls": "sequence length a multiple of 64 but not of 128, an all-True mask, rows whose logsumexp is far below zero",
-     "b": 1, "h": 2, "sq": 192, "sk": 192, "d": 128, "mask": "all-true", "logits": "neglse"},
-    {"name": "tile64-float-mask-neglse", "cls": "sequence length a multiple of 64 but not of 128, an additive float mask, rows whose logsumexp is far below zero",
-     "b": 1, "h": 1, "sq": 1088, "sk": 1088, "d": 32, "mask": "float-causal", "logits": "neglse"},
-    {"name": "tile64-nomask-neglse", "cls": "sequence length a multiple of 64 but not of 128, non-causal without a mask, rows whose logsumexp is far below zero",
-     "b": 1, "h": 2, "sq": 320, "sk": 320, "d": 64, "mask": "none", "logits": "neglse"},
-    {"name": "tile128-bool-mask-neglse", "cls": "sequence length a multiple of 128, a boolean mask, rows whose logsumexp is far below zero",
-     "b": 1, "h": 1, "sq": 768, "sk": 768, "d": 64, "mask": "bool-causal", "logits": "neglse"},
-    {"name": "tile64-causal-neglse", "cls": "sequence length a multiple of 64 but not of 128, is_causal=True, rows whose logsumexp is far below zero",
-     "b": 1, "h": 1, "sq": 704, "sk": 704, "d": 64, "mask": "causal", "logits": "neglse"},
-    {"name": "one-query-neglse", "cls": "one query row against 128 keys, no mask, logsumexp far below zero",
-     "b": 1, "h": 2, "sq": 1, "sk": 128, "d": 64, "mask": "none", "logits": "neglse"},
-    {"name": "one-query-padding", "cls": "one query row against an odd number of keys, a boolean padding mask",
-     "b": 2, "h": 2, "sq": 1, "sk": 257, "d": 64, "mask": "bool-padding", "logits": "normal"},
-    {"name": "odd-causal", "cls": "an odd sequence length, is_causal=True",
-     "b": 1, "h": 2, "sq": 333, "sk": 333, "d": 64, "mask": "causal", "logits": "normal"},
-    {"name": "odd-cross", "cls": "odd query and key lengths that differ (Sq != Sk), no mask",
-     "b": 1, "h": 2, "sq": 77, "sk": 301, "d": 64, "mask": "none", "logits": "normal"},
-    {"name": "bool-padding", "cls": "a boolean padding mask",
-     "b": 2, "h": 2, "sq": 256, "sk": 256, "d": 64, "mask": "bool-padding", "logits": "normal"},
-    {"name": "float-bias", "cls": "an additive float bias (ALiBi-like)",
-     "b": 1, "h": 2, "sq": 384, "sk": 384, "d": 64, "mask": "float-bias", "logits": "normal"},
-    {"name": "gqa-1", "cls": "grouped-query attention with 1 key/value head (8 query heads)",
-     "b": 1, "h": 8, "hkv": 1, "sq": 256, "sk": 256, "d": 128, "mask": "causal", "logits": "normal"},
-    {"name": "gqa-2", "cls": "grouped-query attention with 2 key/value heads (8 query heads)",
-     "b": 1, "h": 8, "hkv": 2, "sq": 256, "sk": 256, "d": 128, "mask": "causal", "logits": "normal"},
-    {"name": "gqa-4-mask", "cls": "grouped-query attention with 4 key/value heads (8 query heads), a boolean causal mask",
-     "b": 1, "h": 8, "hkv": 4, "sq": 320, "sk": 320, "d": 128, "mask": "bool-causal", "logits": "normal"},
-    {"name": "head-dim-96", "cls": "head dim 96", "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 96, "mask": "causal", "logits": "normal"},
-    {"name": "head-dim-192", "cls": "head dim 192", "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 192, "mask": "causal", "logits": "normal"},
-    {"name": "head-dim-256", "cls": "head dim 256", "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 256, "mask": "causal", "logits": "normal"},
-    {"name": "large-logits", "cls": "large logits (a near one-hot softmax)",
-     "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 64, "mask": "causal", "logits": "large"},
-    {"name": "fully-masked-rows", "cls": "fully masked query rows (left padding under a causal mask), where SDPA promises zeros",
-     "b": 2, "h": 2, "sq": 128, "sk": 128, "d": 64, "mask": "fully-masked", "logits": "normal"},
-    # `prime`: before it is measured, the call runs forward and backward once with its output's
-    # gradient in the (batch, seq, heads, dim) memory a model's transpose gives it; the measured call's
-    # is contiguous. A kernel that caches a backward plan per shape and not per gradient layout then
-    # reads the gradient with the first call's strides. The shape is no other case's.
-    {"name": "grad-layout-reuse", "cls": "a shape whose backward ran before in the same process with the output's "
-     "gradient in another memory layout (a backward plan cached per shape reused)",
-     "b": 1, "h": 2, "sq": 160, "sk": 160, "d": 48, "mask": "none", "logits": "normal", "prime": "grad-bshd"},
-)
-
-# Cases a library runs beyond CASES: the shapes of its own known bugs (recipes/numerics.toml's
-# numerics_bugs rows name them in `cases`, so that a measurement here confirms or clears the bug).
-# `dv`: v's head dim where it differs from q's and k's (MLA); `layout`: "fused-qkv" makes q, k and v
-# strided views of one (batch, seq, 3, heads, dim) projection, as a fused QKV Linear gives them.
-LIBRARY_CASES = {
-    "flash_attn_4": (
-        {"name": "fa4-head-dim-144", "cls": "head dim 144 (above 128, not a multiple of 64)",
-         "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 144, "mask": "causal", "logits": "normal"},
-        {"name": "fa4-head-dim-160", "cls": "head dim 160 (above 128, not a multiple of 64)",
-         "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 160, "mask": "causal", "logits": "normal"},
-        {"name": "fa4-head-dim-176", "cls": "head dim 176 (above 128, not a multiple of 64)",
-         "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 176, "mask": "causal", "logits": "normal"},
-        {"name": "fa4-head-dim-72", "cls": "head dim 72 (not a multiple of 32)",
-         "b": 2, "h": 2, "sq": 256, "sk": 256, "d": 72, "mask": "causal", "logits": "normal"},
-        {"name": "fa4-head-dim-256-fused-qkv", "cls": "head dim 256, q, k and v strided views of one fused QKV projection",
-         "b": 2, "h": 2, "sq": 256, "sk": 256, "d": 256, "mask": "causal", "logits": "normal", "layout": "fused-qkv"},
-        {"name": "fa4-mla-128-96", "cls": "head dims 128 for q and k, 96 for v (an MLA shape)",
-         "b": 1, "h": 2, "sq": 256, "sk": 256, "d": 128, "dv": 96, "mask": "causal", "logits": "normal"},
-    ),
-}
-CASE_BY_NAME = {c["name"]: c for c in CASES + tuple(c for extra in LIBRARY_CASES.values() for c in extra)}
-
-# A library that compiles per head dim and causality runs its cases in parallel processes, one per
-# part (group "num:lib:<name>:<part>"), a part the cases sharing one compile (forward and
-# backward: FA4 pays 2.5-3 s for each). The parts fork from one process that imported the library
-# (torch_probe._families), so a part costs its compile and CUDA's start, not another import.
-LIBRARY_PARTS = {
-    "flash_attn_4": (
-        ("odd-causal", "tile64-causal-neglse", "large-logits"),  # head dim 64, causal
-        ("tile64-nomask-neglse",),  # head dim 64, not causal
-        ("odd-cross",),  # query and key lengths that differ: a compile of its own (3 s on an H200)
-        ("one-query-neglse",),  # one query row: a compile of its own too
-        ("gqa-2",),  # head dim 128, grouped heads
-        ("fa4-mla-128-96",),
-        ("head-dim-256", "fa4-head-dim-256-fused-qkv"),
-        ("fa4-head-dim-72",),
-        ("fa4-head-dim-144",),
-        ("fa4-head-dim-160",),
-        ("fa4-head-dim-176",),
-    ),
-}
-
-# A group starts no case this many seconds before its job's time limit (isolation.IMPORT_TIMEOUT_S):
-# the rest are "timeout" rows and the sweep is not cached, so the next check (kernels compiled) runs them.
-TIME_MARGIN_S = 12.0
-
-# Masks given to the kernel as a tensor (the other kinds are is_causal or nothing).
-TENSOR_MASKS = ("bool-causal", "float-causal", "all-true", "bool-padding", "float-bias", "fully-masked")
+# The designed cases, each library's and how its cases split across processes (numerics_cases.py).
+_CASES = _sibling("numerics_cases")
+DIRECTIONS, DIRECTION_WORDS, CASES, LIBRARY_CASES = _CASES.DIRECTIONS, _CASES.DIRECTION_WORDS, _CASES.CASES, _CASES.LIBRARY_CASES
+CASE_BY_NAME, LIBRARY_PARTS, TIME_MARGIN_S, TENSOR_MASKS = _CASES.CASE_BY_NAME, _CASES.LIBRARY_PARTS, _CASES.TIME_MARGIN_S, _CASES.TENSOR_MASKS
 
 
 def case_facts(case):
@@ -594,24 +493,27 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
     mark = time.perf_counter()
     cases = CASES if kind.startswith("sdpa") else CASES + LIBRARY_CASES.get(what, ())
     cases = part_cases(what, int(only), cases) if only and not kind.startswith("sdpa") else cases
-    case_marks = [time.perf_counter()]
+    marks = [time.perf_counter()]
 
     def case_done(name, dtype_name):  # where a library's time goes: each case's compile and run
-        now = time.perf_counter()
-        if len(phases) < 16:
-            phases["case:" + name] = round(now - case_marks[0], 3)
-        case_marks[0] = now
+        marks.append(time.perf_counter())
+        phases.setdefault("case:" + name, round(marks[-1] - marks[-2], 3)) if len(phases) < 16 else None
 
     out["numerics"] = sweep(torch, backends, dtypes, device, cases=cases, sync=torch.cuda.synchronize, choose=choose, seed=seed,
                             deadline=deadline, progress=None if kind.startswith("sdpa") else case_done)
     out["cases"] = {c["name"]: case_facts(c) for c in cases}
     phases["sweep_s"] = round(time.perf_counter() - mark, 3)
     phases["total_s"] = round(time.perf_counter() - started, 3)
-    try:  # CPU seconds beside wall seconds: whether a compile waited for the CPU or ran threads of its own
+    phases.update(_cpu_seconds())
+    return out
+
+
+def _cpu_seconds():
+    """{"cpu_s": this process's CPU seconds and its children's}: beside its wall seconds, whether a
+    compile waited for the CPU or ran threads of its own; {} where it cannot be told."""
+    try:
         import resource
 
-        used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-        phases["cpu_s"] = round(sum(u.ru_utime + u.ru_stime for u in used), 3)
+        return {"cpu_s": round(sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))), 3)}
     except (ImportError, OSError, AttributeError):
-        pass
-    return out
+        return {}
