@@ -33,7 +33,9 @@ _REASONS: list[tuple[re.Pattern, str, int]] = [
     (re.compile(r"dtype=torch\.bfloat16 \(supported: \{torch\.float(?:32|16), torch\.float(?:32|16)\}\)|bf16 is only supported on A100\+? GPUs"), "AD102", 3),
     (re.compile(r"max\(query\.shape\[-1\]|embed per head|only head-dim|head[_ -]?dim|query\.shape\[-1\] % \d+|shape\[-1\] [<>]|K > \d+|does not have enough shared-memory"), "AD603", 4),
     (re.compile(r"dtype=torch\.float32 \(supported"), "AD604", 5),
-    (re.compile(r"requires (?:a GPU|device) with (?:compute )?capability|compute capability [<>=]"), "AD103", 6),
+    # an upper bound the GPU is above: the kernel predates this GPU, not flash-attn 2's floor (AD103)
+    (re.compile(r"capability <=? ?\(\d+, ?\d+\) but your GPU has capability \(\d+, ?\d+\)|\(too new\)"), "AD317", 6),
+    (re.compile(r"requires (?:a GPU|device) with (?:compute )?capability|compute capability [<>=]"), "AD103", 7),
 ]
 _NOT_BUILT = re.compile(r"operator wasn't built")
 _END = re.compile(r"^(?:Traceback|File \"|During handling|The above exception|\[|[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b:?)")
