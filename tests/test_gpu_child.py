@@ -398,17 +398,26 @@ def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_
 def group_library(group):
     return "flash_attn_4" if "flash_attn_4" in group else None
 
+def kernel_caches(folder):
+    if folder and not os.environ.get("FAKE_KERNEL_CACHE"):
+        os.environ["FAKE_KERNEL_CACHE"] = folder
+
 def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+    kernel_caches(kernel_cache)
     found = "flash_attn.cute" in sys.modules   # before this group imports anything
     if group == "num:lib:flash_attn_4:2" and os.environ.get("FAMILY_CRASH_MEMBER"):
         os.kill(os.getpid(), 11)
+    if group == "num:lib:flash_attn_4:2" and os.environ.get("FAMILY_HANG_MEMBER"):
+        open(os.environ["FAMILY_HANG_MEMBER"], "w").write(str(os.getpid()))
+        time.sleep(120)
     imports = []
     if "flash_attn_4" in group:
         import flash_attn.cute
         imports = flash_attn.cute.IMPORTS
     return {"status": "ok", "results": [], "pid": os.getpid(), "ppid": os.getppid(), "imported_before": found,
             "imports": imports, "budget_s": budget_s, "quack_arch": os.environ.get("QUACK_ARCH"),
-            "arch_at_import": getattr(sys.modules.get("flash_attn.cute"), "ARCH_AT_IMPORT", None)}
+            "arch_at_import": getattr(sys.modules.get("flash_attn.cute"), "ARCH_AT_IMPORT", None),
+            "cache_at_import": getattr(sys.modules.get("flash_attn.cute"), "CACHE_AT_IMPORT", None)}
 """
 
 
@@ -420,7 +429,7 @@ def _family_probe(tmp_path, monkeypatch, library_source):
     script = tmp_path / "family_gpu_child.py"
     script.write_text(textwrap.dedent(FAMILY))
     config = {"script": str(script), "smoke": True, "capability": "8.0", "device_capability": "9.0",
-              "bf16_native_from": list(BF16_NATIVE_FROM)}
+              "bf16_native_from": list(BF16_NATIVE_FROM), "kernel_cache": str(tmp_path / "kernels")}
     return start_child(sys.executable, ["torch", "--gpu", json.dumps(config), "flash_attn_4", "triton"]).result(60)
 
 
@@ -429,6 +438,7 @@ import os, time
 time.sleep(1.0)   # an import that costs seconds, as the CuTe DSL's does
 IMPORTS = [os.getpid()]
 ARCH_AT_IMPORT = os.environ.get("QUACK_ARCH")
+CACHE_AT_IMPORT = os.environ.get("FAKE_KERNEL_CACHE")   # FA4 reads its cache folder once, at import
 """
 
 
@@ -448,6 +458,8 @@ def test_a_library_is_imported_once_for_all_its_groups(tmp_path, monkeypatch):
     # FA4's quack is told the tested GPU's architecture while it is imported (else it asks the GPU,
     # initialising CUDA where the groups fork from); the groups then run with the user's environment
     assert all(m["arch_at_import"] == "90" and m["quack_arch"] is None for m in members)
+    # the kernel compilers' cache folders are set before the import, not only in each group after it
+    assert all(m["cache_at_import"] == str(tmp_path / "kernels") for m in members)
 
 
 def test_the_import_is_told_the_architecture_only_where_the_library_asks_for_it():
@@ -514,3 +526,49 @@ def test_a_thread_of_cuda_s_own_is_tried_rather_than_refused(tmp_path, monkeypat
     assert "family_refork" not in data["imports"]["flash_attn_4"]
     members = [data["smoke"][g] for g in ("lib:flash_attn_4:bfloat16", "num:lib:flash_attn_4:1", "num:lib:flash_attn_4:2")]
     assert all(m["status"] == "ok" and m["imported_before"] for m in members)
+
+
+
+def test_a_family_that_fails_after_its_import_keeps_the_import_s_result_and_runs_its_groups(tmp_path, monkeypatch):
+    """What fails in the family's fork after the import (here: SIGCHLD ignored, so its waits fail) is
+    not the import's failure: the import's result stands and the groups run from the parent."""
+    ignoring = SLOW_IMPORT.replace("time.sleep(1.0)", "import signal; signal.signal(signal.SIGCHLD, signal.SIG_IGN)")
+    data = _family_probe(tmp_path, monkeypatch, ignoring)
+    assert data["imports"]["flash_attn_4"]["status"] == "ok"
+    assert "the family failed" in data["imports"]["flash_attn_4"]["family_refork"]
+    for group in ("lib:flash_attn_4:bfloat16", "num:lib:flash_attn_4:1", "num:lib:flash_attn_4:2"):
+        assert data["smoke"][group]["status"] == "ok"
+
+
+def test_a_group_of_a_family_killed_at_the_time_limit_dies_with_it(tmp_path, monkeypatch):
+    import os
+    import time
+
+    pid_file = tmp_path / "member.pid"
+    monkeypatch.setenv("FAMILY_HANG_MEMBER", str(pid_file))
+    monkeypatch.setenv("ATTN_DOCTOR_IMPORT_TIMEOUT", "4")
+    data = _family_probe(tmp_path, monkeypatch, SLOW_IMPORT)
+    assert data["smoke"]["num:lib:flash_attn_4:2"]["status"] == "timeout"
+    assert data["smoke"]["num:lib:flash_attn_4:1"]["status"] in ("ok", "timeout")
+    pid = int(pid_file.read_text())
+    for _ in range(50):  # the kernel delivers the parent-death signal at once; reaping may take a moment
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+            break  # a zombie: dead, waiting for init to reap it
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the hung group {pid} outlived its family")
+
+
+def test_the_import_is_told_an_architecture_only_where_every_gpu_here_shares_it():
+    """The smoke tests' GPU is a CUDA ordinal and the devices listed are NVML's: on a node of mixed
+    GPUs the tested one's capability is not known from the list, and no architecture is given."""
+    from attn_doctor.facts import Gpu, GpuInfo
+    from attn_doctor.probes import _capability_of
+
+    same = GpuInfo(devices=[Gpu(index=0, name="H100", capability="9.0"), Gpu(index=1, name="H100", capability="9.0")])
+    mixed = GpuInfo(devices=[Gpu(index=0, name="A100", capability="8.0"), Gpu(index=1, name="H100", capability="9.0")])
+    assert _capability_of(same) == "9.0" and _capability_of(mixed) is None and _capability_of(None) is None

@@ -150,7 +150,7 @@ def collect_facts(
     kernels_dir, kernels_note = _kernel_cache() if smoke and on_gpu else (None, None)
     probes += [kernels_note] if kernels_note is not None else []
     gpu_config = {"script": str(GPU_CHILD_SCRIPT), "smoke": smoke, "capability": _weakest_capability(gpu), "index": gpu_index,
-                  "device_capability": _capability_of(gpu, gpu_index),
+                  "device_capability": _capability_of(gpu),
                   "shapes": shapes or [], "bf16_native_from": list(BF16_NATIVE_FROM), "kernel_cache": kernels_dir}
     known_node, known_stack = split_known(known) if known is not None else (None, None)
     parts: dict[str, object] = {}  # part -> cache.Once (or a known answer)
@@ -327,10 +327,12 @@ def sample_cache_key(python: Optional[str] = None, capability: Optional[str] = N
     return cache.key("samples", **sample_inputs(python, facts, env_data, _sample_config(capability)))
 
 
-def _capability_of(gpu: Optional[GpuInfo], index: Optional[int]) -> Optional[str]:
-    """The compute capability of the GPU the smoke tests run on (index None: the first)."""
-    wanted = index or 0
-    return next((d.capability for d in (gpu.devices if gpu else []) if d.index == wanted), None)
+def _capability_of(gpu: Optional[GpuInfo]) -> Optional[str]:
+    """The compute capability every GPU here shares, or None: the smoke tests' GPU is a CUDA ordinal
+    (CUDA_VISIBLE_DEVICES may reorder), the devices listed are NVML's, so only a capability they all
+    share is surely the tested GPU's."""
+    caps = {d.capability for d in (gpu.devices if gpu else [])}
+    return caps.pop() if len(caps) == 1 else None
 
 
 def _weakest_capability(gpu: Optional[GpuInfo]) -> Optional[str]:

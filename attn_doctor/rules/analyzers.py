@@ -29,12 +29,13 @@ _INPUT = re.compile(r"^(?P<name>query|key|value)\s*:\s*shape=\((?P<shape>[\d, ]+
 _REASONS: list[tuple[re.Pattern, str, int]] = [
     (re.compile(r"xFormers wasn't build with CUDA support|xFormers can't load"), "AD312", 0),
     (re.compile(r"device=cpu\b|device=cpu \(supported"), "AD256", 1),
-    (re.compile(r"attn_bias\.stride\(|aligned by slicing|is not correctly aligned|not a multiple of 8"), "AD254", 2),
-    (re.compile(r"dtype=torch\.bfloat16 \(supported: \{torch\.float(?:32|16), torch\.float(?:32|16)\}\)|bf16 is only supported on A100\+? GPUs"), "AD102", 3),
-    (re.compile(r"max\(query\.shape\[-1\]|embed per head|only head-dim|head[_ -]?dim|query\.shape\[-1\] % \d+|shape\[-1\] [<>]|K > \d+|does not have enough shared-memory"), "AD603", 4),
-    (re.compile(r"dtype=torch\.float32 \(supported"), "AD604", 5),
-    # an upper bound the GPU is above: the kernel predates this GPU, not flash-attn 2's floor (AD103)
-    (re.compile(r"capability <=? ?\(\d+, ?\d+\) but your GPU has capability \(\d+, ?\d+\)|\(too new\)"), "AD317", 6),
+    # an upper bound the GPU is above: no input fits that operator here, so it outranks the input reasons;
+    # the kernel predates this GPU, not flash-attn 2's floor (AD103)
+    (re.compile(r"capability <=? ?\(\d+, ?\d+\) but your GPU has capability \(\d+, ?\d+\)|\(too new\)"), "AD317", 2),
+    (re.compile(r"attn_bias\.stride\(|aligned by slicing|is not correctly aligned|not a multiple of 8"), "AD254", 3),
+    (re.compile(r"dtype=torch\.bfloat16 \(supported: \{torch\.float(?:32|16), torch\.float(?:32|16)\}\)|bf16 is only supported on A100\+? GPUs"), "AD102", 4),
+    (re.compile(r"max\(query\.shape\[-1\]|embed per head|only head-dim|head[_ -]?dim|query\.shape\[-1\] % \d+|shape\[-1\] [<>]|K > \d+|does not have enough shared-memory"), "AD603", 5),
+    (re.compile(r"dtype=torch\.float32 \(supported"), "AD604", 6),
     (re.compile(r"requires (?:a GPU|device) with (?:compute )?capability|compute capability [<>=]"), "AD103", 7),
 ]
 _NOT_BUILT = re.compile(r"operator wasn't built")

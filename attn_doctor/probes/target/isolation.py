@@ -63,10 +63,10 @@ def run_isolated(jobs, timeout):
         return out
     deadline = time.monotonic() + timeout
     running = {}
-    for job in jobs:
-        _start(job, running, deadline)
-
     results = {}
+    for job in jobs:
+        results.update(_start(job, running, deadline))
+
     while running:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -85,7 +85,7 @@ def run_isolated(jobs, timeout):
                 job = running.pop(fd)
                 job["chunks"].append(_drain(fd))
                 _finish(job, fd, results, status, running, deadline)
-    for fd, job in running.items():  # hung: kill and report
+    for fd, job in running.items():  # hung: kill and report (a family's members die with it)
         try:
             os.kill(job["pid"], signal.SIGKILL)
             os.waitpid(job["pid"], 0)
@@ -101,13 +101,37 @@ def run_isolated(jobs, timeout):
 # reach this process before it is killed.
 FAMILY_MARGIN_S = 0.5
 
+# Set in a family's fork before it forks its members: each then dies with it (a family killed at the
+# deadline leaves no member running on the GPU). The doctor's own timeout kills the whole session.
+DIE_WITH_PARENT = False
+
+
+def _die_with_parent():
+    """SIGKILL this process when its parent dies (Linux prctl PR_SET_PDEATHSIG); elsewhere nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the call
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
 
 def _start(job, running, deadline):
     """Fork one job (or one family: see run_isolated) and register its pipe in `running`."""
     name, fn = job[0], job[1]
     members = list(job[2]) if len(job) > 2 else []
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError as exc:  # out of descriptors: said for the job, the others go on
+        return {n: {"status": "error", "error": describe_exception(exc)} for n in [name] + [m[0] for m in members]}
+    try:
+        pid = os.fork()
+    except OSError as exc:  # out of processes or memory
+        os.close(read_fd)
+        os.close(write_fd)
+        return {n: {"status": "error", "error": describe_exception(exc)} for n in [name] + [m[0] for m in members]}
     if pid == 0:  # child
         global OUT_FD
         os.close(read_fd)
@@ -116,6 +140,8 @@ def _start(job, running, deadline):
             OUT_FD = None
         code = 0
         try:
+            if DIE_WITH_PARENT:
+                _die_with_parent()
             before = _threads()
             output = _capture_output()
             payload = _run_inline(fn)
@@ -134,20 +160,26 @@ def _start(job, running, deadline):
             os._exit(code)
     os.close(write_fd)
     running[read_fd] = {"name": name, "pid": pid, "chunks": [], "start": time.monotonic(), "members": members}
+    return {}
 
 
 def _run_members(payload, name, members, threads_before, deadline):
     """Inside a family's fork, after its own job: its members' results, each run in a fork of this
     process; or, where forking here is unsafe, a request that the parent run them."""
-    unsafe = family_unsafe(threads_before)
-    if unsafe:
-        return {name: payload, "refork": unsafe}
-    out = run_isolated(members, max(0.1, deadline - time.monotonic() - FAMILY_MARGIN_S))
+    try:
+        unsafe = family_unsafe(threads_before, deadline - FAMILY_MARGIN_S)
+        if unsafe:
+            return {name: payload, "refork": unsafe}
+        global DIE_WITH_PARENT
+        DIE_WITH_PARENT = True
+        out = run_isolated(members, max(0.1, deadline - time.monotonic() - FAMILY_MARGIN_S))
+    except BaseException as exc:  # noqa: BLE001 - the import's result stands; the parent runs the members
+        return {name: payload, "refork": "the family failed: %s: %s" % (type(exc).__name__, exc)}
     out[name] = payload
     return out
 
 
-def family_unsafe(threads_before):
+def family_unsafe(threads_before, deadline=None):
     """Why a fork of this process could not run CUDA work safely, or None: CUDA's driver
     initialised here (a fork cannot use it: every driver call before cuInit answers
     CUDA_ERROR_NOT_INITIALIZED, 3), torch's CUDA state initialised, or threads started since
@@ -179,7 +211,7 @@ def family_unsafe(threads_before):
             started.remove(name)
     if not started:
         return None
-    if all(name.startswith("cuda") for name in started) and _driver_starts_in_a_fork():
+    if all(name.startswith("cuda") for name in started) and _driver_starts_in_a_fork(deadline):
         return None
     return "%d thread(s) started (%s)" % (len(started), ", ".join(sorted(started))[:120])
 
@@ -188,9 +220,10 @@ def family_unsafe(threads_before):
 CANARY_S = 15.0
 
 
-def _driver_starts_in_a_fork():
+def _driver_starts_in_a_fork(deadline=None):
     """Whether a fork of this process starts CUDA's driver (cuInit, then the device count): what
-    each group forked from here does first. No driver installed: nothing for a fork to start."""
+    each group forked from here does first, within CANARY_S (and before `deadline`). No driver
+    installed: nothing for a fork to start."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -206,8 +239,10 @@ def _driver_starts_in_a_fork():
                 code = 0 if driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 else 1
         finally:
             os._exit(code)
-    deadline = time.monotonic() + CANARY_S
-    while time.monotonic() < deadline:
+    until = time.monotonic() + CANARY_S
+    if deadline is not None:
+        until = min(until, deadline)
+    while time.monotonic() < until:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
@@ -310,7 +345,7 @@ def _finish(job, fd, results, status, running=None, deadline=None):
     if family.get("refork") and running is not None:
         results[job["name"]]["family_refork"] = str(family["refork"])[:200]
         for member in job["members"]:
-            _start(member, running, deadline)
+            results.update(_start(member, running, deadline))
         return
     for name, _ in job["members"]:
         got = family.get(name)

@@ -49,6 +49,18 @@ def import_env(module, capability):
     return env
 
 
+def _prepared(fn, prepare):
+    """fn() after prepare() (what the members need set before the import, kept for them)."""
+    if prepare is None:
+        return fn
+
+    def run():
+        prepare()
+        return fn()
+
+    return run
+
+
 def _with_env(fn, env):
     """fn() with each variable of `env` that the user has not set, set while it runs."""
     if not env:
@@ -203,7 +215,10 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
                 cache = gpu.get("kernel_cache")
                 smoke = [("smoke:" + g, _bind_budget(gpu_module.run_smoke_group, deadline, g, index, groups, shapes, cache)) for g in groups]
                 # First: the slowest forks (a compile, a JIT library) start before the imports'.
-                jobs[:0] = _families(smoke, jobs, getattr(gpu_module, "group_library", None), gpu.get("device_capability"))
+                # the kernel compilers' cache folders are set before a family's import: FA4 reads them once, at import
+                caches = getattr(gpu_module, "kernel_caches", None)
+                jobs[:0] = _families(smoke, jobs, getattr(gpu_module, "group_library", None), gpu.get("device_capability"),
+                                     prepare=(lambda: caches(cache)) if caches else None)
         except BaseException as exc:  # noqa: BLE001
             gpu_error = describe_exception(exc)
     results = run_isolated(jobs, max(0.1, deadline - time.monotonic()))
@@ -255,12 +270,13 @@ def _bind_budget(fn, deadline, *args):
     return lambda: fn(*(args + (max(1.0, deadline - time.monotonic()),)))
 
 
-def _families(smoke, jobs, group_library, capability=None):
+def _families(smoke, jobs, group_library, capability=None, prepare=None):
     """The smoke jobs, each group that tests a library moved under that library's import probe
     (taken out of `jobs`) as a family (isolation.run_isolated): the library is imported once, in
     the probe's own fork, and its groups run in forks of that one. FlashAttention 4's import (the
     CuTe DSL: 2-3 s alone, far more with a dozen processes importing it at once) is then paid once,
-    not once per group. Families first, then the other smoke jobs."""
+    not once per group. `prepare`: run in the family's fork before the import (the kernel caches'
+    folders, which FA4 reads when imported). Families first, then the other smoke jobs."""
     if group_library is None:
         return smoke
     members, plain = {}, []
@@ -273,7 +289,7 @@ def _families(smoke, jobs, group_library, capability=None):
     families = []
     for probe, group in members.items():
         index = next(i for i, job in enumerate(jobs) if job[0] == probe)
-        families.append((probe, _with_env(jobs.pop(index)[1], import_env(probe[len("import:"):], capability)), group))
+        families.append((probe, _prepared(_with_env(jobs.pop(index)[1], import_env(probe[len("import:"):], capability)), prepare), group))
     return families + plain
 
 
