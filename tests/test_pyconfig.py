@@ -142,6 +142,15 @@ def test_a_leaf_whose_bases_are_not_there_is_read_from_its_own_keys_and_says_so(
     assert config.status == "ok" and config.kind == "mmengine" and config.plan["compute_dtype"].value == "bfloat16"
     assert "are not there: read from its own keys, no default assumed" in config.why
     assert all(setting.source != "default" for setting in config.plan.values())
+    # a wrapper without a type may be a missing base's AmpOptimWrapper (mmengine merges the leaf into
+    # it): no precision is concluded from the type's absence
+    untyped_text = ("optim_wrapper = dict(optimizer=dict(lr=0.01))\n"
+                    "default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1))\n")
+    write(tmp_path, "untyped.py", "_base_ = ['../_base_/schedules/amp.py']\n" + untyped_text)
+    untyped = probe_config(str(tmp_path / "untyped.py"))
+    assert untyped.kind == "mmengine" and "compute_dtype" not in untyped.plan, untyped
+    write(tmp_path, "whole.py", untyped_text)  # no base named: the file is the whole config, and says fp32
+    assert probe_config(str(tmp_path / "whole.py")).plan["compute_dtype"].value == "float32"
     # with the bases there, the framework's defaults are asserted as before
     write(tmp_path.parent / "_base_" / "models", "llama.py", "model = dict(type='LLaMA')\n")
     write(tmp_path.parent / "_base_", "default_runtime.py", "default_scope = 'mmengine'\n")

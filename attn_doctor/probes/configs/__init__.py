@@ -41,6 +41,8 @@ class Context:
 
     base: Optional[Path] = None
     env: Optional[Mapping[str, str]] = None
+    # the file's own keys only: bases it names are not there (what a key's absence would say is unknown)
+    partial: bool = False
 
 
 def claimants(doc: dict, fmt: str) -> tuple[list, Optional[Any], int, list]:
@@ -191,7 +193,8 @@ def _read(absolute: str, doc: Any, fmt: str, env: Optional[Mapping[str, str]]) -
     spelled: dict = {}
     if getattr(reader, "HYPHENS_ARE_UNDERSCORES", False):
         doc, spelled = spelled_as_underscores(doc)
-    reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ))
+    reading = reader.read(doc, Context(base=Path(absolute).parent, env=env if env is not None else os.environ,
+                                       partial=bool(getattr(doc, "missing_bases", None))))
     unread = unread_keys(doc, reading.read)
     if spelled:  # said and edited as the file writes them
         unread = [_respelled(k, spelled) for k in unread]

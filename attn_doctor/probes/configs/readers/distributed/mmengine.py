@@ -103,7 +103,9 @@ def read(doc: dict, ctx) -> Reading:
         r.set("param_dtype", "float32", source="default", note="the hook keeps fp32 master weights")
         r.set("loss_scaling", True, key="fp16.loss_scale" if "loss_scale" in doc["fp16"] else "fp16",
               raw=doc["fp16"]["loss_scale"] if "loss_scale" in doc["fp16"] else str(doc["fp16"]))
-    elif wrappers or "optimizer" in doc or "optimizer_config" in doc:
+    elif (wrappers or "optimizer" in doc or "optimizer_config" in doc) and not (
+            getattr(ctx, "partial", False) and "type" not in (wrappers[0][1] if wrappers else {})):
+        # (with its _base_ files missing, a wrapper without a type may be a base's AmpOptimWrapper: unknown)
         key, w = wrappers[0] if wrappers else ("optimizer", {})
         r.set("compute_dtype", "float32", key=f"{key}.type" if "type" in w else key, raw=w.get("type") or "OptimWrapper",
               note="no mixed precision in the file (an optim_wrapper without a type is OptimWrapper; the projects' "
