@@ -52,43 +52,27 @@ def claimants(doc: dict, fmt: str) -> tuple[list, Optional[Any], int, list]:
     from .readers import READERS, evidence  # the readers load where a config is read, not in every check
 
     claimed, best, best_score, best_keys = [], None, 0, []
-    as_read = {}  # the document as a framework that reads hyphens as underscores sees it
+    as_written = (doc, {})
+    as_read = None  # the document as a framework that reads hyphens as underscores sees it (made once)
     for reader in READERS:
         if fmt not in reader.FORMATS:
             continue
-        if getattr(reader, "HYPHENS_ARE_UNDERSCORES", False):
-            seen, spelled = as_read.setdefault("_", spelled_as_underscores(doc))
-            found, score = _judged(reader, seen)
-            found = [_respelled(f, spelled) for f in found]  # said as the file writes them
-            if found:
-                claimed.append((score + 5 * len(found), reader, found))
-            if score > best_score:
-                best, best_score, best_keys = reader, score, [_respelled(k, spelled) for k in reader.MARKERS if k in seen]
-            continue
-        keys = [k for k in reader.MARKERS if k in doc]
-        score = sum(reader.MARKERS[k] for k in keys)
+        hyphens = getattr(reader, "HYPHENS_ARE_UNDERSCORES", False)
+        if hyphens and as_read is None:
+            as_read = spelled_as_underscores(doc)
+        seen, spelled = as_read if hyphens else as_written
+        score = sum(reader.MARKERS[k] for k in reader.MARKERS if k in seen)
         extra = getattr(reader, "recognise_extra", None)
         if extra is not None:
-            score += extra(doc)
-        found = evidence(reader, doc)
+            score += extra(seen)
+        found = [_respelled(f, spelled) for f in evidence(reader, seen)]  # said as the file writes them
         if found:
             claimed.append((score + 5 * len(found), reader, found))
         if score > best_score:
-            best, best_score, best_keys = reader, score, keys
+            best, best_score, best_keys = reader, score, [_respelled(k, spelled) for k in reader.MARKERS if k in seen]
     # a reader that another claimant's framework builds on gives way to it (a gpt-neox YAML is a DeepSpeed config too)
     names = {reader.NAME for _s, reader, _f in claimed}
     return [c for c in claimed if not set(getattr(c[1], "SUBSUMED_BY", ())) & names], best, best_score, best_keys
-
-
-def _judged(reader, doc: dict) -> tuple[list, int]:
-    """(the evidence only `reader`'s framework writes, its markers' score) in `doc`."""
-    from .readers import evidence
-
-    score = sum(reader.MARKERS[k] for k in reader.MARKERS if k in doc)
-    extra = getattr(reader, "recognise_extra", None)
-    if extra is not None:
-        score += extra(doc)
-    return evidence(reader, doc), score
 
 
 def spelled_as_underscores(doc: dict) -> tuple[dict, dict]:

@@ -51,7 +51,7 @@ def run_isolated(jobs, timeout):
     A job may also be a family, (name, fn, members): `fn` (an import, say) runs once in a fork
     of its own, reported under `name`, and each (name, fn) of `members` then runs in a fork of
     that one, so that what `fn` loaded is paid once rather than once per member. Where `fn` left
-    the fork unsafe to fork again (CUDA's driver initialised, a thread started: family_forkable),
+    the fork unsafe to fork again (CUDA's driver initialised, a thread started: family_unsafe),
     the members run in forks of this process instead, as plain jobs.
     """
     if not hasattr(os, "fork"):
@@ -122,15 +122,14 @@ def _start(job, running, deadline):
     """Fork one job (or one family: see run_isolated) and register its pipe in `running`."""
     name, fn = job[0], job[1]
     members = list(job[2]) if len(job) > 2 else []
+    read_fd = write_fd = None
     try:
         read_fd, write_fd = os.pipe()
-    except OSError as exc:  # out of descriptors: said for the job, the others go on
-        return {n: {"status": "error", "error": describe_exception(exc)} for n in [name] + [m[0] for m in members]}
-    try:
         pid = os.fork()
-    except OSError as exc:  # out of processes or memory
-        os.close(read_fd)
-        os.close(write_fd)
+    except OSError as exc:  # out of descriptors, processes or memory: said for the job, the others go on
+        for fd in (read_fd, write_fd):
+            if fd is not None:
+                os.close(fd)
         return {n: {"status": "error", "error": describe_exception(exc)} for n in [name] + [m[0] for m in members]}
     if pid == 0:  # child
         global OUT_FD
@@ -320,7 +319,7 @@ def _drain(fd):
     return b"".join(chunks)
 
 
-def _finish(job, fd, results, status, running=None, deadline=None):
+def _finish(job, fd, results, status, running, deadline):
     os.close(fd)
     if status is None:
         _, status = os.waitpid(job["pid"], 0)
@@ -342,7 +341,7 @@ def _finish(job, fd, results, status, running=None, deadline=None):
         return
     own = family.get(job["name"])
     results[job["name"]] = own if isinstance(own, dict) else {"status": "crashed", "signal": None, "duration_s": elapsed}
-    if family.get("refork") and running is not None:
+    if family.get("refork"):
         results[job["name"]]["family_refork"] = str(family["refork"])[:200]
         for member in job["members"]:
             results.update(_start(member, running, deadline))

@@ -49,24 +49,13 @@ def import_env(module, capability):
     return env
 
 
-def _prepared(fn, prepare):
-    """fn() after prepare() (what the members need set before the import, kept for them)."""
-    if prepare is None:
-        return fn
+def _before_import(fn, env, prepare=None):
+    """fn() after prepare() (what the members need set before the import, and keep), with each
+    variable of `env` that the user has not set, set while fn runs."""
 
     def run():
-        prepare()
-        return fn()
-
-    return run
-
-
-def _with_env(fn, env):
-    """fn() with each variable of `env` that the user has not set, set while it runs."""
-    if not env:
-        return fn
-
-    def run():
+        if prepare is not None:
+            prepare()
         added = [name for name in env if name not in os.environ]
         os.environ.update({name: env[name] for name in added})
         try:
@@ -289,7 +278,7 @@ def _families(smoke, jobs, group_library, capability=None, prepare=None):
     families = []
     for probe, group in members.items():
         index = next(i for i, job in enumerate(jobs) if job[0] == probe)
-        families.append((probe, _prepared(_with_env(jobs.pop(index)[1], import_env(probe[len("import:"):], capability)), prepare), group))
+        families.append((probe, _before_import(jobs.pop(index)[1], import_env(probe[len("import:"):], capability), prepare), group))
     return families + plain
 
 
