@@ -17,8 +17,9 @@ from ._common import json_option, no_color_option, python_option, quiet_option, 
 def explain(
     text: Optional[list[str]] = typer.Argument(
         None, metavar="[TEXT]...", show_default=False,
-        help="An error message or traceback (quote it). '-' reads the input from stdin; with no TEXT and no --file, "
-             "a piped stdin is read too."),
+        help="An error message or traceback (quote it). A single TEXT that is the path of an existing file reads "
+             "that file, as --file does. '-' reads the input from stdin; with no TEXT and no --file, a piped stdin "
+             "is read too."),
     file: Optional[Path] = typer.Option(
         None, "--file", "-f", metavar="LOG",
         help="Read a log file (any size, streamed; gzip and UTF-16 are decoded)."),
@@ -116,6 +117,8 @@ def _input(text, file):
 
     if file is not None and text:
         raise UsageError("give the input once: TEXT, --file LOG, or '-' for stdin")
+    if file is None and text and len(text) == 1 and _names_a_file(text[0]):
+        file, text = Path(text[0]), None  # `attn-doctor explain train.log`: the log, not its name
     if file is not None:
         if str(file) == "-":
             text = ["-"]
@@ -141,6 +144,17 @@ def _input(text, file):
             raise UsageError("'-' reads stdin, but stdin is a terminal: pipe a log in (e.g. `cat train.log | attn-doctor explain -`)")
         return sys.stdin.buffer, "stdin", None
     return io.BytesIO(" ".join(text).encode("utf-8", "surrogateescape")), "text", None
+
+
+def _names_a_file(arg: str) -> bool:
+    """One argument that is the path of a regular file (no error message is one line naming an
+    existing file and nothing else)."""
+    if not arg or "\n" in arg or len(arg) > 4096:
+        return False
+    try:
+        return Path(arg).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _isatty(stream) -> bool:

@@ -38,7 +38,7 @@ ANCHORS = [
     # L4, A10...) are read on lines another anchor brings ("Tesla T4", an error): alone, as anchors,
     # they hit a log's every other hex string.
     "RTX", "GTX", "rtx", "gtx", "TITAN", "V100", "v100", "A100", "a100", "H100", "h100", "H200", "h200", "H800", "A800", "B200",
-    "L40", "P100", "0ti", "0Ti", "0 Ti", "0TI", "0 ti",
+    "L40", "P100", "0ti", "0Ti", "0 Ti", "0TI", "0 ti", "pro6000", "PRO6000", "Pro6000", "PRO 6000", "Pro 6000",
     # a traceback's frames name the environment the log came from: PREFIX/lib/pythonX.Y/site-packages
     "site-packages", "dist-packages",
     # AMD GPUs: an LLVM target (gfx942, gcnArchName) or a model name (gpus.toml's amd_gpu)
@@ -88,6 +88,7 @@ _GPU_NAMED = re.compile(
     r"(?i:rtx|gtx)[ -]?(?i:pro[ -]?)?\d{3,4}(?:[ -]?(?i:ti|super|ada)\b)?"
     r"|(?:20|30|40|50)\d0[ -]?(?i:ti|super)"
     r"|(?i:titan)[ -](?:RTX|V|Xp)"
+    r"|(?i:pro)[ -]?6000"  # the RTX PRO 6000 (Blackwell), as users shorten it
     r"|(?i:gh200|gb200|a100|a800|h100|h200|h800|b200|b100|v100s?|p100|l40s?)"
     r"|(?:T4|L4|A10G?|A30|A40|H20|P40|K80)"
     r"))(?![A-Za-z0-9_+])"  # "A100+": a requirement, not a GPU here
@@ -103,6 +104,7 @@ def _named_gpu(name: str) -> str:
     name = re.sub(r"(?i)\b(rtx|gtx)[ -]?(?=\d)", lambda m: m.group(1).upper() + " ", name)
     name = re.sub(r"(?i)(?<=\d)[ -]?(ti|super)\b", lambda m: " Ti" if m.group(1).lower() == "ti" else " SUPER", name)
     name = re.sub(r"(?:\bGTX )?(?<!RTX )\b((?:20|30|40|50)\d0)\b", r"RTX \1", name)
+    name = re.sub(r"(?i)^(?:rtx[ -]?)?pro[ -]?6000$", "RTX PRO 6000", name)
     return re.sub(r"(?i)\b(?:[a-z]{1,2}\d{2,3}[a-z]?)\b", lambda m: m.group(0).upper(), name)
 
 

@@ -170,6 +170,41 @@ def allocation_over_gpu(groups: dict, before: list[str], after: list[str]) -> Op
     return {"ratio": f"{ratio:.1f}"} if ratio is not None and ratio >= 1.0 else None
 
 
+# Where an out-of-memory names no capacity (a text cut after the allocation): an allocation this
+# large at an attention call is its score matrix; a layer's weights or activations rarely take one
+# allocation of 8 GiB.
+_ALLOCATION_AT_CALL_BYTES = 8 * 2**30
+
+
+def allocation_at_attention_call(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """An out-of-memory without the GPU's capacity whose one allocation is 8 GiB or more, raised by
+    the attention call the traceback's last code lines show (scaled_dot_product_attention, an
+    attention function, a softmax or matmul of scores). None: not this, or the capacity is there
+    (allocation_in_attention judges it)."""
+    alloc = _bytes(groups.get("alloc"))
+    if alloc is None or alloc < _ALLOCATION_AT_CALL_BYTES:
+        return None
+    if any("total capacity" in line for line in [*before[-2:], *after[:2]]):
+        return None
+    frames = [line for line in before if line.strip()][-4:]
+    calls = [line for line in frames if _ATTENTION_FRAME.search(line)]
+    if not calls:
+        return None
+    return {"attention_line": calls[-1].strip()[:200]}
+
+
+# flash-attn's fused kernels built on their own, by module: the flash-attention repository's folder
+# that builds each (its setup.py's CUDAExtension name).
+FLASH_ATTN_CSRC = {"dropout_layer_norm": "layer_norm", "rotary_emb": "rotary", "fused_dense_lib": "fused_dense_lib",
+                   "xentropy_cuda_lib": "xentropy", "ft_attention": "ft_attention"}
+
+
+def flash_attn_csrc_folder(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """The csrc/ folder that builds the fused-kernel module the text names."""
+    folder = FLASH_ATTN_CSRC.get(groups.get("module") or "")
+    return {"folder": folder} if folder else None
+
+
 # a call into an attention library, as a traceback's code line or a quoted line shows it
 _ATTENTION_CALL = re.compile(r"\b(?:flash_attn\w*|_flash_attn\w*|unpad_input|pad_input|memory_efficient_attention\w*|sageattn\w*|flash_attn_interface\.\w+|xformers\.ops\.\w+)\s*\(", re.IGNORECASE)
 
@@ -266,6 +301,8 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "attention_call_before": attention_call_before,
     "allocation_in_attention": allocation_in_attention,
     "allocation_over_gpu": allocation_over_gpu,
+    "allocation_at_attention_call": allocation_at_attention_call,
+    "flash_attn_csrc_folder": flash_attn_csrc_folder,
     "fill_source": fill_source,
     "dtypes_differ": dtypes_differ,
     **_support_guards(),

@@ -245,6 +245,8 @@ OUT_OF_STACK = [
     (None, _rx(r"^\s*is not defined\s*$", r"^\s*object has no attribute\s*$", r"unexpected keyword argument\s*$",
                r"^\s*takes \d+ positional arguments?"),
      "Python's own wording (NameError, AttributeError, TypeError): the interpreter says it of any code"),
+    (None, _rx(r"because of the following error \(look up to see its traceback\)"),
+     "a wrapper around the error that follows it (the wrapped error, on the lines after, is the cause)"),
     (None, _rx(r"\bpy-cpuinfo\b", r"\blscpu\b", r"\bcores?\b.*\b(?:socket|instance)"), "CPU topology detection"),
     (None, _rx(r"\btokenizer\b"), "tokenizer loading"),
     (None, _rx(r"\bdownload", r"\boffline\b", r"\bHTTP\b", r"\bconnection\b", r"\burl\b", r"could not fetch",

@@ -1,0 +1,115 @@
+"""Readings that name a cause from what the text measures or names rather than one library's sentence:
+flash-attn's separately built fused kernels (the csrc/ folder that builds each); an undefined symbol
+that is the C++ runtime's own; any cuDNN library a GPU library cannot open; an out-of-memory at an
+attention call whose capacity was cut off; float16 told as a symptom; a guarded flash-attn import's
+assert; transformers' renamed availability helpers; ptxas's bf16 refusal retold; the RTX PRO 6000 as
+users shorten it; a library's wrapper around another error (not a cause of its own).
+Real explain on texts as users paste them."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+from attn_doctor.explaining.core import explain
+from attn_doctor.rules.loader import load_recipes
+
+RECIPES = load_recipes()
+
+
+def _report(text: str):
+    return explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+
+
+def _first(text: str):
+    report = _report(text)
+    return next((m for m in report.matches if not m.harmless and m.likelihood != "unlikely"), None)
+
+
+def test_flash_attn_fused_kernels_name_the_folder_that_builds_each():
+    for module, folder in (("dropout_layer_norm", "layer_norm"), ("rotary_emb", "rotary"), ("xentropy_cuda_lib", "xentropy")):
+        first = _first(f"  File \"/x/flash_attn/ops/layer_norm.py\", line 4, in <module>\n    import {module}\n"
+                       f"ModuleNotFoundError: No module named '{module}'")
+        assert first is not None and first.rule == "AD319", module
+        assert first.captures.get("folder") == folder
+        assert any(f"subdirectory=csrc/{folder}" in (c or "") for c in first.commands)
+    stale = _first("AttributeError: module 'dropout_layer_norm' has no attribute 'dropout_add_ln_fwd'")
+    assert stale is not None and stale.rule == "AD319"
+    # the attention extension itself stays AD302; a look-alike module name matches nothing
+    assert _first("ModuleNotFoundError: No module named 'flash_attn_2_cuda'").rule == "AD302"
+    assert _first("ModuleNotFoundError: No module named 'dropout_layer_norm_v2'") is None
+
+
+def test_an_undefined_symbol_of_the_cxx_runtime_is_libstdcxx_not_a_torch_abi_mismatch():
+    so = "/env/lib/python3.12/site-packages/dropout_layer_norm.cpython-312-x86_64-linux-gnu.so"
+    assert _first(f"ImportError: {so}: undefined symbol: __cxa_call_terminate").rule == "AD352"
+    assert _first(f"ImportError: {so}: undefined symbol: _ZSt28__throw_bad_array_new_lengthv").rule == "AD352"
+    # a torch symbol stays the build mismatch it was
+    torch_symbol = _first(f"ImportError: {so}: undefined symbol: _ZN3c104cuda9SetDeviceEi")
+    assert torch_symbol is not None and torch_symbol.rule != "AD352"
+
+
+def test_any_cudnn_library_a_gpu_library_cannot_open_is_the_cudnn_major_it_needs():
+    text = ("[E:onnxruntime:Default, provider_bridge_ort.cc:1862 TryGetProviderInfo_CUDA] Failed to load library "
+            "libonnxruntime_providers_cuda.so with error: libcudnn_adv.so.9: cannot open shared object file: No such file or directory")
+    assert _first(text).rule == "AD418"
+    assert _first("loaded libcudnn_adv.so.9 from /usr/lib") is None
+
+
+def test_an_out_of_memory_at_an_attention_call_without_the_capacity_is_the_score_matrix():
+    at_sdpa = ('  File "wan/models/transformer3d.py", line 203, in attention\n'
+               "    out = torch.nn.functional.scaled_dot_product_attention(\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 62.02 GiB.")
+    assert _first(at_sdpa).rule == "AD280"
+    # a small allocation, or one raised elsewhere, is no attention matrix
+    assert _first(at_sdpa.replace("62.02 GiB", "2.00 GiB")) is None
+    elsewhere = ('  File "model.py", line 20, in forward\n    x = self.proj(x)\n'
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 62.02 GiB.")
+    assert _first(elsewhere) is None
+
+
+def test_float16_told_as_a_symptom():
+    black = ("If I changed to use Cogvideox-1.5-5B, the output is black video.\nI only changed this line:\n"
+             '`pipe = CogVideoXPipeline.from_pretrained("THUDM/CogVideoX-5b", torch_dtype=torch.float16)`.')
+    assert _first(black).rule == "AD660"
+    assert _first("the output is black video") is None  # no float16 in the text: many causes
+    amp = ("在训练时，loss和decode.loss_ce变成了nan。\n"
+           "python tools/train.py configs/upernet_512x512.py --work-dir out --amp")
+    assert _first(amp).rule == "AD660"
+    assert _first("在训练时，loss和decode.loss_ce变成了nan。") is None
+
+
+def test_a_guarded_flash_attn_import_and_renamed_helpers():
+    assert _first('the problem happend "assert flash attn_func is not None".').rule == "AD350"
+    renamed = ("NameError: name 'is_flash_attn_available' is not defined. Did you mean: 'is_flash_attn_2_available'?")
+    assert _first(renamed).rule == "AD412"
+    assert _first("NameError: name 'is_available' is not defined") is None
+
+
+def test_ptxas_bf16_refusal_retold_and_the_rtx_pro_6000_shortened():
+    assert _first("我的显卡好像不支持bf16计算'.bf16' requires .target sm_80 or higher").rule == "AD260"
+    pro = ("On the pro6000 GPU platform I get:\n"
+           "RuntimeError: FlashAttention only supports Ampere GPUs or newer.")
+    assert _first(pro).rule == "AD104"  # a Blackwell card: the release predates it
+
+
+def test_a_library_s_wrapper_around_another_error_is_not_a_cause_of_its_own():
+    text = ("RuntimeError: Failed to import transformers.modeling_utils because of the following error (look up to see its traceback):\n"
+            "Failed to import transformers.generation.utils because of the following error (look up to see its traceback):\n"
+            "cannot import name 'builder' from 'google.protobuf.internal'")
+    report = _report(text)
+    assert not [m for m in report.matches if not m.harmless and m.likelihood != "unlikely"]
+
+
+def test_a_single_argument_naming_a_file_is_read_as_the_file(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n")
+    done = subprocess.run([sys.executable, "-m", "attn_doctor", "explain", str(log), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "AD103" in done.stdout
+    # a path that does not exist stays the text it is (nothing matches it)
+    done = subprocess.run([sys.executable, "-m", "attn_doctor", "explain", str(tmp_path / "missing.log")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
