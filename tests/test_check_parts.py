@@ -27,7 +27,7 @@ def stack_group(group):
 def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main", "compile:flex-compiled"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, capability=None, budget_s=None):
     with open(os.environ["SMOKE_RUNS"], "a") as fh:
         fh.write(group + "\\n")
     backend = "sdpa-flash" if group == "main" else "flex-compiled"

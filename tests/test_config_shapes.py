@@ -87,7 +87,7 @@ COMPILED = {}
 def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, capability=None, budget_s=None):
     return {"status": "ok", "results": [], "choices": [
         {"dtype": s["dtype"] or "bfloat16", "head_dim": s["head_dim"], "backend": "efficient_attention", "source": s["source"]}
         for s in shapes]}

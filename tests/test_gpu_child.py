@@ -152,7 +152,7 @@ COMPILED = {}
 def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main", "cudnn:float16", "cudnn:bfloat16"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, capability=None, budget_s=None):
     if group == "cudnn:bfloat16":
         os.kill(os.getpid(), signal.SIGSEGV)   # a kernel that takes its process down
     if group == "cudnn:float16":
@@ -279,7 +279,7 @@ COMPILED = {}
 def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_only=()):
     return ["main"]
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, capability=None, budget_s=None):
     with open(os.environ["SMOKE_RUNS"], "a") as fh:
         fh.write(group + "\\n")
     return {"status": "ok", "choices": [{"dtype": "bfloat16", "head_dim": 128, "backend": "flash_attention"}],
@@ -402,7 +402,7 @@ def kernel_caches(folder):
     if folder and not os.environ.get("FAKE_KERNEL_CACHE"):
         os.environ["FAKE_KERNEL_CACHE"] = folder
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, capability=None, budget_s=None):
     kernel_caches(kernel_cache)
     found = "flash_attn.cute" in sys.modules   # before this group imports anything
     if group == "num:lib:flash_attn_4:2" and os.environ.get("FAMILY_CRASH_MEMBER"):

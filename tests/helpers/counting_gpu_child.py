@@ -18,7 +18,7 @@ def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_
     return ["main"]
 
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, capability=None, budget_s=None):
     with open(os.environ["SMOKE_RUNS"], "a") as fh:
         fh.write(group + "\n")
     if os.environ.get("SMOKE_CRASH"):

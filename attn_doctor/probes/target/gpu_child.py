@@ -475,14 +475,15 @@ def _shape_choices(torch, shape, dtypes, device):
     return out
 
 
-def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, budget_s=None):
+def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None, capability=None, budget_s=None):
     """One group of smoke tests on GPU `index`, in this process: {"choices": [...], "results": [...]}.
 
     `groups` is the whole split (smoke_groups' answer): "main" runs the SDPA tests that no
     "cudnn:<dtype>" group of it takes; "lib:<name>[:<dtype>]" one attention library's (in one
     dtype); "compile:<name>" a compiled backend's, in one dtype (bf16 where native). `shapes`
     ({"head_dim", "dtype", "source"}: the user's model) get SDPA's choice too, in "main".
-    `kernel_cache`: the folder for compiled kernels (kernel_caches). `budget_s`: the seconds this
+    `kernel_cache`: the folder for compiled kernels (kernel_caches). `capability`: "9.0", the compute
+    capability every GPU here shares (None where they differ or it is unknown). `budget_s`: the seconds this
     process may run (its job's time limit): a numerics group reports what it measured within it.
     `phases` says where the group's time went.
     """
@@ -490,7 +491,8 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None,
     if group.startswith("num:"):
         import torch
 
-        return numerics_child().run_numerics_group(group, _sdpa_backends(torch), index, bf16_native, budget_s=budget_s)
+        return numerics_child().run_numerics_group(group, _sdpa_backends(torch), index, bf16_native, budget_s=budget_s,
+                                                   capability=capability)
     started = time.perf_counter()
     phases = {}
     import threading

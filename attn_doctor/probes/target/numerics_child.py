@@ -444,13 +444,48 @@ def part_cases(name, part, cases):
     return tuple(c for c in cases if c["name"] in parts[part - 1] or (part == 1 and not any(c["name"] in p for p in parts)))
 
 
-def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=1234, budget_s=None):
+def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=1234, budget_s=None, capability=None):
     """One group of the sweep on GPU `index`, in this process: {"status", "numerics": [...], "phases"}.
-    sdpa_backends: gpu_child._sdpa_backends (name -> context factory). budget_s: its job's time limit."""
+    sdpa_backends: gpu_child._sdpa_backends (name -> context factory). budget_s: its job's time limit.
+    capability: "9.0", the compute capability every GPU here shares, else None (a library part then
+    compiles nothing ahead)."""
     started = time.perf_counter()
     deadline = time.monotonic() + budget_s - TIME_MARGIN_S if budget_s else None
     phases = {}
     import torch
+
+    ahead = _start_ahead(torch, group, capability, bf16_native)
+    try:
+        return _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, started, deadline, phases, ahead)
+    finally:
+        if ahead:  # a part that stopped before its first backward: the compiles ahead are of no use now
+            _AHEAD.wait(ahead, time.monotonic())
+
+
+_AHEAD = _sibling("ahead_compile")
+
+
+def _start_ahead(torch, group, capability, bf16_native):
+    """A library part's backward compiled ahead (ahead_compile.py), before this process starts CUDA:
+    its pids. The part's first case (a part is the cases that share one compile), in the one dtype a
+    library part runs (bf16 where native)."""
+    _, kind, rest = group.split(":", 2) if group.count(":") >= 2 else (group, "", "")
+    if kind != "lib" or rest.count(":") != 1:
+        return []
+    name, part = rest.split(":")
+    parts = LIBRARY_PARTS.get(name)
+    digits = str(capability or "").split(".")
+    capability = (int(digits[0]), int(digits[1])) if len(digits) == 2 and all(d.isdigit() for d in digits) else None
+    if not parts or not capability or not part.isdigit() or not 1 <= int(part) <= len(parts):
+        return []
+    native = bf16_native(tuple(capability)) if bf16_native else tuple(capability) >= (8, 0)
+    case = CASE_BY_NAME.get(parts[int(part) - 1][0])
+    if case is None:
+        return []
+    return _AHEAD.start(torch, name, case, torch.bfloat16 if native else torch.float16, capability)
+
+
+def _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, started, deadline, phases, ahead):
 
     out = {"status": "ok", "numerics": [], "phases": phases, "device_index": index}
     # Beside the compiled test (Inductor's compile: the cold check's critical path, CPU-bound), the
@@ -483,7 +518,8 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
     else:
         mark = time.perf_counter()
         try:
-            backends = [(what, library_call(torch, what))]
+            call = library_call(torch, what)
+            backends = [(what, _AHEAD.after_first_forward(call, ahead, deadline, phases) if ahead else call)]
         except BaseException as exc:  # noqa: BLE001 - the import probe reports it; here just not tested
             backends = [(what, exc)]
         phases["library_import_s"] = round(time.perf_counter() - mark, 3)

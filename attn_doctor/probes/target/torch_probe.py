@@ -202,7 +202,8 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
                 index = int(gpu.get("index") or 0)
                 shapes = gpu.get("shapes") or []
                 cache = gpu.get("kernel_cache")
-                smoke = [("smoke:" + g, _bind_budget(gpu_module.run_smoke_group, deadline, g, index, groups, shapes, cache)) for g in groups]
+                smoke = [("smoke:" + g, _bind_budget(gpu_module.run_smoke_group, deadline, g, index, groups, shapes, cache,
+                                                     gpu.get("device_capability"))) for g in groups]
                 # First: the slowest forks (a compile, a JIT library) start before the imports'.
                 # the kernel compilers' cache folders are set before a family's import: FA4 reads them once, at import
                 caches = getattr(gpu_module, "kernel_caches", None)
