@@ -4,7 +4,7 @@ compute capability: the proof that a config `attn-doctor fix --gpu TARGET` wrote
     python benchmarks/trainer_runs/run_two_steps.py --target t4 CONFIG.yaml ... --json out.json
 
 The framework is named by the config's file name (hf_trainer_*, trl_sft_*, trl_dpo_*, accelerate_*,
-lightning_*); each config runs in a process of its own, in a temporary folder, with a tiny Llama
+lightning_*, deepspeed_* for a DeepSpeed JSON config); each config runs in a process of its own, in a temporary folder, with a tiny Llama
 (2 layers, hidden 64) built here and a few random token batches: no network. The target's
 capability is what the frameworks read (torch.cuda.get_device_capability, get_device_properties'
 major/minor, is_bf16_supported without emulation): the checks they run before training (transformers'
@@ -214,7 +214,37 @@ def run_lightning(path: Path, work: Path) -> dict:
     return {"losses": losses, "steps": trainer.global_step, "precision": str(trainer.precision)}
 
 
-RUNNERS = {"hf_trainer": run_hf_trainer, "trl_sft": run_trl_sft, "trl_dpo": run_trl_dpo, "accelerate": run_accelerate,
+def run_deepspeed(path: Path, work: Path) -> dict:
+    """The JSON config given to DeepSpeed's own engine (deepspeed.initialize), one process of a
+    world of one, the optimizer the training script's (AdamW: the config names none)."""
+    import socket
+
+    import deepspeed
+    import torch
+
+    config = json.loads(path.read_text())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # what the `deepspeed` launcher sets for each rank
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    model = tiny_model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    losses = []
+    for step in range(2):
+        g = torch.Generator().manual_seed(step)
+        ids = torch.randint(4, VOCAB, (int(config.get("train_micro_batch_size_per_gpu", 2)), 16), generator=g).to(engine.device)
+        loss = engine(input_ids=ids, labels=ids).loss
+        engine.backward(loss)
+        engine.step()
+        losses.append(float(loss))
+    precision = "bf16" if engine.bfloat16_enabled() else "fp16" if engine.fp16_enabled() else "fp32"
+    return {"losses": losses, "steps": engine.global_steps, "skipped": engine.skipped_steps, "precision": precision,
+            "weights": str(next(engine.module.parameters()).dtype)}
+
+
+RUNNERS = {"deepspeed": run_deepspeed, "hf_trainer": run_hf_trainer, "trl_sft": run_trl_sft, "trl_dpo": run_trl_dpo, "accelerate": run_accelerate,
            "lightning": run_lightning}
 
 
