@@ -1,6 +1,7 @@
 """Judgements of a build-cause match from the text's own facts: a "built for another torch" reading
 whose text names the same torch on both sides, and a "torch lacks this GPU's kernels" reading whose
-text names a torch wheel that has them. Each returns the reason the reading is unlikely, or None."""
+text names a torch wheel that has them (the reason the reading is unlikely) or one that cannot have
+them (the reason it is confirmed). Each returns its reason, or None."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[
     try:
         cuda = Version(log_facts.torch.cuda)
         covered = {str(c) for row in data.get("torch_wheel_kernels", {}).get("rows", [])
-                   if cuda >= Version(str(row.get("cuda"))) for c in row.get("capabilities", [])}
+                   if cuda >= Version(str(row.get("cuda")))
+                   and ("cuda_before" not in row or cuda < Version(str(row["cuda_before"])))
+                   for c in row.get("capabilities", [])}
     except InvalidVersion:
         return None
     if not all(c in covered for c in caps):
@@ -54,3 +57,29 @@ def torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[
     gpus = ", ".join("sm" + c.replace(".", "") for c in caps)
     return (f"the text names torch {version}, whose official wheels carry kernels for {gpus}: the kernels missing "
             "are another library's (an extension built without this GPU's architecture)")
+
+
+def torch_wheel_lacks_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
+    """A "torch lacks this GPU's architecture" match where the text names a torch wheel whose CUDA
+    cannot build code for the GPU the text names (data.torch_wheel_lacks): confirmed, said why."""
+    if rule.when is None or rule.when.check != "torch_arch_missing":
+        return None
+    version = log_facts.torch.version or ""
+    caps = log_facts.gpu_capabilities() or []
+    if not version.partition("+")[2].startswith("cu") or not log_facts.torch.cuda or not caps:
+        return None
+    try:
+        cuda = Version(log_facts.torch.cuda)
+        for row in data.get("torch_wheel_lacks", {}).get("rows", []):
+            if "cuda_from" in row and cuda < Version(str(row["cuda_from"])):
+                continue
+            if "cuda_before" in row and cuda >= Version(str(row["cuda_before"])):
+                continue
+            lacking = [c for c in caps if ("below" not in row or Version(c) < Version(str(row["below"])))
+                       and ("from" not in row or Version(c) >= Version(str(row["from"])))]
+            if lacking and len(lacking) == len(caps):
+                gpus = ", ".join("sm" + c.replace(".", "") for c in lacking)
+                return f"the text names torch {version} and a GPU of {gpus}: {row.get('why', 'its CUDA builds no code for it')}"
+    except InvalidVersion:
+        return None
+    return None

@@ -324,6 +324,9 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         same = builds.same_torch_both_sides(rule, captures, evidence) or builds.torch_has_the_kernels(rule, log_facts, recipes.data)
         if same:
             likelihood, reason = "unlikely", same
+        lacks = builds.torch_wheel_lacks_the_kernels(rule, log_facts, recipes.data)
+        if lacks:
+            likelihood, reason = "confirmed", lacks
         evidence.update(fits)
         evidence.update(captures)
         evidence.update(_derived(captures, evidence, scan.versions, here))

@@ -150,6 +150,8 @@ class LogVersions:
         for m in _PKG.finditer(line):
             if you_have and m.start() < you_have.start():
                 continue  # "built for PyTorch X (you have Y)": X is what something was built for, not what is installed
+            if re.search(r"(?i)\b(?:used to build|built (?:for|with)|compiled (?:for|with|against))\s*$", line[:m.start()]):
+                continue  # collect_env's "CUDA used to build PyTorch: 11.3": the CUDA, not torch's version
             name = _NAMES[m.group("name").lower()]
             version = m.group("version")
             if name == "torch" and "+cu" in version:

@@ -193,6 +193,26 @@ def allocation_at_attention_call(groups: dict, before: list[str], after: list[st
     return {"attention_line": calls[-1].strip()[:200]}
 
 
+def _compiled_for(groups: dict) -> Optional[bool]:
+    """Whether the architecture a kernel has no code for is in the list its library was compiled
+    for ("CUDA arch 600 ... compiled for: 500,600,700"); None where the text gives neither."""
+    arch = (groups.get("arch") or "").strip()
+    archs = {a.strip() for a in (groups.get("archs") or "").split(",") if a.strip()}
+    if not arch.isdigit() or not archs:
+        return None
+    return arch in archs
+
+
+def arch_compiled_for(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """The build carries the GPU's architecture, the kernel has no code for it: its own floor."""
+    return {} if _compiled_for(groups) is True else None
+
+
+def arch_not_compiled_for(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """The architecture is not in the build's list: the build lacks it."""
+    return {} if _compiled_for(groups) is False else None
+
+
 # flash-attn's fused kernels built on their own, by module: the flash-attention repository's folder
 # that builds each (its setup.py's CUDAExtension name).
 FLASH_ATTN_CSRC = {"dropout_layer_norm": "layer_norm", "rotary_emb": "rotary", "fused_dense_lib": "fused_dense_lib",
@@ -303,6 +323,8 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "allocation_over_gpu": allocation_over_gpu,
     "allocation_at_attention_call": allocation_at_attention_call,
     "flash_attn_csrc_folder": flash_attn_csrc_folder,
+    "arch_compiled_for": arch_compiled_for,
+    "arch_not_compiled_for": arch_not_compiled_for,
     "fill_source": fill_source,
     "dtypes_differ": dtypes_differ,
     **_support_guards(),

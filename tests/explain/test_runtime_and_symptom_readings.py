@@ -113,3 +113,69 @@ def test_a_single_argument_naming_a_file_is_read_as_the_file(tmp_path):
     done = subprocess.run([sys.executable, "-m", "attn_doctor", "explain", str(tmp_path / "missing.log")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_torch_wheel_whose_cuda_cannot_build_for_the_gpu_confirms_torch_s_build():
+    # CUDA 13 builds nothing before sm_75: a +cu130 torch on a GTX 1080 Ti is torch's own build
+    cu130 = ("Worker error: GVM failed for 'clip': CUDA error: no kernel image is available for execution on the device\n"
+             "Search for `cudaErrorNoKernelImageForDevice' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.\n"
+             "- **PyTorch:** 2.9.1+cu130\n- **GPU:** NVIDIA GeForce GTX 1080 Ti\n")
+    first = _first(cu130)
+    assert first.rule == "AD105" and first.likelihood == "confirmed" and "CUDA 13" in first.likelihood_reason
+    # a +cu113 wheel carries sm_60 code (run by sm_61): the kernels missing are an extension's
+    cu113 = ("CUDA error: no kernel image is available for execution on the device\n"
+             "PyTorch version: 1.12.1+cu113\nCUDA used to build PyTorch: 11.3\nGPU models and configuration: GPU 0: NVIDIA GeForce GTX 1080 Ti\n")
+    assert _first(cu113).rule == "AD313"
+    # torch's own 'Search for `cudaError...`' line is not a C++ program's check
+    bare = ("CUDA error: no kernel image is available for execution on the device\n"
+            "Search for `cudaErrorNoKernelImageForDevice' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.")
+    assert _first(bare).rule == "AD105"
+
+
+def test_a_build_that_carries_the_architecture_yet_has_no_code_for_the_kernel_is_the_kernel_s_floor():
+    floor = ("ggml-cuda.cu:1412: ERROR: CUDA kernel vec_dot_q4_K_q8_1_impl_vmmq has no device code compatible with "
+             "CUDA arch 600. ggml-cuda.cu was compiled for: 500,600,700,800,900")
+    assert _first(floor).rule == "AD110"
+    assert _first(floor.replace("500,600,700", "500,700")).rule == "AD313"
+
+
+def test_ctranslate2_s_cuda_libraries_and_its_float16_on_the_cpu():
+    for text in ("RuntimeError: Library libcublas.so.11 is not found or cannot be loaded",
+                 "RuntimeError: Library cublas64_12.dll is not found or cannot be loaded"):
+        assert _first(text).rule == "AD418", text
+    refusal = "ValueError: Requested float16 compute type, but the target device or backend do not support efficient float16 computation."
+    assert _first(refusal).rule == "AD109"  # alone: a GPU before Volta
+    assert _first(refusal + "\nwhisperx /Users/me/Downloads/a.mp3 --language fr").rule == "AD266"
+
+
+def test_platforms_without_cuda_and_kernels_refusing_the_gpu():
+    mac_build = ("Preparing metadata (setup.py) ... error\n"
+                 "  /private/var/folders/8b/T/pip-install-x/flash-attn_1/setup.py:78: UserWarning: flash_attn was requested, "
+                 "but nvcc was not found.  Are you sure your environment has nvcc available?")
+    assert _first(mac_build).rule == "AD259"
+    assert _first(mac_build.replace("/private/var/folders/8b/T", "/tmp")).rule == "AD315"  # not a Mac: install nvcc
+    arc = "product: DG2 [Arc A770]\nvendor: Intel Corporation\nAssertionError: Torch not compiled with CUDA enabled"
+    assert _first(arc).rule == "AD259"
+    assert _first("xformers: RuntimeError: No such operator xformers::efficient_attention_forward_cutlass - did you "
+                  "forget to build xformers with `python setup.py develop`?").rule == "AD312"
+    assert _first("UserWarning: Tesla V100-SXM2-32GB does not support bfloat16 compilation natively, skipping").rule == "AD102"
+    ck = ("RuntimeError: DeviceGroupedMultiheadAttentionForward_Xdl_CShuffle_V2<256, 128, 128, 32, 8, 8, 128, 128, 32, 2, "
+          "Default, ASpecDefault, B0SpecDefault, B1SpecDefault, CSpecDefault, MaskUpperTriangleFromTopLeft> does not support this problem")
+    assert _first(ck).rule == "AD112"
+    fp8 = ("When running fp8 models on Ampere architecture I get these errors:\n"
+           "max/kernels/src/linalg/fp8_quantization.mojo:73:10: note: call expansion failed\n"
+           "stdlib/builtin/constrained.mojo:58:6: note: constraint failed: this kernel is only supported on sm90 or newer")
+    assert _first(fp8).rule == "AD111"
+
+
+def test_a_position_table_cast_to_fp32_told_in_prose():
+    text = ("When trying to train with mixed precision, the pos embedding gets casted to fp32 and not bf16, "
+            "causing an error later on in the attention.forward call")
+    assert _first(text).rule == "AD601"
+    assert _first("the pos embedding gets casted to fp32") is None  # no attention in the text
+
+
+def test_a_text_saying_one_attention_library_fails_where_another_runs_names_the_failing_one():
+    text = ("CUDA error: no kernel image is available for execution on the device\n"
+            "Edit: this happens only if I choose sageattn in wan video model loader, if I use flash_attn_2 it does not error.")
+    assert _first(text).rule == "AD313"
