@@ -42,7 +42,7 @@ def explain(
     and gives the remedies `attn-doctor fix` applies. Harmless warnings are said to be harmless.
     A line no signature knows that is one of the stack's own messages (the catalogue of every
     raise, warning and check site of torch, triton, flash-attn, xformers, flashinfer, SageAttention,
-    vLLM, SGLang, transformers, accelerate, DeepSpeed, bitsandbytes and the kernels hub) is
+    vLLM, SGLang, transformers, accelerate, DeepSpeed, bitsandbytes, CTranslate2 and the kernels hub) is
     explained by the cause its check states, with the site that raises it. ANSI colours, rank
     prefixes ([rank3]:), logger prefixes and wrapped lines are handled.
 

@@ -24,6 +24,7 @@ What counts as a site
   ``py::value_error`` / ``py::type_error`` ...
 * ``printf`` / ``fprintf(stderr, ...)`` whose format string contains an error
   word (see ``ERROR_WORDS``), and ``#error`` / ``#warning`` directives.
+* ``spdlog::warn`` / ``error`` / ``critical`` ({fmt}-style ``{}`` fields as placeholders).
 * library macros whose message convention is known: flashinfer
   (``FLASHINFER_CHECK``, ``FLASHINFER_ERROR``, ``FLASHINFER_WARN``), tvm-ffi
   stream checks (``TVM_FFI_ICHECK[_EQ|_NE|...]``, ``TVM_FFI_CHECK``,
@@ -153,7 +154,7 @@ MESSAGE_KEYWORDS = [
     ("fp4", r"\bfp4|nvfp4|mxfp"),
     ("int8/quant", r"\bint8|quantiz"),
     ("fp32/float32", r"\bfp32|float32"),
-    ("precision", r"precision"),
+    ("precision", r"precision|compute type"),
     ("tf32", r"tf32"),
     ("autocast", r"autocast|\bamp\b|mixed.precision|gradscaler|grad.scal"),
     ("capability", r"capability"),
@@ -317,6 +318,7 @@ THROW_MAP = {
 }
 
 PRINT_FUNCS = {"printf", "fprintf", "std::printf", "std::fprintf"}
+SPDLOG_KINDS = {"warn": "warn", "error": "print", "critical": "print"}
 
 # helpers whose definition is recorded but whose uses are not expanded:
 # AT_PRIVATE_CHECK_SELECTIVE_BUILD only fires in mobile selective builds and would add one
@@ -1151,6 +1153,37 @@ def _printf_items(args, fmt_index, ctx):
     return items
 
 
+_FMT_BRACES = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+
+
+def _fmt_items(args, fmt_index, ctx):
+    """{fmt}-style (spdlog, fmt::format): the format string's ``{}`` fields are placeholders, filled
+    from the arguments after it in order."""
+    if fmt_index >= len(args):
+        return []
+    fmt = args[fmt_index]
+    rest = [spell(a) for a in args[fmt_index + 1:]]
+    if not _is_literal_run(fmt, printf=False, define_params=ctx.define_params):
+        return [("P", spell(fmt))]
+    items = []
+    ai = 0
+    for kind, val in _literal_items(fmt, printf=False):
+        if kind == "P":
+            items.append(("P", val))
+            continue
+        pos = 0
+        for m in _FMT_BRACES.finditer(val):
+            items.append(("L", val[pos:m.start()]))
+            if m.group(0) in ("{{", "}}"):
+                items.append(("L", m.group(0)[0]))
+            else:
+                items.append(("P", rest[ai] if ai < len(rest) else m.group(0)))
+                ai += 1
+            pos = m.end()
+        items.append(("L", val[pos:]))
+    return items
+
+
 def normalize(items):
     """items -> (parts, placeholders).  parts == [] when there is no message at all."""
     if not items:
@@ -1421,6 +1454,15 @@ class Scanner:
                         if ERROR_WORDS.search(lit):
                             self.emit(rel, line, func, "print", None, name, items, None, EMPTY_GENERIC,
                                       via, define)
+                    j = end + 1
+                    continue
+            # --- spdlog::warn / error / critical ({fmt} style; CTranslate2's warnings)
+            if name in SPDLOG_KINDS and nxt == "(" and prev == "::" and j >= 2 and toks[j - 2].val == "spdlog":
+                pr = parse_args(toks, j + 1)
+                if pr:
+                    args, end = pr
+                    self.emit(rel, line, func, SPDLOG_KINDS[name], "stderr log", "spdlog::" + name,
+                              _fmt_items(args, 0, ctx), None, EMPTY_GENERIC, via, define)
                     j = end + 1
                     continue
             real = self.aliases.get(name, name)
