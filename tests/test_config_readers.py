@@ -730,11 +730,13 @@ def test_gpt_neox_precision_that_conflicts_with_an_enabled_deepspeed_block_is_sa
     facts.configs = [config]
     found = [r for r in diagnose(facts, load_recipes(None)).results if r.rule == "AD504" and r.status == "error"]
     assert found and "DeepSpeed fp16 field was set but precision conflicts" in found[0].message, found
-    # a model file of the run, without precision keys: nothing assumed, no edit offered
+    # a model file of the run, without precision keys: nothing assumed, no precision edit offered; the
+    # attention it names has its edit (NeoX's own "global" attention)
     model = tmp_path / "model.yml"
     model.write_text('{"pipe_parallel_size": 1, "attention_config": [[["flash"], 2]]}\n')
     config = probe_config(str(model), {})
-    assert "compute_dtype" not in config.plan and config.edits == {} and config.plan["attention"].value == "flash_attention_2"
+    assert "compute_dtype" not in config.plan and config.plan["attention"].value == "flash_attention_2"
+    assert config.edits == {"attention=sdpa": {"attention_config": [[["global"], 2]]}}
 
 
 def test_gpt_neox_keys_written_with_hyphens_are_read_as_neox_reads_them(tmp_path):

@@ -432,5 +432,5 @@ def test_fix_on_a_flow_style_yaml_says_edit_by_hand(tmp_path):
     cfg.write_text(text)
     proc = cli("fix", "--from-report", T4, "--config", str(cfg), "--dry-run", state=tmp_path / "state")
     assert proc.returncode == 0, proc.stderr
-    assert "a flow-style mapping ({key: value, ...}); edit it by hand" in proc.stdout
+    assert "a flow-style mapping on one line ({key: value, ...}); edit it by hand" in proc.stdout
     assert cfg.read_text() == text

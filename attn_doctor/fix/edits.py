@@ -213,9 +213,16 @@ def _drop_empty(doc: dict) -> None:
 # else than a string when left unquoted.
 _YAML11_SPECIAL = re.compile(r"^(y|n|yes|no|on|off|true|false|null|~|[-+.0-9].*)$", re.IGNORECASE)
 _SCALAR = re.compile(r"""^('(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|[^\s#][^#\n]*?)(?=\s+#|\s*$)""")
+# A scalar inside a flow mapping ({"key": value, ...} over several lines, as GPT-NeoX writes its
+# configs): it ends at the comma or the closing bracket after it.
+_FLOW_SCALAR = re.compile(r"""^('(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|[^\s#,\[\]{}][^#\n,\[\]{}]*?)(?=\s*[,}\]]|\s+#|\s*$)""")
 
 
 def _yaml_scalar(value: Any, like: str = "") -> str:
+    if isinstance(value, (list, tuple)):
+        import json
+
+        return json.dumps(value)  # a one-line flow sequence (JSON is YAML): [[["global"], 12]]
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -256,25 +263,37 @@ def _yaml_set(text: str, settings: dict[str, Any]) -> str:
         raise EditError(f"the round-trip YAML loader cannot read it{yaml_error_place(exc, text)}; edit it by hand") from None
     if not isinstance(doc, CommentedMap):
         raise EditError("not a mapping of settings")
-    if doc.fa.flow_style():
-        # {key: value, ...}: a value is not alone on its line, so it cannot be replaced in place
-        raise EditError("a flow-style mapping ({key: value, ...}); edit it by hand")
+    # {key: value, ...}: a value on its key's line is replaced in place as in block style; a new key
+    # goes on a line of its own after a sibling whose line ends in a comma
+    flow = bool(doc.fa.flow_style())
+    if flow and len({doc.lc.key(k)[0] for k in doc}) <= 1:
+        # {key: value, ...} on one line: no line of its own for a value or a new key
+        raise EditError("a flow-style mapping on one line ({key: value, ...}); edit it by hand")
+    scalar = _FLOW_SCALAR if flow else _SCALAR
     lines = text.splitlines(True)
     inserts: list[tuple[int, str]] = []
     for key, value in settings.items():
         if "." in key:
             inserts += _yaml_set_nested(doc, lines, key, value, settings)
             continue
-        if key in doc and doc[key] is None and _fill_empty(lines, doc.lc.key(key)[0], key, value):
+        if not flow and key in doc and doc[key] is None and _fill_empty(lines, doc.lc.key(key)[0], key, value):
             continue  # `fp16:` with no value (axolotl's examples): the value written after the colon
         if key in doc:
             line_no, col = doc.lc.value(key)
             line = lines[line_no]
             rest = line[col:]
-            match = _SCALAR.match(rest)
+            if isinstance(value, (list, tuple)):
+                end = _flow_sequence_end(rest)
+                if line_no != doc.lc.key(key)[0] or end is None:
+                    raise EditError(f"{key}: its value is not a sequence on one line; edit it by hand")
+                lines[line_no] = line[:col] + _yaml_scalar(value) + rest[end:]
+                continue
+            match = scalar.match(rest)
             if line_no != doc.lc.key(key)[0] or not match:
                 raise EditError(f"{key}: its value is not a one-line scalar; edit it by hand")
             lines[line_no] = line[:col] + _yaml_scalar(value, match.group(1)) + rest[match.end():]
+        elif flow:
+            inserts.append(_flow_insert(doc, lines, key, value))
         else:
             # A new key goes right after its sibling precision/attention key when there is one,
             # else at the end, with the file's indentation of top-level keys (none).
@@ -288,6 +307,44 @@ def _yaml_set(text: str, settings: dict[str, Any]) -> str:
     return "".join(lines)
 
 
+def _flow_sequence_end(rest: str) -> int | None:
+    """Where a flow sequence that opens `rest` ("[[...], 12]], ...") closes on the same line (the
+    index after its last bracket); None where `rest` opens none or it goes on past the line."""
+    if not rest.startswith("["):
+        return None
+    depth, quote = 0, ""
+    for i, ch in enumerate(rest):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif ch == "\n":
+            return None
+    return None
+
+
+def _flow_insert(node, lines: list[str], key: str, value: Any) -> tuple[int, str]:
+    """A new key of a flow mapping written over several lines: on the line after a sibling whose
+    one-line scalar value ends in a comma, at its indentation, its key quoted as the sibling's is."""
+    for sibling in node:
+        key_line, key_col = node.lc.key(sibling)
+        line = lines[key_line]
+        if node.lc.value(sibling)[0] != key_line or isinstance(node[sibling], (dict, list)):
+            continue
+        if not line.rstrip("\r\n").split("#")[0].rstrip().endswith(","):
+            continue
+        quote = line[key_col] if line[key_col] in "\"'" else ""
+        return key_line + 1, " " * key_col + f"{quote}{key}{quote}: {_yaml_scalar(value, quote)},\n"
+    raise EditError(f"{key}: no one-line setting followed by a comma to put it beside in the flow mapping; edit it by hand")
+
+
 def _yaml_set_nested(doc, lines: list[str], dotted: str, value: Any, settings: dict[str, Any]) -> list[tuple[int, str]]:
     """One nested key (`model.attn_config.attn_impl`), in place on its own line where it is there; a
     new one on the line after a one-line sibling of its mapping, at that sibling's indentation (the
@@ -298,15 +355,18 @@ def _yaml_set_nested(doc, lines: list[str], dotted: str, value: Any, settings: d
     node = doc
     for part in parents:
         node = node.get(part) if isinstance(node, CommentedMap) else None
-        if not isinstance(node, CommentedMap) or node.fa.flow_style():
-            raise EditError(f"{dotted}: {part} is not a block mapping in the file; edit it by hand")
-    if leaf in node and node[leaf] is None and _fill_empty(lines, node.lc.key(leaf)[0], leaf, value):
+        if not isinstance(node, CommentedMap):
+            raise EditError(f"{dotted}: {part} is not a mapping in the file; edit it by hand")
+    flow = bool(node.fa.flow_style())
+    if flow and leaf not in node:
+        raise EditError(f"{dotted}: {parents[-1]} is a flow mapping without {leaf}; edit it by hand")
+    if not flow and leaf in node and node[leaf] is None and _fill_empty(lines, node.lc.key(leaf)[0], leaf, value):
         return []
     if leaf in node:
         line_no, col = node.lc.value(leaf)
         line = lines[line_no]
         rest = line[col:]
-        match = _SCALAR.match(rest)
+        match = (_FLOW_SCALAR if flow else _SCALAR).match(rest)
         if line_no != node.lc.key(leaf)[0] or not match:
             raise EditError(f"{dotted}: its value is not a one-line scalar; edit it by hand")
         lines[line_no] = line[:col] + _yaml_scalar(value, match.group(1)) + rest[match.end():]

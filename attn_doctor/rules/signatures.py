@@ -371,6 +371,8 @@ _PREFIX = re.compile(
 # Japanese input method) as the ASCII a message is written in.
 _PUNCTUATION = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "：": ": ", "，": ", ", "（": "(", "）": ")",
                               "；": "; ", "。": ". ", "\u00a0": " ", "\u3000": " ", "\t": " "})
+# the spaces around a full-width colon, comma, semicolon or full stop: its ASCII form brings its own
+_FULLWIDTH_SPACED = re.compile(r"[ \t\u3000]+(?=[：，；。])|(?<=[：，；。])[ \t\u3000]+")
 _SPACES = re.compile(r" {2,}")
 _MARKUP = re.compile(r"`+|\*\*|__(?=\w)|(?<=\w)__")
 
@@ -397,7 +399,7 @@ def normalise(line: str) -> str:
 def tidied(line: str) -> str:
     """A line `shown` already cleaned, with typographic punctuation as ASCII and runs of spaces as one."""
     if not line.isascii() or "\t" in line:
-        line = line.translate(_PUNCTUATION)
+        line = _FULLWIDTH_SPACED.sub("", line).translate(_PUNCTUATION)
     if "  " in line:
         line = _SPACES.sub(" ", line)
     return line.strip()

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -338,3 +339,51 @@ def test_a_dtype_in_a_file_of_no_known_framework_is_not_read_as_the_weights(tmp_
     cfg.write_text("model_name_or_path: ./parler-tts-untrained-600M\ndtype: float16\noutput_dir: out\nfp16: true\n")
     check = cli("check", "--from-report", T4, "--config", str(cfg), "--json", state=state)
     assert _result(check, "AD506")["status"] != "error"
+
+
+NEOX_FLOW = """# GPT-NeoX 125M, written as the repository writes its configs: one flow mapping over many lines
+{
+  # parallelism settings
+  "pipe-parallel-size": 1,
+  "model-parallel-size": 1,
+
+  "num-layers": 12,
+  "hidden-size": 768,
+  "attention-config": [[["flash"], 12]],   # flash-attn 2's kernel
+
+  "bf16": {
+    "enabled": true
+  },
+  "precision": "bfloat16",
+  "optimizer": {"type": "Adam", "params": {"lr": 0.0006}},
+}
+"""
+
+
+def test_a_gpt_neox_flow_style_config_is_fixed_in_place_with_its_comments(tmp_path, state):
+    # on a T4: fp16 for bf16 and NeoX's own "global" attention for flash-attn's, each value replaced
+    # on its own line; the comments, the trailing commas and every other byte kept
+    cfg = tmp_path / "125M.yml"
+    cfg.write_text(NEOX_FLOW)
+    proc = cli("fix", "--from-report", T4, "--config", str(cfg), "--yes", "--json", state=state)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    actions = {a["rule"]: a["status"] for a in json.loads(proc.stdout)["actions"]}
+    assert actions.get("AD501") == "verified" and actions.get("AD502") == "verified", actions
+    text = cfg.read_text()
+    expected = (NEOX_FLOW.replace('[[["flash"], 12]]', '[[["global"], 12]]')
+                .replace('"enabled": true', '"enabled": false').replace('"precision": "bfloat16"', '"precision": "fp16"'))
+    assert text == expected
+    again = cli("check", "--from-report", T4, "--config", str(cfg), "--json", state=state)
+    results = {r["rule"]: r["status"] for r in json.loads(again.stdout)["results"]}
+    assert results["AD501"] != "error" and results["AD502"] not in ("error", "warning"), results
+
+
+def test_a_new_key_in_a_flow_mapping_goes_beside_a_sibling_followed_by_a_comma():
+    from attn_doctor.fix.edits import EditError, apply_settings
+
+    text = '{\n  "train_batch_size": 8,\n  "bf16": {"enabled": true},\n}\n'
+    new = apply_settings(Path("ds.yaml"), text.encode(), {"gradient_clipping": 1.0}).decode()
+    assert new == '{\n  "train_batch_size": 8,\n  "gradient_clipping": 1.0,\n  "bf16": {"enabled": true},\n}\n'
+    # no sibling line ends in a comma: nothing to put it beside, the file is left alone
+    with pytest.raises(EditError, match="edit it by hand"):
+        apply_settings(Path("ds.yaml"), b'{\n  "train_batch_size": 8\n}\n', {"gradient_clipping": 1.0})

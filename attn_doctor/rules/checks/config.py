@@ -86,6 +86,8 @@ def framework_label(kind: str) -> str:
 
 
 def _yaml_value(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return json.dumps(value)  # a flow sequence as YAML (and JSON) writes it
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:

@@ -8,7 +8,8 @@
 - NeoX merges every YAML given on its command line into one config: a file without any precision
   key (a model file beside a setup file) says nothing about precision, and none is assumed.
 - `attention_config` ([[["flash"], 32]], expanded per layer): "flash" is flash-attn's kernel (the
-  package, >= 2.3 for sliding windows); "global" is NeoX's own attention.
+  package, >= 2.3 for sliding windows); "global" is NeoX's own attention (torch's matmuls and
+  softmax: any GPU), which `fix` writes in its place where flash-attn cannot run.
 - `fp32_allreduce`: gradients all-reduced in fp32.
 """
 
@@ -86,4 +87,14 @@ def read(doc: dict, ctx) -> Reading:
         edits[intent] = edit
     if compute is not None:  # a file without precision keys gets no edit: another YAML of the run decides
         r.edits.update(edits)
+    if "flash" in types:
+        # NeoX's own attention ("global": the attention its configs default to) runs on any GPU
+        r.edits["attention=sdpa"] = {"attention_config": _replaced(doc.get("attention_config"), "flash", "global")}
     return r
+
+
+def _replaced(config, old: str, new: str):
+    """attention_config with every `old` type named `new` ([[["flash"], 12]] -> [[["global"], 12]])."""
+    if isinstance(config, list):
+        return [_replaced(item, old, new) for item in config]
+    return new if config == old else config
