@@ -179,3 +179,35 @@ def test_a_text_saying_one_attention_library_fails_where_another_runs_names_the_
     text = ("CUDA error: no kernel image is available for execution on the device\n"
             "Edit: this happens only if I choose sageattn in wan video model loader, if I use flash_attn_2 it does not error.")
     assert _first(text).rule == "AD313"
+
+
+def test_a_library_announcing_the_slower_path_it_takes_is_harmless():
+    for text in ("Warning, cannot find cuda-compiled version of RoPE2D, using a slow pytorch version instead",
+                 "WARNING: System CUDA not found, falling back to PyTorch softsplat. This will be a bit slower.",
+                 "AMP: checks failed ❌. Anomalies were detected with AMP on your system that may lead to NaN losses or "
+                 "zero-mAP results, so AMP will be disabled during training.",
+                 "ReproducibilityWarning: TensorFloat-32 (TF32) has been disabled as it might lead to reproducibility issues and lower accuracy.",
+                 "UserWarning: Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize "
+                 "Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED (Triggered internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)",
+                 "Triton is not available, some optimizations will not be enabled.\nThis is just a warning: triton is not available"):
+        report = _report(text)
+        assert report.matches and all(m.harmless for m in report.matches), (text, [m.rule for m in report.matches])
+
+
+def test_half_kernels_missing_told_with_a_quote_lost_or_retyped():
+    assert _first("ms_deform_attn_forward_cuda\" not implemented for 'BFloat16").rule == "AD269"
+    assert _first("I got this problem 'addmm_impl_cpu_\" not implemented for 'Half'.").rule == "AD266"
+
+
+def test_readings_of_harvest_22s_platform_and_dtype_texts():
+    assert _first("RuntimeError: TCNN was not compiled with half-precision support.\nNVIDIA TITAN Xp").rule == "AD109"
+    amd = ('"RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver"\n'
+           "I have AMD GPU - RX 7800 XT. Does it not work with AMD?")
+    assert _first(amd).rule == "AD259"
+    assert _first("RuntimeError: Found no NVIDIA driver on your system.").rule == "AD101"  # no other GPU named
+    fa2 = ("FlashAttention only support fp16 and bf16 data type You are attempting to use Flash Attention 2.0 "
+           "without specifying a torch dtype. This might lead to unexpected behaviour")
+    assert _first(fa2).rule == "AD604"
+    candle = 'GPU: NVIDIA Tesla T4\nError: DriverError(CUDA_ERROR_NOT_FOUND, "named symbol not found")'
+    assert _first(candle).rule == "AD102"
+    assert _first('Error: DriverError(CUDA_ERROR_NOT_FOUND, "named symbol not found")') is None
