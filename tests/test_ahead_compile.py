@@ -109,3 +109,11 @@ def test_a_part_compiles_its_first_case_in_the_dtype_the_part_runs(monkeypatch):
                               ("num:lib:flash_attn_4:1", "9.x"), ("num:lib:xformers", "9.0")):
         assert numerics._start_ahead(torch, group, capability, None) == []
     assert started == []
+
+
+def test_a_compile_ahead_is_waited_for_at_most_wait_s_even_without_a_deadline(compile_writes, monkeypatch):
+    monkeypatch.setattr(ahead, "WAIT_S", 0.5)
+    late = ahead.start(torch, "lib_x", {"name": "slow2", "sleep": 30}, torch.float16, (9, 0))
+    mark = time.monotonic()
+    assert ahead.wait(late) == {"ahead_ok": 0, "ahead_failed": 1}
+    assert time.monotonic() - mark < 5

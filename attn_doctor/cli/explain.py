@@ -117,8 +117,10 @@ def _input(text, file):
 
     if file is not None and text:
         raise UsageError("give the input once: TEXT, --file LOG, or '-' for stdin")
+    named = ""
     if file is None and text and len(text) == 1 and _names_a_file(text[0]):
         file, text = Path(text[0]), None  # `attn-doctor explain train.log`: the log, not its name
+        named = "TEXT names a file, read as one: "
     if file is not None:
         if str(file) == "-":
             text = ["-"]
@@ -130,7 +132,7 @@ def _input(text, file):
             try:
                 handle, from_stdin = open_input(file)
             except InputError as exc:
-                raise UsageError(f"--file {shown(file)}: {exc}") from None
+                raise UsageError(f"{named or '--file '}{shown(file)}: {exc}") from None
             if from_stdin:
                 text = ["-"]
             else:

@@ -57,6 +57,9 @@ _WHEEL = re.compile(
 _CUDA_DRIVER = re.compile(r"CUDA Version\s*:\s*(?P<v>\d+\.\d+)")
 _DRIVER = re.compile(r"Driver Version\s*:\s*(?P<v>\d+\.\d+(?:\.\d+)?)")
 _TORCH_CUDA = re.compile(r"CUDA used to build PyTorch\s*:\s*(?P<v>\d+\.\d+)")
+_PACKAGES_PER_LINE = 64
+# words before a package name that make its version what something was built with, not the package's
+_BUILT_WITH = re.compile(r"(?i)\b(?:used to build|built (?:for|with)|compiled (?:for|with|against))\s*$")
 _NVCC = re.compile(r"Cuda compilation tools, release (?P<v>\d+\.\d+)")
 _LIBC = re.compile(r"(?:Libc version:\s*glibc-|ldd \(GNU libc\)\s*|\bGLIBC |\bglibc )(?P<v>2\.\d+)")
 _ABI = re.compile(r"_GLIBCXX_USE_CXX11_ABI\W{0,4}(?P<v>True|False|1|0)\b")
@@ -104,7 +107,7 @@ def _named_gpu(name: str) -> str:
     name = re.sub(r"(?i)\b(rtx|gtx)[ -]?(?=\d)", lambda m: m.group(1).upper() + " ", name)
     name = re.sub(r"(?i)(?<=\d)[ -]?(ti|super)\b", lambda m: " Ti" if m.group(1).lower() == "ti" else " SUPER", name)
     name = re.sub(r"(?:\bGTX )?(?<!RTX )\b((?:20|30|40|50)\d0)\b", r"RTX \1", name)
-    name = re.sub(r"(?i)^(?:rtx[ -]?)?pro[ -]?6000$", "RTX PRO 6000", name)
+    name = re.sub(r"(?i)^(?:(?:nvidia|geforce|quadro)[ -]?)*(?:rtx[ -]?)?pro[ -]?6000$", "RTX PRO 6000", name)
     return re.sub(r"(?i)\b(?:[a-z]{1,2}\d{2,3}[a-z]?)\b", lambda m: m.group(0).upper(), name)
 
 
@@ -147,10 +150,12 @@ class LogVersions:
     def read(self, line: str, gpu_table: list[tuple[re.Pattern, str]]) -> None:
         """Extract whatever versions a normalised line states."""
         you_have = _YOU_HAVE.search(line)
-        for m in _PKG.finditer(line):
+        for count, m in enumerate(_PKG.finditer(line)):
+            if count >= _PACKAGES_PER_LINE:
+                break  # a line naming more is a dump (a pip freeze on one line): its first ones are read
             if you_have and m.start() < you_have.start():
                 continue  # "built for PyTorch X (you have Y)": X is what something was built for, not what is installed
-            if re.search(r"(?i)\b(?:used to build|built (?:for|with)|compiled (?:for|with|against))\s*$", line[:m.start()]):
+            if _BUILT_WITH.search(line, max(0, m.start() - 40), m.start()):
                 continue  # collect_env's "CUDA used to build PyTorch: 11.3": the CUDA, not torch's version
             name = _NAMES[m.group("name").lower()]
             version = m.group("version")

@@ -154,13 +154,33 @@ def _allocation(groups: dict) -> Optional[float]:
 
 def allocation_in_attention(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
     """An out-of-memory whose one allocation is a quarter of the GPU or more, with attention in
-    the lines around it (its frames, an attention library that failed to load): a score matrix
-    materialised where a memory-efficient kernel computes it in tiles. None: not this."""
+    the lines around it (its frames, an attention library that failed to load), or 8 GiB or more
+    raised at the attention call the traceback ends in: a score matrix materialised where a
+    memory-efficient kernel computes it in tiles. None: not this."""
     ratio = _allocation(groups)
     frames = [line for line in before + after if _ATTENTION_FRAME.search(line)]
-    if ratio is None or ratio < 0.25 or not frames:
+    if ratio is not None and ratio >= 0.25 and frames:
+        return {"ratio": f"{ratio:.1f}", "attention_line": frames[-1].strip()[:200]}
+    at_call = _attention_call_site(groups, before)
+    if ratio is not None and at_call:
+        return {"ratio": f"{ratio:.2f}", "attention_line": at_call}
+    return None
+
+
+def _attention_call_site(groups: dict, before: list[str]) -> Optional[str]:
+    """The attention code line the traceback ends in, where the allocation is 8 GiB or more: the
+    last code lines it quotes (not its `File "..."` lines: a path such as diffusers'
+    models/attention.py holds feed-forward layers too)."""
+    alloc = _bytes(groups.get("alloc"))
+    if alloc is None or alloc < _ALLOCATION_AT_CALL_BYTES:
         return None
-    return {"ratio": f"{ratio:.1f}", "attention_line": frames[-1].strip()[:200]}
+    frames = [line for line in before if line.strip()][-4:]
+    calls = [line for line in frames if not _is_file_line(line) and _ATTENTION_FRAME.search(line)]
+    return calls[-1].strip()[:200] if calls else None
+
+
+def _is_file_line(line: str) -> bool:
+    return bool(re.match(r'^(?:[^"]{0,40}\s)?\s*File "', line))
 
 
 def allocation_over_gpu(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
@@ -177,20 +197,15 @@ _ALLOCATION_AT_CALL_BYTES = 8 * 2**30
 
 
 def allocation_at_attention_call(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
-    """An out-of-memory without the GPU's capacity whose one allocation is 8 GiB or more, raised by
-    the attention call the traceback's last code lines show (scaled_dot_product_attention, an
-    attention function, a softmax or matmul of scores). None: not this, or the capacity is there
-    (allocation_in_attention judges it)."""
-    alloc = _bytes(groups.get("alloc"))
-    if alloc is None or alloc < _ALLOCATION_AT_CALL_BYTES:
-        return None
+    """An out-of-memory without the GPU's capacity (the line cut after the allocation; the pattern
+    refuses a line that has it) whose one allocation is 8 GiB or more, raised at the attention call
+    the traceback's last code lines show (scaled_dot_product_attention, an attention function, a
+    softmax or matmul of scores). None: not this, or the capacity on a line of its own
+    (allocation_in_attention judges it with it)."""
     if any("total capacity" in line for line in [*before[-2:], *after[:2]]):
         return None
-    frames = [line for line in before if line.strip()][-4:]
-    calls = [line for line in frames if _ATTENTION_FRAME.search(line)]
-    if not calls:
-        return None
-    return {"attention_line": calls[-1].strip()[:200]}
+    at_call = _attention_call_site(groups, before)
+    return {"attention_line": at_call} if at_call else None
 
 
 def _compiled_for(groups: dict) -> Optional[bool]:

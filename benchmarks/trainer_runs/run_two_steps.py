@@ -234,7 +234,7 @@ def run_deepspeed(path: Path, work: Path) -> dict:
     losses = []
     for step in range(2):
         g = torch.Generator().manual_seed(step)
-        ids = torch.randint(4, VOCAB, (int(config.get("train_micro_batch_size_per_gpu", 2)), 16), generator=g).to(engine.device)
+        ids = torch.randint(4, VOCAB, (engine.train_micro_batch_size_per_gpu(), 16), generator=g).to(engine.device)
         loss = engine(input_ids=ids, labels=ids).loss
         engine.backward(loss)
         engine.step()

@@ -67,6 +67,20 @@ def test_an_out_of_memory_at_an_attention_call_without_the_capacity_is_the_score
     elsewhere = ('  File "model.py", line 20, in forward\n    x = self.proj(x)\n'
                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 62.02 GiB.")
     assert _first(elsewhere) is None
+    # the capacity on the same line: 10 of 79 GiB at the scores' matmul is the matrix too, said with its ratio
+    with_capacity = ('  File "/home/u/train.py", line 88, in forward\n'
+                     "    attn_weights = torch.matmul(query, key.transpose(2, 3))\n"
+                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 10.00 GiB. GPU 0 has a total capacity of "
+                     "79.15 GiB of which 3.10 GiB is free.")
+    first = _first(with_capacity)
+    assert first.rule == "AD280" and first.captures.get("ratio") == "0.13"
+    assert "capacity not in the text" not in " ".join(first.notes)
+    # 10 GiB of 79 raised elsewhere (a projection) is not read as one
+    assert _first(with_capacity.replace("attn_weights = torch.matmul(query, key.transpose(2, 3))", "x = self.proj(x)")) is None
+    # a file named attention.py is no attention call: its code line decides
+    ffn = ('  File "/env/diffusers/models/attention.py", line 1200, in forward\n    hidden_states = self.net(hidden_states)\n'
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB.")
+    assert _first(ffn) is None
 
 
 def test_float16_told_as_a_symptom():
@@ -92,6 +106,7 @@ def test_ptxas_bf16_refusal_retold_and_the_rtx_pro_6000_shortened():
     pro = ("On the pro6000 GPU platform I get:\n"
            "RuntimeError: FlashAttention only supports Ampere GPUs or newer.")
     assert _first(pro).rule == "AD104"  # a Blackwell card: the release predates it
+    assert _first(pro.replace("pro6000", "NVIDIA Pro 6000")).rule == "AD104"
 
 
 def test_a_library_s_wrapper_around_another_error_is_not_a_cause_of_its_own():

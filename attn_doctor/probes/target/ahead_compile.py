@@ -8,8 +8,9 @@ keeps it in its persistent cache, where the same call on the GPU finds it. Its b
 count (only its forward's split heuristics do), so it compiles ahead without asking the GPU.
 
 Standard library plus torch, Python 3.8+ syntax: numerics_child.py loads this file by path inside
-the target interpreter. A compile ahead that fails or is late costs nothing but its CPU: the
-measuring process then compiles the kernel itself, as it would have.
+the target interpreter. A compile ahead that fails costs nothing but its CPU, one that is late its
+CPU and at most WAIT_S of waiting: the measuring process then compiles the kernel itself, as it
+would have.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from __future__ import annotations
 import os
 import signal
 import time
+
+# How long the measuring process waits, once its forward ran, for a compile ahead still running: a
+# backward compiles in 4-8 s (FA4 on an H100 or H200, a loaded node); past this, the child is
+# killed and the process compiles the kernel itself.
+WAIT_S = 20.0
 
 
 def _fa4_backward(torch, case, dtype):
@@ -53,13 +59,16 @@ def _persistent():
 BACKWARD = {"flash_attn_4": _fa4_backward}
 
 
-def _die_with_parent():
+def _die_with_parent(parent):
+    """Killed when `parent` dies; gone now if it died already (between the fork and here)."""
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def start(torch, library, case, dtype, capability):
@@ -75,6 +84,7 @@ def start(torch, library, case, dtype, capability):
         return []
     if torch.cuda.is_initialized():
         return []
+    parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -83,14 +93,14 @@ def start(torch, library, case, dtype, capability):
         return [pid]
     code = 1
     try:
-        _die_with_parent()
+        _die_with_parent(parent)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):  # the compiler's warnings are not the group's output
             os.dup2(null, fd)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["FLASH_ATTENTION_ARCH"] = "sm_%d%d" % (major, minor)
         try:
-            os.nice(5)  # below the process that measures, above nothing else
+            os.nice(10)  # the sweep's own priority (run_numerics_group lowers its process the same way)
         except OSError:
             pass
         compile_backward(torch, case, dtype)
@@ -102,8 +112,11 @@ def start(torch, library, case, dtype, capability):
 
 
 def wait(pids, deadline=None):
-    """Wait for the compiles ahead until `deadline` (time.monotonic()); those still running then are
-    killed (the measuring process compiles their kernels itself). {"ahead_ok": n, "ahead_failed": n}"""
+    """Wait for the compiles ahead until `deadline` (time.monotonic()), at most WAIT_S from now; those
+    still running then are killed (the measuring process compiles their kernels itself).
+    {"ahead_ok": n, "ahead_failed": n}"""
+    limit = time.monotonic() + WAIT_S
+    deadline = limit if deadline is None else min(deadline, limit)
     ok = failed = 0
     pending = list(pids)
     while pending:
