@@ -33,19 +33,35 @@ def same_torch_both_sides(rule: Rule, captures: dict, evidence: dict) -> Optiona
             "CUDA runtime missing)")
 
 
-def torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
-    """A "torch lacks this GPU's architecture" match where the text names an official CUDA wheel of
-    torch and a GPU that every such wheel has kernels for (data.torch_wheel_kernels): the kernels
-    missing are another library's, said as the reason."""
+def _wheel_and_gpus(rule: Rule, log_facts: Facts) -> Optional[tuple[str, Version, list[str]]]:
+    """(torch's version, the CUDA of its wheel, the GPUs' capabilities) the text names, for a "torch
+    lacks this GPU's architecture" match; None where it names no pip wheel (+cuXYZ: a source build
+    says neither) or no GPU."""
     if rule.when is None or rule.when.check != "torch_arch_missing":
         return None
     version = log_facts.torch.version or ""
     caps = log_facts.gpu_capabilities() or []
-    # a pip wheel's +cuXYZ (the CUDA read from it is log_facts.torch.cuda); a source build says neither
     if not version.partition("+")[2].startswith("cu") or not log_facts.torch.cuda or not caps:
         return None
     try:
-        cuda = Version(log_facts.torch.cuda)
+        return version, Version(log_facts.torch.cuda), caps
+    except InvalidVersion:
+        return None
+
+
+def _sm(caps) -> str:
+    return ", ".join("sm" + c.replace(".", "") for c in caps)
+
+
+def torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
+    """A "torch lacks this GPU's architecture" match where the text names an official CUDA wheel of
+    torch and a GPU that every such wheel has kernels for (data.torch_wheel_kernels): the kernels
+    missing are another library's, said as the reason."""
+    named = _wheel_and_gpus(rule, log_facts)
+    if named is None:
+        return None
+    version, cuda, caps = named
+    try:
         covered = {str(c) for row in data.get("torch_wheel_kernels", {}).get("rows", [])
                    if cuda >= Version(str(row.get("cuda")))
                    and ("cuda_before" not in row or cuda < Version(str(row["cuda_before"])))
@@ -54,32 +70,26 @@ def torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[
         return None
     if not all(c in covered for c in caps):
         return None
-    gpus = ", ".join("sm" + c.replace(".", "") for c in caps)
-    return (f"the text names torch {version}, whose official wheels carry kernels for {gpus}: the kernels missing "
+    return (f"the text names torch {version}, whose official wheels carry kernels for {_sm(caps)}: the kernels missing "
             "are another library's (an extension built without this GPU's architecture)")
 
 
 def torch_wheel_lacks_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
     """A "torch lacks this GPU's architecture" match where the text names a torch wheel whose CUDA
     cannot build code for the GPU the text names (data.torch_wheel_lacks): confirmed, said why."""
-    if rule.when is None or rule.when.check != "torch_arch_missing":
+    named = _wheel_and_gpus(rule, log_facts)
+    if named is None:
         return None
-    version = log_facts.torch.version or ""
-    caps = log_facts.gpu_capabilities() or []
-    if not version.partition("+")[2].startswith("cu") or not log_facts.torch.cuda or not caps:
-        return None
+    version, cuda, caps = named
     try:
-        cuda = Version(log_facts.torch.cuda)
         for row in data.get("torch_wheel_lacks", {}).get("rows", []):
             if "cuda_from" in row and cuda < Version(str(row["cuda_from"])):
                 continue
             if "cuda_before" in row and cuda >= Version(str(row["cuda_before"])):
                 continue
-            lacking = [c for c in caps if ("below" not in row or Version(c) < Version(str(row["below"])))
-                       and ("from" not in row or Version(c) >= Version(str(row["from"])))]
-            if lacking and len(lacking) == len(caps):
-                gpus = ", ".join("sm" + c.replace(".", "") for c in lacking)
-                return f"the text names torch {version} and a GPU of {gpus}: {row.get('why', 'its CUDA builds no code for it')}"
+            if all(("below" not in row or Version(c) < Version(str(row["below"])))
+                   and ("from" not in row or Version(c) >= Version(str(row["from"]))) for c in caps):
+                return f"the text names torch {version} and a GPU of {_sm(caps)}: {row.get('why', 'its CUDA builds no code for it')}"
     except InvalidVersion:
         return None
     return None

@@ -1127,54 +1127,27 @@ def _literal_wrapped(op):
     return False
 
 
-def _printf_items(args, fmt_index, ctx):
+def _format_items(args, fmt_index, ctx, fields, printf):
+    """A format string's literal text and placeholders: each field `fields` finds in its literals is
+    a placeholder, filled from the arguments after the format in order. printf: ``%%`` is a literal
+    ``%``; {fmt}: ``{{`` and ``}}`` are literal braces."""
     if fmt_index >= len(args):
         return []
     fmt = args[fmt_index]
     rest = [spell(a) for a in args[fmt_index + 1:]]
-    if not _is_literal_run(fmt, printf=True, define_params=ctx.define_params):
+    if not _is_literal_run(fmt, printf=printf, define_params=ctx.define_params):
         return [("P", spell(fmt))]
+    escapes = ("%%",) if printf else ("{{", "}}")
     items = []
     ai = 0
-    for kind, val in _literal_items(fmt, printf=True):
+    for kind, val in _literal_items(fmt, printf=printf):
         if kind == "P":
             items.append(("P", val))
             continue
         pos = 0
-        for m in FMT_RE.finditer(val):
+        for m in fields.finditer(val):
             items.append(("L", val[pos:m.start()]))
-            if m.group(0) == "%%":
-                items.append(("L", "%"))
-            else:
-                items.append(("P", rest[ai] if ai < len(rest) else m.group(0)))
-                ai += 1
-            pos = m.end()
-        items.append(("L", val[pos:]))
-    return items
-
-
-_FMT_BRACES = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
-
-
-def _fmt_items(args, fmt_index, ctx):
-    """{fmt}-style (spdlog, fmt::format): the format string's ``{}`` fields are placeholders, filled
-    from the arguments after it in order."""
-    if fmt_index >= len(args):
-        return []
-    fmt = args[fmt_index]
-    rest = [spell(a) for a in args[fmt_index + 1:]]
-    if not _is_literal_run(fmt, printf=False, define_params=ctx.define_params):
-        return [("P", spell(fmt))]
-    items = []
-    ai = 0
-    for kind, val in _literal_items(fmt, printf=False):
-        if kind == "P":
-            items.append(("P", val))
-            continue
-        pos = 0
-        for m in _FMT_BRACES.finditer(val):
-            items.append(("L", val[pos:m.start()]))
-            if m.group(0) in ("{{", "}}"):
+            if m.group(0) in escapes:
                 items.append(("L", m.group(0)[0]))
             else:
                 items.append(("P", rest[ai] if ai < len(rest) else m.group(0)))
@@ -1182,6 +1155,18 @@ def _fmt_items(args, fmt_index, ctx):
             pos = m.end()
         items.append(("L", val[pos:]))
     return items
+
+
+def _printf_items(args, fmt_index, ctx):
+    return _format_items(args, fmt_index, ctx, FMT_RE, printf=True)
+
+
+_FMT_BRACES = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+
+
+def _fmt_items(args, fmt_index, ctx):
+    """{fmt}-style (spdlog, fmt::format): the format string's ``{}`` fields are placeholders."""
+    return _format_items(args, fmt_index, ctx, _FMT_BRACES, printf=False)
 
 
 def normalize(items):
