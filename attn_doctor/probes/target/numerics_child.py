@@ -478,7 +478,7 @@ def _start_ahead(torch, group, capability, bf16_native):
     capability = (int(digits[0]), int(digits[1])) if len(digits) == 2 and all(d.isdigit() for d in digits) else None
     if not parts or not capability or not part.isdigit() or not 1 <= int(part) <= len(parts):
         return []
-    native = bf16_native(tuple(capability)) if bf16_native else tuple(capability) >= (8, 0)
+    native = bf16_native(capability) if bf16_native else capability >= (8, 0)
     case = CASE_BY_NAME.get(parts[int(part) - 1][0])
     if case is None:
         return []
