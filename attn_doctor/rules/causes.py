@@ -26,7 +26,7 @@ CAUSES = {
     "gpu-resources": "a kernel needs more shared memory than this GPU has",
     "triton-bf16": "Triton lacking or miscompiling bf16 for an op",
     "triton-compiler": "the Triton compiler fails on this kernel with this Triton release",
-    "kernel-selection": "PyTorch SDPA (or xformers) could not use, or chose not to use, a fused kernel",
+    "kernel-selection": "no kernel took the path the call asks for (SDPA or xformers found no fused kernel for these inputs; a serving engine or kernel library has none for this option, combination or platform)",
     "kernel-bug": "a known bug of one attention backend or torch release (fixed upstream)",
     "kernel-numerics": "an attention kernel that runs but computes wrong numbers (NaN gradients, a wrong output) at some shapes",
     "no-half-kernel": "an op (most often a custom extension's attention kernel) has no float16 / bfloat16 kernel, and autocast or .half() hands it half inputs",

@@ -400,6 +400,8 @@ def tidied(line: str) -> str:
     """A line `shown` already cleaned, with typographic punctuation as ASCII and runs of spaces as one."""
     if not line.isascii() or "\t" in line:
         line = _FULLWIDTH_SPACED.sub("", line).translate(_PUNCTUATION)
+    if '\\"' in line:
+        line = line.replace('\\"', '"')  # a message quoted inside JSON (an API's or a tool's "message": "...")
     if "  " in line:
         line = _SPACES.sub(" ", line)
     return line.strip()

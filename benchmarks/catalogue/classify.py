@@ -56,6 +56,10 @@ FAMILIES = [
                                        r"\bnot (?:yet )?(?:supported|implemented|compatible)"),
      None, None, None, re.compile(r"^(?:accelerate/|deepspeed/runtime/|torch/distributed/|transformers/(?:training_args|trainer)"
                                   r"\.py|transformers/quantizers/)")),
+    # a machine without the GPUs the job asks for: no CUDA at all, or fewer GPUs than the job's device count
+    ("no-cuda-platform", "AD259", _rx(r"no (?:visible )?CUDA devices", r"no supported gpu backend",
+                                      r"no (?:CUDA )?GPUs? (?:is |are )?(?:available|found|detected)"), None, None),
+    ("framework-setting", "AD286", _rx(r"only has \S* ?GPUs", r"accelerator set to", r"choose one device type"), None, None),
     # an invariant of a compiler or a kernel template (inductor, dynamo, CUTLASS/CuTe): not the caller's
     ("library-internal", "AD283", None, None, ("assert", "raise:AssertionError"), None,
      re.compile(r"^(?:torch/_inductor/|torch/_dynamo/|torch/_higher_order_ops/|flash_attn/cute/(?!interface)|"
@@ -243,7 +247,7 @@ OUT_OF_STACK = [
     (re.compile(r"^transformers/utils/import_utils\.py$"), _rx(r"fetch__all__", r"@requires decorator"),
      "transformers' own source tooling"),
     (None, _rx(r"^\s*is not defined\s*$", r"^\s*object has no attribute\s*$", r"unexpected keyword argument\s*$",
-               r"^\s*takes \d+ positional arguments?"),
+               r"^\s*takes \d+ positional arguments?", r"^\s*module\s*has no attribute\s*$"),
      "Python's own wording (NameError, AttributeError, TypeError): the interpreter says it of any code"),
     (None, _rx(r"because of the following error \(look up to see its traceback\)"),
      "a wrapper around the error that follows it (the wrapped error, on the lines after, is the cause)"),

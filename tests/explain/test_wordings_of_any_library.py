@@ -1,0 +1,71 @@
+"""Readings of a mechanism whatever library says it: a compiled library named for the torch release
+it was built for; an architecture refused in words; Triton's compile error without its module path;
+a patch that found no attention class to replace; NaN output under float16; NVRTC not knowing the
+GPU; fp16 refused on a CPU-only torch; code that requires FlashAttention 2; a message quoted inside
+JSON; Python's own `module ... has no attribute` not read as an attention library's API.
+Real explain on texts as users paste them."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from attn_doctor.explaining.core import explain
+from attn_doctor.rules.loader import load_recipes
+
+RECIPES = load_recipes()
+
+
+def _first(text: str):
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    return next((m for m in report.matches if not m.harmless and m.likelihood != "unlikely"), None)
+
+
+@pytest.mark.parametrize("text, rule", [
+    # a package that ships one compiled library per torch release, none for this one
+    ("FileNotFoundError: Cannot find DGL C++ graphbolt library at /usr/lib/python3.12/site-packages/dgl/"
+     "graphbolt/libgraphbolt_pytorch_2.4.0.so", "AD312"),
+    ("OSError: could not load /opt/venv/lib/python3.11/site-packages/foo/lib/libfoo_ops_torch2.6.so", "AD312"),
+    ("ImportError: Cannot load Graphbolt C++ library", "AD312"),
+    # a kernel library refusing the GPU's architecture in its own words
+    ('RuntimeError: HSTU backward does not support sm86 or sm89', "AD317"),
+    ("ValueError: fused_moe kernel doesn't support SM 75", "AD317"),
+    # Triton's compile error with the kernel source after 'at LINE:COL:', module path lost in the paste
+    ("CompilationError: at 10:23:\ndef flip(x, dim=None):\n    core.static_assert(-len(x.shape) <= dim)\n"
+     "TypeError(\"'<=' not supported between instances of 'int' and 'NoneType'\")", "AD263"),
+    # a patch for another transformers' attention classes
+    ("Exception: Failed to modify the attention method of LlamaForCausalLM", "AD412"),
+    ("RuntimeError: Unable to patch the attention forward of Qwen2Model", "AD412"),
+    # NaN output of a model run in float16
+    ("ValueError: Input contains NaN.\nThe logits contain NaN with model.half(); in float32 it is fine.", "AD660"),
+    # NVRTC of a CUDA older than the GPU (torch's JIT fuser compiling at run time)
+    ("RuntimeError: The following operation failed in the TorchScript interpreter.\n"
+     "RuntimeError: nvrtc: error: invalid value for --gpu-architecture (-arch)", "AD105"),
+    # fp16 asked of a CPU-only torch
+    ("I installed pytorch cpu-only and ran training.\nValueError: FP16 Mixed precision training with AMP or APEX "
+     "(`--fp16`) and FP16 half precision evaluation (`--fp16_full_eval`) can only be used on CUDA devices.", "AD106"),
+    # the code's own requirement of FlashAttention 2
+    ("RuntimeError: distill-capture requires flash-attention-2 for per-document attention", "AD350"),
+    # a message quoted inside JSON keeps its meaning
+    ('  "message": "failed: \\"_amp_foreach_non_finite_check_and_unscale_cuda\\" not implemented for \'BFloat16\'",',
+     "AD654"),
+])
+def test_a_mechanism_is_read_whatever_library_says_it(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule, (text, first and first.rule)
+
+
+@pytest.mark.parametrize("text", [
+    # Python's own wording about any module: not an attention library's API
+    "AttributeError: module trl has no attribute GRPOConfig. Did you mean: 'ORPOConfig'?",
+    # Triton saying it cannot support a GPU is Triton's code generator (AD264's), not a kernel library
+    "It seems that Triton cannot support sm_120.",
+    # words near NaN without float16 are not an fp16 overflow
+    "ValueError: Input contains NaN, infinity or a value too large for dtype('float64').",
+    # a tokenizer's 'output' and 'input' words are not a symptom
+    "output_data, output_ui = get_output_data(obj, input_data_all)",
+])
+def test_look_alikes_do_not_name_those_causes(text):
+    first = _first(text)
+    assert first is None or first.rule not in ("AD311", "AD317", "AD660"), (text, first.rule)
