@@ -50,6 +50,20 @@ def _first(text: str):
     # a message quoted inside JSON keeps its meaning
     ('  "message": "failed: \\"_amp_foreach_non_finite_check_and_unscale_cuda\\" not implemented for \'BFloat16\'",',
      "AD654"),
+    # NaN, -inf or black output in a run the text shows in float16
+    ("When using `mixed_precision=True` in the config, the model is returning NaN", "AD660"),
+    ("Trying to train the model using the fp16 setting, but the model outputs `-inf`'s during the forward pass.", "AD660"),
+    ("When the fp16 option is set to `true`, all resulting images are just black.", "AD660"),
+    # uv's hint about a package that builds against torch without declaring it
+    ("      hint: This error likely indicates that `flash-attn@2.7.3` depends\n"
+     "      on `torch`, but doesn't declare it as a build dependency.", "AD315"),
+    # transformers refusing output_attentions under SDPA
+    ("The `output_attentions` attribute is not supported when using the `attn_implementation` set to sdpa. "
+     "Please set it to 'eager' instead.", "AD408"),
+    # torch's older cuDNN check
+    ("RuntimeError: cuDNN version mismatch: PyTorch was compiled against 7102 but linked against 7605", "AD268"),
+    # a library's own CUDA source named after the message
+    ("no kernel image is available for execution on the device in libfusiongpu/fusion.cu at 51", "AD313"),
 ])
 def test_a_mechanism_is_read_whatever_library_says_it(text, rule):
     first = _first(text)
@@ -69,3 +83,21 @@ def test_a_mechanism_is_read_whatever_library_says_it(text, rule):
 def test_look_alikes_do_not_name_those_causes(text):
     first = _first(text)
     assert first is None or first.rule not in ("AD311", "AD317", "AD660"), (text, first.rule)
+
+
+@pytest.mark.parametrize("text", [
+    "After training for about 10 epochs, the loss will become nan.",
+    "With a large probability, the loss came to NAN after training with few epochs.",
+    "WARNING | train:669 - Skipping batch at iter 43345 (epoch 227, batch 178): non-finite loss",
+])
+def test_a_nan_loss_without_the_runs_precision_is_a_possible_cause_not_a_problem(text):
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    first = next((m for m in report.matches if not m.harmless and m.likelihood != "unlikely"), None)
+    assert first is not None and first.rule == "AD660" and first.severity == "info" and first.likelihood == "possible"
+    assert report.exit_code == 0  # the text does not say the run was in float16: no problem is raised
+
+
+def test_nvfuser_falling_back_to_the_unfused_graph_is_harmless():
+    report = explain(io.BytesIO(b"UserWarning: FALLBACK path has been taken inside: compileCudaFusionGroup. "
+                                b"This is an indication that codegen Failed for some reason."), RECIPES, kind="stdin")
+    assert report.matches and all(m.harmless for m in report.matches) and report.exit_code == 0
