@@ -327,6 +327,26 @@ def classify(site, named=None):
     return "unclassified", None, ""
 
 
+# the shortest line of a message of several lines that is known on its own
+LINE_MIN = 24
+
+
+def _lines(parts):
+    """A message's literal parts cut at its line breaks: one parts list per line (a placeholder
+    between two parts stays between them). The first line is the message's own start."""
+    lines, current = [], [""]
+    for i, part in enumerate(parts):
+        if i:
+            current.append("")
+        pieces = part.split("\n")
+        current[-1] += pieces[0]
+        for piece in pieces[1:]:
+            lines.append(current)
+            current = [piece]
+    lines.append(current)
+    return [[p.strip() if len(line) == 1 else p for p in line] for line in lines]
+
+
 def load(paths):
     for path in paths:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -396,6 +416,15 @@ def main(argv=None):
                                      (site.get("exception") or "").rsplit(".", 1)[-1], "kind": site.get("kind"), "at": []})
         if len(e["at"]) < 4:
             e["at"].append("%s %s %s:%s" % (site["library"], site.get("version") or "", site.get("file"), site.get("line")))
+        # a message of several lines is also known by each of its lines long enough to recognise: a
+        # paste holds the line that names the cause without the ones around it (setup banners, hints)
+        for line_parts in _lines(parts)[1:] if "\n" in "".join(parts) else ():
+            if len("".join(line_parts).strip()) < LINE_MIN:
+                continue
+            sub = entries.setdefault((tuple(line_parts), family), {
+                "parts": line_parts, "family": family, "rule": rule, "exception": e["exception"], "kind": e["kind"], "at": []})
+            if len(sub["at"]) < 4 and e["at"][-1] not in sub["at"]:
+                sub["at"].append(e["at"][-1])
     head = "%-20s %6s %6s %6s %6s %6s %8s" % ("library", "in", "short", "famly", "out", "uncls", "covered")
     print(head)
     tot = collections.Counter()
