@@ -253,6 +253,8 @@ OUT_OF_STACK = [
      "a wrapper around the error that follows it (the wrapped error, on the lines after, is the cause)"),
     (None, _rx(r"\bpy-cpuinfo\b", r"\blscpu\b", r"\bcores?\b.*\b(?:socket|instance)"), "CPU topology detection"),
     (None, _rx(r"\btokenizer\b"), "tokenizer loading"),
+    (None, _rx(r"does not recognize this architecture", r"model type .{0,8} but Transformers does not"),
+     "a model architecture this transformers release does not know (a model newer than the release)"),
     (None, _rx(r"\bdownload", r"\boffline\b", r"\bHTTP\b", r"\bconnection\b", r"\burl\b", r"could not fetch",
                r"\bthe Hub\b", r"\bnetwork\b"),
      "a download or the network (the corpus counts these as unrelated to the stack)"),
@@ -329,6 +331,10 @@ def classify(site, named=None):
 
 # the shortest line of a message of several lines that is known on its own
 LINE_MIN = 24
+# a line of advice in a message (what to run, where to look) names no cause on its own
+_HINT = re.compile(r"^\s*(?:you (?:can|may|might|should|could|need)|please|try|consider|to (?:fix|install|update|use|"
+                   r"enable|disable)|run|pip|uv|conda|if|see|for more|visit|check|make sure|note|otherwise|"
+                   r"alternatively|or\b|then|in this case|refer)\b", re.I)
 
 
 def _lines(parts):
@@ -419,7 +425,7 @@ def main(argv=None):
         # a message of several lines is also known by each of its lines long enough to recognise: a
         # paste holds the line that names the cause without the ones around it (setup banners, hints)
         for line_parts in _lines(parts)[1:] if "\n" in "".join(parts) else ():
-            if len("".join(line_parts).strip()) < LINE_MIN:
+            if len("".join(line_parts).strip()) < LINE_MIN or _HINT.match("".join(line_parts)):
                 continue
             sub = entries.setdefault((tuple(line_parts), family), {
                 "parts": line_parts, "family": family, "rule": rule, "exception": e["exception"], "kind": e["kind"], "at": []})

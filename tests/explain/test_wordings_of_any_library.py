@@ -64,6 +64,18 @@ def _first(text: str):
     ("RuntimeError: cuDNN version mismatch: PyTorch was compiled against 7102 but linked against 7605", "AD268"),
     # a library's own CUDA source named after the message
     ("no kernel image is available for execution on the device in libfusiongpu/fusion.cu at 51", "AD313"),
+    # torch's memory-efficient kernel running the oldest code of a build without this GPU
+    ("FATAL: kernel `fmha_cutlassF_f32_aligned_64x64_rf_sm80` is for sm80-sm100, but was built for sm37", "AD105"),
+    # no wheel of an attention library for this torch, CUDA and Python
+    ("ERROR: No matching wheel (even with CUDA-minor/abi3 fallback) for SageAttention 2.2 (Torch 2.8.0, CUDA cu129, "
+     "Python 3.13).", "AD312"),
+    # a function another release of the attention library has
+    ("cannot import name 'sageattn_qk_int8_pv_fp16_triton' from 'sageattention'", "AD311"),
+    # a build that takes only the head dimensions it names
+    ("RuntimeError: FLASHATTENTION_DIFFUSION_ONLY build: only head_dim=128 supported, got 64", "AD603"),
+    # TensorRT's library of another major
+    ("UserWarning: Cannot load onnxruntime.capi. Error: 'libnvinfer.so.5: cannot open shared object file: "
+     "No such file or directory'", "AD418"),
 ])
 def test_a_mechanism_is_read_whatever_library_says_it(text, rule):
     first = _first(text)
@@ -97,7 +109,22 @@ def test_a_nan_loss_without_the_runs_precision_is_a_possible_cause_not_a_problem
     assert report.exit_code == 0  # the text does not say the run was in float16: no problem is raised
 
 
-def test_nvfuser_falling_back_to_the_unfused_graph_is_harmless():
-    report = explain(io.BytesIO(b"UserWarning: FALLBACK path has been taken inside: compileCudaFusionGroup. "
-                                b"This is an indication that codegen Failed for some reason."), RECIPES, kind="stdin")
-    assert report.matches and all(m.harmless for m in report.matches) and report.exit_code == 0
+@pytest.mark.parametrize("text", [
+    "UserWarning: FALLBACK path has been taken inside: compileCudaFusionGroup. This is an indication that codegen "
+    "Failed for some reason.",
+    "You are using a CUDA device ('NVIDIA GeForce RTX 4090') that has Tensor Cores. To properly utilize them, you "
+    "should set `torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off precision for performance.",
+    "UserWarning: Cannot import apex RMSNorm, trying flash_attn RMSNorm",
+])
+def test_a_library_taking_a_slower_path_is_harmless(text):
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    assert report.matches and all(m.harmless for m in report.matches) and report.exit_code == 0, \
+        [m.rule for m in report.matches]
+
+
+def test_a_line_of_advice_in_a_library_message_is_not_a_cause():
+    # transformers' advice line, alone in a service's JSON log: not 'a library needs another release'
+    text = ('model-download | {"event": "You can update Transformers with the command `pip install --upgrade '
+            'transformers`. If this does not work, and the checkpoint is very new, then there may not be a release."}')
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="text")
+    assert report.exit_code == 0, [m.rule for m in report.matches]
