@@ -11,6 +11,7 @@ reads and the regular expressions of the entries that share a word with it."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import re
@@ -24,6 +25,7 @@ MIN_LITERAL = 12  # literal characters a match must cover: shorter texts are not
 WHOLE_BELOW = 24  # a message with less literal text than this must be the line's whole message
 CUT_MIN = 24  # a line cut short matches on its parts when they cover at least this many characters...
 CUT_SHARE = 0.5  # ...and this share of the message's literal text
+LEAD_MIN = 48  # literal text a message must have to be known in another release's punctuation
 GAP = 300  # characters a placeholder's value may take
 KEY_WORDS = 5  # the index key is the rarest of a message's first words
 CUT_WORDS = 60  # words of a message a cut line is compared on
@@ -59,7 +61,18 @@ _FIELD = re.compile(r"\{[^{}]*\}")
 
 
 def _norm(text: str) -> str:
-    return _SPACE.sub(" ", _QUOTED.sub("", text)).strip().lower()
+    # backticks anywhere: a release that marks names in its message (`torch.nn...`) and one that does
+    # not, or a user who did, say the same
+    return _SPACE.sub(" ", _QUOTED.sub("", text).replace("`", "")).strip().lower()
+
+
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+@functools.lru_cache(maxsize=256)  # one line is tried against many entries
+def _squeeze(text: str) -> str:
+    """Letters and digits only: a message's words whatever its punctuation and spacing."""
+    return _NOT_ALNUM.sub("", text)
 
 
 def _raised(line: str) -> Optional[str]:
@@ -143,14 +156,24 @@ class Catalogue:
         if e.literal < 2 * CUT_MIN:
             return None  # a short message is recognised whole or not at all
         m = self._cut_pattern(i).search(text)
-        if m is None:
-            return None
-        covered = m.end("tail") - m.start() - len(m.group("tail")) - sum(len(v or "") for k, v in m.groupdict().items()
-                                                                       if k != "tail")
-        covered -= len(m.group(0)) - len(m.group(0).lstrip(" :]"))  # the prefix's separator
-        if covered < CUT_MIN or covered < CUT_SHARE * e.literal:
-            return None
-        return Hit(entry=e, line=line, covered=covered, complete=False)
+        if m is not None:
+            covered = m.end("tail") - m.start() - len(m.group("tail")) - sum(len(v or "") for k, v in m.groupdict().items()
+                                                                           if k != "tail")
+            covered -= len(m.group(0)) - len(m.group(0).lstrip(" :]"))  # the prefix's separator
+            if covered >= CUT_MIN and covered >= CUT_SHARE * e.literal:
+                return Hit(entry=e, line=line, covered=covered, complete=False)
+        # the whole message in another release's punctuation (a comma dropped, names quoted): its
+        # letters and digits, in order, with the values between its parts
+        if e.literal >= LEAD_MIN and self._squeezed_pattern(i).search(_squeeze(text)):
+            return Hit(entry=e, line=line, covered=e.literal, complete=True)
+        return None
+
+    def _squeezed_pattern(self, i: int) -> re.Pattern:
+        key = (i, -2)
+        if key not in self._regex:
+            parts = [_squeeze(p) for p in self.entries[i].parts]
+            self._regex[key] = re.compile((".{0,%d}?" % GAP).join(re.escape(p) for p in parts if p) or r"(?!)")
+        return self._regex[key]
 
     def _cut_pattern(self, i: int) -> re.Pattern:
         """The message's literal text as nested optional words, anchored at the line's end: the

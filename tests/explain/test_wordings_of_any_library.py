@@ -128,3 +128,23 @@ def test_a_line_of_advice_in_a_library_message_is_not_a_cause():
             'transformers`. If this does not work, and the checkpoint is very new, then there may not be a release."}')
     report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="text")
     assert report.exit_code == 0, [m.rule for m in report.matches]
+
+
+def test_a_message_in_another_releases_punctuation_is_still_known():
+    # torch 2.3 wrote "Please see, torch.nn..." without backticks; later releases quote the names
+    text = ("FutureWarning: `torch.backends.cuda.sdp_kernel()` is deprecated. In the future, this context manager "
+            "will be removed. Please see `torch.nn.attention.sdpa_kernel()` for the new context manager, with "
+            "updated signature.")
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    assert report.matches and all(m.harmless for m in report.matches), [m.rule for m in report.matches]
+    # a sibling message that only shares its first words is not that message
+    sibling = ("ValueError: You can't train a model that has been loaded in 8-bit precision on multiple devices.")
+    report = explain(io.BytesIO(sibling.encode("utf-8")), RECIPES, kind="text")
+    assert report.exit_code == 0, [m.rule for m in report.matches]
+
+
+def test_xformers_cutlass_kernel_without_this_gpu_is_xformers_build():
+    text = ("with xformers on ZLUDA, this was my error: FATAL: kernel `fmha_cutlassF_f16_aligned_32x128_gmem_sm80` "
+            "is for sm80-sm100, but was built for sm37")
+    first = _first(text)
+    assert first is not None and first.rule == "AD313", first and first.rule
