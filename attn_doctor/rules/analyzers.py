@@ -325,6 +325,20 @@ def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional
     return {}
 
 
+def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """torch's own CUDA kernel `op` refusing `dtype` where a later torch dispatches it (read from
+    torch's sources): the release in use predates it. {"since": the oldest release read that has it}."""
+    from ..support.dispatch import first_release_with, releases_read
+
+    since = first_release_with(groups.get("op") or "", groups.get("dtype") or "")
+    return {"since": since, "releases_read": ", ".join(releases_read())} if since else None
+
+
+def op_dtype_not_in_later_torch(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """The op is not torch's, or no torch release read dispatches the dtype for it."""
+    return None if op_dtype_in_later_torch(groups, before, after) else {}
+
+
 def _support_guards() -> dict:
     from .support_facts import GUARDS as support_guards  # refusals the support matrix judges (matrix_arch, ...)
 
@@ -342,5 +356,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "arch_not_compiled_for": arch_not_compiled_for,
     "fill_source": fill_source,
     "dtypes_differ": dtypes_differ,
+    "op_dtype_in_later_torch": op_dtype_in_later_torch,
+    "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     **_support_guards(),
 }

@@ -1,0 +1,55 @@
+"""Which dtypes torch's own kernels dispatch, by the kernel name torch's `"NAME" not implemented for
+'Half'` message carries, read from torch's sources of several releases
+(benchmarks/catalogue/extract_dispatch.py writes recipes/support/torch_dispatch.json.gz). Standard
+library only, like the rest of this package's ground floor."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+NAME = "torch_dispatch.json.gz"
+MAX_BYTES = 4 << 20  # a damaged or hostile file stops here
+
+
+def default_path() -> Path:
+    package_dir = Path(__file__).resolve().parent.parent
+    shipped = package_dir / "recipes" / "support" / NAME  # inside an installed wheel
+    return shipped if shipped.is_file() else package_dir.parent / "recipes" / "support" / NAME
+
+
+@lru_cache(maxsize=1)
+def table() -> dict:
+    """{"releases": [...], "kernels": {...}}, or an empty table where the file is missing or unreadable."""
+    try:
+        with gzip.open(default_path(), "rb") as fh:
+            doc = json.loads(fh.read(MAX_BYTES))
+    except (OSError, ValueError, EOFError):
+        return {"releases": [], "kernels": {}}
+    if not isinstance(doc, dict) or not isinstance(doc.get("kernels"), dict) or not isinstance(doc.get("releases"), list):
+        return {"releases": [], "kernels": {}}
+    return doc
+
+
+def first_release_with(kernel: str, dtype: str, device: str = "cuda") -> Optional[str]:
+    """The oldest torch release read whose `device` kernel `kernel` dispatches `dtype` ("Half",
+    "BFloat16"), where the newest release read does; None where it does not, or the name is not
+    torch's (an extension's own kernel)."""
+    doc = table()
+    entry = doc["kernels"].get(kernel)
+    slot = entry.get(device) if isinstance(entry, dict) else None
+    if not isinstance(slot, dict) or not doc["releases"]:
+        return None
+    has = [r for r in slot.get(dtype) or [] if isinstance(r, str)]
+    newest = doc["releases"][-1]
+    if newest not in has:
+        return None
+    return next((r for r in doc["releases"] if r in has), None)
+
+
+def releases_read() -> list:
+    """The torch releases the table was read from, oldest first."""
+    return [r for r in table()["releases"] if isinstance(r, str)]
