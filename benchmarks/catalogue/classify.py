@@ -253,8 +253,6 @@ OUT_OF_STACK = [
      "a wrapper around the error that follows it (the wrapped error, on the lines after, is the cause)"),
     (None, _rx(r"\bpy-cpuinfo\b", r"\blscpu\b", r"\bcores?\b.*\b(?:socket|instance)"), "CPU topology detection"),
     (None, _rx(r"\btokenizer\b"), "tokenizer loading"),
-    (None, _rx(r"does not recognize this architecture", r"model type .{0,8} but Transformers does not"),
-     "a model architecture this transformers release does not know (a model newer than the release)"),
     (None, _rx(r"\bdownload", r"\boffline\b", r"\bHTTP\b", r"\bconnection\b", r"\burl\b", r"could not fetch",
                r"\bthe Hub\b", r"\bnetwork\b"),
      "a download or the network (the corpus counts these as unrelated to the stack)"),
