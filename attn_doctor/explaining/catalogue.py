@@ -26,6 +26,8 @@ WHOLE_BELOW = 24  # a message with less literal text than this must be the line'
 CUT_MIN = 24  # a line cut short matches on its parts when they cover at least this many characters...
 CUT_SHARE = 0.5  # ...and this share of the message's literal text
 LEAD_MIN = 48  # literal text a message must have to be known in another release's punctuation
+SQUEEZED_PARTS = 5  # ...in at most this many parts...
+SQUEEZED_PART_MIN = 4  # ...each at least this long
 GAP = 300  # characters a placeholder's value may take
 KEY_WORDS = 5  # the index key is the rarest of a message's first words
 CUT_WORDS = 60  # words of a message a cut line is compared on
@@ -66,12 +68,13 @@ def _norm(text: str) -> str:
     return _SPACE.sub(" ", _QUOTED.sub("", text).replace("`", "")).strip().lower()
 
 
-_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+_NOT_ALNUM = re.compile(r"[^a-z0-9.<>=!]+|(?<![0-9])\.|\.(?![0-9])")
 
 
 @functools.lru_cache(maxsize=256)  # one line is tried against many entries
 def _squeeze(text: str) -> str:
-    """Letters and digits only: a message's words whatever its punctuation and spacing."""
+    """Letters and digits only, with a number's dots and the comparison signs kept (1.13 is not
+    11.3, != is not ==): a message's words whatever its punctuation and spacing."""
     return _NOT_ALNUM.sub("", text)
 
 
@@ -164,15 +167,25 @@ class Catalogue:
                 return Hit(entry=e, line=line, covered=covered, complete=False)
         # the whole message in another release's punctuation (a comma dropped, names quoted): its
         # letters and digits, in order, with the values between its parts
-        if e.literal >= LEAD_MIN and self._squeezed_pattern(i).search(_squeeze(text)):
-            return Hit(entry=e, line=line, covered=e.literal, complete=True)
+        if e.literal >= LEAD_MIN:
+            squeezed = self._squeezed_pattern(i)
+            m = squeezed.search(_squeeze(text)) if squeezed is not None else None
+            if m is not None and not _packed_weight(e, m.groups()):
+                return Hit(entry=e, line=line, covered=e.literal, complete=True)
         return None
 
-    def _squeezed_pattern(self, i: int) -> re.Pattern:
+    def _squeezed_pattern(self, i: int) -> Optional[re.Pattern]:
+        """The message's letters and digits with its values between: None where a part is too short
+        to anchor (a one-letter part between two values backtracks at every letter of a long line)."""
         key = (i, -2)
         if key not in self._regex:
             parts = [_squeeze(p) for p in self.entries[i].parts]
-            self._regex[key] = re.compile((".{0,%d}?" % GAP).join(re.escape(p) for p in parts if p) or r"(?!)")
+            inner = [p for p in parts if p]
+            if not inner or len(parts) > SQUEEZED_PARTS or any(len(p) < SQUEEZED_PART_MIN for p in inner):
+                self._regex[key] = None
+            else:
+                body = ("(.{0,%d}?)" % GAP).join(re.escape(p) for p in inner)
+                self._regex[key] = re.compile(body)
         return self._regex[key]
 
     def _cut_pattern(self, i: int) -> re.Pattern:

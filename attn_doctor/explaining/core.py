@@ -216,7 +216,11 @@ def explain(
         if why and scan.hits:
             report.notes.append(why)
     report.matches = _matches(scan, sig_rules, recipes, live, target)
-    real = [m for m in report.matches if not m.harmless]
+
+    def weak(m) -> bool:  # a possible cause said as a note (a NaN loss told without the run's precision)
+        return m.severity == "info" and m.likelihood == "possible"
+
+    real = [m for m in report.matches if not m.harmless and not weak(m)]
     by_frame = frame_readings(scan)
     if real and all(m.rule in by_frame for m in real):
         # only readings of who raised it (an error class raised in Triton's frames): the message of
@@ -226,7 +230,10 @@ def explain(
             report.matches.insert(0, found)
     if not real:
         found = catalogue.finding(scan, recipes, live, target, {m.rule for m in report.matches})
-        if found is not None and (not found.harmless or not report.matches):
+        if found is not None and not found.harmless:
+            # a library's own message, read whole, goes before a possible cause said as a note
+            report.matches.insert(next((i for i, m in enumerate(report.matches) if weak(m)), len(report.matches)), found)
+        elif found is not None and not report.matches:
             report.matches.append(found)
         if found is None or found.harmless:
             resembled = _resembled(scan, recipes, live, target, exclude)

@@ -325,13 +325,49 @@ def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional
     return {}
 
 
+# a torch release the lines around a message state ("torch 2.6.0+cpu", "torch==2.1.0+cu121", "PyTorch version: 2.0.1")
+_TORCH_STATED = re.compile(r"(?i)\b(?:py)?torch(?: version)?\s*(?:==|:|=|\s)\s*v?(?P<v>\d+\.\d+(?:\.\d+)?)(?P<local>\+\w+)?")
+
+
 def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
     """torch's own CUDA kernel `op` refusing `dtype` where a later torch dispatches it (read from
-    torch's sources): the release in use predates it. {"since": the oldest release read that has it}."""
+    torch's sources): the release in use predates it. {"since": the oldest release read that has it}.
+    None where the lines around it show a torch at or past that release, or a CPU-only torch (its
+    CPU kernel is the one that refused)."""
     from ..support.dispatch import first_release_with, releases_read
 
     since = first_release_with(groups.get("op") or "", groups.get("dtype") or "")
-    return {"since": since, "releases_read": ", ".join(releases_read())} if since else None
+    if not since:
+        return None
+    for line in [*before[-20:], *after[:20]]:
+        for m in _TORCH_STATED.finditer(line):
+            if (m.group("local") or "").lower() == "+cpu":
+                return None
+            if _release(m.group("v")) >= _release(since):
+                return None
+    return {"since": since, "releases_read": ", ".join(releases_read())}
+
+
+_BF16_RUN = re.compile(r"(?i)\bbf16\b|bfloat16")
+_FP16_RUN = re.compile(r"(?i)\bfp16\b|(?<!b)float16|\.half\(|halftensor|16-mixed")
+# NaN or black output with a cause of its own: a safety checker's blank image, a softmax over a fully masked row
+_OTHER_NAN = re.compile(r"(?i)nsfw|safety[_ ]checker|fully[- ]masked|all[- ]masked|masked rows?\b|all -inf|every (?:key|position) (?:is )?masked")
+
+
+def float16_run(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """NaN or black output in a run the text shows in float16: not where the lines around it show a
+    bf16 run and no float16, nor where they name another cause of NaN or a black image (a safety
+    checker's blank output, a softmax over a fully masked row)."""
+    around = "\n".join([*before[-12:], groups.get("whole_line") or groups.get("what") or "", *after[:12]])
+    if _OTHER_NAN.search(around):
+        return None
+    if _BF16_RUN.search(around) and not _FP16_RUN.search(around):
+        return None
+    return {}
+
+
+def _release(text: str) -> tuple:
+    return tuple(int(x) for x in text.split(".")[:3])
 
 
 def op_dtype_not_in_later_torch(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
@@ -357,6 +393,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "fill_source": fill_source,
     "dtypes_differ": dtypes_differ,
     "op_dtype_in_later_torch": op_dtype_in_later_torch,
+    "float16_run": float16_run,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     **_support_guards(),
 }

@@ -36,18 +36,20 @@ def table() -> dict:
 
 def first_release_with(kernel: str, dtype: str, device: str = "cuda") -> Optional[str]:
     """The oldest torch release read whose `device` kernel `kernel` dispatches `dtype` ("Half",
-    "BFloat16"), where the newest release read does; None where it does not, or the name is not
-    torch's (an extension's own kernel)."""
+    "BFloat16"), where the oldest release read does not and the newest does; None otherwise: the
+    dtype never dispatched, always (no release read shows it added), or the name is not torch's
+    (an extension's own kernel)."""
     doc = table()
     entry = doc["kernels"].get(kernel)
     slot = entry.get(device) if isinstance(entry, dict) else None
     if not isinstance(slot, dict) or not doc["releases"]:
         return None
-    has = [r for r in slot.get(dtype) or [] if isinstance(r, str)]
-    newest = doc["releases"][-1]
-    if newest not in has:
-        return None
-    return next((r for r in doc["releases"] if r in has), None)
+    listed = slot.get(dtype)
+    has = [r for r in listed if isinstance(r, str)] if isinstance(listed, list) else []
+    releases = [r for r in doc["releases"] if isinstance(r, str)]
+    if len(releases) < 2 or releases[-1] not in has or releases[0] in has:
+        return None  # only a release that lacks it and a later one that has it show it was added
+    return next((r for r in releases if r in has), None)
 
 
 def releases_read() -> list:

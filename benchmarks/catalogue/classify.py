@@ -329,6 +329,9 @@ def classify(site, named=None):
 
 # the shortest line of a message of several lines that is known on its own
 LINE_MIN = 24
+# a line of code, a command or an address inside a message: no words of a cause
+_CODE = re.compile(r"^\s*(?:!|\$|>>>|from\s+\w|import\s|def\s|class\s|@\w)|\b(?:pip|conda|uv|apt|apt-get)\s+install\b"
+                   r"|https?://|\w+\.\w+\([^)]*\)\s*[:;]?\s*$|^\s*\w+\s*=\s*\S", re.I)
 # a line of advice in a message (what to run, where to look) names no cause on its own
 _HINT = re.compile(r"^\s*(?:you (?:can|may|might|should|could|need)|please|try|consider|to (?:fix|install|update|use|"
                    r"enable|disable)|run|pip|uv|conda|if|see|for more|visit|check|make sure|note|otherwise|"
@@ -418,17 +421,22 @@ def main(argv=None):
         key = (tuple(parts), family)
         e = entries.setdefault(key, {"parts": parts, "family": family, "rule": rule, "exception":
                                      (site.get("exception") or "").rsplit(".", 1)[-1], "kind": site.get("kind"), "at": []})
+        at = "%s %s %s:%s" % (site["library"], site.get("version") or "", site.get("file"), site.get("line"))
         if len(e["at"]) < 4:
-            e["at"].append("%s %s %s:%s" % (site["library"], site.get("version") or "", site.get("file"), site.get("line")))
-        # a message of several lines is also known by each of its lines long enough to recognise: a
-        # paste holds the line that names the cause without the ones around it (setup banners, hints)
+            e["at"].append(at)
+        # a message of several lines is also known by each of its lines that says the same cause in
+        # its own words: a paste holds that line without the banner around it. Not its advice, code
+        # or commands, nor a line whose family only the message's other lines gave.
         for line_parts in _lines(parts)[1:] if "\n" in "".join(parts) else ():
-            if len("".join(line_parts).strip()) < LINE_MIN or _HINT.match("".join(line_parts)):
+            words = "".join(line_parts)
+            if len(words.strip()) < LINE_MIN or _HINT.match(words) or _CODE.search(words):
+                continue
+            if classify({**site, "parts": line_parts, "condition": ""})[:2] != (family, rule):
                 continue
             sub = entries.setdefault((tuple(line_parts), family), {
                 "parts": line_parts, "family": family, "rule": rule, "exception": e["exception"], "kind": e["kind"], "at": []})
-            if len(sub["at"]) < 4 and e["at"][-1] not in sub["at"]:
-                sub["at"].append(e["at"][-1])
+            if len(sub["at"]) < 4 and at not in sub["at"]:
+                sub["at"].append(at)
     head = "%-20s %6s %6s %6s %6s %6s %8s" % ("library", "in", "short", "famly", "out", "uncls", "covered")
     print(head)
     tot = collections.Counter()

@@ -98,6 +98,16 @@ def type_lists(root: Path) -> dict:
     return _defines(header.read_text(encoding="utf-8")) if header.is_file() else {}
 
 
+# comments, and the string literals they could hide a quote in, read in one pass
+_COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:[^"\\\n]|\\.)*"', re.S)
+
+
+def _blank(m: re.Match) -> str:
+    """A comment as blank lines (positions of the rest kept); a string literal as it is."""
+    text = m.group(0)
+    return text if text.startswith('"') else "\n" * text.count("\n")
+
+
 def dispatches(root: Path):
     """(kernel name, device, {"Half": bool, "BFloat16": bool}) of every dispatch under root."""
     lists = type_lists(root)
@@ -110,7 +120,7 @@ def dispatches(root: Path):
                                                                                "quantized/cuda/", "nested/cuda/",
                                                                                "transformers/cuda/"))
                   else "mps" if "mps/" in rel else "cpu")
-        src = path.read_text(encoding="utf-8", errors="replace")
+        src = _COMMENT.sub(_blank, path.read_text(encoding="utf-8", errors="replace"))
         local = None
         for m in _CALL.finditer(src):
             macro = m.group("macro")

@@ -56,7 +56,6 @@ def test_the_shipped_table_knows_kernels_that_gained_bfloat16():
     assert dispatch.releases_read()[-1] == "2.6.0"
     # triu/tril gained bf16 after 1.13 (pytorch/pytorch#101932); GradScaler's unscale never has it
     assert dispatch.first_release_with("triu_tril_cuda_template", "BFloat16") == "2.6.0"
-    assert dispatch.first_release_with("triu_tril_cuda_template", "Half") == "1.13.1"
     assert dispatch.first_release_with("_amp_foreach_non_finite_check_and_unscale_cuda", "BFloat16") is None
     assert dispatch.first_release_with("ms_deform_attn_forward_cuda", "Half") is None  # an extension's
     with gzip.open(dispatch.default_path()) as fh:
@@ -76,3 +75,32 @@ def test_a_torch_kernel_a_later_release_dispatches_is_an_upgrade_an_extensions_i
     assert never.rule == "AD269"
     unscale = _first("RuntimeError: \"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'")
     assert unscale.rule != "AD665"
+
+
+def test_a_damaged_table_is_no_table(tmp_path, monkeypatch):
+    for body in (b'{"releases": ["1", "2"], "kernels": {"x_cuda": {"cuda": {"Half": 5}}}}', b"[]", b"not json"):
+        path = tmp_path / "t.json.gz"
+        path.write_bytes(gzip.compress(body))
+        monkeypatch.setattr(dispatch, "default_path", lambda p=path: p)
+        dispatch.table.cache_clear()
+        try:
+            assert dispatch.first_release_with("x_cuda", "Half") is None
+        finally:
+            dispatch.table.cache_clear()
+    monkeypatch.undo()
+    dispatch.table.cache_clear()
+    assert dispatch.first_release_with("triu_tril_cuda_template", "BFloat16") == "2.6.0"
+
+
+def test_a_dtype_every_release_read_has_is_not_said_to_be_added_later():
+    # Half in triu/tril is in 1.13.1 already: nothing read shows a release that added it
+    assert dispatch.first_release_with("triu_tril_cuda_template", "Half") is None
+
+
+def test_the_extractor_skips_dispatches_in_comments(tmp_path):
+    tree = _tree(tmp_path / "t", {"native/cuda/Op.cu": (
+        '// AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, t, "commented_cuda", [&] {});\n'
+        '/* AT_DISPATCH_FLOATING_TYPES(t, "block_cuda", [&] {}); */\n'
+        'void f() { AT_DISPATCH_FLOATING_TYPES(t, "real_cuda", [&] {}); }\n')})
+    doc = _extractor().table([("1.0", tree)])
+    assert set(doc["kernels"]) == {"real_cuda"}
