@@ -38,6 +38,10 @@ def _trace_here(kwargs, bytecode, progress):
     import warnings
 
     prefix = bytecode.get("PYTHONPYCACHEPREFIX")
+    # what this process had, put back once the trace returns: a caller that runs the CLI in its own
+    # process (a test, a notebook) keeps its bytecode settings
+    saved = (sys.pycache_prefix, sys.dont_write_bytecode,
+             {k: os.environ.get(k) for k in ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")})
     if prefix:
         sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
         os.environ["PYTHONPYCACHEPREFIX"] = prefix
@@ -54,6 +58,13 @@ def _trace_here(kwargs, bytecode, progress):
             return run_trace(**kwargs)
     finally:
         state.PROGRESS[0] = None
+        if prefix:
+            sys.pycache_prefix, sys.dont_write_bytecode = saved[0], saved[1]
+            for key, value in saved[2].items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def _with_known_bugs(report):

@@ -172,3 +172,20 @@ def test_a_path_that_could_not_run_is_never_under_a_bare_check_mark(tmp_path):
 def _flash_attn_imports() -> bool:
     proc = subprocess.run([sys.executable, "-c", "import flash_attn"], capture_output=True)
     return proc.returncode == 0
+
+
+def test_a_trace_in_this_process_puts_the_callers_bytecode_settings_back(tmp_path, monkeypatch):
+    """The CLI run in the caller's own process (a test, a notebook) leaves sys.pycache_prefix and the
+    environment as they were, even where the trace raises."""
+    import os
+    import sys
+
+    from attn_doctor.cli.trace import _trace_here
+
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    before = (sys.pycache_prefix, sys.dont_write_bytecode)
+    with pytest.raises(TypeError):
+        _trace_here({"no_such_argument": 1}, {"PYTHONPYCACHEPREFIX": str(tmp_path / "prefix")}, None)
+    assert (sys.pycache_prefix, sys.dont_write_bytecode) == before
+    assert "PYTHONPYCACHEPREFIX" not in os.environ and os.environ.get("PYTHONDONTWRITEBYTECODE") == "1"
