@@ -73,6 +73,9 @@ def _first(text: str):
     ("cannot import name 'sageattn_qk_int8_pv_fp16_triton' from 'sageattention'", "AD311"),
     # a build that takes only the head dimensions it names
     ("RuntimeError: FLASHATTENTION_DIFFUSION_ONLY build: only head_dim=128 supported, got 64", "AD603"),
+    # a config built by the caller's own code, without the attention choice transformers reads
+    ("AttributeError: 'BertConfig' object has no attribute '_attn_implementation'", "AD412"),
+    ("The latest version of transformers failed due to no _attn_implementation attribute.", "AD412"),
     # TensorRT's library of another major
     ("UserWarning: Cannot load onnxruntime.capi. Error: 'libnvinfer.so.5: cannot open shared object file: "
      "No such file or directory'", "AD418"),
