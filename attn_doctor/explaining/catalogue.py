@@ -25,8 +25,7 @@ MIN_LITERAL = 12  # literal characters a match must cover: shorter texts are not
 WHOLE_BELOW = 24  # a message with less literal text than this must be the line's whole message
 CUT_MIN = 24  # a line cut short matches on its parts when they cover at least this many characters...
 CUT_SHARE = 0.5  # ...and this share of the message's literal text
-LEAD_MIN = 48  # literal text a message must have to be known in another release's punctuation
-SQUEEZED_PARTS = 5  # ...in at most this many parts...
+SQUEEZED_PARTS = 5  # a message known in another release's punctuation has at most this many parts...
 SQUEEZED_PART_MIN = 4  # ...each at least this long
 GAP = 300  # characters a placeholder's value may take
 KEY_WORDS = 5  # the index key is the rarest of a message's first words
@@ -166,12 +165,12 @@ class Catalogue:
             if covered >= CUT_MIN and covered >= CUT_SHARE * e.literal:
                 return Hit(entry=e, line=line, covered=covered, complete=False)
         # the whole message in another release's punctuation (a comma dropped, names quoted): its
-        # letters and digits, in order, with the values between its parts
-        if e.literal >= LEAD_MIN:
-            squeezed = self._squeezed_pattern(i)
-            m = squeezed.search(_squeeze(text)) if squeezed is not None else None
-            if m is not None and not _packed_weight(e, m.groups()):
-                return Hit(entry=e, line=line, covered=e.literal, complete=True)
+        # letters and digits, in order, with the values between its parts (a message long enough to
+        # be cut, as above)
+        squeezed = self._squeezed_pattern(i)
+        m = squeezed.search(_squeeze(text)) if squeezed is not None else None
+        if m is not None and not _packed_weight(e, m.groups()):
+            return Hit(entry=e, line=line, covered=e.literal, complete=True)
         return None
 
     def _squeezed_pattern(self, i: int) -> Optional[re.Pattern]:

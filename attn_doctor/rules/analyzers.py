@@ -334,6 +334,8 @@ def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -
     torch's sources): the release in use predates it. {"since": the oldest release read that has it}.
     None where the lines around it show a torch at or past that release, or a CPU-only torch (its
     CPU kernel is the one that refused)."""
+    from packaging.version import Version
+
     from ..support.dispatch import first_release_with, releases_read
 
     since = first_release_with(groups.get("op") or "", groups.get("dtype") or "")
@@ -343,7 +345,7 @@ def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -
         for m in _TORCH_STATED.finditer(line):
             if (m.group("local") or "").lower() == "+cpu":
                 return None
-            if _release(m.group("v")) >= _release(since):
+            if Version(m.group("v")) >= Version(since):
                 return None
     return {"since": since, "releases_read": ", ".join(releases_read())}
 
@@ -364,10 +366,6 @@ def float16_run(groups: dict, before: list[str], after: list[str]) -> Optional[d
     if _BF16_RUN.search(around) and not _FP16_RUN.search(around):
         return None
     return {}
-
-
-def _release(text: str) -> tuple:
-    return tuple(int(x) for x in text.split(".")[:3])
 
 
 def op_dtype_not_in_later_torch(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:

@@ -16,9 +16,10 @@ MAX_BYTES = 4 << 20  # a damaged or hostile file stops here
 
 
 def default_path() -> Path:
-    package_dir = Path(__file__).resolve().parent.parent
-    shipped = package_dir / "recipes" / "support" / NAME  # inside an installed wheel
-    return shipped if shipped.is_file() else package_dir.parent / "recipes" / "support" / NAME
+    """Beside the support matrix, in the installed wheel or the checkout."""
+    from .table import default_path as matrix_path
+
+    return matrix_path().parent / NAME
 
 
 @lru_cache(maxsize=1)
