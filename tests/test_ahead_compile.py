@@ -1,7 +1,6 @@
-"""A library part's forward and backward compiled ahead, each in a process of its own
-(probes/target/ahead_compile.py): the part starts them before CUDA, its first call waits for the
-forward's before it runs and for the backward's after the forward, a late one is killed at the
-deadline, a failed one costs nothing, and which case and dtype a part compiles. Real forks;
+"""A library part's backward compiled ahead in a process of its own (probes/target/ahead_compile.py):
+the part starts it before CUDA, its first call waits for it after the forward, a late one is killed
+at the deadline, a failed one costs nothing, and which case and dtype a part compiles. Real forks;
 the compile itself is the one thing stood in for (FlashAttention 4 needs a GPU machine: its own run
 is tests/gpu/test_gpu_fa4.py)."""
 
@@ -47,11 +46,7 @@ def compile_writes(tmp_path, monkeypatch):
         (tmp_path / case["name"]).write_text("%s %s %r %s" % (case["name"], dtype, os.environ.get("CUDA_VISIBLE_DEVICES"),
                                                               os.environ.get("FLASH_ATTENTION_ARCH")))
 
-    def compile_forward(torch, case, dtype):
-        (tmp_path / ("fwd-" + case["name"])).write_text("%s %s" % (time.monotonic(), os.environ.get("FLASH_ATTENTION_NUM_SMS")))
-
     monkeypatch.setitem(ahead.BACKWARD, "lib_x", compile_backward)
-    monkeypatch.setitem(ahead.FORWARD, "lib_x", compile_forward)
     return tmp_path
 
 
@@ -97,8 +92,8 @@ def test_nothing_is_compiled_ahead_where_it_cannot_be_done_safely(compile_writes
 
 def test_a_part_compiles_its_first_case_in_the_dtype_the_part_runs(monkeypatch):
     started = []
-    monkeypatch.setattr(numerics._AHEAD, "start", lambda torch, name, case, dtype, capability, index=0, forward=False: started.append(
-        (name, case["name"], dtype, capability)) or [] if not forward else [])
+    monkeypatch.setattr(numerics._AHEAD, "start", lambda torch, name, case, dtype, capability: started.append(
+        (name, case["name"], dtype, capability)) or [])
     parts = numerics.LIBRARY_PARTS["flash_attn_4"]
     numerics._start_ahead(torch, "num:lib:flash_attn_4:1", "9.0", None)
     numerics._start_ahead(torch, "num:lib:flash_attn_4:%d" % len(parts), "9.0", None)
@@ -112,7 +107,7 @@ def test_a_part_compiles_its_first_case_in_the_dtype_the_part_runs(monkeypatch):
     for group, capability in (("num:sdpa:float16", "9.0"), ("num:sdpa-cudnn:bfloat16", "9.0"),
                               ("num:lib:flash_attn_4:%d" % (len(parts) + 1), "9.0"), ("num:lib:flash_attn_4:1", None),
                               ("num:lib:flash_attn_4:1", "9.x"), ("num:lib:xformers", "9.0")):
-        assert numerics._start_ahead(torch, group, capability, None) == ([], [])
+        assert numerics._start_ahead(torch, group, capability, None) == []
     assert started == []
 
 
@@ -122,43 +117,3 @@ def test_a_compile_ahead_is_waited_for_at_most_wait_s_even_without_a_deadline(co
     mark = time.monotonic()
     assert ahead.wait(late) == {"ahead_ok": 0, "ahead_failed": 1}
     assert time.monotonic() - mark < 5
-
-
-def test_the_first_call_waits_for_the_forward_compiled_ahead_before_it_runs(compile_writes, monkeypatch):
-    # the SM count the forward's split heuristics read: the user's own setting is kept, the driver not asked
-    monkeypatch.setenv("FLASH_ATTENTION_NUM_SMS", "132")
-    forward = ahead.start(torch, "lib_x", {"name": "f1"}, torch.bfloat16, (9, 0), index=0, forward=True)
-    assert len(forward) == 1
-    phases, ran = {}, []
-
-    def call(*args):
-        ran.append(time.monotonic())
-        return "out"
-
-    waiting = ahead.after_first_forward(call, [], time.monotonic() + 30, phases, forward)
-    assert waiting() == "out"
-    compiled_at, sms = (compile_writes / "fwd-f1").read_text().split()
-    assert float(compiled_at) <= ran[0] and sms == "132"
-    assert phases["ahead_ok"] == 1 and "ahead_forward_wait_s" in phases and forward == []
-
-
-def test_a_forward_ahead_without_a_driver_to_read_the_sm_count_from_fails_and_costs_nothing(compile_writes, monkeypatch):
-    monkeypatch.delenv("FLASH_ATTENTION_NUM_SMS", raising=False)
-    try:
-        import ctypes
-
-        ctypes.CDLL("libcuda.so.1")
-        pytest.skip("a CUDA driver is here: the SM count would be read")
-    except OSError:
-        pass
-    forward = ahead.start(torch, "lib_x", {"name": "f2"}, torch.bfloat16, (9, 0), forward=True)
-    assert ahead.wait(forward, time.monotonic() + 30) == {"ahead_ok": 0, "ahead_failed": 1}
-    assert not (compile_writes / "fwd-f2").exists()
-
-
-def test_a_part_starts_both_compiles_ahead_on_its_own_gpu(monkeypatch):
-    started = []
-    monkeypatch.setattr(numerics._AHEAD, "start", lambda torch, name, case, dtype, capability, index=0, forward=False: started.append(
-        (forward, index)) or [len(started)])
-    assert numerics._start_ahead(torch, "num:lib:flash_attn_4:1", "9.0", None, 3) == ([1], [2])
-    assert started == [(False, 0), (True, 3)]

@@ -1,12 +1,11 @@
-"""Compiling a library's forward and backward kernels ahead, each in a process of its own that never
-starts CUDA, while the process that measures starts CUDA: the two compiles of a case and CUDA's start
-overlap instead of following each other.
+"""Compiling a library's backward kernel ahead, in a process of its own that never starts CUDA, while
+the process that measures starts CUDA and compiles the forward: the two compiles of a case overlap
+instead of following each other.
 
 FlashAttention 4 compiles each kernel from fake tensors (its cross-compilation path:
 FLASH_ATTENTION_ARCH picks the kernel, the CuTe DSL's architecture is the one given at import) and
 keeps it in its persistent cache, where the same call on the GPU finds it. Its backward needs no SM
-count; its forward's split heuristics do (FLASH_ATTENTION_NUM_SMS): the forward's process reads it
-from the driver (cuInit and one attribute, no context) before it hides CUDA from itself.
+count (only its forward's split heuristics do), so it compiles ahead without asking the GPU.
 
 Standard library plus torch, Python 3.8+ syntax: numerics_child.py loads this file by path inside
 the target interpreter. A compile ahead that fails costs nothing but its CPU, one that is late its
@@ -20,9 +19,9 @@ import os
 import signal
 import time
 
-# How long the measuring process waits for a compile ahead still running when it needs the kernel: a
-# forward or backward compiles in 2-8 s (FA4 on an H100 or H200, a loaded node); past this, the child
-# is killed and the process compiles the kernel itself.
+# How long the measuring process waits, once its forward ran, for a compile ahead still running: a
+# backward compiles in 4-8 s (FA4 on an H100 or H200, a loaded node); past this, the child is
+# killed and the process compiles the kernel itself.
 WAIT_S = 20.0
 
 
@@ -51,40 +50,6 @@ def _fa4_backward(torch, case, dtype):
                                   window_size_left=None, window_size_right=None, deterministic=False)
 
 
-def _fa4_forward(torch, case, dtype):
-    """FlashAttention 4's forward for `case` in `dtype`, compiled from fake tensors as the sweep calls
-    it: flash_attn_func on (batch, seq, heads, dim) views of (batch, heads, seq, dim) leaves that
-    require grad (the forward a backward follows)."""
-    from torch._subclasses import fake_tensor
-    from flash_attn.cute import flash_attn_func
-
-    if not _persistent():
-        raise RuntimeError("FlashAttention 4's persistent kernel cache is off: nothing compiled here would be found")
-    fake_tensor.init_gpu_context = lambda device: None
-    b, h, sq, sk, d = case["b"], case["h"], case["sq"], case["sk"], case["d"]
-    hkv, dv = case.get("hkv", h), case.get("dv", d)
-    with fake_tensor.FakeTensorMode():
-        def bshd(*shape):
-            leaf = torch.empty(shape[0], shape[2], shape[1], shape[3], device="cuda", dtype=dtype).requires_grad_(True)
-            return leaf.transpose(1, 2)
-
-        flash_attn_func(bshd(b, sq, h, d), bshd(b, sk, hkv, d), bshd(b, sk, hkv, dv), causal=case["mask"] == "causal")
-
-
-def _sm_count(index):
-    """The SM count of GPU `index` (as this process's CUDA_VISIBLE_DEVICES numbers it), from the
-    driver: cuInit makes no context, and this process is one that never starts CUDA otherwise."""
-    import ctypes
-
-    libcuda = ctypes.CDLL("libcuda.so.1")
-    device, count = ctypes.c_int(), ctypes.c_int()
-    if libcuda.cuInit(0) or libcuda.cuDeviceGet(ctypes.byref(device), int(index)):
-        raise RuntimeError("the CUDA driver did not answer")
-    if libcuda.cuDeviceGetAttribute(ctypes.byref(count), 16, device) or count.value <= 0:  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-        raise RuntimeError("no SM count")
-    return count.value
-
-
 def _persistent():
     from flash_attn.cute import cache_utils
 
@@ -92,7 +57,6 @@ def _persistent():
 
 
 BACKWARD = {"flash_attn_4": _fa4_backward}
-FORWARD = {"flash_attn_4": _fa4_forward}
 
 
 def _die_with_parent(parent):
@@ -107,13 +71,12 @@ def _die_with_parent(parent):
         os._exit(1)
 
 
-def start(torch, library, case, dtype, capability, index=0, forward=False):
-    """Fork a process that compiles `library`'s backward (`forward`: its forward, on GPU `index`'s SM
-    count) for `case` ahead: [pid], or [] where it cannot be done safely (no such compile for the
-    library, the GPU's architecture unknown, CUDA already started in this process: its fork could
-    not use it, nor could a fork of it start its own)."""
-    compile_ahead = (FORWARD if forward else BACKWARD).get(library)
-    if compile_ahead is None or not capability or not hasattr(os, "fork"):
+def start(torch, library, case, dtype, capability):
+    """Fork a process that compiles `library`'s backward for `case` ahead: [pid], or [] where it
+    cannot be done safely (no such compile for the library, the GPU's architecture unknown, CUDA
+    already started in this process: its fork could not use it, nor could a fork of it start its own)."""
+    compile_backward = BACKWARD.get(library)
+    if compile_backward is None or not capability or not hasattr(os, "fork"):
         return []
     try:
         major, minor = (int(x) for x in capability)
@@ -134,15 +97,13 @@ def start(torch, library, case, dtype, capability, index=0, forward=False):
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):  # the compiler's warnings are not the group's output
             os.dup2(null, fd)
-        if forward and not os.environ.get("FLASH_ATTENTION_NUM_SMS"):
-            os.environ["FLASH_ATTENTION_NUM_SMS"] = str(_sm_count(index))
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["FLASH_ATTENTION_ARCH"] = "sm_%d%d" % (major, minor)
         try:
             os.nice(10)  # the sweep's own priority (run_numerics_group lowers its process the same way)
         except OSError:
             pass
-        compile_ahead(torch, case, dtype)
+        compile_backward(torch, case, dtype)
         code = 0
     except BaseException:  # noqa: BLE001 - the measuring process compiles it itself
         code = 1
@@ -186,27 +147,18 @@ def wait(pids, deadline=None):
     return {"ahead_ok": ok, "ahead_failed": failed}
 
 
-def after_first_forward(call, pids, deadline, phases, forward_pids=()):
-    """`call` whose first invocation waits for the forward's compile ahead (`forward_pids`) before it
-    runs, and, once its forward returned, for the backward's (`pids`) before its backward runs: each
-    then loads the kernel compiled ahead. Both lists are emptied once waited for (the caller's say
-    so too); phases counts the compiles that were ready and those that were not."""
-    forward_pids = forward_pids if isinstance(forward_pids, list) else list(forward_pids)
-
-    def settle(which, key):
-        mark = time.perf_counter()
-        counts = wait(which, deadline)
-        for name, n in counts.items():
-            phases[name] = phases.get(name, 0) + n
-        phases[key] = round(time.perf_counter() - mark, 3)
-        del which[:]
+def after_first_forward(call, pids, deadline, phases):
+    """`call` whose first invocation, once its forward returned (compiled and run), waits for the
+    compiles ahead (the list `pids`, emptied once waited for) before its backward runs: the backward
+    then loads the kernel compiled ahead."""
 
     def waiting(*args, **kwargs):
-        if forward_pids:
-            settle(forward_pids, "ahead_forward_wait_s")
         out = call(*args, **kwargs)
         if pids:
-            settle(pids, "ahead_wait_s")
+            mark = time.perf_counter()
+            phases.update(wait(pids, deadline))
+            phases["ahead_wait_s"] = round(time.perf_counter() - mark, 3)
+            del pids[:]  # waited for: the caller's list says so too
         return out
 
     for name in ("only_cases", "one_dtype", "forward_only"):

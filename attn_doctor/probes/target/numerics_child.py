@@ -454,39 +454,35 @@ def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=123
     phases = {}
     import torch
 
-    ahead = _start_ahead(torch, group, capability, bf16_native, index)
+    ahead = _start_ahead(torch, group, capability, bf16_native)
     try:
         return _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, started, deadline, phases, ahead)
     finally:
-        for pids in ahead:  # a part that stopped before its first call: the compiles ahead are of no use now
-            if pids:
-                _AHEAD.wait(pids, time.monotonic())
+        if ahead:  # a part that stopped before its first backward: the compiles ahead are of no use now
+            _AHEAD.wait(ahead, time.monotonic())
 
 
 _AHEAD = _sibling("ahead_compile")
 
 
-def _start_ahead(torch, group, capability, bf16_native, index=0):
-    """A library part's backward and forward compiled ahead (ahead_compile.py), before this process
-    starts CUDA: ([backward's pid], [forward's pid]), each [] where it is not. The part's first case
-    (a part is the cases that share one compile), in the one dtype a library part runs (bf16 where
-    native)."""
+def _start_ahead(torch, group, capability, bf16_native):
+    """A library part's backward compiled ahead (ahead_compile.py), before this process starts CUDA:
+    its pids. The part's first case (a part is the cases that share one compile), in the one dtype a
+    library part runs (bf16 where native)."""
     _, kind, rest = group.split(":", 2) if group.count(":") >= 2 else (group, "", "")
     if kind != "lib" or rest.count(":") != 1:
-        return [], []
+        return []
     name, part = rest.split(":")
     parts = LIBRARY_PARTS.get(name)
     digits = str(capability or "").split(".")
     capability = (int(digits[0]), int(digits[1])) if len(digits) == 2 and all(d.isdigit() for d in digits) else None
     if not parts or not capability or not part.isdigit() or not 1 <= int(part) <= len(parts):
-        return [], []
+        return []
     native = bf16_native(capability) if bf16_native else capability >= (8, 0)
     case = CASE_BY_NAME.get(parts[int(part) - 1][0])
     if case is None:
-        return [], []
-    dtype = torch.bfloat16 if native else torch.float16
-    return (_AHEAD.start(torch, name, case, dtype, capability),
-            _AHEAD.start(torch, name, case, dtype, capability, index=index, forward=True))
+        return []
+    return _AHEAD.start(torch, name, case, torch.bfloat16 if native else torch.float16, capability)
 
 
 def _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, started, deadline, phases, ahead):
@@ -523,7 +519,7 @@ def _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, s
         mark = time.perf_counter()
         try:
             call = library_call(torch, what)
-            backends = [(what, _AHEAD.after_first_forward(call, ahead[0], deadline, phases, ahead[1]) if any(ahead) else call)]
+            backends = [(what, _AHEAD.after_first_forward(call, ahead, deadline, phases) if ahead else call)]
         except BaseException as exc:  # noqa: BLE001 - the import probe reports it; here just not tested
             backends = [(what, exc)]
         phases["library_import_s"] = round(time.perf_counter() - mark, 3)
