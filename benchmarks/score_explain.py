@@ -44,7 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 WRAPPERS = {"plain", "traceback", "rank", "ray", "slurm", "deepspeed", "glog", "logging", "ansi", "crlf",
             "wrapped", "truncated", "chinese"}
-SOURCE = re.compile(r"^[\w.-]+/[\w.-]+#\d+$")
+# a repository's issue or pull request (owner/repo#N), or the address of a page (a forum thread, a model hub discussion)
+SOURCE = re.compile(r"^(?:[\w.-]+/[\w.-]+#\d+|https?://[^\s/]+/\S+)$")
 
 
 class CorpusError(ValueError):
@@ -91,7 +92,7 @@ def load_corpus(folder: Path = ROOT / "tests" / "corpus") -> tuple[list[Case], d
                 raise CorpusError(f"{where}: id already used in {seen[entry['id']]}")
             seen[entry["id"]] = path.name
             if not SOURCE.match(entry["source"]):
-                raise CorpusError(f"{where}: source {entry['source']!r} is not owner/repo#N")
+                raise CorpusError(f"{where}: source {entry['source']!r} is not owner/repo#N nor a page's address")
             fam = families.get(entry["family"])
             if fam is None:
                 raise CorpusError(f"{where}: unknown family {entry['family']!r} (see families.toml)")

@@ -26,6 +26,10 @@ def same_torch_both_sides(rule: Rule, captures: dict, evidence: dict) -> Optiona
     if base_built == base_have and local_have == "cpu" and local_built.startswith("cu"):
         return (f"the extension was built for this torch release's CUDA build ({built}) and the installed one is its "
                 f"CPU-only build ({have}): the torch is what to change (a CUDA build of {base_have}), not the extension")
+    if local_have == "cpu" and local_built.startswith("cu"):
+        return (f"the installed torch is a CPU-only build ({have}): no extension built for CUDA ({built}) runs on it, and "
+                f"nothing on the GPU does; a CUDA build of torch comes first (of {base_built}, the release the extension "
+                "was built for)")
     if str(built) != str(have):
         return None  # another release, or another build of it (+cu121 against +xpu)
     return (f"the text names the same torch on both sides ({built}): the extension was not built for another "
@@ -53,12 +57,14 @@ def _sm(caps) -> str:
     return ", ".join("sm" + c.replace(".", "") for c in caps)
 
 
-def torch_has_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
+def torch_has_the_kernels(rule: Rule, captures: dict, log_facts: Facts, data: dict) -> Optional[str]:
     """A "torch lacks this GPU's architecture" match where the text names an official CUDA wheel of
     torch and a GPU that every such wheel has kernels for (data.torch_wheel_kernels): the kernels
-    missing are another library's, said as the reason."""
+    missing are another library's, said as the reason. Not for a runtime compiler's refusal (a
+    `runtime_compiler` capture): NVRTC compiles for the GPU's own architecture, which a wheel's
+    CUDA may not know though its kernels run there (sm_86 code on an sm_89 GPU)."""
     named = _wheel_and_gpus(rule, log_facts)
-    if named is None:
+    if named is None or captures.get("runtime_compiler"):
         return None
     version, cuda, caps = named
     try:
@@ -93,3 +99,22 @@ def torch_wheel_lacks_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> O
     except InvalidVersion:
         return None
     return None
+
+
+def runtime_compiler_predates_the_gpu(rule: Rule, captures: dict, log_facts: Facts, data: dict) -> Optional[str]:
+    """A runtime compiler's refusal of the GPU's architecture (a `runtime_compiler` capture) where
+    the text names a torch wheel whose CUDA is older than the first CUDA that compiles for the GPU
+    (data.cuda_compiles_for): confirmed, said why."""
+    named = _wheel_and_gpus(rule, log_facts) if captures.get("runtime_compiler") else None
+    if named is None:
+        return None
+    version, cuda, caps = named
+    first = {str(row.get("capability")): str(row.get("cuda")) for row in data.get("cuda_compiles_for", {}).get("rows", [])}
+    try:
+        late = [(c, first[c]) for c in caps if c in first and cuda < Version(first[c])]
+    except InvalidVersion:
+        return None
+    if not late:
+        return None
+    return (f"the text names torch {version}, built with CUDA {cuda}, and a GPU of {_sm([c for c, _ in late])}: "
+            f"CUDA compiles for it from {late[0][1]} on, so the runtime compiler torch brings cannot generate its code")

@@ -62,6 +62,9 @@ class ScanResult:
     versions: _versions.LogVersions = field(default_factory=_versions.LogVersions)
     candidate_lines: list[str] = field(default_factory=list)
     candidate_numbers: list[int] = field(default_factory=list)  # each candidate line's number (1-based)
+    # each candidate line joined with the first, the first two, ... of the lines that continue it (a
+    # message hard-wrapped by a terminal or a console renderer), () where none does
+    candidate_wrapped: list[tuple[str, ...]] = field(default_factory=list)
     bytes: int = 0
     lines: int = 0
     notes: list[str] = field(default_factory=list)
@@ -218,6 +221,7 @@ class Scanner:
         self._cache: dict[str, list[tuple[int, Optional[re.Match]]]] = {}
         self._candidates: deque[str] = deque(maxlen=CANDIDATE_LINES)
         self._candidate_numbers: deque[int] = deque(maxlen=CANDIDATE_LINES)
+        self._candidate_wrapped: deque[tuple[str, ...]] = deque(maxlen=CANDIDATE_LINES)
         self._keep_all = keep_all_lines
         self._frame: tuple[int, Optional[str]] = (-FRAME_REACH - 1, None)  # the last frame: line, package
         self._last_text: Optional[str] = None  # the last line whose versions were read
@@ -258,6 +262,7 @@ class Scanner:
         result.lines = line_base + (0 if not result.bytes or self._ends_with_newline else 1)
         result.candidate_lines = list(self._candidates)
         result.candidate_numbers = list(self._candidate_numbers)
+        result.candidate_wrapped = list(self._candidate_wrapped)
         return result
 
     _ends_with_newline = True
@@ -397,6 +402,7 @@ class Scanner:
             if not self._candidates or self._candidates[-1] != text:
                 self._candidates.append(_shorten(text))
                 self._candidate_numbers.append(lineno)
+                self._candidate_wrapped.append(_wrapped(buf, end, text))
 
     def _joined(self, buf, start, end, prev_line, text, regex):
         """A message wrapped over lines: try the line with its neighbours, joined with and without a space."""
@@ -486,6 +492,25 @@ def _next_lines(buf, end: int, count: int) -> list[str]:
             out.append(line)
         pos = stop
     return out
+
+
+WRAP_MIN = 40  # a line shorter than this was not hard-wrapped: its message ends on it
+WRAP_LINES = 4  # the lines after a wrapped one that may continue its message
+
+
+def _wrapped(buf, end: int, text: str) -> tuple[str, ...]:
+    """`text` joined with the first, the first two, ... of the lines after it that continue its
+    message (up to WRAP_LINES, stopping at a blank line or one that starts a message of its own):
+    a wrapped message may end, or its wording change, on any of them."""
+    if len(text) < WRAP_MIN or len(text) > JOIN_MAX:
+        return ()
+    joined, out = text, []
+    for line in _next_lines(buf, end, WRAP_LINES):
+        if len(line) > JOIN_MAX or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
+            break
+        joined = joined.rstrip() + " " + line.strip()
+        out.append(joined)
+    return tuple(out)
 
 
 def _block_after(buf, end: int) -> list[str]:

@@ -57,6 +57,18 @@ FAMILIES = [
      None, None, None, re.compile(r"^(?:accelerate/|deepspeed/runtime/|torch/distributed/|transformers/(?:training_args|trainer)"
                                   r"\.py|transformers/quantizers/)")),
     # a machine without the GPUs the job asks for: no CUDA at all, or fewer GPUs than the job's device count
+    # optimum's BetterTransformer: a patch of transformers' attention that transformers has replaced by
+    # its own SDPA path, refused for the models that have it
+    ("patch-for-other-transformers", "AD412", _rx(r"Transformers now supports natively BetterTransformer",
+                                                  r"no need to use `?model\.to_bettertransformer"), None, None, None,
+     re.compile(r"^optimum/bettertransformer/")),
+    # BetterTransformer's fused encoder returns no attention weights, and takes no mask for vision models
+    ("model-lacks-attention-implementation", "AD408", _rx(r"output_attentions=True can not be supported with BetterTransformer",
+                                                          r"do not use attention masks when using `?BetterTransformer"),
+     None, None, None, re.compile(r"^optimum/bettertransformer/")),
+    # a compiled library shipped per torch release, missing for this one (DGL's GraphBolt)
+    ("extension-no-build-for-torch", "AD312", _rx(r"C\+\+ \w+ library at [^.]{0,40}\. This error typically occurs due to a "
+                                                  r"version mismatch between the installed \w+ and the PyTorch version"), None, None),
     ("no-cuda-platform", "AD259", _rx(r"no (?:visible )?CUDA devices", r"no supported gpu backend",
                                       r"no (?:CUDA )?GPUs? (?:is |are )?(?:available|found|detected)"), None, None),
     ("framework-setting", "AD286", _rx(r"only has \S* ?GPUs", r"accelerator set to", r"choose one device type"), None, None),

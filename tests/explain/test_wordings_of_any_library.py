@@ -208,3 +208,87 @@ def test_the_catalogue_matcher_stays_linear_on_long_hostile_lines():
     for _ in range(20):
         catalogue.match(line)
     assert time.perf_counter() - start < 2.0
+
+
+def _matches(text: str):
+    return explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin").matches
+
+
+def test_nvrtc_of_a_torch_whose_cuda_predates_the_gpu_is_confirmed_not_ruled_out():
+    # torch 1.10's sm_86 kernels run on an sm_89 GPU, but its CUDA 11.3 compiles nothing for sm_89
+    text = ("RuntimeError: The following operation failed in the TorchScript interpreter. Traceback of TorchScript "
+            "(most recent call last): RuntimeError: nvrtc: error: invalid value for --gpu-architecture (-arch)\n"
+            "I am using RTX 4090\nCUDA 11.3\npip3 install torch==1.10.0+cu113 torchvision==0.11.1+cu113\n")
+    first = _first(text)
+    assert first is not None and first.rule == "AD105" and first.likelihood == "confirmed"
+    assert "11.8" in first.likelihood_reason and "sm89" in first.likelihood_reason
+    # the same refusal under a torch whose CUDA knows the GPU is not confirmed by the table
+    newer = text.replace("1.10.0+cu113", "2.4.1+cu118").replace("0.11.1+cu113", "0.19.1+cu118").replace("CUDA 11.3", "CUDA 11.8")
+    first = _first(newer)
+    assert first is None or first.likelihood != "confirmed" or "compiles for it from" not in first.likelihood_reason
+
+
+def test_a_catalogue_message_hard_wrapped_over_lines_is_known():
+    text = ("ValueError: Transformers now supports natively BetterTransformer optimizations \n"
+            "(torch.nn.functional.scaled_dot_product_attention) for the model type whisper. As such, there is no need to use \n"
+            "`model.to_bettertransformers()` or `BetterTransformer.transform(model)` from the Optimum library. Please upgrade to \n"
+            "transformers>=4.36 and torch>=2.1.1 to use it. Details: https://huggingface.co/docs/transformers/\n"
+            "perf_infer_gpu_one#flashattention-and-memory-efficient-attention-through-pytorchs-scaleddotproductattention.\n")
+    first = _first(text)
+    assert first is not None and first.rule == "AD412"
+    assert first.site is not None and first.site.library.startswith("optimum")
+    # its first line alone says too little of the message to be known
+    assert _first(text.splitlines()[0]) is None
+
+
+def test_a_wrapped_line_is_not_joined_with_the_message_after_it():
+    from attn_doctor.explaining import scan as scanning
+
+    buf = (b"ValueError: Transformers now supports natively BetterTransformer optimizations\n"
+           b"Traceback (most recent call last):\n  File \"x.py\", line 1\n")
+    end = buf.index(b"\n")
+    assert scanning._wrapped(buf, end, buf[:end].decode()) == ()
+    buf2 = b"a short line\ncontinued\n"
+    assert scanning._wrapped(buf2, buf2.index(b"\n"), "a short line") == ()
+
+
+def test_an_extension_built_for_a_cuda_torch_next_to_a_cpu_only_torch_of_another_release_is_the_cpu_torch():
+    text = ("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
+            "PyTorch 2.0.0+cu118 with CUDA 1108 (you have 2.0.1+cpu)\n"
+            "Python 3.9.13 (you have 3.9.13)\nNo supported Nvidia GPU found\n")
+    matches = _matches(text)
+    first = next(m for m in matches if not m.harmless and m.likelihood != "unlikely")
+    assert first.rule == "AD106"
+    built = next(m for m in matches if m.rule == "AD312")
+    assert built.likelihood == "unlikely" and "CPU-only build (2.0.1+cpu)" in built.likelihood_reason
+
+
+@pytest.mark.parametrize("text", [
+    "UserWarning: TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. "
+    "Consider setting `torch.set_float32_matmul_precision('high')` for better performance.",
+    "skipping cudagraphs due to ['incompatible ops']",
+    "Half2 support requested on hardware without native FP16 support, performance will be negatively affected.",
+    "[initialize_service] Pre-Ampere CUDA detected: using float16 instead of bfloat16.",
+    "Skipping import of cpp extensions due to incompatible torch version 2.7.1+cu128 for torchao version 0.15.0",
+    "Warning: import flash_attn rotary fail, please install FlashAttention rotary to get higher efficiency",
+])
+def test_notices_of_a_slower_path_are_harmless(text):
+    matches = _matches(text)
+    assert matches and all(m.harmless for m in matches if m.likelihood != "unlikely")
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("RuntimeError: s__th_addmm is not implemented for type torch.HalfTensor", "AD266"),
+    ("NotImplementedError: No operator found for 'memory_efficient_attention_forward' with inputs:", "AD310"),
+    ("python: /project/lib/Dialect/TritonGPU/IR/Dialect.cpp:832: Assertion `rank == 2 || (rank == 3 && isAmpere()) "
+     "&& \"Unexpected rank of mma layout\"' failed.", "AD261"),
+    ("Terminating with uncaught exception :  The code base should be updated for compute capability 86", "AD317"),
+])
+def test_more_wordings_of_known_mechanisms(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule
+
+
+def test_cuda_half_tensor_wording_is_not_read_as_the_cpu():
+    first = _first("RuntimeError: addmm is not implemented for type torch.cuda.HalfTensor")
+    assert first is None or first.rule != "AD266"
