@@ -45,3 +45,28 @@ def test_a_case_that_raised_is_said_once_as_not_measured(tmp_path):
 def test_a_sweep_where_every_case_ran_says_nothing_of_it():
     doc = json.loads(run("--from-report", str(FACTS / "h100-numerics.json"), "--json").stdout)
     assert {r["rule"]: r["status"] for r in doc["results"]}["AD718"] == "pass"
+
+
+XFORMERS = FACTS / "h200-xformers-numerics.json"
+
+
+def test_a_library_whose_extension_does_not_load_is_said_once_by_its_cause():
+    # the real H200 run: xformers 0.0.35 (built for torch 2.10.0+cu128) raised at each of its 18
+    # cases; the cause is its extension, said by AD312, not 18 cases "not measured"
+    doc = json.loads(run("--from-report", str(XFORMERS), "--json").stdout)
+    by_rule = {r["rule"]: r for r in doc["results"]}
+    assert by_rule["AD312"]["status"] == "error" and "libcudart.so.12" in by_rule["AD312"]["message"]
+    assert by_rule["AD718"]["status"] == "skipped" and "AD312" in by_rule["AD718"]["reason"]
+    assert "AD718" in by_rule["AD312"]["evidence"]["covers"].split()
+
+
+def test_a_library_that_raised_at_every_case_for_no_known_cause_is_said_once(tmp_path):
+    doc = json.loads(XFORMERS.read_text())
+    doc["builds"].pop("xformers")  # the extension's failure unknown: nothing says the cause
+    path = tmp_path / "xformers-raised.json"
+    path.write_text(json.dumps(doc))
+    out = json.loads(run("--from-report", str(path), "--json").stdout)
+    found = next(r for r in out["results"] if r["rule"] == "AD718")
+    assert found["status"] == "info"
+    assert found["message"].count("xformers") == 1
+    assert "at every case it was called on (18 cases, fp16, bf16) raised 'No operator found for" in found["message"]

@@ -475,9 +475,17 @@ DIST_ALTERNATIVES = {"transformer-engine": ("transformer-engine", "transformer-e
 
 def numerics_not_measured(facts: Facts, data: dict) -> Optional[dict]:
     """The sweep's cases whose call raised instead of running: each kernel and case once, with what
-    it raised and the dtypes it raised in. Their numbers are unknown, never passed."""
+    it raised and the dtypes it raised in. Their numbers are unknown, never passed. A kernel that
+    raised at every case it was called on is said once, with the cause where it is known (its
+    compiled extension does not load: AD312's)."""
+    from .smoke import _unloaded_build
+
+    swept = _swept(facts)
     raised: dict[tuple, list[str]] = {}
-    for r in _swept(facts):
+    called: dict[str, set] = {}
+    for r in swept:
+        if r.status != "n/a":
+            called.setdefault(r.backend, set()).add(r.case)
         if r.status == "error":
             said = (r.error or "").strip().splitlines()
             dtypes = raised.setdefault((r.backend, r.case, said[0][:200] if said else ""), [])
@@ -485,14 +493,37 @@ def numerics_not_measured(facts: Facts, data: dict) -> Optional[dict]:
                 dtypes.append(DTYPE.get(r.dtype, r.dtype))
     if not raised:
         return None
+    failed_cases: dict[str, set] = {}
+    for backend, case, _ in raised:
+        failed_cases.setdefault(backend, set()).add(case)
+    # a kernel that raised at each case it was called on (more than one): not a case's trouble
+    whole = {b for b, cases in failed_cases.items() if len(cases) > 1 and cases == called.get(b, set())}
     parts = []
+    for backend in whole:
+        errors = [e for (b, _, e) in raised if b == backend]
+        dtypes = list(dict.fromkeys(d for (b, _, _), ds in raised.items() if b == backend for d in ds))
+        first = max(set(errors), key=errors.count)
+        what = f"raised '{first}'" if first else "raised without a message"
+        kernel = SDPA_KERNELS[backend][0] if backend in SDPA_KERNELS else LIBRARY_WORDS.get(backend, backend)
+        parts.append(f"{kernel} at every case it was called on ({len(failed_cases[backend])} cases, {', '.join(dtypes)}) "
+                     f"{what}{_unloaded_build(facts, backend)}")
     for (backend, case, error), dtypes in raised.items():
+        if backend in whole:
+            continue
         known = facts.smoke.numerics_cases.get(case)
         shape = f": {known.cls}" if known is not None and known.cls else ""
         what = f"raised '{error}'" if error else "raised without a message"
         kernel = SDPA_KERNELS[backend][0] if backend in SDPA_KERNELS else LIBRARY_WORDS.get(backend, backend)
         parts.append(f"{kernel} at {case} ({', '.join(dtypes)}{shape}) {what}")
-    return {"count": len(raised), "cases_said": "; ".join(parts)}
+    # the distributions whose kernels raised: a finding that says their cause (AD312: the compiled
+    # extension does not load) covers this one
+    from ...probes.target.gpu_child import LIBRARIES
+
+    packages = []
+    for backend in dict.fromkeys(b for b, _, _ in raised):
+        module = LIBRARIES.get(backend)
+        packages += list(MODULE_DISTRIBUTIONS.get(module, (module,))) if module else ["torch"]
+    return {"count": len(raised), "cases_said": "; ".join(parts), "packages": ", ".join(dict.fromkeys(packages))}
 
 
 # The checks recipes name (the registry in __init__.py collects them). AD711 and AD713 need the
