@@ -180,6 +180,14 @@ FAMILIES = [
          r"(?:above|later|newer|or higher)\b", r"\bCUDA_VERSION\b", r"\bTORCH_VERSION", r"cudnn_version",
          r"\brelease\b", r"use CUDA \d+"),
      _rx(r"version", r"CUDA_VERSION", r"__version__", r"TORCH_VERSION"), None),
+    # a general-purpose package the code needs is not installed (accelerate for device_map, tqdm,
+    # TensorFlow, a logger's SDK): a missing dependency, not a piece of the attention stack
+    ("out:unrelated-package", None,
+     _rx(r"^(?!.*(?:flash|xformers|triton|\bapex\b|cuda|kernel|\bsage|bitsandbytes|deepspeed|fused|attention|\battn|fp8|cutlass))"
+         r".*\b(?:requires?|needs?|install(?:ed)?|available|found)\b.*\b(?:`?accelerate`?|Accelerate|tqdm|azureml\S*|TensorFlow|"
+         r"tensorflow|sentencepiece|protobuf|tiktoken|scipy|scikit-learn|sklearn|pandas|datasets|librosa|soundfile|"
+         r"wandb|tensorboard\w*|mlflow|comet_ml|clearml|neptune|dvclive|codecarbon|pillow|PIL)\b"),
+     None, None),
     # a library or its extension is not there or does not load
     ("attention-library-missing", "AD353",
      _rx(r"not installed", r"pip install", r"no module named", r"is not available", r"please install",

@@ -292,3 +292,36 @@ def test_more_wordings_of_known_mechanisms(text, rule):
 def test_cuda_half_tensor_wording_is_not_read_as_the_cpu():
     first = _first("RuntimeError: addmm is not implemented for type torch.cuda.HalfTensor")
     assert first is None or first.rule != "AD266"
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("ValueError: The following model_kwargs are not used by the model: ['attn_implementation'] (note: typos in the "
+     "generate arguments will also show up in this list)", "AD414"),
+    ("RuntimeError: User specified an unsupported autocast device_type 'mps'", "AD413"),
+])
+def test_a_torch_or_transformers_older_than_the_call(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule
+
+
+@pytest.mark.parametrize("text", [
+    "UserWarning: The operator 'aten::nonzero' is not currently supported on the MPS backend and will fall back to run "
+    "on the CPU. This may have performance implications.",
+    "You are not running the flash-attention implementation, expect numerical differences.",
+    "/Volumes/SSD/env/lib/python3.10/site-packages/bitsandbytes/cextension.py:33: UserWarning: The installed version of "
+    "bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.",
+])
+def test_notices_of_apple_and_remote_code_are_harmless(text):
+    matches = _matches(text)
+    assert matches and all(m.harmless for m in matches if m.likelihood != "unlikely")
+
+
+def test_bitsandbytes_without_gpu_support_on_a_linux_gpu_box_is_not_called_harmless():
+    text = ("/usr/lib/python3/site-packages/bitsandbytes/cextension.py:33: UserWarning: The installed version of bitsandbytes "
+            "was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.")
+    assert not any(m.harmless and m.rule == "AD664" for m in _matches(text))
+
+
+def test_a_general_purpose_package_missing_is_no_attention_library():
+    text = "ImportError: Using `low_cpu_mem_usage=True` or a `device_map` requires Accelerate: `pip install accelerate`"
+    assert not any(m.rule == "AD353" and m.likelihood != "unlikely" for m in _matches(text))
