@@ -283,6 +283,10 @@ def test_notices_of_a_slower_path_are_harmless(text):
     ("python: /project/lib/Dialect/TritonGPU/IR/Dialect.cpp:832: Assertion `rank == 2 || (rank == 3 && isAmpere()) "
      "&& \"Unexpected rank of mma layout\"' failed.", "AD261"),
     ("Terminating with uncaught exception :  The code base should be updated for compute capability 86", "AD317"),
+    # a torch or transformers older than the call
+    ("ValueError: The following model_kwargs are not used by the model: ['attn_implementation'] (note: typos in the "
+     "generate arguments will also show up in this list)", "AD414"),
+    ("RuntimeError: User specified an unsupported autocast device_type 'mps'", "AD413"),
 ])
 def test_more_wordings_of_known_mechanisms(text, rule):
     first = _first(text)
@@ -292,16 +296,6 @@ def test_more_wordings_of_known_mechanisms(text, rule):
 def test_cuda_half_tensor_wording_is_not_read_as_the_cpu():
     first = _first("RuntimeError: addmm is not implemented for type torch.cuda.HalfTensor")
     assert first is None or first.rule != "AD266"
-
-
-@pytest.mark.parametrize("text, rule", [
-    ("ValueError: The following model_kwargs are not used by the model: ['attn_implementation'] (note: typos in the "
-     "generate arguments will also show up in this list)", "AD414"),
-    ("RuntimeError: User specified an unsupported autocast device_type 'mps'", "AD413"),
-])
-def test_a_torch_or_transformers_older_than_the_call(text, rule):
-    first = _first(text)
-    assert first is not None and first.rule == rule
 
 
 @pytest.mark.parametrize("text", [
