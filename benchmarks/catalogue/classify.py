@@ -40,7 +40,8 @@ def _rx(*words):
 
 _MIXED = _rx(r"(?:must|should) (?:have|be) the same (?:dtype|type|scalar type|data ?type)", r"same dtype",
              r"dtypes? (?:do not|don't|must) match", r"dtype mismatch", r"type mismatch",
-             r"(?:to|must) have the same dtype", r"and \w+ type .* should be the same")
+             r"(?:to|must) have the same dtype", r"and \w+ type .* should be the same",
+             r"\bExpected \w+\.dtype to be equal to \w+\.dtype")
 _ATTENTION_SITE = re.compile(r"attn|attention|fmha|flash_|mha|sdp|sage|decode|prefill|\bmla\b", re.I)
 
 # (family, rule, test on the message, test on the condition, kinds that decide by themselves[, kinds
@@ -320,6 +321,15 @@ def _kind_keys(site):
     return keys
 
 
+# Sites whose function says what they are, whatever their words: (file, function, kinds, family, rule).
+BY_FUNCTION = [
+    # DeepSpeed's op builders ask, at every import and in ds_report, whether each optional op could be
+    # built here, and warn for those that could not (sparse_attn's torch range, an untested triton, an
+    # older GPU): a notice; a job that uses such an op fails later with the op's own error
+    (re.compile(r"^op_builder/"), re.compile(r"\.is_compatible$"), ("log:WARNING", "warn"), "harmless", "AD664"),
+]
+
+
 def classify(site, named=None):
     """(family, rule, the test that decided) of one site. `named`: the rule explain's own signatures
     already name for the site's text (they are curated for that message: they win)."""
@@ -333,6 +343,9 @@ def classify(site, named=None):
     msg = literal(site)
     cond = site.get("condition") or ""
     keys = _kind_keys(site)
+    for file_rx, function_rx, kinds, family, rule in BY_FUNCTION:
+        if keys & set(kinds) and file_rx.search(site.get("file") or "") and function_rx.search(site.get("function") or ""):
+            return family, rule, "function"
     for family, rule, msg_rx, cond_rx, kinds, *only in FAMILIES:
         if only and only[0] is not None and not keys & set(only[0]):
             continue

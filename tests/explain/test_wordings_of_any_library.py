@@ -271,6 +271,9 @@ def test_an_extension_built_for_a_cuda_torch_next_to_a_cpu_only_torch_of_another
     "[initialize_service] Pre-Ampere CUDA detected: using float16 instead of bfloat16.",
     "Skipping import of cpp extensions due to incompatible torch version 2.7.1+cu128 for torchao version 0.15.0",
     "Warning: import flash_attn rotary fail, please install FlashAttention rotary to get higher efficiency",
+    # DeepSpeed's op builders at import: an optional op that could not be built here
+    " [WARNING]  sparse_attn requires a torch version >= 1.5 and < 2.0 but detected 2.1\n"
+    " [WARNING]  using untested triton version (2.1.0), only 1.0.0 is known to be compatible",
 ])
 def test_notices_of_a_slower_path_are_harmless(text):
     matches = _matches(text)
@@ -287,6 +290,18 @@ def test_notices_of_a_slower_path_are_harmless(text):
     ("ValueError: The following model_kwargs are not used by the model: ['attn_implementation'] (note: typos in the "
      "generate arguments will also show up in this list)", "AD414"),
     ("RuntimeError: User specified an unsupported autocast device_type 'mps'", "AD413"),
+    # an attention library's function the caller imports, gone from this release
+    ("ImportError: cannot import name 'na2d_qk_with_bias' from 'natten.functional' (/env/site-packages/natten/functional.py)",
+     "AD311"),
+    # macOS's loader on an extension built for another torch
+    ("dlopen(/env/site-packages/libpyg.so, 0x0006): Symbol not found: __ZN3c106detail19maybe_wrap_dim_slowIxEET_S2_S2_b\n"
+     "  Referenced from: <B5FD9895> /env/site-packages/libpyg.so\n  Expected in: <F2FE5CF8> /env/site-packages/torch/lib/libc10.dylib",
+     "AD312"),
+    # half-precision atomics compiled for a GPU before Volta
+    ('hashencoder.cu(25): error: no instance of overloaded function "atomicAdd" matches the argument list\n'
+     "            argument types are: (__half *, c10::Half)", "AD109"),
+    # scatter's two dtypes meeting outside autocast
+    ("RuntimeError: scatter(): Expected self.dtype to be equal to src.dtype", "AD651"),
 ])
 def test_more_wordings_of_known_mechanisms(text, rule):
     first = _first(text)
