@@ -78,7 +78,8 @@ FAMILIES = [
      re.compile(r"^(?:torch/_inductor/|torch/_dynamo/|torch/_higher_order_ops/|flash_attn/cute/(?!interface)|"
                 r".*cutlass|.*/cute_dsl/|triton/compiler/|triton/runtime/)")),
     # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
-    ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b"), None, None),
+    ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b", r"\brequires (?:the )?(?:cuda|CUDA|C\+\+|cpp) extensions?\b",
+                                            r"without (?:its )?(?:--cuda_ext|--cpp_ext|(?:CUDA|C\+\+|cpp) extensions?)"), None, None),
     # a warning or a log line that says what the library does instead is a notice
     ("harmless", "AD656", _rx(r"\bfall(?:ing|s)? back\b", r"\binstead\b", r"\bwill use\b", r"\bignor(?:ed|ing)\b",
                               r"\bskipp(?:ed|ing)\b", r"\bdisabl(?:ed|ing)\b"), None, None, ("warn", "log")),

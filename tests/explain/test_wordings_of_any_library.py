@@ -274,6 +274,12 @@ def test_an_extension_built_for_a_cuda_torch_next_to_a_cpu_only_torch_of_another
     # DeepSpeed's op builders at import: an optional op that could not be built here
     " [WARNING]  sparse_attn requires a torch version >= 1.5 and < 2.0 but detected 2.1\n"
     " [WARNING]  using untested triton version (2.1.0), only 1.0.0 is known to be compatible",
+    "WARNING:Exllama kernel is not installed, reset disable_exllama to True. This may because you installed auto_gptq "
+    "using a pre-build wheel on Windows, in which exllama_kernels are not compiled.",
+    "Warning:  multi_tensor_applier fused unscale kernel is unavailable, possibly because apex was installed without "
+    "--cuda_ext --cpp_ext. Using Python fallback.  Original ImportError was: ModuleNotFoundError(\"No module named 'amp_C'\",)",
+    "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you "
+    "should call them in the opposite order: `optimizer.step()` before `lr_scheduler.step()`.",
 ])
 def test_notices_of_a_slower_path_are_harmless(text):
     matches = _matches(text)
@@ -302,6 +308,11 @@ def test_notices_of_a_slower_path_are_harmless(text):
      "            argument types are: (__half *, c10::Half)", "AD109"),
     # scatter's two dtypes meeting outside autocast
     ("RuntimeError: scatter(): Expected self.dtype to be equal to src.dtype", "AD651"),
+    # fairseq's loss scaler at its floor; transformers' flash path without a usable flash-attn 2
+    ("FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.", "AD660"),
+    ("NameError: name '_flash_supports_window_size' is not defined", "AD455"),
+    # apex without its CUDA extensions
+    ("RuntimeError: apex.optimizers.FusedAdam requires cuda extensions", "AD289"),
 ])
 def test_more_wordings_of_known_mechanisms(text, rule):
     first = _first(text)
