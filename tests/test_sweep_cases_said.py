@@ -70,3 +70,23 @@ def test_a_library_that_raised_at_every_case_for_no_known_cause_is_said_once(tmp
     assert found["status"] == "info"
     assert found["message"].count("xformers") == 1
     assert "at every case it was called on (18 cases, fp16, bf16) raised 'No operator found for" in found["message"]
+
+
+def test_a_library_that_raised_at_every_case_is_said_the_same_whatever_the_hash_seed(tmp_path):
+    import os
+
+    doc = json.loads(XFORMERS.read_text())
+    doc["builds"].pop("xformers")
+    for i, r in enumerate(x for x in doc["smoke"]["numerics"] if x["backend"] == "xformers"):
+        if i % 3 == 0:
+            r["error"] = "CUDA error: an illegal memory access was encountered"
+    path = tmp_path / "xformers-two-errors.json"
+    path.write_text(json.dumps(doc))
+    said = set()
+    for seed in ("1", "2", "3"):
+        out = subprocess.run([sys.executable, "-m", "attn_doctor", "check", "--from-report", str(path), "--json"],
+                             capture_output=True, text=True, timeout=240, env=dict(os.environ, PYTHONHASHSEED=seed))
+        found = next(r for r in json.loads(out.stdout)["results"] if r["rule"] == "AD718")
+        said.add(found["message"])
+    assert len(said) == 1
+    assert "(and 1 other error)" in said.pop()

@@ -1,5 +1,5 @@
 """Judgements of a build-cause match from the text's own facts: a "built for another torch" reading
-whose text names the same torch on both sides, and a "torch lacks this GPU's kernels" reading whose
+whose text names the same torch on both sides (or a CPU-only torch against a CUDA build), and a "torch lacks this GPU's kernels" reading whose
 text names a torch wheel that has them (the reason the reading is unlikely) or one that cannot have
 them (the reason it is confirmed). Each returns its reason, or None."""
 
@@ -13,9 +13,10 @@ from ..facts import Facts
 from ..rules.model import Rule
 
 
-def same_torch_both_sides(rule: Rule, captures: dict, evidence: dict) -> Optional[str]:
-    """A "built for another torch" match whose text names the same torch on both sides ("built for:
-    PyTorch 2.0.1 ... (you have 2.0.1)"): the build is not the cause, said as the reason."""
+def torch_side_clears_the_build(rule: Rule, captures: dict, evidence: dict) -> Optional[str]:
+    """A "built for another torch" match whose text clears the build, said as the reason: the same
+    torch on both sides ("built for: PyTorch 2.0.1 ... (you have 2.0.1)"), or a CPU-only torch on
+    the installed side of an extension built for a CUDA one (the torch is what to change)."""
     built, have = captures.get("built_torch"), captures.get("torch") or evidence.get("torch")
     if rule.cause != "build-mismatch" or not built or not have or have == "?":
         return None
@@ -109,6 +110,14 @@ def runtime_compiler_predates_the_gpu(rule: Rule, captures: dict, log_facts: Fac
     if named is None:
         return None
     version, cuda, caps = named
+    try:
+        # from torch 2.0 on, torch asks its NVRTC only for architectures that NVRTC knows (a newer
+        # GPU gets the newest it has, pytorch#87618): the refusal is then another runtime
+        # compiler's (CuPy, numba, an extension's)
+        if Version(version.partition("+")[0]) >= Version("2.0"):
+            return None
+    except InvalidVersion:
+        return None
     first = {str(row.get("capability")): str(row.get("cuda")) for row in data.get("cuda_compiles_for", {}).get("rows", [])}
     try:
         late = [(c, first[c]) for c in caps if c in first and cuda < Version(first[c])]

@@ -331,7 +331,7 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
     if hit is None or not hit.complete:
         # a message hard-wrapped over lines: its first line with those that continue it
         wrapped = [(w, n) for (t, n), joins in zip(zip(scan.candidate_lines, scan.candidate_numbers), scan.candidate_wrapped)
-                   if t not in taken for w in joins]
+                   if t not in taken for w in joins if not any(e in w[len(t):] for e in taken)]
         joined = catalogue.first([w for w, _ in wrapped], [n for _, n in wrapped]) if wrapped else None
         if joined is not None and (hit is None or (joined.complete, joined.covered) > (hit.complete, hit.covered)):
             hit = joined

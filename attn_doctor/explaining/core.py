@@ -328,7 +328,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
             captures.update(verdict)
             likelihood = "confirmed"
             reason = f"the support matrix says: {verdict['support_reason']}"
-        same = builds.same_torch_both_sides(rule, captures, evidence) or builds.torch_has_the_kernels(rule, captures, log_facts, recipes.data)
+        same = builds.torch_side_clears_the_build(rule, captures, evidence) or builds.torch_has_the_kernels(rule, captures, log_facts, recipes.data)
         if same:
             likelihood, reason = "unlikely", same
         lacks = (builds.torch_wheel_lacks_the_kernels(rule, log_facts, recipes.data)

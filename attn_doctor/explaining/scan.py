@@ -504,12 +504,19 @@ def _wrapped(buf, end: int, text: str) -> tuple[str, ...]:
     a wrapped message may end, or its wording change, on any of them."""
     if len(text) < WRAP_MIN or len(text) > JOIN_MAX:
         return ()
-    joined, out = text, []
-    for line in _next_lines(buf, end, WRAP_LINES):
-        if len(line) > JOIN_MAX or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
+    joined, out, pos = text, [], end
+    while len(out) < WRAP_LINES and pos < len(buf):
+        pos += 1 if buf[pos:pos + 2] != b"\r\n" else 2
+        ends = [e for e in (buf.find(b"\n", pos, pos + JOIN_MAX + 2), buf.find(b"\r", pos, pos + JOIN_MAX + 2)) if e != -1]
+        stop = min(ends) if ends else (len(buf) if len(buf) - pos <= JOIN_MAX + 1 else -1)
+        if stop == -1:
+            break  # a line longer than any wrapped part of a message
+        line = normalise(_decode(buf[pos:stop]))
+        if not line.strip() or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
             break
         joined = joined.rstrip() + " " + line.strip()
         out.append(joined)
+        pos = stop
     return tuple(out)
 
 

@@ -102,7 +102,10 @@ def judge_dtypes(captures: dict) -> Optional[tuple[str, str]]:
 
 
 def _api_key(api: str) -> str:
-    return api.strip().strip("'\"").removeprefix("torch.").removeprefix("nn.functional.")
+    api = api.strip()
+    if len(api) > 1 and api[0] == api[-1] and api[0] in "'\"":  # quoted whole, not a quote inside ("device_type 'mps'")
+        api = api[1:-1]
+    return api.removeprefix("torch.").removeprefix("nn.functional.")
 
 
 def judge_api(captures: dict, log_torch: Optional[str], data: dict) -> Optional[tuple[Optional[str], Optional[str], dict]]:

@@ -38,6 +38,17 @@ def _rx(*words):
     return re.compile("|".join(words), re.I)
 
 
+class _AllOf:
+    """A message test made of several expressions, each searched once (linear however long the
+    message): all of `rxs` found and none of `none_of`."""
+
+    def __init__(self, *rxs, none_of=None):
+        self.rxs, self.none_of = rxs, none_of
+
+    def search(self, text):
+        return all(r.search(text) for r in self.rxs) and not (self.none_of is not None and self.none_of.search(text))
+
+
 _MIXED = _rx(r"(?:must|should) (?:have|be) the same (?:dtype|type|scalar type|data ?type)", r"same dtype",
              r"dtypes? (?:do not|don't|must) match", r"dtype mismatch", r"type mismatch",
              r"(?:to|must) have the same dtype", r"and \w+ type .* should be the same",
@@ -57,7 +68,6 @@ FAMILIES = [
                                        r"\bnot (?:yet )?(?:supported|implemented|compatible)"),
      None, None, None, re.compile(r"^(?:accelerate/|deepspeed/runtime/|torch/distributed/|transformers/(?:training_args|trainer)"
                                   r"\.py|transformers/quantizers/)")),
-    # a machine without the GPUs the job asks for: no CUDA at all, or fewer GPUs than the job's device count
     # optimum's BetterTransformer: a patch of transformers' attention that transformers has replaced by
     # its own SDPA path, refused for the models that have it
     ("patch-for-other-transformers", "AD412", _rx(r"Transformers now supports natively BetterTransformer",
@@ -70,6 +80,7 @@ FAMILIES = [
     # a compiled library shipped per torch release, missing for this one (DGL's GraphBolt)
     ("extension-no-build-for-torch", "AD312", _rx(r"C\+\+ \w+ library at [^.]{0,40}\. This error typically occurs due to a "
                                                   r"version mismatch between the installed \w+ and the PyTorch version"), None, None),
+    # a machine without the GPUs the job asks for: no CUDA at all, or fewer GPUs than the job's device count
     ("no-cuda-platform", "AD259", _rx(r"no (?:visible )?CUDA devices", r"no supported gpu backend",
                                       r"no (?:CUDA )?GPUs? (?:is |are )?(?:available|found|detected)"), None, None),
     ("framework-setting", "AD286", _rx(r"only has \S* ?GPUs", r"accelerator set to", r"choose one device type"), None, None),
@@ -185,10 +196,12 @@ FAMILIES = [
     # a general-purpose package the code needs is not installed (accelerate for device_map, tqdm,
     # TensorFlow, a logger's SDK): a missing dependency, not a piece of the attention stack
     ("out:unrelated-package", None,
-     _rx(r"^(?!.*(?:flash|xformers|triton|\bapex\b|cuda|kernel|\bsage|bitsandbytes|deepspeed|fused|attention|\battn|fp8|cutlass))"
-         r".*\b(?:requires?|needs?|install(?:ed)?|available|found)\b.*\b(?:`?accelerate`?|Accelerate|tqdm|azureml\S*|TensorFlow|"
-         r"tensorflow|sentencepiece|protobuf|tiktoken|scipy|scikit-learn|sklearn|pandas|datasets|librosa|soundfile|"
-         r"wandb|tensorboard\w*|mlflow|comet_ml|clearml|neptune|dvclive|codecarbon|pillow|PIL)\b"),
+     _AllOf(_rx(r"\b(?:requires?|needs?|install(?:ed)?|available|found)\b"),
+            _rx(r"\b(?:`?accelerate`?|tqdm|azureml\S*|tensorflow|sentencepiece|protobuf|tiktoken|scipy|scikit-learn|"
+                r"sklearn|pandas|datasets|librosa|soundfile|wandb|tensorboard\w*|mlflow|comet_ml|clearml|neptune|"
+                r"dvclive|codecarbon|pillow)\b"),
+            none_of=_rx(r"flash|xformers|triton|\bapex\b|cuda|kernel|\bsage|bitsandbytes|deepspeed|fused|attention|"
+                        r"\battn|fp8|cutlass|\bgpu|rocm|\bhip\b|nvidia|driver|fp16|bf16|\bhalf\b|\bamp\b|PyTorch library")),
      None, None),
     # a library or its extension is not there or does not load
     ("attention-library-missing", "AD353",

@@ -345,3 +345,46 @@ def test_bitsandbytes_without_gpu_support_on_a_linux_gpu_box_is_not_called_harml
 def test_a_general_purpose_package_missing_is_no_attention_library():
     text = "ImportError: Using `low_cpu_mem_usage=True` or a `device_map` requires Accelerate: `pip install accelerate`"
     assert not any(m.rule == "AD353" and m.likelihood != "unlikely" for m in _matches(text))
+
+
+def test_nvrtc_under_torch_2_or_later_is_not_confirmed_as_torchs_own():
+    # torch 2.0 and later ask their NVRTC only for architectures it knows: the refusal is another
+    # runtime compiler's (CuPy, numba, an extension's)
+    text = ("cupy_backends.cuda.libs.nvrtc.NVRTCError: NVRTC_ERROR_INVALID_OPTION (5)\n"
+            "nvrtc: error: invalid value for --gpu-architecture (-arch)\n"
+            "GPU: NVIDIA GeForce RTX 4090\ntorch 2.0.1+cu117\n")
+    first = _first(text)
+    assert first is None or first.likelihood != "confirmed"
+
+
+@pytest.mark.parametrize("text", [
+    # WSL and Git Bash paths are Windows machines, not Macs
+    "/mnt/c/Users/me/venv/lib/python3.10/site-packages/bitsandbytes/cextension.py:33: UserWarning: The installed version "
+    "of bitsandbytes was compiled without GPU support. 8-bit optimizers are unavailable.",
+    "/c/Users/me/venv/Lib/site-packages/bitsandbytes/cextension.py:33: UserWarning: The installed version "
+    "of bitsandbytes was compiled without GPU support. 8-bit optimizers are unavailable.",
+    # no GPU at all is no 'GPU without native bf16'
+    "No CUDA GPUs are available, using float32 instead of bfloat16",
+])
+def test_notices_are_not_called_harmless_outside_what_they_are_about(text):
+    assert not any(m.harmless and m.rule == "AD664" for m in _matches(text))
+
+
+def test_mps_autocast_on_a_torch_that_has_it_is_not_confirmed_as_too_old():
+    text = "torch 2.6.0\nRuntimeError: User specified an unsupported autocast device_type 'mps'"
+    first = _first(text)
+    assert first is None or first.rule != "AD413" or first.likelihood != "confirmed"
+    first = _first("torch 2.3.1\nRuntimeError: User specified an unsupported autocast device_type 'mps'")
+    assert first is not None and first.rule == "AD413" and "2.5" in (first.message or "")
+
+
+def test_a_wrapped_join_stops_at_a_blank_line_and_at_a_carriage_return():
+    from attn_doctor.explaining import scan as scanning
+
+    head = b"ValueError: Transformers now supports natively BetterTransformer optimizations"
+    buf = head + b"\n\nnext paragraph, another message\n"
+    assert scanning._wrapped(buf, len(head), head.decode()) == ()
+    buf = head + b"\r\n(torch.nn.functional.scaled_dot_product_attention) for the model\r\n"
+    assert scanning._wrapped(buf, len(head), head.decode())[0].endswith("for the model")
+    buf = head + b"\n" + b"x" * 5000 + b"\n"  # a line longer than any wrapped part of a message
+    assert scanning._wrapped(buf, len(head), head.decode()) == ()

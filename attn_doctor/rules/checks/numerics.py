@@ -15,6 +15,7 @@ measurement decides: a known bug whose cases ran clean here is not reported.
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 from typing import Any, Optional
@@ -499,11 +500,12 @@ def numerics_not_measured(facts: Facts, data: dict) -> Optional[dict]:
     # a kernel that raised at each case it was called on (more than one): not a case's trouble
     whole = {b for b, cases in failed_cases.items() if len(cases) > 1 and cases == called.get(b, set())}
     parts = []
-    for backend in whole:
-        errors = [e for (b, _, e) in raised if b == backend]
+    for backend in dict.fromkeys(b for b, _, _ in raised if b in whole):  # in the sweep's order
+        errors = collections.Counter(e for (b, _, e) in raised if b == backend)
         dtypes = list(dict.fromkeys(d for (b, _, _), ds in raised.items() if b == backend for d in ds))
-        first = max(set(errors), key=errors.count)
-        what = f"raised '{first}'" if first else "raised without a message"
+        first = errors.most_common(1)[0][0]  # the commonest; among equals the first the sweep met
+        others = f" (and {len(errors) - 1} other error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+        what = (f"raised '{first}'" if first else "raised without a message") + others
         kernel = SDPA_KERNELS[backend][0] if backend in SDPA_KERNELS else LIBRARY_WORDS.get(backend, backend)
         parts.append(f"{kernel} at every case it was called on ({len(failed_cases[backend])} cases, {', '.join(dtypes)}) "
                      f"{what}{_unloaded_build(facts, backend)}")
