@@ -280,6 +280,12 @@ def test_an_extension_built_for_a_cuda_torch_next_to_a_cpu_only_torch_of_another
     "--cuda_ext --cpp_ext. Using Python fallback.  Original ImportError was: ModuleNotFoundError(\"No module named 'amp_C'\",)",
     "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you "
     "should call them in the opposite order: `optimizer.step()` before `lr_scheduler.step()`.",
+    # Apple's MPS and remote model code
+    "UserWarning: The operator 'aten::nonzero' is not currently supported on the MPS backend and will fall back to run "
+    "on the CPU. This may have performance implications.",
+    "You are not running the flash-attention implementation, expect numerical differences.",
+    "/Volumes/SSD/env/lib/python3.10/site-packages/bitsandbytes/cextension.py:33: UserWarning: The installed version of "
+    "bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.",
 ])
 def test_notices_of_a_slower_path_are_harmless(text):
     matches = _matches(text)
@@ -322,18 +328,6 @@ def test_more_wordings_of_known_mechanisms(text, rule):
 def test_cuda_half_tensor_wording_is_not_read_as_the_cpu():
     first = _first("RuntimeError: addmm is not implemented for type torch.cuda.HalfTensor")
     assert first is None or first.rule != "AD266"
-
-
-@pytest.mark.parametrize("text", [
-    "UserWarning: The operator 'aten::nonzero' is not currently supported on the MPS backend and will fall back to run "
-    "on the CPU. This may have performance implications.",
-    "You are not running the flash-attention implementation, expect numerical differences.",
-    "/Volumes/SSD/env/lib/python3.10/site-packages/bitsandbytes/cextension.py:33: UserWarning: The installed version of "
-    "bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.",
-])
-def test_notices_of_apple_and_remote_code_are_harmless(text):
-    matches = _matches(text)
-    assert matches and all(m.harmless for m in matches if m.likelihood != "unlikely")
 
 
 def test_bitsandbytes_without_gpu_support_on_a_linux_gpu_box_is_not_called_harmless():
