@@ -65,7 +65,8 @@ FAMILIES = [
     ("framework-setting", "AD286", _rx(r"\bconfig", r"\bsetting", r"\boption", r"\bflag\b", r"\bargument", r"\bparameter",
                                        r"\bplugin\b", r"mixed[_ ]precision", r"\bstage\b", r"\bzero\b", r"\bfsdp\b",
                                        r"\bdeepspeed\b", r"\bset (?:to|it)\b", r"\bpass(?:ed|ing)? (?:in )?`", r"=True", r"=False",
-                                       r"\bnot (?:yet )?(?:supported|implemented|compatible)"),
+                                       r"\bnot (?:yet )?(?:supported|implemented|compatible)", r"\bbut not both\b",
+                                       r"\bcan(?:not)? be (?:True|False|used together)\b"),
      None, None, None, re.compile(r"^(?:accelerate/|deepspeed/runtime/|torch/distributed/|transformers/(?:training_args|trainer)"
                                   r"\.py|transformers/quantizers/)")),
     # optimum's BetterTransformer: a patch of transformers' attention that transformers has replaced by

@@ -281,6 +281,8 @@ def test_an_extension_built_for_a_cuda_torch_next_to_a_cpu_only_torch_of_another
     "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you "
     "should call them in the opposite order: `optimizer.step()` before `lr_scheduler.step()`.",
     # Apple's MPS and remote model code
+    "[transformers_modules.microsoft.Phi-3-medium-128k-instruct.modeling_phi3][WARNING] - `flash-attention` package not "
+    "found, consider installing for better performance: No module named 'flash_attn'.",
     "UserWarning: The operator 'aten::nonzero' is not currently supported on the MPS backend and will fall back to run "
     "on the CPU. This may have performance implications.",
     "You are not running the flash-attention implementation, expect numerical differences.",
@@ -319,6 +321,13 @@ def test_notices_of_a_slower_path_are_harmless(text):
     ("NameError: name '_flash_supports_window_size' is not defined", "AD455"),
     # apex without its CUDA extensions
     ("RuntimeError: apex.optimizers.FusedAdam requires cuda extensions", "AD289"),
+    # xformers' older words for CUDA inputs none of its operators takes
+    ("NotImplementedError: No operator found for this attention: AttentionOpDispatch(dtype=torch.float32, "
+     "device=device(type='cuda', index=0), k=80, has_dropout=False, attn_bias_type=<class 'NoneType'>)", "AD310"),
+    # a framework refusing two precision settings together
+    ("ValueError: At most one of fp16 and bf16 can be True, but not both", "AD286"),
+    # a loss that turns NaN in a float16 run, told in prose
+    ("When I use the fp32 model, the step loss is not nan but with the fp16 model the loss is still nan.", "AD660"),
 ])
 def test_more_wordings_of_known_mechanisms(text, rule):
     first = _first(text)
@@ -382,3 +391,11 @@ def test_a_wrapped_join_stops_at_a_blank_line_and_at_a_carriage_return():
     assert scanning._wrapped(buf, len(head), head.decode())[0].endswith("for the model")
     buf = head + b"\n" + b"x" * 5000 + b"\n"  # a line longer than any wrapped part of a message
     assert scanning._wrapped(buf, len(head), head.decode()) == ()
+
+
+@pytest.mark.parametrize("text", [
+    "With fp16 the loss is not nan anymore after lowering the learning rate.",
+    "In fp16 training the loss isn't nan, but accuracy is low.",
+])
+def test_a_loss_said_not_to_be_nan_is_no_overflow(text):
+    assert not any(m.rule == "AD660" and m.severity == "error" for m in _matches(text))
