@@ -298,7 +298,7 @@ def test_notices_of_a_slower_path_are_harmless(text):
     ("RuntimeError: s__th_addmm is not implemented for type torch.HalfTensor", "AD266"),
     ("NotImplementedError: No operator found for 'memory_efficient_attention_forward' with inputs:", "AD310"),
     ("python: /project/lib/Dialect/TritonGPU/IR/Dialect.cpp:832: Assertion `rank == 2 || (rank == 3 && isAmpere()) "
-     "&& \"Unexpected rank of mma layout\"' failed.", "AD261"),
+     "&& \"Unexpected rank of mma layout\"' failed.", "AD666"),
     ("Terminating with uncaught exception :  The code base should be updated for compute capability 86", "AD317"),
     # a torch or transformers older than the call
     ("ValueError: The following model_kwargs are not used by the model: ['attn_implementation'] (note: typos in the "
