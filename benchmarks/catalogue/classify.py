@@ -90,6 +90,11 @@ FAMILIES = [
      re.compile(r"^(?:torch/_inductor/|torch/_dynamo/|torch/_higher_order_ops/|flash_attn/cute/(?!interface)|"
                 r".*cutlass|.*/cute_dsl/|triton/compiler/|triton/runtime/)")),
     # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
+    # a warning that says what the library does instead (resets an option, skips a fused module, falls
+    # back, switches backend): the run goes on, whatever was missing
+    ("harmless", "AD656", _rx(r"\breset(?:ting)? \w+ to (?:True|False)\b", r"\bwill skip\b", r"\bskip(?:ping)? (?:the )?inject",
+                              r"\bswitch(?:ing)? to (?:the )?\w+(?:/\w+)* backend\b", r"\bfall(?:ing|s)? back to\b"),
+     None, None, ("log:WARNING", "warn", "log:INFO")),
     ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b", r"\brequires (?:the )?(?:cuda|CUDA|C\+\+|cpp) extensions?\b",
                                             r"without (?:its )?(?:--cuda_ext|--cpp_ext|(?:CUDA|C\+\+|cpp) extensions?)"), None, None),
     # a warning or a log line that says what the library does instead is a notice
@@ -230,7 +235,7 @@ FAMILIES = [
     # an option the kernel (or this build / this GPU) has no path for
     ("kernel-feature-unsupported", "AD284",
      _rx(r"not (?:yet )?supported", r"unsupported", r"does(?: not|n't) support", r"not implemented",
-         r"only supports?", r"is only (?:supported|available|implemented)", r"not (?:yet )?available",
+         r"only supports?", r"\bsupports? only\b", r"is only (?:supported|available|implemented)", r"not (?:yet )?available",
          r"cannot be used (?:with|together|when|for)", r"can(?:not|'t) be combined", r"(?:is|are) not allowed",
          r"no (?:kernel|implementation|support) (?:for|available)", r"\bno (?:valid )?(?:kernel|config)",
          r"not (?:a )?valid (?:combination|option)", r"\bonly (?:works|available|valid|implemented) (?:for|with|when|on)",
