@@ -280,6 +280,9 @@ def test_an_extension_built_for_a_cuda_torch_next_to_a_cpu_only_torch_of_another
     "--cuda_ext --cpp_ext. Using Python fallback.  Original ImportError was: ModuleNotFoundError(\"No module named 'amp_C'\",)",
     "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you "
     "should call them in the opposite order: `optimizer.step()` before `lr_scheduler.step()`.",
+    # a backend dispatcher trying an op's implementations in order
+    "[2026-05-09 10:24:16,296 TE-FL manager.py:460 WARNING] Implementation 'vendor.enflame' failed for op "
+    "'get_cudnn_version': module 'migration.patches.transformer_engine.v2_9_0' has no attribute 'get_cudnn_version'",
     # Apple's MPS and remote model code
     "[transformers_modules.microsoft.Phi-3-medium-128k-instruct.modeling_phi3][WARNING] - `flash-attention` package not "
     "found, consider installing for better performance: No module named 'flash_attn'.",
