@@ -333,7 +333,7 @@ def test_notices_of_a_slower_path_are_harmless(text):
     ("host_config.h(153): fatal error C1189: #error:  -- unsupported Microsoft Visual Studio version! Only the versions "
      "between 2017 and 2022 (inclusive) are supported!", "AD315"),
     ("Error[9]: IBuilder::buildSerializedNetwork: Error Code 9: API Usage Error (Target GPU SM 120 is not supported by this "
-     "TensorRT release.)", "AD326"),
+     "TensorRT release.)", "AD317"),
     ("[F302 15:36:01.000000000 dml_util.cc:118] Invalid or unsupported data type BFloat16.", "AD102"),
     ("Could not run 'aten::_scaled_dot_product_efficient_attention' with arguments from the 'CPU' backend.", "AD256"),
     # a loss that turns NaN in a float16 run, told in prose
