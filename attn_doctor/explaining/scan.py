@@ -480,17 +480,25 @@ def _context_start(buf: bytes, region_end: int) -> int:
     return keep
 
 
+def _lines_after(buf, end: int, window: int = LINE_WINDOW):
+    """The lines after the one ending at `end`, normalised, blank ones included: (line, whole), where
+    a line with no end within `window` bytes is cut there and is not whole (unless the text ends)."""
+    pos = end
+    while pos < len(buf):
+        pos += 1 if buf[pos:pos + 2] != b"\r\n" else 2
+        nl = [e for e in (buf.find(b"\n", pos, pos + window), buf.find(b"\r", pos, pos + window)) if e != -1]
+        stop = min(nl) if nl else min(len(buf), pos + window)
+        yield normalise(_decode(buf[pos:stop])), bool(nl) or stop == len(buf)
+        pos = stop
+
+
 def _next_lines(buf, end: int, count: int) -> list[str]:
     out = []
-    pos = end
-    while len(out) < count and pos < len(buf):
-        pos += 1 if buf[pos:pos + 2] != b"\r\n" else 2
-        nl = [e for e in (buf.find(b"\n", pos, pos + LINE_WINDOW), buf.find(b"\r", pos, pos + LINE_WINDOW)) if e != -1]
-        stop = min(nl) if nl else min(len(buf), pos + LINE_WINDOW)
-        line = normalise(_decode(buf[pos:stop]))
+    for line, _ in _lines_after(buf, end):
+        if len(out) >= count:
+            break
         if line:
             out.append(line)
-        pos = stop
     return out
 
 
@@ -504,19 +512,13 @@ def _wrapped(buf, end: int, text: str) -> tuple[str, ...]:
     a wrapped message may end, or its wording change, on any of them."""
     if len(text) < WRAP_MIN or len(text) > JOIN_MAX:
         return ()
-    joined, out, pos = text, [], end
-    while len(out) < WRAP_LINES and pos < len(buf):
-        pos += 1 if buf[pos:pos + 2] != b"\r\n" else 2
-        ends = [e for e in (buf.find(b"\n", pos, pos + JOIN_MAX + 2), buf.find(b"\r", pos, pos + JOIN_MAX + 2)) if e != -1]
-        stop = min(ends) if ends else (len(buf) if len(buf) - pos <= JOIN_MAX + 1 else -1)
-        if stop == -1:
-            break  # a line longer than any wrapped part of a message
-        line = normalise(_decode(buf[pos:stop]))
-        if not line.strip() or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
+    joined, out = text, []
+    for line, whole in _lines_after(buf, end, JOIN_MAX + 2):
+        # a line longer than any wrapped part of a message, a blank one, a message of its own: the end
+        if len(out) >= WRAP_LINES or not whole or not line.strip() or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
             break
         joined = joined.rstrip() + " " + line.strip()
         out.append(joined)
-        pos = stop
     return tuple(out)
 
 

@@ -474,6 +474,10 @@ DIST_ALTERNATIVES = {"transformer-engine": ("transformer-engine", "transformer-e
                                             "transformer-engine-cu13")}
 
 
+def _kernel_words(backend: str) -> str:
+    return SDPA_KERNELS[backend][0] if backend in SDPA_KERNELS else LIBRARY_WORDS.get(backend, backend)
+
+
 def numerics_not_measured(facts: Facts, data: dict) -> Optional[dict]:
     """The sweep's cases whose call raised instead of running: each kernel and case once, with what
     it raised and the dtypes it raised in. Their numbers are unknown, never passed. A kernel that
@@ -506,8 +510,7 @@ def numerics_not_measured(facts: Facts, data: dict) -> Optional[dict]:
         first = errors.most_common(1)[0][0]  # the commonest; among equals the first the sweep met
         others = f" (and {len(errors) - 1} other error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
         what = (f"raised '{first}'" if first else "raised without a message") + others
-        kernel = SDPA_KERNELS[backend][0] if backend in SDPA_KERNELS else LIBRARY_WORDS.get(backend, backend)
-        parts.append(f"{kernel} at every case it was called on ({len(failed_cases[backend])} cases, {', '.join(dtypes)}) "
+        parts.append(f"{_kernel_words(backend)} at every case it was called on ({len(failed_cases[backend])} cases, {', '.join(dtypes)}) "
                      f"{what}{_unloaded_build(facts, backend)}")
     for (backend, case, error), dtypes in raised.items():
         if backend in whole:
@@ -515,8 +518,7 @@ def numerics_not_measured(facts: Facts, data: dict) -> Optional[dict]:
         known = facts.smoke.numerics_cases.get(case)
         shape = f": {known.cls}" if known is not None and known.cls else ""
         what = f"raised '{error}'" if error else "raised without a message"
-        kernel = SDPA_KERNELS[backend][0] if backend in SDPA_KERNELS else LIBRARY_WORDS.get(backend, backend)
-        parts.append(f"{kernel} at {case} ({', '.join(dtypes)}{shape}) {what}")
+        parts.append(f"{_kernel_words(backend)} at {case} ({', '.join(dtypes)}{shape}) {what}")
     # the distributions whose kernels raised: a finding that says their cause (AD312: the compiled
     # extension does not load) covers this one
     from ...probes.target.gpu_child import LIBRARIES
