@@ -69,6 +69,9 @@ FAMILIES = [
                                        r"\bcan(?:not)? be (?:True|False|used together)\b"),
      None, None, None, re.compile(r"^(?:accelerate/|deepspeed/runtime/|torch/distributed/|transformers/(?:training_args|trainer)"
                                   r"\.py|transformers/quantizers/)")),
+    # a dynamic loss scaler at its floor: fp16 gradients inf or NaN at every step (fairseq, apex, DeepSpeed)
+    ("fp16-overflow", "AD660", _rx(r"\bMinimum loss scale reached\b", r"\bloss scale (?:has )?(?:reached|hit|fell to) (?:its |the )?minimum\b"),
+     None, None),
     # optimum's BetterTransformer: a patch of transformers' attention that transformers has replaced by
     # its own SDPA path, refused for the models that have it
     ("patch-for-other-transformers", "AD412", _rx(r"Transformers now supports natively BetterTransformer",
