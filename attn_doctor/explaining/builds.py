@@ -38,78 +38,109 @@ def torch_side_clears_the_build(rule: Rule, captures: dict, evidence: dict) -> O
             "CUDA runtime missing)")
 
 
-def _wheel_and_gpus(rule: Rule, log_facts: Facts) -> Optional[tuple[str, Version, list[str]]]:
-    """(torch's version, the CUDA of its wheel, the GPUs' capabilities) the text names, for a "torch
-    lacks this GPU's architecture" match; None where it names no pip wheel (+cuXYZ: a source build
-    says neither) or no GPU."""
+def _wheel_and_gpus(rule: Rule, log_facts: Facts, data: dict) -> Optional[tuple[str, list[Version], list[str]]]:
+    """(torch's version, the CUDA releases its wheel may have been built with, the GPUs'
+    capabilities) the text names, for a "torch lacks this GPU's architecture" match: the wheel's
+    own CUDA where the text says it (+cu121, "CUDA used to build PyTorch"), else every CUDA of the
+    release's official wheels (data.torch_release_cudas) for a version without a local tag (pip's
+    default wheel on Linux). None where it names no GPU, a source or CPU build (+git..., +cpu), or
+    a release the table does not know."""
     if rule.when is None or rule.when.check != "torch_arch_missing":
         return None
     version = log_facts.torch.version or ""
     caps = log_facts.gpu_capabilities() or []
-    if not version.partition("+")[2].startswith("cu") or not log_facts.torch.cuda or not caps:
+    if not version or not caps:
         return None
+    base, _, local = version.partition("+")
     try:
-        return version, Version(log_facts.torch.cuda), caps
+        if local.startswith("cu") and log_facts.torch.cuda:
+            return version, [Version(log_facts.torch.cuda)], caps
+        if local:
+            return None
+        if log_facts.torch.cuda:
+            return version, [Version(log_facts.torch.cuda)], caps
+        release = ".".join(base.split(".")[:2])
+        cudas = data.get("torch_release_cudas", {}).get(release)
+        return (version, [Version(str(c)) for c in cudas], caps) if cudas else None
     except InvalidVersion:
         return None
 
 
 def _sm(caps) -> str:
-    return ", ".join("sm" + c.replace(".", "") for c in caps)
+    return ", ".join(dict.fromkeys("sm" + c.replace(".", "") for c in caps))
+
+
+def _wheels(version: str, cudas: list[Version]) -> str:
+    if len(cudas) == 1:
+        return f"torch {version}"
+    return f"torch {version}, whose official wheels are built with CUDA {', '.join(str(c) for c in cudas)}"
+
+
+def _covered(cuda: Version, data: dict) -> set[str]:
+    return {str(c) for row in data.get("torch_wheel_kernels", {}).get("rows", [])
+            if cuda >= Version(str(row.get("cuda")))
+            and ("cuda_before" not in row or cuda < Version(str(row["cuda_before"])))
+            for c in row.get("capabilities", [])}
 
 
 def torch_has_the_kernels(rule: Rule, captures: dict, log_facts: Facts, data: dict) -> Optional[str]:
     """A "torch lacks this GPU's architecture" match where the text names an official CUDA wheel of
-    torch and a GPU that every such wheel has kernels for (data.torch_wheel_kernels): the kernels
-    missing are another library's, said as the reason. Not for a runtime compiler's refusal (a
-    `runtime_compiler` capture): NVRTC compiles for the GPU's own architecture, which a wheel's
-    CUDA may not know though its kernels run there (sm_86 code on an sm_89 GPU)."""
-    named = _wheel_and_gpus(rule, log_facts)
+    torch (or a release all of whose CUDA wheels qualify) and a GPU that every such wheel has
+    kernels for (data.torch_wheel_kernels): the kernels missing are another library's, said as the
+    reason. Not for a runtime compiler's refusal (a `runtime_compiler` capture): NVRTC compiles for
+    the GPU's own architecture, which a wheel's CUDA may not know though its kernels run there
+    (sm_86 code on an sm_89 GPU)."""
+    named = _wheel_and_gpus(rule, log_facts, data)
     if named is None or captures.get("runtime_compiler"):
         return None
-    version, cuda, caps = named
+    version, cudas, caps = named
     try:
-        covered = {str(c) for row in data.get("torch_wheel_kernels", {}).get("rows", [])
-                   if cuda >= Version(str(row.get("cuda")))
-                   and ("cuda_before" not in row or cuda < Version(str(row["cuda_before"])))
-                   for c in row.get("capabilities", [])}
+        if not all(c in _covered(cuda, data) for cuda in cudas for c in caps):
+            return None
     except InvalidVersion:
         return None
-    if not all(c in covered for c in caps):
-        return None
-    return (f"the text names torch {version}, whose official wheels carry kernels for {_sm(caps)}: the kernels missing "
+    return (f"the text names {_wheels(version, cudas)}; each carries kernels for {_sm(caps)}: the kernels missing "
             "are another library's (an extension built without this GPU's architecture)")
 
 
+def _lacks(cuda: Version, caps: list[str], data: dict) -> Optional[str]:
+    for row in data.get("torch_wheel_lacks", {}).get("rows", []):
+        if "cuda_from" in row and cuda < Version(str(row["cuda_from"])):
+            continue
+        if "cuda_before" in row and cuda >= Version(str(row["cuda_before"])):
+            continue
+        if all(("below" not in row or Version(c) < Version(str(row["below"])))
+               and ("from" not in row or Version(c) >= Version(str(row["from"]))) for c in caps):
+            return str(row.get("why", "its CUDA builds no code for it"))
+    return None
+
+
 def torch_wheel_lacks_the_kernels(rule: Rule, log_facts: Facts, data: dict) -> Optional[str]:
-    """A "torch lacks this GPU's architecture" match where the text names a torch wheel whose CUDA
-    cannot build code for the GPU the text names (data.torch_wheel_lacks): confirmed, said why."""
-    named = _wheel_and_gpus(rule, log_facts)
+    """A "torch lacks this GPU's architecture" match where the text names a torch wheel (or a
+    release none of whose CUDA wheels can) whose CUDA cannot build code for the GPU the text names
+    (data.torch_wheel_lacks): confirmed, said why."""
+    named = _wheel_and_gpus(rule, log_facts, data)
     if named is None:
         return None
-    version, cuda, caps = named
+    version, cudas, caps = named
     try:
-        for row in data.get("torch_wheel_lacks", {}).get("rows", []):
-            if "cuda_from" in row and cuda < Version(str(row["cuda_from"])):
-                continue
-            if "cuda_before" in row and cuda >= Version(str(row["cuda_before"])):
-                continue
-            if all(("below" not in row or Version(c) < Version(str(row["below"])))
-                   and ("from" not in row or Version(c) >= Version(str(row["from"]))) for c in caps):
-                return f"the text names torch {version} and a GPU of {_sm(caps)}: {row.get('why', 'its CUDA builds no code for it')}"
+        whys = [_lacks(cuda, caps, data) for cuda in cudas]
     except InvalidVersion:
         return None
-    return None
+    if not whys or not all(whys):
+        return None
+    return f"the text names {_wheels(version, cudas)} and a GPU of {_sm(caps)}: {whys[-1]}"
 
 
 def runtime_compiler_predates_the_gpu(rule: Rule, captures: dict, log_facts: Facts, data: dict) -> Optional[str]:
     """A runtime compiler's refusal of the GPU's architecture (a `runtime_compiler` capture) where
     the text names a torch wheel whose CUDA is older than the first CUDA that compiles for the GPU
     (data.cuda_compiles_for): confirmed, said why."""
-    named = _wheel_and_gpus(rule, log_facts) if captures.get("runtime_compiler") else None
+    named = _wheel_and_gpus(rule, log_facts, data) if captures.get("runtime_compiler") else None
     if named is None:
         return None
-    version, cuda, caps = named
+    version, cudas, caps = named
+    cuda = max(cudas)
     try:
         # from torch 2.0 on, torch asks its NVRTC only for architectures that NVRTC knows (a newer
         # GPU gets the newest it has, pytorch#87618): the refusal is then another runtime
@@ -125,5 +156,6 @@ def runtime_compiler_predates_the_gpu(rule: Rule, captures: dict, log_facts: Fac
         return None
     if not late:
         return None
-    return (f"the text names torch {version}, built with CUDA {cuda}, and a GPU of {_sm([c for c, _ in late])}: "
+    built = f"torch {version}, built with CUDA {cuda}" if len(cudas) == 1 else _wheels(version, cudas)
+    return (f"the text names {built}, and a GPU of {_sm([c for c, _ in late])}: "
             f"CUDA compiles for it from {late[0][1]} on, so the runtime compiler torch brings cannot generate its code")

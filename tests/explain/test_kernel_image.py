@@ -74,3 +74,31 @@ def test_the_torch_reading_is_ruled_out_with_its_reason():
     _, by_rule, _ = _matches(EXTENSION[-1])
     assert by_rule["AD105"].likelihood == "unlikely"
     assert "torch 2.7.1+cu128" in by_rule["AD105"].likelihood_reason and "sm86" in by_rule["AD105"].likelihood_reason
+
+
+# A torch named without a +cuXYZ tag (pip's default Linux wheel prints none) is any of its
+# release's official CUDA wheels (data.torch_release_cudas): judged by all of them.
+RELEASE_ONLY = [
+    # every 2.3 wheel (CUDA 11.8, 12.1) carries sm_80: the extension's kernels are missing
+    ("torch2.3.1 cuda11 A4000 or A30 or A100   error\n\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "AD313", "unlikely"),
+    # every 1.10 wheel (CUDA 10.2, 11.1, 11.3) runs sm_60 code on sm_61
+    ("GPU: NVIDIA GeForce GTX 1080 Ti\nPyTorch: 1.10.0\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "AD313", "unlikely"),
+    # no 2.5 wheel (CUDA 11.8, 12.1, 12.4) has Blackwell code: torch's own build, confirmed
+    ("torch 2.5.1 on an RTX 5090\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "AD105", "confirmed"),
+    # the 2.7 wheels differ (CUDA 11.8 and 12.6 lack sm_120, 12.8 has it): nothing is ruled out
+    ("torch 2.7.0 on an RTX 5090\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "AD105", "possible"),
+    # a source build (+git) is no official wheel: not judged
+    ("torch 2.3.0a0+git1234abc, A100\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "AD105", "possible"),
+]
+
+
+@pytest.mark.parametrize("text,first_rule,torch_likelihood", RELEASE_ONLY)
+def test_a_release_without_its_cuda_tag_is_judged_by_all_its_wheels(text, first_rule, torch_likelihood):
+    first, by_rule, _ = _matches(text)
+    assert first is not None and first.rule == first_rule, (first and first.rule)
+    assert by_rule["AD105"].likelihood == torch_likelihood, by_rule["AD105"].likelihood_reason
