@@ -244,7 +244,7 @@ def _packed_weight(entry: Entry, values) -> bool:
     from ..rules.analyzers import dtypes_differ, is_half
 
     said = [v.strip(" .,:'\"") for v in values if v and v.strip()]
-    if any(p.startswith("expected scalar type") for p in entry.parts):
+    if any(p.startswith(("expected scalar type", "expected dtype")) for p in entry.parts):
         return len(said) == 2 and not any(is_half(v) for v in said)
     if not any("same dtype" in p or "same type" in p or "same scalar type" in p for p in entry.parts):
         return False

@@ -75,7 +75,8 @@ _NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call
 _WORD = re.compile(r"[a-z]{3,}")
 
 
-_FRAME = re.compile(r'^(?:file "|file p|at [\w.$]+\(|\w[\w.]*\s*=\s*[\w.]+\(|[\w.]+\([^()]*\)$)')
+# a traceback's frame or its code line (an assignment, tuple targets included, from a call)
+_FRAME = re.compile(r'^(?:file "|file p|at [\w.$]+\(|\w[\w.]*(?:\s*,\s*\w[\w.]*)*\s*=\s*[\w.]+\(|[\w.]+\([^()]*\)$)')
 _EXCEPTION = re.compile(r"\w+(?:error|exception)\b")
 
 

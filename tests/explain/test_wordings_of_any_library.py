@@ -409,3 +409,42 @@ def test_a_wrapped_join_stops_at_a_blank_line_and_at_a_carriage_return():
 ])
 def test_a_loss_said_not_to_be_nan_is_no_overflow(text):
     assert not any(m.rule == "AD660" and m.severity == "error" for m in _matches(text))
+
+
+@pytest.mark.parametrize("text, rule", [
+    # ptxas's refusal retold with double quotes
+    ('Error: "Feature "bf16" requires .target sm_80 or higher', "AD260"),
+    # autocast's input/bias mismatch cut before 'should be the same'
+    ("RuntimeError: Input type (float) and bias type (c10::BFloat16)'", "AD651"),
+    # a kernel library's own launch check retelling the CUDA error
+    ("RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device", "AD313"),
+    # a model class without a causal / bidirectional switch
+    ("TypeError: GemmaModel.forward() received an unexpected keyword argument 'is_causal'", "AD408"),
+])
+def test_wordings_met_in_a_fresh_harvest(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule, (first and first.rule)
+
+
+@pytest.mark.parametrize("text", [
+    # float against double: the user's data, not the stack's precision
+    "RuntimeError: expected dtype Double but got dtype Float (validate_dtype at "
+    "/pytorch/aten/src/ATen/native/TensorIterator.cpp:143)",
+    # a NaN loss of a run with mixed precision turned off
+    "I set num_workers=8, batch_size = 8, make 'use_amp=False' (cause I don't install Apex)\n"
+    "Did you have this situation? 'loss=nan' problem only came out when I train damage segmentation.",
+    "trainer: amp: false\nafter 50 epochs the loss became nan",
+])
+def test_full_precision_runs_and_float_double_mixes_are_not_the_stack(text):
+    assert _first(text) is None
+
+
+def test_a_nan_loss_with_fp16_on_is_still_read():
+    first = _first("use_amp=True, fp16\nafter 50 epochs the loss became nan")
+    assert first is not None and first.rule == "AD660"
+
+
+def test_a_tuple_assignment_of_a_traceback_is_no_key_line():
+    from attn_doctor.explaining.neighbours import informative
+    assert not informative("output_data, output_ui = get_output_data(obj, input_data_all)")
+    assert informative("RuntimeError: Input type (float) and bias type (c10::Half) should be the same")
