@@ -260,14 +260,29 @@ def frame_readings(scan: ScanResult) -> set[str]:
 def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Optional[Facts], target) -> list[Match]:
     from ..remedies import Target
 
+    from ..rules.analyzers import WEIGHED
+
     by_rule: dict[str, list] = {}
+    weighed: list[tuple[int, int, frozenset[str], set[str]]] = []  # an analysed report: its lines, the rules weighed, named
     for idx, hits in scan.hits.items():
         sig = hits.signature
         if sig.context is not None and idx not in scan.contexts_seen:
             continue  # e.g. an x-transformers signature in a log that never mentions x-transformers
         by_rule.setdefault(sig.rule, []).append(hits)
-        for derived in _analysed(hits):
+        derived_hits = _analysed(hits)
+        for derived in derived_hits:
             by_rule.setdefault(derived.signature.rule, []).append(derived)
+        if derived_hits and hits.block is not None:
+            start, block = hits.block
+            weighed.append((start, start + len(block), WEIGHED.get(sig.analyzer, frozenset()), {d.signature.rule for d in derived_hits}))
+    for first, end, rules, named in weighed:
+        for rule_id in rules - named:
+            kept = [h for h in by_rule.get(rule_id, [])
+                    if not h.evidence or not all(first <= e.line < end for e in h.evidence)]
+            if rule_id in by_rule:
+                by_rule[rule_id] = kept
+                if not kept:
+                    del by_rule[rule_id]
     log_facts = scan.versions.to_facts()
     rules_by_id = {r.id: r for r in recipes.rules}
     _supersede(by_rule, rules_by_id)

@@ -42,12 +42,30 @@ _NOT_BUILT = re.compile(r"operator wasn't built")
 _END = re.compile(r"^(?:Traceback|File \"|During handling|The above exception|\[|[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b:?)")
 
 
+# where a report flattened onto one line (a web page, a UI's error box) had its line breaks: before
+# each operator's header, after its "because:", before each input's name
+_FLAT_BREAK = re.compile(r"\s+(?=`[^`\s]+` is not supported because)|(?<=is not supported because:)\s+"
+                         r"|\s+(?=(?:query|key|value|attn_bias|p)\s*:\s)")
+
+
+def _unflattened(lines: list[str]) -> list[tuple[int, str]]:
+    """(line's offset in the block, text) of each line, a flattened report's line split at the
+    breaks it lost (every piece keeps its line's offset)."""
+    out = []
+    for i, raw in enumerate(lines):
+        if raw.count("is not supported because") >= 2:
+            out.extend((i, piece) for piece in _FLAT_BREAK.split(raw) if piece.strip())
+        else:
+            out.append((i, raw))
+    return out
+
+
 def xformers_no_operator(lines: list[str]) -> list[Finding]:
     """The root cause of an xformers "No operator found" / "does not support inputs" report."""
     ops: dict[str, list[tuple[int, str]]] = {}
     current: Optional[str] = None
     inputs: dict[str, str] = {}
-    for i, raw in enumerate(lines[1:], start=1):
+    for i, raw in _unflattened(lines)[1:]:
         line = raw.strip()
         m = _OP_HEADER.match(line)
         if m:
@@ -123,6 +141,12 @@ def vllm_no_backend(lines: list[str]) -> list[Finding]:
 ANALYZERS: dict[str, Callable[[list[str]], list[Finding]]] = {
     "xformers_no_operator": xformers_no_operator,
     "vllm_no_backend": vllm_no_backend,
+}
+# the rules an analyzer weighs among: once it has named one, a line of its report read alone as
+# another (smallkF's head-dim limit, listed in every report) is one operator's reason, not a cause
+WEIGHED: dict[str, frozenset[str]] = {
+    "xformers_no_operator": frozenset(rule for _, rule, _ in _REASONS),
+    "vllm_no_backend": frozenset(rule for _, rule in _VLLM_CAUSES),
 }
 BLOCK_LINES = 80  # lines after the match an analyzer sees
 

@@ -73,11 +73,15 @@ def test_an_xformers_operator_that_predates_the_gpu_is_not_flash_attn_2_s_floor(
 @pytest.mark.parametrize("text", [
     "AttributeError: module 'triton.language.math' has no attribute 'round'",
     'I always get "triton.language.math has no module round" with triton 3.0',
-    "TypeError(\"dot() got an unexpected keyword argument 'trans_b'\")",
     "ModuleNotFoundError: No module named 'triton.ops'",
 ])
 def test_a_kernel_written_for_another_triton_language_api(text):
     assert _first(text) == "AD201"  # the Triton installed is not the one the code was written for
+
+
+def test_a_triton_language_call_of_an_older_release_is_the_kernels_not_the_pin():
+    # tl.dot's trans_b went in Triton 2.1: the kernel needs its own Triton, which torch's pin may not be
+    assert _first("TypeError(\"dot() got an unexpected keyword argument 'trans_b'\")") == "AD667"
 
 
 def test_transformers_refusing_tf32_below_ampere_is_the_config_s_tf32():

@@ -448,3 +448,51 @@ def test_a_tuple_assignment_of_a_traceback_is_no_key_line():
     from attn_doctor.explaining.neighbours import informative
     assert not informative("output_data, output_ui = get_output_data(obj, input_data_all)")
     assert informative("RuntimeError: Input type (float) and bias type (c10::Half) should be the same")
+
+
+@pytest.mark.parametrize("text, rule", [
+    # a library's Triton kernel written for Triton 2.0's tl.dot: not torch's pin
+    ("TypeError: dot() got an unexpected keyword argument 'trans_b'", "AD667"),
+    # no Triton on Windows: its own family, not a triton off torch's pin
+    ('  File "D:\\ComfyUI\\execution.py", line 151, in recursive_execute\n'
+     "RuntimeError: Cannot find a working triton installation. More information on installing Triton can be found at "
+     "https://github.com/openai/triton", "AD668"),
+    # ... while on Linux it is the pin's
+    ("RuntimeError: Cannot find a working triton installation. Either the package is not installed or it is too old.",
+     "AD201"),
+    # torch 1.0's wording of the cuDNN check
+    ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled against 7401 but linked against 7301", "AD268"),
+    # torch's THC check with the CUDA runtime's error 8
+    ("RuntimeError: cuda runtime error (8) : invalid device function at "
+     "c:\\anaconda2\\conda-bld\\pytorch_1519496000060\\work\\torch\\lib\\thc\\generic/THCTensorMathPointwise.cu:301", "AD105"),
+    # FlexAttention's template with no valid configuration
+    ("NoValidChoicesError: No choices to select, please consider adding ATEN into max_autotune_gemm_backends config "
+     "(defined in torch/_inductor/config.py) to allow at least one choice.\n  target: flex_attention_backward", "AD669"),
+    # xformers' report flattened onto one line: the reason of the general operator, not smallkF's head dim
+    ("No operator found for `memory_efficient_attention_forward` with inputs: query : shape=(24, 7456, 1, 128) "
+     "(torch.bfloat16) key : shape=(24, 7456, 1, 128) (torch.bfloat16) value : shape=(24, 7456, 1, 128) "
+     "(torch.bfloat16) attn_bias : <class 'NoneType'> p : 0.0 `cutlassF` is not supported because: bf16 is only "
+     "supported on A100+ GPUs `smallkF` is not supported because: max(query.shape[-1] != value.shape[-1]) > 32 "
+     "bf16 is only supported on A100+ GPUs unsupported embed per head: 128", "AD102"),
+])
+def test_wordings_met_in_a_message_organised_harvest(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule, (first and first.rule)
+
+
+def test_an_operators_own_reason_is_not_a_second_cause_once_the_report_is_weighed():
+    text = ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+            "     query       : shape=(24, 7456, 1, 128) (torch.bfloat16)\n"
+            "`cutlassF` is not supported because:\n    bf16 is only supported on A100+ GPUs\n"
+            "`smallkF` is not supported because:\n    max(query.shape[-1] != value.shape[-1]) > 32\n"
+            "    unsupported embed per head: 128\n")
+    report = explain(io.BytesIO(text.encode()), RECIPES, kind="stdin")
+    rules = [m.rule for m in report.matches]
+    assert rules[0] == "AD102" and "AD603" not in rules, rules
+
+
+def test_a_triton_pointer_check_is_no_triton_api_mismatch():
+    text = ('File "/opt/conda/lib/python3.10/site-packages/triton/runtime/jit.py", line 425, in run\n'
+            "ValueError: Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)")
+    first = _first(text)
+    assert first is None or first.rule != "AD201"
