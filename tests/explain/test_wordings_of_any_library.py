@@ -465,6 +465,9 @@ def test_a_tuple_assignment_of_a_traceback_is_no_key_line():
     # torch's THC check with the CUDA runtime's error 8
     ("RuntimeError: cuda runtime error (8) : invalid device function at "
      "c:\\anaconda2\\conda-bld\\pytorch_1519496000060\\work\\torch\\lib\\thc\\generic/THCTensorMathPointwise.cu:301", "AD105"),
+    # the rocBLAS of torch's ROCm build without this AMD GPU's target
+    ("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such file or directory for GPU "
+     "arch : gfx1031", "AD105"),
     # FlexAttention's template with no valid configuration
     ("NoValidChoicesError: No choices to select, please consider adding ATEN into max_autotune_gemm_backends config "
      "(defined in torch/_inductor/config.py) to allow at least one choice.\n  target: flex_attention_backward", "AD669"),
