@@ -290,6 +290,11 @@ OUT_OF_STACK = [
      "GPU management library queries (NVML, amdsmi): torch falls back to the CUDA runtime's own count"),
     (re.compile(r"^transformers/utils/import_utils\.py$"), _rx(r"fetch__all__", r"@requires decorator"),
      "transformers' own source tooling"),
+    (re.compile(r"(?:^|/)(?:sharded_)?grad_scaler\.py$"), _rx(r"_scale is None", r"No inf checks were recorded",
+                                                              r"has already been called on this optimizer",
+                                                              r"unscale_\(\) is being called"),
+     "GradScaler's calls made out of order by the training loop (step before scale, an optimizer whose parameters got no "
+     "gradient, unscale_ twice): the loop's bug, not a precision limit"),
     (None, _rx(r"^\s*is not defined\s*$", r"^\s*object has no attribute\s*$", r"unexpected keyword argument\s*$",
                r"^\s*takes \d+ positional arguments?", r"^\s*module\s*has no attribute\s*$"),
      "Python's own wording (NameError, AttributeError, TypeError): the interpreter says it of any code"),

@@ -499,3 +499,53 @@ def test_a_triton_pointer_check_is_no_triton_api_mismatch():
             "ValueError: Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)")
     first = _first(text)
     assert first is None or first.rule != "AD201"
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+     "driver from http://www.nvidia.com/Download/index.aspx\n运行这一步时我使用的是cpu，请问有办法规避这个报错吗？", "AD259"),
+    ("I am new to pytorch, and already installed pytorch in my Mac laptop.\n"
+     "AssertionError: Torch not compiled with CUDA enabled", "AD259"),
+    ("RuntimeError: nvrtc: error: failed to open libnvrtc-builtins.so.11.1.\n"
+     "  Make sure that libnvrtc-builtins.so.11.1 is installed correctly.\nnvrtc compilation failed:", "AD418"),
+    ("RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False.", "AD106"),
+    ("I found that some activation values in the model exceeded the maximum value of torch.float16", "AD660"),
+    ('Hello, when I set use_amp to true I am getting "SILog is NaN, Stopping training" after some batch\n'
+     "`Nan SILog loss", "AD660"),
+    # still torch's error where the run needs the GPU
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+     "driver from http://www.nvidia.com/Download/index.aspx", "AD101"),
+])
+def test_wordings_met_in_a_driver_and_range_harvest(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule, (first and first.rule)
+
+
+@pytest.mark.parametrize("text", [
+    # a warning of torch's first CUDA query on a machine meant for the CPU
+    "When I use it on a machine with no GPU I still see the following warning message\n```\n"
+    "/home/u/envs/x/lib/python3.8/site-packages/torch/autograd/__init__.py:130: UserWarning: CUDA initialization: "
+    "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver from "
+    "http://www.nvidia.com/Download/index.aspx (Triggered internally at  /pytorch/c10/cuda/CUDAFunctions.cpp:100.)",
+    # DeepSpeed's loss scaler finding its scale
+    "Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
+])
+def test_notices_of_a_cpu_run_and_of_a_loss_scale_search_are_harmless(text):
+    report = explain(io.BytesIO(text.encode()), RECIPES, kind="stdin")
+    assert report.matches and all(m.harmless or m.likelihood == "unlikely" for m in report.matches), \
+        [(m.rule, m.harmless) for m in report.matches]
+
+
+@pytest.mark.parametrize("text", [
+    # GradScaler's calls out of order: the training loop's bug, not a precision limit
+    'AssertionError: Attempted step but _scale is None.  This may indicate your script did not use '
+    'scaler.scale(loss or outputs) earlier in the iteration.',
+    '  File ".../site-packages/torch/cuda/amp/grad_scaler.py", line 337, in step\n'
+    '    assert len(optimizer_state["found_inf_per_device"]) > 0, "No inf checks were recorded for this optimizer."',
+    # a file's line number is no compute capability ("logging.cc:361")
+    "(Actor pid=11471)     @ ... and at least 3 more frames\n"
+    "(Actor pid=11471) [2022-10-21 17:56:19,050 E 11471 11471] logging.cc:361: *** SIGABRT received at "
+    "time=1666400179 on cpu 14 ***",
+])
+def test_look_alikes_of_a_driver_and_range_harvest_raise_nothing(text):
+    assert _first(text) is None
