@@ -60,7 +60,7 @@ _ATTENTION_SITE = re.compile(r"attn|attention|fmha|flash_|mha|sdp|sage|decode|pr
 # whatever the message's wording; `msg` the literal text.
 FAMILIES = [
     # out of the stack although their words put them in scope
-    ("out:capacity", None, _rx(r"out of memory", r"\bOOM\b"), None, None),
+    ("out:capacity", None, _rx(r"out of memory", r"\bOOM\b", r"dispatched on the CPU or the disk", r"enough GPU RAM"), None, None),
     # a training framework's own settings (its config, its plugins, FSDP's and DeepSpeed's options)
     ("framework-setting", "AD286", _rx(r"\bconfig", r"\bsetting", r"\boption", r"\bflag\b", r"\bargument", r"\bparameter",
                                        r"\bplugin\b", r"mixed[_ ]precision", r"\bstage\b", r"\bzero\b", r"\bfsdp\b",
@@ -195,6 +195,12 @@ FAMILIES = [
          r"Inconsistency of Tensor type", r"type mismatch", r"\bfp4\b", r"\bnvfp4\b", r"\bmxfp\d", r"e4m3",
          r"e5m2", r"precision"),
      _rx(r"dtype", r"scalar_type", r"ScalarType", r"kFloat", r"kHalf", r"kBFloat", r"kInt", r"dl_\w+"), None),
+    # a library refusing the installed torch for want of an attention API a later torch has
+    ("torch-too-old-api", "AD413",
+     _rx(r"(?:PyTorch|torch)(?: version)?\b[^.\n]{0,40}\b(?:does not|doesn't|do not|cannot) (?:support|have|provide) (?:the )?`?"
+         r"(?:F\.|torch\.nn\.functional\.)?(?:scaled_dot_product_attention|flex_attention|sdpa\b)",
+         r"(?:scaled_dot_product_attention|flex_attention|\bsdpa\b)[^.\n]{0,60}\brequires? (?:PyTorch|torch)\b"),
+     None, None),
     # a library asks for another release of a package
     ("package-version", "AD288",
      _rx(r"\bversion\b", r">= ?\d", r"\brequires? (?:\w+ )?\w*[- ]?\d+\.\d+", r"\bupgrade\b", r"\bnewer\b",

@@ -549,3 +549,41 @@ def test_notices_of_a_cpu_run_and_of_a_loss_scale_search_are_harmless(text):
 ])
 def test_look_alikes_of_a_driver_and_range_harvest_raise_nothing(text):
     assert _first(text) is None
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("CUDA Setup failed despite GPU being available. Please run the following command to get more information:\n"
+     "bin D:\\gpt\\venv\\lib\\site-packages\\bitsandbytes\\libbitsandbytes_cuda123.dll\nCUDA SETUP: Detected CUDA version 123",
+     "AD312"),
+    ("The installed version of bitsandbytes was compiled without GPU support. CUDA is required but not available for "
+     "bitsandbytes. Please consider installing the multi-platform enabled version of bitsandbytes", "AD259"),
+    ('raise RuntimeError("No GPU found. A GPU is needed for quantization.") RuntimeError: No GPU found. A GPU is '
+     "needed for quantization.", "AD259"),
+    ("ValueError: The current PyTorch version does not support the `scaled_dot_product_attention` function.", "AD413"),
+    ("RuntimeError: expected backend CUDA and dtype Float but got backend CUDA and dtype Half", "AD651"),
+    ("RuntimeError: Currently, AutocastCPU only support Bfloat16 as the autocast_cpu_dtype", "AD652"),
+    ("max(query.shape[-1] != value.shape[-1]) > 32\ndtype=torch.bfloat16 (supported: {torch.float32})\n"
+     "bf16 is only supported on A100+ GPUs\nunsupported embed per head: 112", "AD102"),
+    ("ImportError: Please install RoPE kernels: pip install "
+     "git+https://github.com/HazyResearch/flash-attention.git#subdirectory=csrc/rotary", "AD319"),
+    ("An error occurred in a PyTorch Upscale Image node:\n\"slow conv2d cpu\" not implemented for 'Half'", "AD266"),
+    ("ModuleNotFoundError: No module named 'xformers'\n\nxformers is not compatible for mac procssors", "AD259"),
+    ("`nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9`", "AD107"),
+])
+def test_wordings_met_in_a_quantization_and_apps_harvest(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule, (first and first.rule)
+
+
+@pytest.mark.parametrize("text", [
+    # a model bigger than the GPU, offloaded by accelerate's device map: memory, not the stack
+    "ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit the "
+    "quantized model.",
+])
+def test_a_model_too_big_for_the_gpu_is_not_attention_on_the_cpu(text):
+    assert _first(text) is None
+
+
+def test_a_web_uis_notice_without_xformers_is_harmless():
+    report = explain(io.BytesIO(b"`no module 'xformers'. Processing without...`\n"), RECIPES, kind="stdin")
+    assert report.matches and all(m.harmless for m in report.matches)
