@@ -55,8 +55,8 @@ def _wheel_and_gpus(rule: Rule, log_facts: Facts, data: dict) -> Optional[tuple[
     try:
         if local.startswith("cu") and log_facts.torch.cuda:
             return version, [Version(log_facts.torch.cuda)], caps
-        if local:
-            return None
+        if local or Version(base).is_prerelease:
+            return None  # a source, CPU or pre-release build: no official wheel's architecture list
         if log_facts.torch.cuda:
             return version, [Version(log_facts.torch.cuda)], caps
         release = ".".join(base.split(".")[:2])

@@ -273,8 +273,9 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         for derived in derived_hits:
             by_rule.setdefault(derived.signature.rule, []).append(derived)
         if derived_hits and hits.block is not None:
-            start, block = hits.block
-            weighed.append((start, start + len(block), WEIGHED.get(sig.analyzer, frozenset()), {d.signature.rule for d in derived_hits}))
+            start, _ = hits.block
+            end = start + max(d.report_end for d in derived_hits)
+            weighed.append((start, end + 1, WEIGHED.get(sig.analyzer, frozenset()), {d.signature.rule for d in derived_hits}))
     for first, end, rules, named in weighed:
         for rule_id in rules - named:
             kept = [h for h in by_rule.get(rule_id, [])
@@ -518,7 +519,8 @@ def _analysed(hits: SignatureHits) -> list[SignatureHits]:
     for finding in ANALYZERS[hits.signature.analyzer](lines):
         sig = CompiledSignature(finding.rule, hits.signature.pattern, hits.signature.regex, [], priority=ANALYSED_PRIORITY,
                                 note=f"read from the report's structure ({hits.signature.analyzer})")
-        out.append(SignatureHits(sig, count=1, evidence=[Evidence(start + finding.line, finding.text)], groups=dict(finding.captures)))
+        out.append(SignatureHits(sig, count=1, evidence=[Evidence(start + finding.line, finding.text)],
+                                 groups=dict(finding.captures), report_end=finding.end))
     return out
 
 

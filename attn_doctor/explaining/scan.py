@@ -53,6 +53,7 @@ class SignatureHits:
     evidence: list[Evidence] = field(default_factory=list)
     groups: dict[str, str] = field(default_factory=dict)  # named groups of the first match
     block: Optional[tuple[int, list[str]]] = None  # for an analyzer: the first match's line and the lines after it
+    report_end: int = 0  # read by an analyzer: the offset of its report's last line in the block
 
 
 @dataclass

@@ -48,8 +48,8 @@ ANCHORS = [
 _PKG = re.compile(
     rf"(?:^|(?<=[\s\[(`'\"|,*]))(?i:(?P<name>{_NAME_RE}))[`'\"]?"
     # markdown's bold around a label ("**PyTorch Version:** 2.7.1+cu128", ComfyUI's system report)
-    # or the version glued to the name ("torch2.3.1 cuda11")
-    r"(?:\s+(?i:version))?(?:\s*\((?:GPU\?|CPU|CUDA)[^)]*\))?\s*(?:===?|:|=|\s|(?=\d))\**\s*"
+    # or the version glued to the name ("torch2.3.1 cuda11"; not a conda prompt's "(torch2.1)")
+    r"(?:\s+(?i:version))?(?:\s*\((?:GPU\?|CPU|CUDA)[^)]*\))?\s*(?:===?|:|=|\s|(?<!\(torch)(?<!\(pytorch)(?=\d))\**\s*"
     rf"{_VERSION}(?![\w.]*/)"
 )
 _WHEEL = re.compile(

@@ -20,6 +20,7 @@ class Finding:
     line: int  # offset of the deciding line in the block
     text: str  # the deciding line
     captures: dict
+    end: int = 0  # offset of the report's last line in the block (what the analyzer weighed)
 
 
 _OP_HEADER = re.compile(r"^`(?P<op>[^`]+)` is not supported because:?\s*$")
@@ -84,15 +85,16 @@ def xformers_no_operator(lines: list[str]) -> list[Finding]:
             ops[current].append((i, line))
     if not ops:
         return []
+    end = max(i for reasons in ops.values() for i, _ in reasons) if any(ops.values()) else 0
     captures = {k: v for k, v in inputs.items() if k in ("query", "head_dim")}
     every = [reason for reasons in ops.values() for reason in reasons]
     for i, text in every:
         if _REASONS[0][0].search(text):
-            return [Finding("AD312", i, text, captures)]
+            return [Finding("AD312", i, text, captures, end)]
     built = {op: reasons for op, reasons in ops.items() if not any(_NOT_BUILT.search(t) for _, t in reasons)}
     if not built:
         i, text = next((r for r in every if _NOT_BUILT.search(r[1])), every[0])
-        return [Finding("AD312", i, text, captures)]
+        return [Finding("AD312", i, text, captures, end)]
     general = {op: reasons for op, reasons in built.items() if op.lower().startswith("cutlass")}
     chosen = general or built
     best: Optional[tuple[int, Finding]] = None
@@ -101,7 +103,7 @@ def xformers_no_operator(lines: list[str]) -> list[Finding]:
             for pattern, rule, rank in _REASONS[1:]:
                 if pattern.search(text):
                     if best is None or rank < best[0]:
-                        best = (rank, Finding(rule, i, text, captures))
+                        best = (rank, Finding(rule, i, text, captures, end))
                     break
     return [best[1]] if best else []
 
@@ -134,7 +136,7 @@ def vllm_no_backend(lines: list[str]) -> list[Finding]:
     for pattern, rule in _VLLM_CAUSES:
         shared = [next((r for r in reasons if pattern.search(r)), None) for reasons in candidates.values()]
         if shared and all(shared):
-            return [Finding(rule, 0, lines[0], {"what": f"{', '.join(candidates)}: {shared[0]}"})]
+            return [Finding(rule, 0, lines[0], {"what": f"{', '.join(candidates)}: {shared[0]}"}, min(2, len(lines) - 1))]
     return []
 
 
@@ -379,10 +381,12 @@ _FP16_RUN = re.compile(r"(?i)\bfp16\b|(?<!b)float16|\.half\(|halftensor|16-mixed
 # NaN or black output with a cause of its own: a safety checker's blank image, a softmax over a fully masked row
 # mixed precision said to be off: a NaN of such a run is no float16 overflow
 _AMP_OFF = re.compile(
-    r"(?i)\b(?:use_)?(?:amp|fp16|autocast|half)['\"]?\s*[=:]\s*['\"]?(?:false|0|off|none|no)\b"
+    r"(?i)(?<![\w-])(?:use_)?(?:amp|fp16|autocast)['\"]?\s*[=:]\s*['\"]?(?:false|0|off|none|no)\b(?![.\d])"
     r"|\bmixed_precision\s*[=:]\s*['\"]?no\b|\bprecision\s*[=:]\s*['\"]?(?:32|fp32)\b"
     r"|\bwithout (?:amp|apex|mixed[- ]precision|fp16|autocast)\b|\b(?:disabled?|turned? off|switched off|no) (?:amp|mixed[- ]precision|fp16|autocast)\b"
     r"|\b(?:amp|mixed[- ]precision|fp16|autocast) (?:is |was )?(?:disabled|turned off|off)\b")
+# mixed precision said to be on (what a NaN of a float16 run is told with), once the "off" phrases are out
+_AMP_ON = re.compile(r"(?i)--(?:use[-_])?amp\b|\buse_amp\b|\b(?:amp|fp16|autocast)\s*[=:]\s*['\"]?(?:true|1|O[123])\b|\bwith (?:amp|fp16|autocast)\b|\bGradScaler\b|\bautocast\(")
 _OTHER_NAN = re.compile(r"(?i)nsfw|safety[_ ]checker|fully[- ]masked|all[- ]masked|masked rows?\b|all -inf|every (?:key|position) (?:is )?masked")
 
 
@@ -395,8 +399,10 @@ def float16_run(groups: dict, before: list[str], after: list[str]) -> Optional[d
         return None
     if _BF16_RUN.search(around) and not _FP16_RUN.search(around):
         return None
-    if _AMP_OFF.search(around) and not _FP16_RUN.search(_AMP_OFF.sub(" ", around)):
-        return None  # the run is said to be in full precision
+    if _AMP_OFF.search(around):
+        rest = _AMP_OFF.sub(" ", around)
+        if not (_FP16_RUN.search(rest) or _AMP_ON.search(rest)):
+            return None  # the run is said to be in full precision
     return {}
 
 

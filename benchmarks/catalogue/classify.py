@@ -50,6 +50,7 @@ class _AllOf:
 
 
 _MIXED = _rx(r"(?:must|should) (?:have|be) the same (?:dtype|type|scalar type|data ?type)", r"same dtype",
+             r"outside (?:of )?(?:an? )?autocast(?:ed|ing)? (?:region|context)",
              r"dtypes? (?:do not|don't|must) match", r"dtype mismatch", r"type mismatch",
              r"(?:to|must) have the same dtype", r"and \w+ type .* should be the same",
              r"\bExpected \w+\.dtype to be equal to \w+\.dtype")
@@ -93,6 +94,14 @@ FAMILIES = [
      re.compile(r"^(?:torch/_inductor/|torch/_dynamo/|torch/_higher_order_ops/|flash_attn/cute/(?!interface)|"
                 r".*cutlass|.*/cute_dsl/|triton/compiler/|triton/runtime/)")),
     # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
+    # torch's extension builder: no compiler (MSVC's cl on Windows), an architecture its table does not
+    # know (a torch older than the GPU): the build environment, not a package's version or the GPU
+    ("build-env", "AD315", _rx(r"Error checking compiler version for", r"Unknown CUDA arch", r"Compiler: .{0,20}is not found",
+                               r"Could not find MSVC/GCC/CLANG"), None, None, None,
+     re.compile(r"^torch/(?:utils/cpp_extension|_inductor/cpp_builder)\.py$")),
+    # its notice at import that torch sees no CUDA runtime: a fact of a CPU process, not a failure
+    ("harmless", "AD656", _rx(r"No CUDA runtime is found, using CUDA_HOME"), None, None, None,
+     re.compile(r"^torch/utils/cpp_extension\.py$")),
     # a warning that says what the library does instead (resets an option, skips a fused module, falls
     # back, switches backend): the run goes on, whatever was missing
     ("harmless", "AD656", _rx(r"\breset(?:ting)? \w+ to (?:True|False)\b", r"\bwill skip\b", r"\bskip(?:ping)? (?:the )?inject",
@@ -301,6 +310,9 @@ OUT_OF_STACK = [
                                                               r"unscale_\(\) is being called"),
      "GradScaler's calls made out of order by the training loop (step before scale, an optimizer whose parameters got no "
      "gradient, unscale_ twice): the loop's bug, not a precision limit"),
+    (re.compile(r"^torch/nn/functional\.py$"), _rx(r"^The shape of the [23]D attn_mask is"),
+     "the attention mask's shape against the caller's batch and sequence layout (a model's code, or a library release "
+     "that changed batch_first): the caller's tensors, not a kernel's limit"),
     (None, _rx(r"^\s*is not defined\s*$", r"^\s*object has no attribute\s*$", r"unexpected keyword argument\s*$",
                r"^\s*takes \d+ positional arguments?", r"^\s*module\s*has no attribute\s*$"),
      "Python's own wording (NameError, AttributeError, TypeError): the interpreter says it of any code"),

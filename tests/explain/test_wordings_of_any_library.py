@@ -587,3 +587,79 @@ def test_a_model_too_big_for_the_gpu_is_not_attention_on_the_cpu(text):
 def test_a_web_uis_notice_without_xformers_is_harmless():
     report = explain(io.BytesIO(b"`no module 'xformers'. Processing without...`\n"), RECIPES, kind="stdin")
     assert report.matches and all(m.harmless for m in report.matches)
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("torch._inductor.exc.InductorError: RuntimeError: Compiler: cl is not found.", "AD315"),
+    ("RuntimeError: Could not find MSVC/GCC/CLANG installation on this computer.", "AD315"),
+    ("C:\\Users\\u\\envs\\x\\lib\\site-packages\\torch\\utils\\cpp_extension.py:274: UserWarning: Error checking compiler "
+     "version for cl: [WinError 2] The system cannot find the file specified\nbuilding 'yolox._C' extension\n"
+     "error: Microsoft Visual C++ 14.0 or greater is required.", "AD315"),
+    ("/usr/include/c++/11/bits/std_function.h:435:145: error: parameter packs not expanded with '...':", "AD315"),
+    ('gemm_bias_act.h(317): error: identifier "__hmul2" is undefined', "AD315"),
+    ("error:ValueError: Unknown CUDA arch (8.9) or GPU not supported", "AD315"),
+    ("No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'\n"
+     "/usr/local/lib/python3.7/dist-packages/torch/utils/cpp_extension.py in _get_cuda_arch_flags(cflags)\n"
+     "-> 1606         arch_list[-1] += '+PTX'\nIndexError: list index out of range", "AD259"),
+    ("AssertionError: Data types for parameters must match when outside of autocasted region.  Found input dtype: "
+     "thunder.dtypes.float32 and 'weight' dtype: thunder.dtypes.bfloat16", "AD651"),
+    ("在 Windows 系统中,如果直接使用 pip 安装,会报错如下:\nModuleNotFoundError: No module named 'triton'", "AD668"),
+    # a capability glued to 'cc'
+    ("RuntimeError: this kernel requires cc8.0 or newer", "AD110"),
+    # AMP on, compared with a run without it: still float16's overflow
+    ("python train.py --amp\nepoch 3: loss is nan\nWithout AMP it trains fine.", "AD660"),
+    ("config: use_amp=True, half=False\nepoch 3: loss is nan", "AD660"),
+])
+def test_wordings_of_a_build_and_compile_harvest_and_of_a_review(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule, (first and first.rule)
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: The shape of the 2D attn_mask is torch.Size([77, 77]), but should be (3, 3).",
+    "nvcc warning : The 'compute_20' architectures are deprecated\nnvcc fatal   : Don't know what to do with ''",
+    "[  6%] Building NVCC (Device) object src/x.cu.o\nnvcc fatal   : redefinition of argument 'std'",
+    "(pid=114618) No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'",
+    # bitsandbytes loading its binary is no failure
+    "CUDA SETUP: Detected CUDA version 117\nCUDA SETUP: Loading binary C:\\AI\\env\\lib\\site-packages\\bitsandbytes\\"
+    "libbitsandbytes_cuda117.dll...",
+    # a torch too old for weights_only, next to a triton pin: no Triton kernel
+    "triton==2.1.0\ntorch==2.0.1\nTypeError: load() got an unexpected keyword argument 'weights_only'",
+    # a Linux log's sliding windows are no Windows
+    '  File "/home/u/venv/lib/python3.10/site-packages/torch/_inductor/codecache.py", line 1\n'
+    "ModuleNotFoundError: No module named 'triton'\nUsing sliding windows of 4096 tokens",
+    # a caution, not an overflow that happened
+    "UserWarning: values may exceed the range of fp16 for this model; consider using bf16.",
+    "Weights larger than the max value of fp16 are clamped to 65504.",
+])
+def test_build_script_and_caller_mistakes_and_notices_are_not_the_stacks(text):
+    first = _first(text)
+    assert first is None or first.rule not in ("AD282", "AD315", "AD312", "AD667", "AD668", "AD660"), first.rule
+
+
+def test_an_error_after_an_xformers_report_keeps_its_own_finding():
+    text = ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+            "     query       : shape=(24, 7456, 1, 128) (torch.bfloat16)\n"
+            "`cutlassF` is not supported because:\n    bf16 is only supported on A100+ GPUs\n"
+            "`smallkF` is not supported because:\n    unsupported embed per head: 128\n\nRetrying in float32...\n"
+            "RuntimeError: FlashAttention forward only supports head dimension at most 256\n")
+    report = explain(io.BytesIO(text.encode()), RECIPES, kind="stdin")
+    by_rule = {m.rule: m for m in report.matches}
+    assert report.matches[0].rule == "AD102"
+    assert [e.line for e in by_rule["AD603"].evidence] == [9]
+
+
+def test_a_conda_prompt_named_after_torch_is_no_torch_version():
+    report = explain(io.BytesIO(b"(torch2.1) user@box:~$ python x.py\nRuntimeError: CUDA error: no kernel image is "
+                                b"available for execution on the device\n"), RECIPES, kind="stdin")
+    assert "torch" not in report.versions
+
+
+def test_an_untagged_pre_release_of_torch_is_no_official_wheel():
+    from attn_doctor.explaining import builds
+    from attn_doctor.facts import Facts, Gpu, GpuInfo, TorchInfo
+    facts = Facts()
+    facts.torch = TorchInfo(version="2.4.0a0")
+    facts.gpu = GpuInfo(source="log", devices=[Gpu(index=0, name="A100", capability="8.0")])
+    rule = RECIPES.get("AD105")
+    assert builds.torch_has_the_kernels(rule, {}, facts, RECIPES.data) is None
