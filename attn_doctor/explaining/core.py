@@ -16,10 +16,9 @@ from ..rules.loader import Recipes
 from ..rules.model import Condition, Rule
 from ..rules import causes
 from .report import Candidate, EvidenceLine, ExplainReport, InputInfo, LiveCheck, Match, mark_alternatives, summarise
-from .scan import PACKAGE_PATH, Evidence, ScanResult, Scanner, SignatureHits, compiled_signatures
-from ..rules.signatures import CompiledSignature
+from .scan import PACKAGE_PATH, ScanResult, Scanner, SignatureHits, compiled_signatures
 from .versions import LogVersions, gpu_table_from
-from . import builds, catalogue, stated
+from . import analysed, builds, catalogue, stated
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 LIKELIHOOD_RANK = {"confirmed": 0, "possible": 1, "unlikely": 2}
@@ -260,30 +259,18 @@ def frame_readings(scan: ScanResult) -> set[str]:
 def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Optional[Facts], target) -> list[Match]:
     from ..remedies import Target
 
-    from ..rules.analyzers import WEIGHED
-
     by_rule: dict[str, list] = {}
-    weighed: list[tuple[int, int, frozenset[str], set[str]]] = []  # an analysed report: its lines, the rules weighed, named
+    weighed = []  # (report's first line, past its last, the rules its analyzer weighed, those it named)
     for idx, hits in scan.hits.items():
         sig = hits.signature
         if sig.context is not None and idx not in scan.contexts_seen:
             continue  # e.g. an x-transformers signature in a log that never mentions x-transformers
         by_rule.setdefault(sig.rule, []).append(hits)
-        derived_hits = _analysed(hits)
+        derived_hits = analysed.readings(hits)
         for derived in derived_hits:
             by_rule.setdefault(derived.signature.rule, []).append(derived)
-        if derived_hits and hits.block is not None:
-            start, _ = hits.block
-            end = start + max(d.report_end for d in derived_hits)
-            weighed.append((start, end + 1, WEIGHED.get(sig.analyzer, frozenset()), {d.signature.rule for d in derived_hits}))
-    for first, end, rules, named in weighed:
-        for rule_id in rules - named:
-            kept = [h for h in by_rule.get(rule_id, [])
-                    if not h.evidence or not all(first <= e.line < end for e in h.evidence)]
-            if rule_id in by_rule:
-                by_rule[rule_id] = kept
-                if not kept:
-                    del by_rule[rule_id]
+        weighed += analysed.report(hits, derived_hits)
+    analysed.drop_weighed(by_rule, weighed)
     log_facts = scan.versions.to_facts()
     rules_by_id = {r.id: r for r in recipes.rules}
     _supersede(by_rule, rules_by_id)
@@ -503,25 +490,6 @@ def _one_per_cause(out: list, matrix_rules: set) -> list:
         if not beaten:
             keep.append(m)
     return keep
-
-
-ANALYSED_PRIORITY = 3  # a cause read from a report's structure outranks every single-line signature
-
-
-def _analysed(hits: SignatureHits) -> list[SignatureHits]:
-    """The causes a signature's analyzer reads from the block after its match, as hits of their rules."""
-    if not hits.signature.analyzer or hits.block is None:
-        return []
-    from ..rules.analyzers import ANALYZERS
-
-    start, lines = hits.block
-    out = []
-    for finding in ANALYZERS[hits.signature.analyzer](lines):
-        sig = CompiledSignature(finding.rule, hits.signature.pattern, hits.signature.regex, [], priority=ANALYSED_PRIORITY,
-                                note=f"read from the report's structure ({hits.signature.analyzer})")
-        out.append(SignatureHits(sig, count=1, evidence=[Evidence(start + finding.line, finding.text)],
-                                 groups=dict(finding.captures), report_end=finding.end))
-    return out
 
 
 def _likelihood(rule: Rule, decisive: bool, log_facts: Facts, recipes: Recipes) -> tuple[str, str, dict]:
