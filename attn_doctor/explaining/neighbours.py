@@ -71,7 +71,9 @@ def dtypes(line: str) -> frozenset[str]:
     return frozenset(_DTYPE_NAME.get(d.lower(), d.lower()) for d in _DTYPE_WORDS.findall(line))
 
 
-_NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call last\)|\w*warning:?$)", re.I)
+# lines that say nothing of their own: a warnings call, a caret line, a traceback's header, a bare
+# `UserWarning:`, a compiler's count of its errors ("1 error generated when compiling for gfx900.")
+_NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call last\)|\w*warning:?$|\d+ errors? generated\b)", re.I)
 _WORD = re.compile(r"[a-z]{3,}")
 
 

@@ -663,3 +663,29 @@ def test_an_untagged_pre_release_of_torch_is_no_official_wheel():
     facts.gpu = GpuInfo(source="log", devices=[Gpu(index=0, name="A100", capability="8.0")])
     rule = RECIPES.get("AD105")
     assert builds.torch_has_the_kernels(rule, {}, facts, RECIPES.data) is None
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("> ocBLAS error: Cannot read C:\\Program Files\\AMD\\ROCm\\6.2\\bin\\/rocblas/library/TensileLibrary.dat: No such "
+     "file or directory for GPU arch : gfx1201", "AD105"),
+    ("`rocBLAS error: Cannot read /home/u/venv/lib/python3.11/site-packages/torch/lib/rocblas/library/"
+     "TensileLibrary.dat: Illegal seek`", "AD105"),
+    ('AssertionError: Ulysses Attention and Ring Attention requires xfuser package.', "AD353"),
+    ("Symbol not found: _torch_library_impl", "AD312"),
+    ('it states "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a '
+     'driver" but I have a RX570 GPU.', "AD259"),
+])
+def test_wordings_met_in_a_rocm_and_notebook_harvest(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule, (first and first.rule)
+
+
+@pytest.mark.parametrize("text", [
+    # a compiler's count of its errors names no cause, not even as a known case's line
+    "1 error generated when compiling for gfx900.",
+    # a quantized model's placement over devices, not its precision
+    "ValueError: You can't train a model that has been loaded in 8-bit precision on a different device than the one "
+    "you're training on.",
+])
+def test_look_alikes_of_a_rocm_and_distributed_harvest_raise_nothing(text):
+    assert _first(text) is None
