@@ -15,6 +15,12 @@ import pytest
 
 pytest.importorskip("torch")
 
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
 QLORA = """\
 base_model: NousResearch/Llama-3.2-1B  # the job's model
 load_in_4bit: true
@@ -54,7 +60,10 @@ def test_check_gpu_t4_says_nothing_false_about_the_doctors_own_sample():
     shown = proc.stdout.replace(sys.prefix, "<venv>").replace(str(Path(sys.executable).parent), "<venv>/bin")
     assert not re.search(r"attn-doctor-(standin-)?[A-Za-z0-9_]{8}\b", shown), shown
     assert "samples.py" not in shown
-    assert not [r for r in report["results"] if r["status"] == "error"], [r["rule"] for r in report["results"] if r["status"] == "error"]
+    # a CPU-only torch here is itself an error for a T4 (AD106, tests/test_gates.py): the environment's, not the sample's
+    cpu_only = {"AD106"} if "+cpu" in _torch_version() else set()
+    assert not [r for r in report["results"] if r["status"] == "error" and r["rule"] not in cpu_only], \
+        [r["rule"] for r in report["results"] if r["status"] == "error"]
 
 
 def test_fix_gpu_plans_the_t4s_edits_and_keeps_flash_attention_2_for_an_a100(tmp_path):
