@@ -689,3 +689,14 @@ def test_wordings_met_in_a_rocm_and_notebook_harvest(text, rule):
 ])
 def test_look_alikes_of_a_rocm_and_distributed_harvest_raise_nothing(text):
     assert _first(text) is None
+
+
+@pytest.mark.parametrize("text, rule", [
+    # transformers' rotary helper called with another release's arguments
+    ("TypeError: apply_rotary_pos_emb_flashatt() missing 2 required positional arguments: 'cos' and 'sin'", "AD412"),
+    # a CPU library's kernel name refusing half
+    ("RuntimeError: \"baddbmm__mkl\" not implemented for 'Half'", "AD266"),
+])
+def test_a_transformers_helper_and_a_cpu_librarys_kernel_are_named_for_what_they_are(text, rule):
+    first = _first(text)
+    assert first is not None and first.rule == rule, (first and first.rule)
