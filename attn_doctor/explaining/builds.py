@@ -53,12 +53,15 @@ def _wheel_and_gpus(rule: Rule, log_facts: Facts, data: dict) -> Optional[tuple[
         return None
     base, _, local = version.partition("+")
     try:
-        if local.startswith("cu") and log_facts.torch.cuda:
-            return version, [Version(log_facts.torch.cuda)], caps
-        if local or Version(base).is_prerelease:
-            return None  # a source, CPU or pre-release build: no official wheel's architecture list
+        # +cuXYZ names the wheel's CUDA; no tag, a release's wheel; a source, CPU or untagged
+        # pre-release build (+git..., +cpu, 2.4.0a0) has no official wheel's architecture list
+        official = local.startswith("cu") or not (local or Version(base).is_prerelease)
+        if not official:
+            return None
         if log_facts.torch.cuda:
             return version, [Version(log_facts.torch.cuda)], caps
+        if local:
+            return None  # a +cuXYZ tag whose CUDA was not read
         release = ".".join(base.split(".")[:2])
         cudas = data.get("torch_release_cudas", {}).get(release)
         return (version, [Version(str(c)) for c in cudas], caps) if cudas else None

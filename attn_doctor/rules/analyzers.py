@@ -378,7 +378,6 @@ def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -
 
 _BF16_RUN = re.compile(r"(?i)\bbf16\b|bfloat16")
 _FP16_RUN = re.compile(r"(?i)\bfp16\b|(?<!b)float16|\.half\(|halftensor|16-mixed")
-# NaN or black output with a cause of its own: a safety checker's blank image, a softmax over a fully masked row
 # mixed precision said to be off: a NaN of such a run is no float16 overflow
 _AMP_OFF = re.compile(
     r"(?i)(?<![\w-])(?:use_)?(?:amp|fp16|autocast)['\"]?\s*[=:]\s*['\"]?(?:false|0|off|none|no)\b(?![.\d])"
@@ -387,13 +386,15 @@ _AMP_OFF = re.compile(
     r"|\b(?:amp|mixed[- ]precision|fp16|autocast) (?:is |was )?(?:disabled|turned off|off)\b")
 # mixed precision said to be on (what a NaN of a float16 run is told with), once the "off" phrases are out
 _AMP_ON = re.compile(r"(?i)--(?:use[-_])?amp\b|\buse_amp\b|\b(?:amp|fp16|autocast)\s*[=:]\s*['\"]?(?:true|1|O[123])\b|\bwith (?:amp|fp16|autocast)\b|\bGradScaler\b|\bautocast\(")
+# NaN or black output with a cause of its own: a safety checker's blank image, a softmax over a fully masked row
 _OTHER_NAN = re.compile(r"(?i)nsfw|safety[_ ]checker|fully[- ]masked|all[- ]masked|masked rows?\b|all -inf|every (?:key|position) (?:is )?masked")
 
 
 def float16_run(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
     """NaN or black output in a run the text shows in float16: not where the lines around it show a
-    bf16 run and no float16, or mixed precision turned off and no float16, nor where they name another cause of NaN or a black image (a safety
-    checker's blank output, a softmax over a fully masked row)."""
+    bf16 run and no float16, or mixed precision turned off and nothing of float16 or AMP besides,
+    nor where they name another cause of NaN or a black image (a safety checker's blank output, a
+    softmax over a fully masked row)."""
     around = "\n".join([*before[-12:], groups.get("whole_line") or groups.get("what") or "", *after[:12]])
     if _OTHER_NAN.search(around):
         return None

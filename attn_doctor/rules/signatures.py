@@ -29,6 +29,8 @@ WRAP_SAFE = 6  # an anchor this long or longer is searched as its two halves (se
 _ARCH = r"(?:kepler|maxwell|pascal|volta|turing|ampere|ada(?:[- ]lovelace)?|lovelace|hopper|blackwell)"
 # a capability as written (8.0, 80, sm_90, 120); never a longer number (a file's line: "logging.cc:361")
 _CC = r"(?:sm_?|sm )?(?:1[0-2]\d|\d{1,2})(?:\.\d)?(?!\d)"
+# "cc" as an abbreviation of compute capability ("cc 8.0", "cc8.0"), never a file's extension ("logging.cc")
+_CC_WORD = r"(?<![.\w])cc(?![a-z_])"
 _VERB = (r"(?:requires?|required|needs?|needed|only supports?|(?:is |are )?only supported|supported only"
          r"|only (?:works|runs|available)|must (?:be|have|run)|minimum|at least)")
 _HALF = r"(?:torch\.)?(?:float16|bfloat16|fp16|bf16|half|bfloat|float8\w*|fp8\w*)"
@@ -37,9 +39,9 @@ FRAGMENTS = {
     # a stated capability or architecture floor: "requires compute capability 8.9 or higher",
     # "only supports Ampere GPUs or newer", "sm_90 or newer", "capability below 8.0 are not supported"
     "floor": (
-        r"(?:\b" + _VERB + r"\b[^\n]{0,60}?(?:compute[ _]capability|capability|(?<![.\w])cc(?![a-z_])|\bsm_?|\barch)\s*(?:of\s+|is\s+|=\s*|:\s*)?"
+        r"(?:\b" + _VERB + r"\b[^\n]{0,60}?(?:compute[ _]capability|capability|" + _CC_WORD + r"|\bsm_?|\barch)\s*(?:of\s+|is\s+|=\s*|:\s*)?"
         r"(?:at least\s+|>=?\s*|≥\s*|greater than\s+|higher than\s+)?(?P<need_cc>" + _CC + r")(?![\d.]*\s*(?:GB|GiB|MB))"
-        r"|(?:compute[ _]capability|capability|(?<![.\w])cc(?![a-z_])|\bsm_?)\s*(?:of\s+)?(?:>=?\s*|≥\s*)?(?P<need_cc2>" + _CC + r")\+?\s*"
+        r"|(?:compute[ _]capability|capability|" + _CC_WORD + r"|\bsm_?)\s*(?:of\s+)?(?:>=?\s*|≥\s*)?(?P<need_cc2>" + _CC + r")\+?\s*"
         r"(?:or (?:higher|newer|above|later|greater)\s+)?(?:is |are )?(?:required|needed)"
         r"|(?:compute[ _]capability|capability)\s*(?:below|less than|lower than|<)\s*(?P<below_cc>" + _CC + r")[^\n]{0,30}?(?:not supported|unsupported)"
         r"|\b" + _VERB + r"\s+(?:nvidia\s+)?(?:gpus?\s+(?:of|with)\s+)?(?:the\s+)?(?P<need_arch>" + _ARCH + r")"
@@ -49,7 +51,7 @@ FRAGMENTS = {
     # what the same sentence says the GPU has (optional): "but your GPU has compute capability 8.6"
     "have": (
         r"(?:[^\n]{0,80}?\b(?:your|the|current|this|detected|found|got|but|has|have|is)\b[^\n]{0,40}?"
-        r"(?:(?:capability|\bsm_?|(?<![.\w])cc(?![a-z_]))\s*(?:is\s*|of\s*|=\s*|:\s*)?\(?(?P<have_cc>\d{1,3}(?:\.\d|, ?\d)?)\)?"
+        r"(?:(?:capability|\bsm_?|" + _CC_WORD + r")\s*(?:is\s*|of\s*|=\s*|:\s*)?\(?(?P<have_cc>\d{1,3}(?:\.\d|, ?\d)?)\)?"
         r"|(?:gpu|device|card) (?:has|is) (?:sm_?)?(?P<have_cc2>\d{1,2}\.\d)))?"
     ),
     # a kernel's dtype list: "must be float16 or bfloat16", "only supports fp16 and bf16",

@@ -93,7 +93,6 @@ FAMILIES = [
     ("library-internal", "AD283", None, None, ("assert", "raise:AssertionError"), None,
      re.compile(r"^(?:torch/_inductor/|torch/_dynamo/|torch/_higher_order_ops/|flash_attn/cute/(?!interface)|"
                 r".*cutlass|.*/cute_dsl/|triton/compiler/|triton/runtime/)")),
-    # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
     # torch's extension builder: no compiler (MSVC's cl on Windows), an architecture its table does not
     # know (a torch older than the GPU): the build environment, not a package's version or the GPU
     ("build-env", "AD315", _rx(r"Error checking compiler version for", r"Unknown CUDA arch", r"Compiler: .{0,20}is not found",
@@ -107,6 +106,7 @@ FAMILIES = [
     ("harmless", "AD656", _rx(r"\breset(?:ting)? \w+ to (?:True|False)\b", r"\bwill skip\b", r"\bskip(?:ping)? (?:the )?inject",
                               r"\bswitch(?:ing)? to (?:the )?\w+(?:/\w+)* backend\b", r"\bfall(?:ing|s)? back to\b"),
      None, None, ("log:WARNING", "warn", "log:INFO")),
+    # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
     ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b", r"\brequires (?:the )?(?:cuda|CUDA|C\+\+|cpp) extensions?\b",
                                             r"without (?:its )?(?:--cuda_ext|--cpp_ext|(?:CUDA|C\+\+|cpp) extensions?)"), None, None),
     # a warning or a log line that says what the library does instead is a notice

@@ -411,7 +411,8 @@ def test_a_loss_said_not_to_be_nan_is_no_overflow(text):
     assert not any(m.rule == "AD660" and m.severity == "error" for m in _matches(text))
 
 
-@pytest.mark.parametrize("text, rule", [
+# harvest 34 (projects by area)
+HARVEST_34 = [
     # ptxas's refusal retold with double quotes
     ('Error: "Feature "bf16" requires .target sm_80 or higher', "AD260"),
     # autocast's input/bias mismatch cut before 'should be the same'
@@ -420,13 +421,11 @@ def test_a_loss_said_not_to_be_nan_is_no_overflow(text):
     ("RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device", "AD313"),
     # a model class without a causal / bidirectional switch
     ("TypeError: GemmaModel.forward() received an unexpected keyword argument 'is_causal'", "AD408"),
-])
-def test_wordings_met_in_a_fresh_harvest(text, rule):
-    first = _first(text)
-    assert first is not None and first.rule == rule, (first and first.rule)
+]
 
 
-@pytest.mark.parametrize("text", [
+# harvest 34: full-precision runs and float/double mixes are not the stack
+HARVEST_34_LOOK_ALIKES = [
     # float against double: the user's data, not the stack's precision
     "RuntimeError: expected dtype Double but got dtype Float (validate_dtype at "
     "/pytorch/aten/src/ATen/native/TensorIterator.cpp:143)",
@@ -434,9 +433,7 @@ def test_wordings_met_in_a_fresh_harvest(text, rule):
     "I set num_workers=8, batch_size = 8, make 'use_amp=False' (cause I don't install Apex)\n"
     "Did you have this situation? 'loss=nan' problem only came out when I train damage segmentation.",
     "trainer: amp: false\nafter 50 epochs the loss became nan",
-])
-def test_full_precision_runs_and_float_double_mixes_are_not_the_stack(text):
-    assert _first(text) is None
+]
 
 
 def test_a_nan_loss_with_fp16_on_is_still_read():
@@ -450,7 +447,8 @@ def test_a_tuple_assignment_of_a_traceback_is_no_key_line():
     assert informative("RuntimeError: Input type (float) and bias type (c10::Half) should be the same")
 
 
-@pytest.mark.parametrize("text, rule", [
+# harvest 35 (torch's, Triton's, build and GPU messages)
+HARVEST_35 = [
     # a library's Triton kernel written for Triton 2.0's tl.dot: not torch's pin
     ("TypeError: dot() got an unexpected keyword argument 'trans_b'", "AD667"),
     # no Triton on Windows: its own family, not a triton off torch's pin
@@ -477,10 +475,7 @@ def test_a_tuple_assignment_of_a_traceback_is_no_key_line():
      "(torch.bfloat16) attn_bias : <class 'NoneType'> p : 0.0 `cutlassF` is not supported because: bf16 is only "
      "supported on A100+ GPUs `smallkF` is not supported because: max(query.shape[-1] != value.shape[-1]) > 32 "
      "bf16 is only supported on A100+ GPUs unsupported embed per head: 128", "AD102"),
-])
-def test_wordings_met_in_a_message_organised_harvest(text, rule):
-    first = _first(text)
-    assert first is not None and first.rule == rule, (first and first.rule)
+]
 
 
 def test_an_operators_own_reason_is_not_a_second_cause_once_the_report_is_weighed():
@@ -501,7 +496,8 @@ def test_a_triton_pointer_check_is_no_triton_api_mismatch():
     assert first is None or first.rule != "AD201"
 
 
-@pytest.mark.parametrize("text, rule", [
+# harvest 36 (NaN and loss scaling, backends, CUDA driver)
+HARVEST_36 = [
     ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
      "driver from http://www.nvidia.com/Download/index.aspx\n运行这一步时我使用的是cpu，请问有办法规避这个报错吗？", "AD259"),
     ("I am new to pytorch, and already installed pytorch in my Mac laptop.\n"
@@ -515,10 +511,7 @@ def test_a_triton_pointer_check_is_no_triton_api_mismatch():
     # still torch's error where the run needs the GPU
     ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
      "driver from http://www.nvidia.com/Download/index.aspx", "AD101"),
-])
-def test_wordings_met_in_a_driver_and_range_harvest(text, rule):
-    first = _first(text)
-    assert first is not None and first.rule == rule, (first and first.rule)
+]
 
 
 @pytest.mark.parametrize("text", [
@@ -536,7 +529,8 @@ def test_notices_of_a_cpu_run_and_of_a_loss_scale_search_are_harmless(text):
         [(m.rule, m.harmless) for m in report.matches]
 
 
-@pytest.mark.parametrize("text", [
+# harvest 36: the training loop's bugs and a file's line number, not the stack
+HARVEST_36_LOOK_ALIKES = [
     # GradScaler's calls out of order: the training loop's bug, not a precision limit
     'AssertionError: Attempted step but _scale is None.  This may indicate your script did not use '
     'scaler.scale(loss or outputs) earlier in the iteration.',
@@ -546,12 +540,11 @@ def test_notices_of_a_cpu_run_and_of_a_loss_scale_search_are_harmless(text):
     "(Actor pid=11471)     @ ... and at least 3 more frames\n"
     "(Actor pid=11471) [2022-10-21 17:56:19,050 E 11471 11471] logging.cc:361: *** SIGABRT received at "
     "time=1666400179 on cpu 14 ***",
-])
-def test_look_alikes_of_a_driver_and_range_harvest_raise_nothing(text):
-    assert _first(text) is None
+]
 
 
-@pytest.mark.parametrize("text, rule", [
+# harvest 37 (quantized kernels, trainers, Hub remote code, apps)
+HARVEST_37 = [
     ("CUDA Setup failed despite GPU being available. Please run the following command to get more information:\n"
      "bin D:\\gpt\\venv\\lib\\site-packages\\bitsandbytes\\libbitsandbytes_cuda123.dll\nCUDA SETUP: Detected CUDA version 123",
      "AD312"),
@@ -569,19 +562,15 @@ def test_look_alikes_of_a_driver_and_range_harvest_raise_nothing(text):
     ("An error occurred in a PyTorch Upscale Image node:\n\"slow conv2d cpu\" not implemented for 'Half'", "AD266"),
     ("ModuleNotFoundError: No module named 'xformers'\n\nxformers is not compatible for mac procssors", "AD259"),
     ("`nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9`", "AD107"),
-])
-def test_wordings_met_in_a_quantization_and_apps_harvest(text, rule):
-    first = _first(text)
-    assert first is not None and first.rule == rule, (first and first.rule)
+]
 
 
-@pytest.mark.parametrize("text", [
+# harvest 37: a model too big for the GPU is not attention on the CPU
+HARVEST_37_LOOK_ALIKES = [
     # a model bigger than the GPU, offloaded by accelerate's device map: memory, not the stack
     "ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit the "
     "quantized model.",
-])
-def test_a_model_too_big_for_the_gpu_is_not_attention_on_the_cpu(text):
-    assert _first(text) is None
+]
 
 
 def test_a_web_uis_notice_without_xformers_is_harmless():
@@ -589,7 +578,8 @@ def test_a_web_uis_notice_without_xformers_is_harmless():
     assert report.matches and all(m.harmless for m in report.matches)
 
 
-@pytest.mark.parametrize("text, rule", [
+# harvest 38 (torch.compile, extension builds, SDPA masks) and a review of the change
+HARVEST_38_AND_REVIEW = [
     ("torch._inductor.exc.InductorError: RuntimeError: Compiler: cl is not found.", "AD315"),
     ("RuntimeError: Could not find MSVC/GCC/CLANG installation on this computer.", "AD315"),
     ("C:\\Users\\u\\envs\\x\\lib\\site-packages\\torch\\utils\\cpp_extension.py:274: UserWarning: Error checking compiler "
@@ -609,10 +599,7 @@ def test_a_web_uis_notice_without_xformers_is_harmless():
     # AMP on, compared with a run without it: still float16's overflow
     ("python train.py --amp\nepoch 3: loss is nan\nWithout AMP it trains fine.", "AD660"),
     ("config: use_amp=True, half=False\nepoch 3: loss is nan", "AD660"),
-])
-def test_wordings_of_a_build_and_compile_harvest_and_of_a_review(text, rule):
-    first = _first(text)
-    assert first is not None and first.rule == rule, (first and first.rule)
+]
 
 
 @pytest.mark.parametrize("text", [
@@ -665,7 +652,8 @@ def test_an_untagged_pre_release_of_torch_is_no_official_wheel():
     assert builds.torch_has_the_kernels(rule, {}, facts, RECIPES.data) is None
 
 
-@pytest.mark.parametrize("text, rule", [
+# harvest 39 (MPS, ROCm, multi-GPU, notebooks)
+HARVEST_39 = [
     ("> ocBLAS error: Cannot read C:\\Program Files\\AMD\\ROCm\\6.2\\bin\\/rocblas/library/TensileLibrary.dat: No such "
      "file or directory for GPU arch : gfx1201", "AD105"),
     ("`rocBLAS error: Cannot read /home/u/venv/lib/python3.11/site-packages/torch/lib/rocblas/library/"
@@ -674,29 +662,37 @@ def test_an_untagged_pre_release_of_torch_is_no_official_wheel():
     ("Symbol not found: _torch_library_impl", "AD312"),
     ('it states "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a '
      'driver" but I have a RX570 GPU.', "AD259"),
-])
-def test_wordings_met_in_a_rocm_and_notebook_harvest(text, rule):
-    first = _first(text)
-    assert first is not None and first.rule == rule, (first and first.rule)
+]
 
 
-@pytest.mark.parametrize("text", [
+# harvest 39: a compiler's error count and a quantized model's placement
+HARVEST_39_LOOK_ALIKES = [
     # a compiler's count of its errors names no cause, not even as a known case's line
     "1 error generated when compiling for gfx900.",
     # a quantized model's placement over devices, not its precision
     "ValueError: You can't train a model that has been loaded in 8-bit precision on a different device than the one "
     "you're training on.",
-])
-def test_look_alikes_of_a_rocm_and_distributed_harvest_raise_nothing(text):
-    assert _first(text) is None
+]
 
 
-@pytest.mark.parametrize("text, rule", [
+# pending batches: a transformers helper and a CPU library's kernel, named for what they are
+PENDING_READINGS = [
     # transformers' rotary helper called with another release's arguments
     ("TypeError: apply_rotary_pos_emb_flashatt() missing 2 required positional arguments: 'cos' and 'sin'", "AD412"),
     # a CPU library's kernel name refusing half
     ("RuntimeError: \"baddbmm__mkl\" not implemented for 'Half'", "AD266"),
-])
-def test_a_transformers_helper_and_a_cpu_librarys_kernel_are_named_for_what_they_are(text, rule):
+]
+
+
+# the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
+@pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
+                                         *HARVEST_39, *PENDING_READINGS])
+def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
+
+
+@pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
+                                  *HARVEST_39_LOOK_ALIKES])
+def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
+    assert _first(text) is None
