@@ -82,6 +82,9 @@ FAMILIES = [
     ("model-lacks-attention-implementation", "AD408", _rx(r"output_attentions=True can not be supported with BetterTransformer",
                                                           r"do not use attention masks when using `?BetterTransformer"),
      None, None, None, re.compile(r"^optimum/bettertransformer/")),
+    # torchvision's and torchaudio's check at import that their build is for torch's CUDA: a build for another torch
+    ("extension-no-build-for-torch", "AD312", _rx(r"compiled with different CUDA (?:major )?versions"), None, None, None,
+     re.compile(r"^torch(?:vision|audio)/")),
     # a compiled library shipped per torch release, missing for this one (DGL's GraphBolt)
     ("extension-no-build-for-torch", "AD312", _rx(r"C\+\+ \w+ library at [^.]{0,40}\. This error typically occurs due to a "
                                                   r"version mismatch between the installed \w+ and the PyTorch version"), None, None),
@@ -103,7 +106,7 @@ FAMILIES = [
      re.compile(r"^torch/utils/cpp_extension\.py$")),
     # a warning that says what the library does instead (resets an option, skips a fused module, falls
     # back, switches backend): the run goes on, whatever was missing
-    ("harmless", "AD656", _rx(r"\breset(?:ting)? \w+ to (?:True|False)\b", r"\bwill skip\b", r"\bskip(?:ping)? (?:the )?inject",
+    ("harmless", "AD656", _rx(r"\b[Aa]pplied (?:a |the )?workaround\b", r"\breset(?:ting)? \w+ to (?:True|False)\b", r"\bwill skip\b", r"\bskip(?:ping)? (?:the )?inject",
                               r"\bswitch(?:ing)? to (?:the )?\w+(?:/\w+)* backend\b", r"\bfall(?:ing|s)? back to\b"),
      None, None, ("log:WARNING", "warn", "log:INFO")),
     # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
@@ -297,6 +300,26 @@ FAMILIES = [
 
 # Sites in scope by their words whose subject is not the stack: the reason is kept with the count.
 OUT_OF_STACK = [
+    (re.compile(r"^onnxruntime/"), _rx(r"WebGPU", r"ModelCompiler", r"package info", r"build info", r"found cudart versions",
+                                       r"cudart_version from onnxruntime"),
+     "onnxruntime's WebGPU graphs, model compiler and build-info printout: its own API and diagnostics"),
+    (re.compile(r"^peft/"), _rx(r"supports LoRA conversion", r"Rank-Stabilized LoRA", r"AutoPeftModel"),
+     "peft's adapter classes and conversions: the adapter's API, not kernels or precision"),
+    (re.compile(r"^peft/"), _rx(r"NaNs detected in the merged (?:weights|bias)", r"sampling produced NaNs",
+                                r"compiled_hotswap", r"enable_softmax", r"do not support LoRA conversion"),
+     "an adapter's own weights or options (peft's safe merge finds a broken adapter; hot-swapping and X-LoRA settings): the adapter, not the precision stack"),
+    (re.compile(r"^pytorch3d/"), _rx(r"Pulsar assertion failed", r"supported by the pulsar backend", r"NDC to screen",
+                                     r"MeshRasterizerOpenGL", r"none with CUDA id"),
+     "pytorch3d's renderers' own options and OpenGL interop (cameras, EGL, pycuda.gl): a renderer's setup, not kernels or precision"),
+    (re.compile(r"^sentence_transformers/"), _rx(r"token pooling", r"padded embeddings", r"teacher scores contain NaN",
+                                                 r"Exporting the model to", r"desired file name via",
+                                                 r"To install the required dependencies"),
+     "sentence-transformers' pooling, distillation data and backend export files: the model's pipeline or data, not kernels or precision"),
+    (re.compile(r"^trl/"), _rx(r"--max-loras", r"Tree packing only routes", r"Dataset\.with_transform"),
+     "TRL's dataset preparation and asynchronous trainers' serving options: the training pipeline's setup"),
+    (re.compile(r"^torchaudio/"), _rx(r"Frequency and Time masking"), "an audio transform's arguments (SpecAugment's masking axes)"),
+    (re.compile(r"^ultralytics/"), _rx(r"failure for parse_version", r"QAT models do not support"),
+     "ultralytics' own version parsing and quantization-aware training options"),
     (re.compile(r"^flashinfer/api_logging\.py$"), None, "flashinfer's own API logging, dump and replay tooling"),
     (re.compile(r"^torch/backends/xeon/"), None, "torch's CPU launcher (core binding, allocator preload)"),
     (re.compile(r"^transformers/integrations/gguf/"), None, "GGUF file and tokenizer conversion"),

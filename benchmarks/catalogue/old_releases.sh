@@ -14,6 +14,7 @@ TF_PREFIX="transformers/integrations transformers/modeling_utils.py transformers
 ACC_PREFIX="accelerate/accelerator.py accelerate/state.py accelerate/utils"
 XF_PREFIX="xformers/ops xformers/_cpp_lib.py xformers/info.py"
 FA_PREFIX="flash_attn"
+TV_PREFIX="torchvision/extension.py torchvision/ops torchvision/io/image.py torchvision/_meta_registrations.py"
 
 one() {  # library, pip requirement, version, prefixes...
   local lib=$1 req=$2 ver=$3; shift 3
@@ -54,3 +55,4 @@ one transformers transformers==4.48.3 4.48.3 $TF_PREFIX
 one accelerate accelerate==0.28.0 0.28.0 $ACC_PREFIX
 one xformers xformers==0.0.26.post1 0.0.26.post1 $XF_PREFIX
 one flash-attn flash-attn==2.5.9.post1 2.5.9.post1 $FA_PREFIX
+one torchvision torchvision==0.15.2 0.15.2 $TV_PREFIX
