@@ -101,9 +101,10 @@ FAMILIES = [
     ("build-env", "AD315", _rx(r"Error checking compiler version for", r"Unknown CUDA arch", r"Compiler: .{0,20}is not found",
                                r"Could not find MSVC/GCC/CLANG"), None, None, None,
      re.compile(r"^torch/(?:utils/cpp_extension|_inductor/cpp_builder)\.py$")),
-    # its notice at import that torch sees no CUDA runtime: a fact of a CPU process, not a failure
-    ("harmless", "AD656", _rx(r"No CUDA runtime is found, using CUDA_HOME"), None, None, None,
-     re.compile(r"^torch/utils/cpp_extension\.py$")),
+    # its notices that torch sees no CUDA runtime, that nvcc's minor release differs from torch's CUDA ("most likely
+    # not a problem"), that it knows no compiler bounds for this CUDA: facts it prints and builds on, not failures
+    ("harmless", "AD656", _rx(r"No CUDA runtime is found, using CUDA_HOME", r"minor version mismatch", r"version bounds defined"),
+     None, None, None, re.compile(r"^torch/utils/cpp_extension\.py$")),
     # a warning that says what the library does instead (resets an option, skips a fused module, falls
     # back, switches backend): the run goes on, whatever was missing
     ("harmless", "AD656", _rx(r"\b[Aa]pplied (?:a |the )?workaround\b", r"\breset(?:ting)? \w+ to (?:True|False)\b", r"\bwill skip\b", r"\bskip(?:ping)? (?:the )?inject",

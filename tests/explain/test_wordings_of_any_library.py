@@ -714,15 +714,42 @@ HARVEST_40_LOOK_ALIKES = [
 ]
 
 
+# harvest 41: torch's CUDA half of c10 missing, the newer scalar-type wording, diffusers' fp16 pipeline on the
+# CPU, an opening typographic quote only, CMake without a compiler
+HARVEST_41 = [
+    ("ImportError: libc10_cuda.so: cannot open shared object file: No such file or directory", "AD106"),
+    ("    sparsified_delta = torch.where(mask.to(device), sparsified_delta.to(device), merged_a.to(device))\n"
+     "RuntimeError: expected scalar type float but found c10::Half", "AD651"),
+    ("Pipelines loaded with `dtype=torch.float16` cannot run with `cpu` device. It is not recommended to move them to "
+     "`cpu` as running them will fail.", "AD266"),
+    ("Running `demo_page_hf.py` on CPU fails with: \u201cslow_conv2d_cpu not implemented for 'Half'\u201d.", "AD266"),
+    ("Building wheel for llama-cpp-python (pyproject.toml) ... error\nCMake Error at CMakeLists.txt:3 (project):\n"
+     "No CMAKE_C_COMPILER could be found.", "AD315"),
+]
+
+# harvest 41: torch's builder saying what it builds with, and TensorFlow's cudart notice on one line
+HARVEST_41_LOOK_ALIKES = [
+    "/env/lib/python3.10/site-packages/torch/utils/cpp_extension.py:414: UserWarning: The detected CUDA version (11.5) "
+    "has a minor version mismatch with the version that was used to compile PyTorch (11.8). Most likely this shouldn't "
+    "be a problem.",
+    "/venv/lib/python3.9/site-packages/torch/utils/cpp_extension.py:820: UserWarning: There are no x86_64-linux-gnu-g++ "
+    "version bounds defined for CUDA version 11.6",
+    "2023-04-06 08:12:21.949785: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+    "library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: No such file or directory "
+    "2023-04-06 08:12:21.949815: I tensorflow/stream_executor/cuda/cudart_stub.cc:29] Ignore above cudart dlerror if you "
+    "do not have a GPU set up on your machine.",
+]
+
+
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
 
 
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
-                                  *HARVEST_39_LOOK_ALIKES, *HARVEST_40_LOOK_ALIKES])
+                                  *HARVEST_39_LOOK_ALIKES, *HARVEST_40_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
