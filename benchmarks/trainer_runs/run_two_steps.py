@@ -4,7 +4,7 @@ compute capability: the proof that a config `attn-doctor fix --gpu TARGET` wrote
     python benchmarks/trainer_runs/run_two_steps.py --target t4 CONFIG.yaml ... --json out.json
 
 The framework is named by the config's file name (hf_trainer_*, trl_sft_*, trl_dpo_*, accelerate_*,
-lightning_*, deepspeed_* for a DeepSpeed JSON config); each config runs in a process of its own, in a temporary folder, with a tiny Llama
+lightning_*, axolotl_*, llamafactory_*, deepspeed_* for a DeepSpeed JSON config); each config runs in a process of its own, in a temporary folder, with a tiny Llama
 (2 layers, hidden 64) built here and a few random token batches: no network. The target's
 capability is what the frameworks read (torch.cuda.get_device_capability, get_device_properties'
 major/minor, is_bf16_supported without emulation): the checks they run before training (transformers'
@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -244,7 +245,50 @@ def run_deepspeed(path: Path, work: Path) -> dict:
             "weights": str(next(engine.module.parameters()).dtype)}
 
 
-RUNNERS = {"deepspeed": run_deepspeed, "hf_trainer": run_hf_trainer, "trl_sft": run_trl_sft, "trl_dpo": run_trl_dpo, "accelerate": run_accelerate,
+# The frameworks whose trainer is a command line run it in a process of their own: the target's
+# capability is made theirs by a sitecustomize on that process's path, before anything imports torch.
+_SITECUSTOMIZE = """import os, sys
+sys.path.insert(0, {here!r})
+from run_two_steps import TARGETS, constrain
+constrain(*TARGETS[os.environ["TRAINER_RUNS_TARGET"]])
+open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "applied"), "w").close()
+"""
+
+
+def _through_cli(run):
+    def runner(path: Path, work: Path) -> dict:
+        hook = work / "_target"
+        hook.mkdir()
+        (hook / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(here=str(Path(__file__).resolve().parent)))
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH", "")) if p)
+        out = run(path, work)
+        if not (hook / "applied").exists():  # Python prints a failing sitecustomize and goes on: a run on the real GPU
+            raise RuntimeError("the target's capability was not applied in the framework's process (sitecustomize)")
+        losses = out["losses"]
+        if out["returncode"] != 0:
+            log = Path(out["log"]).read_text(errors="replace").splitlines()
+            errors = [line.strip() for line in log if re.match(r"\s*[\w.]*(?:Error|Exception)\b[^:]*:", line)]
+            raise RuntimeError(errors[-1][:300] if errors else "exit %d: %s" % (out["returncode"], (log or ["no output"])[-1][:200]))
+        return {"losses": losses, "steps": len(losses)}
+    return runner
+
+
+def run_axolotl(path: Path, work: Path) -> dict:
+    """`python -m axolotl.cli.train CONFIG` (axolotl's own CLI), the config's keys kept, the model,
+    data and step count its runner's (cli_frameworks.py)."""
+    from cli_frameworks import run_axolotl as run
+
+    return _through_cli(run)(path, work)
+
+
+def run_llamafactory(path: Path, work: Path) -> dict:
+    """`python -m llamafactory.cli train CONFIG` (LLaMA-Factory's own CLI), as run_axolotl."""
+    from cli_frameworks import run_llamafactory as run
+
+    return _through_cli(run)(path, work)
+
+
+RUNNERS = {"axolotl": run_axolotl, "llamafactory": run_llamafactory, "deepspeed": run_deepspeed, "hf_trainer": run_hf_trainer, "trl_sft": run_trl_sft, "trl_dpo": run_trl_dpo, "accelerate": run_accelerate,
            "lightning": run_lightning}
 
 
@@ -254,6 +298,7 @@ def framework_of(path: Path) -> str:
 
 def child(path: Path, target: str) -> dict:
     constrain(*TARGETS[target])
+    os.environ["TRAINER_RUNS_TARGET"] = target  # for a framework run by its command line (_through_cli)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)
