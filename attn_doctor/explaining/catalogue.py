@@ -308,11 +308,6 @@ def loaded(recipes: "Recipes") -> Optional["Catalogue"]:
     return cache["catalogue"]
 
 
-# cuBLAS refusing the arguments of a single-precision routine (cublasSgemm): the caller's sizes or
-# strides (a Linear given the wrong feature size), not a half-precision kernel or the library's build
-_FP32_BLAS_ARGUMENTS = re.compile(r"CUBLAS_STATUS_INVALID_VALUE when calling `?cublasS")
-
-
 def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read: bool = False):
     """The finding of the library message among the lines no signature read (the message
     catalogue), else of the condition a failed check printed, or None."""
@@ -341,7 +336,7 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
         if joined is not None and (hit is None or (joined.complete, joined.covered) > (hit.complete, hit.covered)):
             hit = joined
     if hit is not None:
-        if hit.entry.rule in named or (hit.entry.family == "cuda-call-failed" and _FP32_BLAS_ARGUMENTS.search(hit.line)):
+        if hit.entry.rule in named:
             return None
         library, site = where(hit.entry)
         how = ("its message" if hit.complete else

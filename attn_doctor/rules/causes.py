@@ -29,7 +29,7 @@ CAUSES = {
     "kernel-selection": "no kernel took the path the call asks for (SDPA or xformers found no fused kernel for these inputs; a serving engine or kernel library has none for this option, combination or platform)",
     "kernel-bug": "a known bug of one attention backend or torch release (fixed upstream)",
     "kernel-numerics": "an attention kernel that runs but computes wrong numbers (NaN gradients, a wrong output) at some shapes",
-    "no-half-kernel": "an op (most often a custom extension's attention kernel) has no float16 / bfloat16 kernel, and autocast or .half() hands it half inputs",
+    "no-half-kernel": "an op (most often a custom extension's attention kernel) has no kernel for the low-precision dtype it is handed: float16 / bfloat16 from autocast or .half(), float8 weights used without a cast",
     "fp16-range": "float16 values overflow its range (max 65504) and turn into inf / NaN",
     "kernel-arguments": "the call passes a shape, size or value the kernel or library checks and refuses (a caller written for another release, a model configuration the kernel does not take, a bug in the calling code)",
     "library-internal": "an internal invariant of a library fails: a bug of the release, or inputs an earlier check let through",

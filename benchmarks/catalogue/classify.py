@@ -82,6 +82,9 @@ FAMILIES = [
     ("model-lacks-attention-implementation", "AD408", _rx(r"output_attentions=True can not be supported with BetterTransformer",
                                                           r"do not use attention masks when using `?BetterTransformer"),
      None, None, None, re.compile(r"^optimum/bettertransformer/")),
+    # onnxruntime's check that the CUDA runtime found is the one its build names
+    ("cuda-runtime-missing", "AD418", _rx(r"failed to find cudart version that matches", r"found cudart versions: "), None, None, None,
+     re.compile(r"^onnxruntime/")),
     # torchvision's and torchaudio's check at import that their build is for torch's CUDA: a build for another torch
     ("extension-no-build-for-torch", "AD312", _rx(r"compiled with different CUDA (?:major )?versions"), None, None, None,
      re.compile(r"^torch(?:vision|audio)/")),
@@ -301,8 +304,8 @@ FAMILIES = [
 
 # Sites in scope by their words whose subject is not the stack: the reason is kept with the count.
 OUT_OF_STACK = [
-    (re.compile(r"^onnxruntime/"), _rx(r"WebGPU", r"ModelCompiler", r"package info", r"build info", r"found cudart versions",
-                                       r"cudart_version from onnxruntime"),
+    (re.compile(r"^onnxruntime/"), _rx(r"WebGPU", r"ModelCompiler", r"package info: ", r"^onnxruntime build info: ",
+                                       r"failed to get cudart_version from"),
      "onnxruntime's WebGPU graphs, model compiler and build-info printout: its own API and diagnostics"),
     (re.compile(r"^peft/"), _rx(r"supports LoRA conversion", r"Rank-Stabilized LoRA", r"AutoPeftModel"),
      "peft's adapter classes and conversions: the adapter's API, not kernels or precision"),

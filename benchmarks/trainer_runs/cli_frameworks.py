@@ -105,6 +105,17 @@ def _dump_yaml(cfg, path):
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 
+def _prepared(config_path, work_dir, dropped):
+    """The work folder, the tiny model, tokenizer and data in it, and the config without `dropped` keys."""
+    work = Path(work_dir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    assets = build_tiny_assets(work)
+    cfg = _load_yaml(config_path)
+    for k in dropped:
+        cfg.pop(k, None)
+    return work, assets, cfg
+
+
 def _env(site_dir, extra=None):
     env = dict(os.environ)
     env.update({
@@ -203,14 +214,9 @@ AXOLOTL_TRAIN_KEYS = {
 def run_axolotl(config_path, work_dir, site_dir=None, overrides=None, python=sys.executable,
                 timeout=1800) -> dict:
     """Train the tiny Llama for 2 steps with `python -m axolotl.cli.train CONFIG` (full FT)."""
-    work = Path(work_dir).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    a = build_tiny_assets(work)
-    cfg = _load_yaml(config_path)
     # the config's adapter (LoRA) is kept: whether its weights train in fp32 is what decides fp16's loss scaling
-    for k in ("lora_model_dir", "wandb_project", "wandb_entity", "hub_model_id",
-              "deepspeed", "fsdp", "fsdp_config", "hf_use_auth_token", "test_datasets"):
-        cfg.pop(k, None)
+    work, a, cfg = _prepared(config_path, work_dir, ("lora_model_dir", "wandb_project", "wandb_entity", "hub_model_id",
+                                                     "deepspeed", "fsdp", "fsdp_config", "hf_use_auth_token", "test_datasets"))
     cfg.update({
         "base_model": a["model_dir"], "tokenizer_config": a["model_dir"],
         "model_type": "LlamaForCausalLM", "tokenizer_type": "PreTrainedTokenizerFast",
@@ -248,16 +254,11 @@ LF_TRAIN_KEYS = {
 def run_llamafactory(config_path, work_dir, site_dir=None, overrides=None, python=sys.executable,
                      timeout=1800) -> dict:
     """Train the tiny Llama for 2 steps with `python -m llamafactory.cli train CONFIG` (sft/full)."""
-    work = Path(work_dir).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    a = build_tiny_assets(work)
-    cfg = _load_yaml(config_path)
-    for k in ("deepspeed", "lora_rank", "lora_target", "lora_alpha", "lora_dropout",
-              "eval_dataset", "val_size", "eval_strategy", "eval_steps",
-              "per_device_eval_batch_size", "max_samples", "resume_from_checkpoint",
-              # removed from transformers 5.x TrainingArguments (warmup_steps takes a float now)
-              "warmup_ratio"):
-        cfg.pop(k, None)
+    # warmup_ratio: removed from transformers 5's TrainingArguments (warmup_steps takes a fraction now)
+    work, a, cfg = _prepared(config_path, work_dir, ("deepspeed", "lora_rank", "lora_target", "lora_alpha", "lora_dropout",
+                                                     "eval_dataset", "val_size", "eval_strategy", "eval_steps",
+                                                     "per_device_eval_batch_size", "max_samples", "resume_from_checkpoint",
+                                                     "warmup_ratio"))
     cfg.update({
         "model_name_or_path": a["model_dir"], "trust_remote_code": False,
         "dataset": "tiny_sft", "dataset_dir": a["data_dir"], "template": "default",

@@ -267,7 +267,9 @@ def _through_cli(run):
         losses = out["losses"]
         if out["returncode"] != 0:
             log = Path(out["log"]).read_text(errors="replace").splitlines()
-            errors = [line.strip() for line in log if re.match(r"\s*[\w.]*(?:Error|Exception)\b[^:]*:", line)]
+            # the exception a traceback ends with; not the interpreter's shutdown notices after it
+            errors = [line.strip() for line in log if re.match(r"\s*[\w.]*(?:Error|Exception)\b[^:]*:", line)
+                      and not line.lstrip().startswith("Exception ignored")]
             raise RuntimeError(errors[-1][:300] if errors else "exit %d: %s" % (out["returncode"], (log or ["no output"])[-1][:200]))
         return {"losses": losses, "steps": len(losses)}
     return runner
