@@ -756,9 +756,20 @@ HARVEST_42 = [
 ]
 
 
+# harvest 43: a run said to be on the CPU, a cuDNN binding's arch mismatch, THC's invalid device function
+HARVEST_43 = [
+    ("When I test my image. Run in cpu But got the error Found no NVIDIA driver on your system. Please check that you",
+     "AD259"),
+    ("16-Mar 23:11:13:INFO:root:Initializing CuDNN backend...\nERROR: Arch mismatch\n in create at "
+     "/home/b/.julia/v0.3/Mocha/src/cuda/cudnn.jl:43", "AD110"),
+    ("with my old graphics card (GeForce GM630m => cuda capability 2.1), I always get the `cuda runtime error (8) : "
+     "invalid device function` error", "AD105"),
+]
+
+
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
