@@ -337,7 +337,8 @@ OUT_OF_STACK = [
                                                               r"unscale_\(\) is being called"),
      "GradScaler's calls made out of order by the training loop (step before scale, an optimizer whose parameters got no "
      "gradient, unscale_ twice): the loop's bug, not a precision limit"),
-    (re.compile(r"^accelerate/"), _rx(r"on a different device than the one you're training on"),
+    (re.compile(r"^(?:accelerate|transformers)/"), _rx(r"on a different device than the one you're training on",
+                                                        r"is not supported for `?4-bit`? or `?8-bit`? bitsandbytes models"),
      "a quantized model's placement over devices (device_map), not its precision"),
     (re.compile(r"^torch/nn/functional\.py$"), _rx(r"^The shape of the [23]D attn_mask is"),
      "the attention mask's shape against the caller's batch and sequence layout (a model's code, or a library release "

@@ -120,6 +120,8 @@ def test_a_nan_loss_without_the_runs_precision_is_a_possible_cause_not_a_problem
     "UserWarning: Cannot import apex RMSNorm, trying flash_attn RMSNorm",
     "torch/nn/modules/conv.py:605: UserWarning: Applied workaround for CuDNN issue, install nvrtc.so (Triggered "
     "internally at /opt/conda/conda-bld/pytorch_1711403388920/work/aten/src/ATen/native/cudnn/Conv_v8.cpp:80.)",
+    "safetensors/torch.py:99: UserWarning: TypedStorage is deprecated. It will be removed in the future and "
+    "UntypedStorage will be the only storage class.",
     "stylegan2/op/conv2d_gradfix.py:88: UserWarning: conv2d_gradfix not supported on PyTorch 2.0.1. Falling back to "
     "torch.nn.functional.conv2d().",
     # an sm_121 GPU runs the sm_120 code torch carries
@@ -767,15 +769,33 @@ HARVEST_43 = [
 ]
 
 
+# harvest 44: TensorFlow's cuDNN mismatch wording, FA3 on a non-Hopper GPU, a setup.py's CUDA floor
+HARVEST_44 = [
+    ("<code> Loaded runtime CuDNN library: 5103 (compatibility version 5100) but source was compiled with 4007 "
+     "(compatibility version 4000).", "AD268"),
+    ("FA3 kernels crash on RTX 5090 (Blackwell, SM 12.0): `no kernel image is available for execution on the device`",
+     "AD316"),
+    ("  File \"ABot-World/SageAttention/setup.py\", line 131, in <module>\n"
+     "    raise RuntimeError(\"CUDA 12.0 or higher is required to build the package.\")\n"
+     "RuntimeError: CUDA 12.0 or higher is required to build the package.", "AD315"),
+]
+
+# harvest 44: a quantized model's placement, not its precision
+HARVEST_44_LOOK_ALIKES = [
+    "Error loading models: `.to` is not supported for `4-bit` or `8-bit` bitsandbytes models. Please use the model as it "
+    "is, since the model has already been set to the correct devices and casted to the correct `dtype`.",
+]
+
+
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
 
 
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
-                                  *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES])
+                                  *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
