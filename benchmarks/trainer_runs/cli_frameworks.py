@@ -160,13 +160,10 @@ def _losses_from_state(out_dir: Path) -> list[float]:
     return []
 
 
-# Import-only stand-ins for optional packages that axolotl imports at module level but that a
-# plain full fine-tune never uses (wandb: 20 MiB wheel, only used with use_wandb / wandb_project).
-# They are written by the runner into work_dir/_stubs and put on PYTHONPATH *after* site_dir, so a
-# real installed package always wins. They have no .dist-info, so transformers' is_wandb_available()
-# stays False and no WandbCallback is added.
-_GENERIC_STUB = """
-# import-only stub written by trainer_extra/runners.py (package not carried offline)
+# An import-only stand-in for wandb, which axolotl imports at load but a run without use_wandb never
+# calls (its wheel is 20 MiB). It goes on PYTHONPATH after the carried wheels, so a real wandb wins;
+# it has no .dist-info, so transformers' is_wandb_available() stays False and adds no callback.
+_WANDB_STUB = """
 class _Missing:
     def __init__(self, *a, **k):
         raise ImportError(__name__ + ' is a stub: the real package is not installed')
@@ -178,19 +175,11 @@ def __getattr__(name):
         raise AttributeError(name)
     return _Missing
 """
-AXOLOTL_STUBS = {"wandb": _GENERIC_STUB}
 
 
-def _write_stubs(stub_dir: Path, stubs: dict) -> str:
-    for name, src in stubs.items():
-        parts = name.split(".")
-        d = stub_dir.joinpath(*parts)
-        d.mkdir(parents=True, exist_ok=True)
-        for i in range(1, len(parts)):
-            init = stub_dir.joinpath(*parts[:i], "__init__.py")
-            if not init.exists():
-                init.write_text(_GENERIC_STUB)
-        (d / "__init__.py").write_text(src)
+def _write_wandb_stub(stub_dir: Path) -> str:
+    (stub_dir / "wandb").mkdir(parents=True, exist_ok=True)
+    (stub_dir / "wandb" / "__init__.py").write_text(_WANDB_STUB)
     return str(stub_dir)
 
 
@@ -230,7 +219,7 @@ def run_axolotl(config_path, work_dir, site_dir=None, overrides=None, python=sys
     cfg_path = work / "axolotl_run.yaml"
     _dump_yaml(cfg, cfg_path)
     env = _env(site_dir)
-    stub_dir = _write_stubs(work / "_stubs", AXOLOTL_STUBS)
+    stub_dir = _write_wandb_stub(work / "_stubs")
     env["PYTHONPATH"] = os.pathsep.join(p for p in [env.get("PYTHONPATH", ""), stub_dir] if p)
     # axolotl.cli.train's __main__ calls fire.Fire(do_cli) -> `python -m axolotl.cli.train CFG`
     cmd = [python, "-m", "axolotl.cli.train", str(cfg_path)]
@@ -280,7 +269,7 @@ def run_llamafactory(config_path, work_dir, site_dir=None, overrides=None, pytho
             "config": str(cfg_path)}
 
 
-if __name__ == "__main__":  # python runners.py {axolotl|llamafactory} CONFIG WORK_DIR [SITE_DIR] [cpu]
+if __name__ == "__main__":  # python cli_frameworks.py {axolotl|llamafactory} CONFIG WORK_DIR [SITE_DIR] [cpu]
     which, conf, wd = sys.argv[1], sys.argv[2], sys.argv[3]
     site = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] not in ("", "-") else None
     cpu = len(sys.argv) > 5 and sys.argv[5] == "cpu"

@@ -487,12 +487,15 @@ HARVEST_35 = [
 ]
 
 
+# xformers' report for a bf16 query on a GPU before the A100: its general operator's reason, then smallkF's
+XFORMERS_BF16_REPORT = ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+                        "     query       : shape=(24, 7456, 1, 128) (torch.bfloat16)\n"
+                        "`cutlassF` is not supported because:\n    bf16 is only supported on A100+ GPUs\n"
+                        "`smallkF` is not supported because:\n")
+
+
 def test_an_operators_own_reason_is_not_a_second_cause_once_the_report_is_weighed():
-    text = ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
-            "     query       : shape=(24, 7456, 1, 128) (torch.bfloat16)\n"
-            "`cutlassF` is not supported because:\n    bf16 is only supported on A100+ GPUs\n"
-            "`smallkF` is not supported because:\n    max(query.shape[-1] != value.shape[-1]) > 32\n"
-            "    unsupported embed per head: 128\n")
+    text = XFORMERS_BF16_REPORT + "    max(query.shape[-1] != value.shape[-1]) > 32\n    unsupported embed per head: 128\n"
     report = explain(io.BytesIO(text.encode()), RECIPES, kind="stdin")
     rules = [m.rule for m in report.matches]
     assert rules[0] == "AD102" and "AD603" not in rules, rules
@@ -634,10 +637,7 @@ def test_build_script_and_caller_mistakes_and_notices_are_not_the_stacks(text):
 
 
 def test_an_error_after_an_xformers_report_keeps_its_own_finding():
-    text = ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
-            "     query       : shape=(24, 7456, 1, 128) (torch.bfloat16)\n"
-            "`cutlassF` is not supported because:\n    bf16 is only supported on A100+ GPUs\n"
-            "`smallkF` is not supported because:\n    unsupported embed per head: 128\n\nRetrying in float32...\n"
+    text = (XFORMERS_BF16_REPORT + "    unsupported embed per head: 128\n\nRetrying in float32...\n"
             "RuntimeError: FlashAttention forward only supports head dimension at most 256\n")
     report = explain(io.BytesIO(text.encode()), RECIPES, kind="stdin")
     by_rule = {m.rule: m for m in report.matches}
