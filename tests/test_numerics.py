@@ -6,7 +6,10 @@ the cases that show them, and only there. The GPU runs it for real (tests/gpu/te
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -407,26 +410,150 @@ def test_a_right_fa4_clears_its_known_bugs_and_an_unmeasured_one_stays_a_warning
 # ---------------------------------------------------------------- a library compiled per shape: parts and time
 
 
-def test_fa4s_cases_split_into_parts_that_cover_each_case_once(fake_fa4):
-    """FlashAttention 4 compiles per head dim and causality: its sweep runs in parallel parts, one
-    group each. Every case it runs is in exactly one part, the cases it does not run are reported
-    (n/a) by the first part alone, and the parts together give the rows one group gave."""
-    groups = nc.numerics_groups(["bfloat16"], ["flash_attn_4", "xformers"])
-    fa4 = [g for g in groups if g.startswith("num:lib:flash_attn_4")]
-    assert fa4 == ["num:lib:flash_attn_4:%d" % i for i in range(1, len(nc.LIBRARY_PARTS["flash_attn_4"]) + 1)]
-    assert "num:lib:xformers" in groups  # a library without parts: one group, as before
+class _CpuAsGpu:
+    """The CPU standing in for the GPU jit_library runs on (the one thing faked: no GPU here)."""
+
+    def available(self):
+        return True
+
+    def start(self, index):
+        return "cpu"
+
+    def sync(self):
+        pass
+
+    def native(self, device):
+        return True
+
+
+def _smoke_row(torch, call, dtype, device):
+    """A stand-in smoke test (gpu_child's times CUDA events): the call on the smoke shape, said ok."""
+    q = torch.randn(2, 4, 256, 128, dtype=dtype)
+    call(q, q, q)
+    return {"backend": "flash_attn_4", "dtype": str(dtype).replace("torch.", ""), "status": "ok", "pid": os.getpid()}
+
+
+_smoke_row.case = {"name": "smoke", "b": 2, "h": 4, "sq": 256, "sk": 256, "d": 128, "mask": "causal"}
+
+
+@pytest.fixture
+def compiles(tmp_path, monkeypatch):
+    """Stand-in compiles for FA4 (its real ones need a GPU machine: tests/gpu/test_gpu_fa4.py): each
+    writes which process compiled what, with which environment, into tmp_path; a case named in
+    `fail` raises, in `crash` kills its process, in `slow` sleeps."""
+    ahead = _load_sibling("ahead_compile")
+    behaviour = {"fail": (), "crash": (), "slow": ()}
+    tmp_path = tmp_path / "compiled"
+    tmp_path.mkdir()
+
+    def make(direction):
+        def compile_(torch, case, dtype):
+            if case["name"] in behaviour["slow"]:
+                time.sleep(60)
+            if case["name"] in behaviour["crash"]:
+                os.kill(os.getpid(), 11)
+            if case["name"] in behaviour["fail"]:
+                raise RuntimeError("Operation creation failed:")
+            (tmp_path / f"{direction}-{case['name']}-{dtype}").write_text(json.dumps(
+                {"pid": os.getpid(), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "arch": os.environ.get("FLASH_ATTENTION_ARCH"),
+                 "sms": os.environ.get("FLASH_ATTENTION_NUM_SMS")}))
+        return compile_
+
+    monkeypatch.setitem(ahead.COMPILERS, "flash_attn_4", (make("fwd"), make("bwd")))
+    monkeypatch.setenv("FLASH_ATTENTION_NUM_SMS", "132")  # the driver's answer: no driver here
+    behaviour["dir"] = tmp_path
+    return behaviour
+
+
+def _load_sibling(stem):
+    return nc._sibling(stem)
+
+
+def _jit(fake_fa4, capability=(9, 0), budget_s=None, numerics=True):
+    fake_fa4(0, "scale")
+    jit = _load_sibling("jit_library")
+    return jit.run(torch, "flash_attn_4", nc, 0, capability, budget_s, _smoke_row, ["float16", "bfloat16"], numerics,
+                   native=None, gpu=_CpuAsGpu())
+
+
+def test_fa4s_units_compile_ahead_side_by_side_and_run_in_the_one_process(fake_fa4, compiles):
+    """FlashAttention 4 compiles per head dim and causality. Each unit (the smoke test per dtype, each
+    part of its sweep) is compiled ahead, its forward in a worker and its backward in a child of the
+    worker with CUDA hidden, both told the GPU's architecture; the units then run in the group's own
+    process, which gives the rows one whole sweep gives."""
+    out = _jit(fake_fa4)
+    parts = nc.LIBRARY_PARTS["flash_attn_4"]
+    assert out["status"] == "ok"
+    assert out["phases"]["units_compiled_ahead"] == 2 + len(parts) and out["phases"]["units_lost"] == 0
+    assert [(r["dtype"], r["status"], r["pid"]) for r in out["results"]] == [("float16", "ok", os.getpid()), ("bfloat16", "ok", os.getpid())]
+    written = {f.name: json.loads(f.read_text()) for f in compiles["dir"].iterdir()}
+    assert len(written) == 2 * (2 + len(parts))
+    for part in parts:
+        fwd, bwd = written[f"fwd-{part[0]}-torch.bfloat16"], written[f"bwd-{part[0]}-torch.bfloat16"]
+        assert os.getpid() not in (fwd["pid"], bwd["pid"]) and fwd["pid"] != bwd["pid"]
+        assert bwd["cuda"] == "" and fwd["arch"] == bwd["arch"] == "sm_90" and fwd["sms"] == "132"
+    assert "fwd-smoke-torch.float16" in written and "bwd-smoke-torch.bfloat16" in written
+    # every case it runs is in exactly one part, and the rows are those of one whole sweep
     every = nc.CASES + nc.LIBRARY_CASES["flash_attn_4"]
-    names = [c for part in nc.LIBRARY_PARTS["flash_attn_4"] for c in part]
+    names = [c for part in parts for c in part]
     assert len(names) == len(set(names)) and set(names) <= {c["name"] for c in every}
     assert {c["name"] for c in nc.LIBRARY_CASES["flash_attn_4"]} <= set(names)  # its known bugs' shapes all run
-    call = fake_fa4(0, "scale")
-    whole = nc.sweep(torch, [("flash_attn_4", call)], [torch.bfloat16], "cpu", cases=every)
-    split = []
-    for i in range(1, len(nc.LIBRARY_PARTS["flash_attn_4"]) + 1):
-        cases = nc.part_cases("flash_attn_4", i, every)
-        split += nc.sweep(torch, [("flash_attn_4", call)], [torch.bfloat16], "cpu", cases=cases)
-    key = lambda r: (r["case"], r["status"], r.get("why"))  # noqa: E731
-    assert sorted(map(key, split)) == sorted(map(key, whole))
+    whole = nc.sweep(torch, [("flash_attn_4", nc.library_call(torch, "flash_attn_4"))], [torch.bfloat16], "cpu", cases=every)
+    key = lambda r: (r["case"], r["dtype"], r["status"], r.get("why"))  # noqa: E731
+    assert list(map(key, out["numerics"])) == list(map(key, whole))
+    assert set(out["cases"]) == {c["name"] for c in every}
+
+
+def test_a_unit_whose_compile_fails_runs_in_its_worker_and_says_what_the_real_call_does(fake_fa4, compiles):
+    """FA4 refuses to compile the MLA shape on Hopper: that unit runs in its worker, which starts the
+    GPU itself, so its rows are what the real call gives; the reason it did not compile ahead is kept."""
+    compiles["fail"] = ("fa4-mla-128-96",)
+    out = _jit(fake_fa4)
+    assert out["phases"]["units_run_in_worker"] == 1 and out["phases"]["units_lost"] == 0
+    assert out["not_ahead"] == {"part:%d" % (1 + [p[0] for p in nc.LIBRARY_PARTS["flash_attn_4"]].index("fa4-mla-128-96")):
+                                "RuntimeError: Operation creation failed:"}
+    mla = [r for r in out["numerics"] if r["case"] == "fa4-mla-128-96"]
+    assert [r["status"] for r in mla] == ["ok"]  # the stand-in library runs it: the real call's answer
+
+
+def test_without_the_gpu_s_architecture_each_unit_runs_in_a_process_of_its_own(fake_fa4, compiles):
+    out = _jit(fake_fa4, capability=None)
+    parts = nc.LIBRARY_PARTS["flash_attn_4"]
+    assert out["phases"]["units_run_in_worker"] == 2 + len(parts) and not any(compiles["dir"].iterdir())
+    assert set(out["not_ahead"].values()) == {"the GPU's architecture is not known here"}
+    assert {r["pid"] for r in out["results"]} .isdisjoint({os.getpid()})
+    assert all(r["status"] in ("ok", "n/a") for r in out["numerics"])
+
+
+def test_a_unit_still_compiling_at_the_time_limit_is_said_and_its_process_killed(fake_fa4, compiles):
+    """No case is lost: a part whose kernels were still compiling at the limit is 'timeout' rows that
+    say why, a smoke test lost is an error of the group (said as a lost group was), and a compile
+    that crashed is an error row naming the signal."""
+    compiles["slow"] = ("fa4-head-dim-72", "smoke")
+    compiles["crash"] = ("gqa-2",)
+    started = time.monotonic()
+    out = _jit(fake_fa4, budget_s=nc.TIME_MARGIN_S + 6)
+    assert time.monotonic() - started < 20
+    late = [r for r in out["numerics"] if r["case"] == "fa4-head-dim-72"]
+    assert [r["status"] for r in late] == ["timeout"] and "still compiling" in late[0]["why"]
+    crashed = [r for r in out["numerics"] if r["case"] == "gqa-2"]
+    assert [(r["status"], r["error"]) for r in crashed] == [("error", "crashed (signal 11) while compiling its kernels")]
+    assert out["results"] == [] and len(out["errors"]) == 2
+    assert all(e.startswith("smoke group lib:flash_attn_4 (") and "did not finish" in e for e in out["errors"])
+    assert out["phases"]["units_lost"] == 4
+    others = [r for r in out["numerics"] if r["case"] not in ("fa4-head-dim-72", "gqa-2")]
+    assert others and all(r["status"] in ("ok", "n/a") for r in others)
+    import subprocess
+
+    left = subprocess.run(["pgrep", "-P", str(os.getpid())], capture_output=True, text=True).stdout.split()
+    assert left == []  # the late workers were killed and reaped
+
+
+def test_the_library_s_group_replaces_its_per_dtype_and_per_part_groups():
+    groups = gc.smoke_groups(None, ["flash_attn_4", "xformers"], ["flex-compiled"])
+    assert [g for g in groups if "flash_attn_4" in g] == ["lib:flash_attn_4"]
+    assert "num:lib:xformers" in groups and "lib:xformers" in groups
+    assert nc.numerics_groups(["bfloat16"], ["xformers"]) == ["num:sdpa:bfloat16", "num:sdpa-cudnn:bfloat16", "num:lib:xformers"]
 
 
 def test_a_sweep_out_of_time_reports_what_it_ran_and_is_not_cached():

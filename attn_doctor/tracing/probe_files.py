@@ -24,6 +24,6 @@ def probe_file(stem):
     return mod
 
 
-def gpu_child():
-    """probes/target/gpu_child.py, whose fused_verdicts asks torch why it refuses a backend."""
-    return probe_file("gpu_child")
+def sdpa_verdicts():
+    """probes/target/sdpa_verdicts.py, whose fused_verdicts asks torch why it refuses a backend."""
+    return probe_file("sdpa_verdicts")

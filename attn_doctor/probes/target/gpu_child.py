@@ -38,88 +38,9 @@ def bf16_native(capability):
     return tuple(int(x) for x in (list(parts) + [0])[:2]) >= tuple(BF16_NATIVE_FROM)
 
 
-# SDPA's fused backends: key -> (its check in torch.backends.cuda, its SDPBackend member).
-_FUSED = (
-    ("flash", "can_use_flash_attention", "FLASH_ATTENTION"),
-    ("mem_efficient", "can_use_efficient_attention", "EFFICIENT_ATTENTION"),
-    ("cudnn", "can_use_cudnn_attention", "CUDNN_ATTENTION"),
-)
-
-
-def _sdpa_params(torch, q, is_causal, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
-    cls = torch.backends.cuda.SDPAParams
-    k, v = q if k is None else k, q if v is None else v
-    try:  # torch >= 2.5: enable_gqa
-        return cls(q, k, v, mask, dropout, is_causal, enable_gqa)
-    except TypeError:
-        return cls(q, k, v, mask, dropout, is_causal)
-
-
-def fused_verdicts(torch, q, is_causal=True, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
-    """Whether SDPA's flash / memory-efficient / cuDNN kernels accept q (as q, k and v, or with the
-    k, v, mask, dropout and enable_gqa of a traced call), and torch's reasons where one does not:
-    ({key: usable}, {key: [reason, ...]}).
-
-    The reasons come from forcing that backend alone on the same inputs: SDPA raises "No available
-    kernel" before running anything, having warned why, as Python warnings. (can_use_*(params,
-    debug=True) prints them from C++ to stderr, out of reach of the warnings module: an H100 run
-    got no reason at all that way.)"""
-    usable, reasons = {}, {}
-    call = dict(k=q if k is None else k, v=q if v is None else v, mask=mask, dropout=dropout, enable_gqa=enable_gqa)
-    params = _sdpa_params(torch, q, is_causal, **call)
-    for key, check, member in _FUSED:
-        if not hasattr(torch.backends.cuda, check):
-            continue
-        try:
-            usable[key] = ok = bool(getattr(torch.backends.cuda, check)(params, False))
-        except Exception as exc:  # noqa: BLE001
-            # A CUDA build whose CUDA cannot start (no driver, a driver too old) raises from the
-            # cuDNN check even for CPU tensors: that backend is unusable, and this is why.
-            usable[key] = False
-            reasons[key] = ["torch's %s raised %s: %s" % (check, type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300])]
-            continue
-        if not ok:
-            reasons[key] = _forced_reasons(torch, q, key, member, is_causal, **call) or ["refused (torch gave no reason)"]
-    return usable, reasons
-
-
-# SDPA's warnings when no kernel is left: a header per backend ("Memory efficient kernel not used
-# because:", "Flash attention ...", "CuDNN attention ..."), each followed by that backend's reasons.
-_HEADERS = (("memory efficient", "mem_efficient"), ("flash attention", "flash"), ("cudnn attention", "cudnn"))
-
-
-def _forced_reasons(torch, q, key, member, is_causal, k=None, v=None, mask=None, dropout=0.0, enable_gqa=False):
-    """The reasons SDPA gives for refusing backend `key`, from a call with it forced alone."""
-    import re
-    import warnings
-
-    try:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        backend = getattr(SDPBackend, member)
-    except (ImportError, AttributeError):  # torch < 2.3
-        return []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            # Exactly the call's arguments: the mask, dropout and GQA are what a backend refuses.
-            extra = {"enable_gqa": True} if enable_gqa else {}  # a keyword from torch 2.5
-            with sdpa_kernel(backend):
-                torch.nn.functional.scaled_dot_product_attention(q, q if k is None else k, q if v is None else v,
-                                                                 attn_mask=mask, dropout_p=dropout,
-                                                                 is_causal=is_causal, **extra)
-        except RuntimeError:
-            pass  # "No available kernel. Aborting execution."
-    owner, lines = None, []
-    for w in caught:
-        for line in str(w.message).strip().splitlines():
-            line = re.sub(r"\s*\(Triggered internally at [^)]*\)\.?$", "", line.strip())
-            low = line.lower()
-            if "kernel not used because" in low:
-                owner = next((k for prefix, k in _HEADERS if low.startswith(prefix)), None)
-            elif line and owner == key and line[:300] not in lines:
-                lines.append(line[:300])
-    return lines[:4]
+def fused_verdicts(torch, q, is_causal=True, **call):
+    """SDPA's verdict on its fused kernels for these inputs, with torch's reasons (sdpa_verdicts.py)."""
+    return numerics_child()._sibling("sdpa_verdicts").fused_verdicts(torch, q, is_causal, **call)
 
 
 # torch_probe.compiled_archs, which reads the architectures a torch build carries; torch_probe.py
@@ -244,7 +165,8 @@ NUMERICS_ONLY = {"sageattention": "sageattention"}
 # shapes, in one dtype, and its result is cached per package set (numerics_child.library_call says how).
 NUMERICS_LIBRARIES = ("flash_attn", "flash_attn_3", "flash_attn_4", "xformers", "sageattention")
 # Libraries that compile each kernel at its first call (FlashAttention 4: 2.5-3 s per dtype and
-# pass on an H100): a process per dtype, so that the compiles run side by side.
+# pass on an H100): one group runs their smoke tests and sweep cases, each compile ahead in a process
+# of its own (jit_library.py), so that the compiles run side by side and CUDA starts once.
 JIT_LIBRARIES = ("flash_attn_4",)
 # Attention compiled by torch.compile (Inductor, which writes triton kernels): backend name -> the
 # module it needs installed. flex_attention is lowered by Inductor into a triton template: when it
@@ -435,10 +357,11 @@ def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_
     ("8.6", (8, 6), or None when unknown), the attention `libraries` installed (names of
     LIBRARIES) and the `compiled` backends whose compiler is installed (names of COMPILED).
 
-    Each library gets a process of its own ("lib:<name>"), one per dtype for a library that
-    compiles at its first call ("lib:<name>:<dtype>"), and each compiled backend one
+    Each library gets a process of its own ("lib:<name>"), and each compiled backend one
     ("compile:<name>"): a kernel that crashes takes down its own test only, and a slow first call
-    cannot hold up the SDPA tests or run them into the time limit.
+    cannot hold up the SDPA tests or run them into the time limit. A library that compiles each
+    kernel at its first call (JIT_LIBRARIES) runs its smoke tests and, with the sweep, its cases of
+    it in its group, their kernels compiled ahead in processes of their own (jit_library.py).
 
     cuDNN attention builds its plans at the first call: 1.4 s for bf16 and 1.7 s for fp16 on an
     H200 (0.23-0.25 s on an H100), against 0.2 s for every other backend and dtype together.
@@ -453,13 +376,27 @@ def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_
     native = capability is None or bf16_native(capability)
     dtypes = ["float16"] + (["bfloat16"] if native else [])
     groups = ["main"] + (["cudnn:bfloat16"] if native else [])
-    for name in libraries:
-        groups += ["lib:%s:%s" % (name, d) for d in dtypes] if name in JIT_LIBRARIES else ["lib:" + name]
+    groups += ["lib:" + name for name in libraries]
     groups += ["compile:" + name for name in compiled]
-    if numerics:
-        groups += numerics_child().numerics_groups(dtypes, [n for n in libraries if n in NUMERICS_LIBRARIES]
+    if numerics:  # a library that compiles per shape runs its cases of the sweep in its own group (jit_library.py)
+        groups += numerics_child().numerics_groups(dtypes, [n for n in libraries if n in NUMERICS_LIBRARIES and n not in JIT_LIBRARIES]
                                                    + [n for n in numerics_only if n in NUMERICS_LIBRARIES])
     return groups
+
+
+def _smoke_inputs(torch, shape):
+    """q, k, v and the output's gradient of the smoke test, float32 on the CPU, from a fixed seed."""
+    gen = torch.Generator().manual_seed(1234)
+    return [torch.randn(shape, generator=gen) for _ in range(4)]
+
+
+def _smoke_reference(torch, cpu32, device):
+    """The float64 reference on the CPU (70 ms on 2 cores; on the GPU it would load cuBLAS into
+    every group): (out, (dq, dk, dv)) on `device`."""
+    q64, k64, v64 = (t.double().requires_grad_(True) for t in cpu32[:3])
+    out64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
+    backward(out64, cpu32[3].double())
+    return out64.detach().to(device), tuple(g.to(device) for g in (q64.grad, k64.grad, v64.grad))
 
 
 def _shape_choices(torch, shape, dtypes, device):
@@ -491,8 +428,12 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None,
     if group.startswith("num:"):
         import torch
 
-        return numerics_child().run_numerics_group(group, _sdpa_backends(torch), index, bf16_native, budget_s=budget_s,
-                                                   capability=capability)
+        return numerics_child().run_numerics_group(group, _sdpa_backends(torch), index, bf16_native, budget_s=budget_s)
+    kind, _, what = group.partition(":")
+    if kind == "lib" and what in JIT_LIBRARIES:
+        import sys
+
+        return numerics_child()._sibling("jit_library").run_group(sys.modules[__name__], what, index, groups, capability, budget_s)
     started = time.perf_counter()
     phases = {}
     import threading
@@ -536,18 +477,13 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None,
         only = str(dtypes[-1]).replace("torch.", "")  # one compile: the dtype training would use
     if only:
         dtypes = [d for d in dtypes if str(d).replace("torch.", "") == only]
-    gen = torch.Generator().manual_seed(1234)
-    cpu32 = [torch.randn(COMPILE_SHAPE if kind == "compile" else SHAPE, generator=gen) for _ in range(4)]
+    cpu32 = _smoke_inputs(torch, COMPILE_SHAPE if kind == "compile" else SHAPE)
     inputs32 = [t.to(device) for t in cpu32[:3]]
     grad_out32 = cpu32[3].to(device)
     torch.cuda.synchronize()
     phases["cuda_init_s"] = round(time.perf_counter() - started, 3)
     mark = time.perf_counter()
-    # float64 reference on the CPU (70 ms on 2 cores; on the GPU it would load cuBLAS into every group)
-    q64, k64, v64 = (t.double().requires_grad_(True) for t in cpu32[:3])
-    out64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
-    backward(out64, cpu32[3].double())
-    ref = (out64.detach().to(device), tuple(g.to(device) for g in (q64.grad, k64.grad, v64.grad)))
+    ref = _smoke_reference(torch, cpu32, device)
     phases["reference_s"] = round(time.perf_counter() - mark, 3)
 
     def sdpa_call(make_ctx):

@@ -82,16 +82,16 @@ LIBRARY_CASES = {
 }
 CASE_BY_NAME = {c["name"]: c for c in CASES + tuple(c for extra in LIBRARY_CASES.values() for c in extra)}
 
-# A library that compiles per head dim and causality runs its cases in parallel processes, one per
-# part (group "num:lib:<name>:<part>"), a part the cases sharing one compile (forward and
-# backward: FA4 pays 2.5-3 s for each). The parts fork from one process that imported the library
-# (torch_probe._families), so a part costs its compile and CUDA's start, not another import.
+# A library that compiles per head dim and causality runs its cases in parts, a part the cases
+# sharing one compile (forward and backward: FA4 pays 2.5-5 s for each): each part's kernels are
+# compiled ahead in processes of their own, side by side, and its cases run in the library's one
+# group as they land (jit_library.py). A strided layout is a part of its own: its kernel may differ.
 LIBRARY_PARTS = {
     "flash_attn_4": (
         ("odd-causal", "tile64-causal-neglse", "large-logits"),  # head dim 64, causal
         # head dim 64 not causal; query and key lengths that differ and one query row compile their own
         ("tile64-nomask-neglse",), ("odd-cross",), ("one-query-neglse",),
-        ("gqa-2",), ("fa4-mla-128-96",), ("head-dim-256", "fa4-head-dim-256-fused-qkv"),
+        ("gqa-2",), ("fa4-mla-128-96",), ("head-dim-256",), ("fa4-head-dim-256-fused-qkv",),
         ("fa4-head-dim-72",), ("fa4-head-dim-144",), ("fa4-head-dim-160",), ("fa4-head-dim-176",),
     ),
 }

@@ -47,6 +47,7 @@ measure, measure_quantized, _copy_leaf, _rounded = _C.measure, _C.measure_quanti
 _CASES = _sibling("numerics_cases")
 DIRECTIONS, DIRECTION_WORDS, CASES, LIBRARY_CASES = _CASES.DIRECTIONS, _CASES.DIRECTION_WORDS, _CASES.CASES, _CASES.LIBRARY_CASES
 CASE_BY_NAME, LIBRARY_PARTS, TIME_MARGIN_S, TENSOR_MASKS = _CASES.CASE_BY_NAME, _CASES.LIBRARY_PARTS, _CASES.TIME_MARGIN_S, _CASES.TENSOR_MASKS
+_AHEAD = _sibling("ahead_compile")
 
 
 def case_facts(case):
@@ -432,70 +433,29 @@ def numerics_groups(dtypes, libraries=()):
     groups = []
     for d in dtypes:
         groups += ["num:sdpa:%s" % d, "num:sdpa-cudnn:%s" % d]
-    for name in libraries:
-        parts = LIBRARY_PARTS.get(name)
-        groups += ["num:lib:%s:%d" % (name, i) for i in range(1, len(parts) + 1)] if parts else ["num:lib:%s" % name]
+    groups += ["num:lib:%s" % name for name in libraries]
     return groups
 
 
-def part_cases(name, part, cases):
-    """The cases part `part` (from 1) of LIBRARY_PARTS[name] reports: its own; the first one also those no part runs (n/a)."""
-    parts = LIBRARY_PARTS[name]
-    return tuple(c for c in cases if c["name"] in parts[part - 1] or (part == 1 and not any(c["name"] in p for p in parts)))
-
-
-def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=1234, budget_s=None, capability=None):
+def run_numerics_group(group, sdpa_backends, index=0, bf16_native=None, seed=1234, budget_s=None):
     """One group of the sweep on GPU `index`, in this process: {"status", "numerics": [...], "phases"}.
     sdpa_backends: gpu_child._sdpa_backends (name -> context factory). budget_s: its job's time limit.
-    capability: "9.0", the compute capability every GPU here shares, else None (a library part then
-    compiles nothing ahead)."""
+    A library that compiles per shape (LIBRARY_PARTS) runs its cases in its own group instead
+    (jit_library.py)."""
     started = time.perf_counter()
     deadline = time.monotonic() + budget_s - TIME_MARGIN_S if budget_s else None
     phases = {}
     import torch
 
-    ahead = _start_ahead(torch, group, capability, bf16_native)
-    try:
-        return _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, started, deadline, phases, ahead)
-    finally:
-        if ahead:  # a part that stopped before its first backward: the compiles ahead are of no use now
-            _AHEAD.wait(ahead, time.monotonic())
+    return _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, started, deadline, phases)
 
 
-_AHEAD = _sibling("ahead_compile")
-
-
-def _start_ahead(torch, group, capability, bf16_native):
-    """A library part's backward compiled ahead (ahead_compile.py), before this process starts CUDA:
-    its pids. The part's first case (a part is the cases that share one compile), in the one dtype a
-    library part runs (bf16 where native)."""
-    _, kind, rest = group.split(":", 2) if group.count(":") >= 2 else (group, "", "")
-    if kind != "lib" or rest.count(":") != 1:
-        return []
-    name, part = rest.split(":")
-    parts = LIBRARY_PARTS.get(name)
-    digits = str(capability or "").split(".")
-    capability = (int(digits[0]), int(digits[1])) if len(digits) == 2 and all(d.isdigit() for d in digits) else None
-    if not parts or not capability or not part.isdigit() or not 1 <= int(part) <= len(parts):
-        return []
-    native = bf16_native(capability) if bf16_native else capability >= (8, 0)
-    case = CASE_BY_NAME.get(parts[int(part) - 1][0])
-    if case is None:
-        return []
-    return _AHEAD.start(torch, name, case, torch.bfloat16 if native else torch.float16, capability)
-
-
-def _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, started, deadline, phases, ahead):
+def _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, started, deadline, phases):
 
     out = {"status": "ok", "numerics": [], "phases": phases, "device_index": index}
     # Beside the compiled test (Inductor's compile: the cold check's critical path, CPU-bound), the
     # sweep takes the CPU that is left: one thread, a lower priority.
-    try:
-        import os
-
-        os.nice(10)
-    except (AttributeError, OSError):
-        pass
+    _AHEAD.lower_priority()
     torch.set_num_threads(1)
     if not torch.cuda.is_available():
         out.update(status="error", error={"type": "RuntimeError", "message": "CUDA is not available to torch"})
@@ -518,8 +478,7 @@ def _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, s
     else:
         mark = time.perf_counter()
         try:
-            call = library_call(torch, what)
-            backends = [(what, _AHEAD.after_first_forward(call, ahead, deadline, phases) if ahead else call)]
+            backends = [(what, library_call(torch, what))]
         except BaseException as exc:  # noqa: BLE001 - the import probe reports it; here just not tested
             backends = [(what, exc)]
         phases["library_import_s"] = round(time.perf_counter() - mark, 3)
@@ -528,7 +487,6 @@ def _run_numerics_group(torch, group, sdpa_backends, index, bf16_native, seed, s
     phases["cuda_init_s"] = round(time.perf_counter() - started, 3)
     mark = time.perf_counter()
     cases = CASES if kind.startswith("sdpa") else CASES + LIBRARY_CASES.get(what, ())
-    cases = part_cases(what, int(only), cases) if only and not kind.startswith("sdpa") else cases
     marks = [time.perf_counter()]
 
     def case_done(name, dtype_name):  # where a library's time goes: each case's compile and run

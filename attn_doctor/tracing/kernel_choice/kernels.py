@@ -1,7 +1,7 @@
 """The kernel each attention call runs on the target GPU, recorded on the tracer's sink records.
 
 SDPA: on a CUDA device torch itself answers (``torch._fused_sdp_choice`` for the pick, and the
-reasons of each refusing backend from probes/target/gpu_child.py's ``fused_verdicts``, which forces the
+reasons of each refusing backend from probes/target/sdpa_verdicts.py's ``fused_verdicts``, which forces the
 backend and catches torch's warnings); on meta and CPU the choice is emulated for ``--capability``
 (else sm90) and the installed torch's rules (sdpa_select.py). Other entry points name the kernel
 they run: FlashAttention 2/3/4, flex_attention compiled or not, xformers' operator, fla's Triton
@@ -17,7 +17,7 @@ import sys
 
 from . import sdpa_select
 from .. import state
-from ..probe_files import gpu_child
+from ..probe_files import sdpa_verdicts
 
 # SDPBackend's names as torch._fused_sdp_choice returns them -> sdpa_select's keys
 _TORCH_NAMES = {"flash_attention": "flash", "efficient_attention": "mem_efficient", "cudnn_attention": "cudnn",
@@ -126,7 +126,7 @@ def ask_torch(q, k, v, mask, dropout, is_causal, enable_gqa):
     import torch
 
     kernel = torch_choice(q, k, v, mask, dropout, is_causal, enable_gqa)
-    usable, reasons = gpu_child().fused_verdicts(torch, q, is_causal, k=k, v=v, mask=mask, dropout=dropout,
+    usable, reasons = sdpa_verdicts().fused_verdicts(torch, q, is_causal, k=k, v=v, mask=mask, dropout=dropout,
                                                  enable_gqa=enable_gqa)
     return {"kernel": kernel, "refused": {key: " ".join(why) for key, why in reasons.items()},
             "accepts": [key for key, ok in usable.items() if ok]}

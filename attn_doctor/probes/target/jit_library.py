@@ -1,0 +1,249 @@
+"""A library that compiles each kernel at its first call (FlashAttention 4), tested in one process that
+holds CUDA, its kernels compiled ahead in processes that never start it (ahead_compile.py).
+
+A unit is what shares one compile: the smoke test in one dtype, or a part of the numerics sweep
+(numerics_cases.LIBRARY_PARTS). Each unit gets a worker, forked before this process starts CUDA;
+this process then starts CUDA once and runs each unit as its compile lands, loading the kernels from
+the library's persistent cache. CUDA's start (a second or more per process, serialised in the
+driver where a dozen processes start it at once) is paid once instead of once per unit, and a
+unit's forward and backward compile side by side.
+
+A unit whose compile fails runs in its worker, which starts CUDA itself: what the real call
+raises is what is said. A unit still compiling at the deadline is said as not measured.
+
+Standard library plus torch, Python 3.8+ syntax: loaded by path beside numerics_child.py.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+
+
+def _sibling(stem):
+    name = "attn_doctor_" + stem
+    module = sys.modules.get(name)
+    if module is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), stem + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return module
+
+
+_AHEAD = _sibling("ahead_compile")
+
+
+def units(name, smoke_case, smoke_dtypes, sweep_dtype, parts):
+    """[(unit name, the case its compile is made from, dtype name)]: the smoke test per dtype, then
+    each part of the sweep (its first case: the others share its compile)."""
+    out = [("smoke:" + d, smoke_case, d) for d in smoke_dtypes]
+    if sweep_dtype:
+        out += [("part:%d" % (i + 1), part[0], sweep_dtype) for i, part in enumerate(parts)]
+    return out
+
+
+def run_group(gc, name, index, groups, capability, budget_s):
+    """The group "lib:<name>" (gc: gpu_child, whose smoke test it runs): the library's smoke tests
+    and, where the split `groups` has the sweep, its cases of it. `capability`: "9.0", or None
+    (nothing compiles ahead: each unit runs in a process of its own that starts CUDA)."""
+    import torch
+
+    digits = str(capability or "").split(".")
+    known = tuple(int(d) for d in digits) if len(digits) == 2 and all(d.isdigit() for d in digits) else None
+    # Unknown capability: plan for bf16; a unit finds out from the device and runs no bf16 test.
+    dtypes = ["float16"] + (["bfloat16"] if known is None or gc.bf16_native(known) else [])
+
+    def native(device):
+        return gc.bf16_native(tuple(torch.cuda.get_device_capability(device)))
+
+    def smoke(torch, call, dtype, device):
+        if dtype == torch.bfloat16 and not native(device):
+            return None
+        cpu32 = gc._smoke_inputs(torch, gc.SHAPE)
+        inputs32 = [t.to(device) for t in cpu32[:3]]
+        return gc.smoke_one(torch, name, call, dtype, gc._smoke_reference(torch, cpu32, device), inputs32, cpu32[3].to(device))
+
+    b, h, s, d = gc.SHAPE
+    smoke.case = {"name": "smoke", "b": b, "h": h, "sq": s, "sk": s, "d": d, "mask": "causal"}
+    numerics = any(str(g).startswith("num:") for g in groups or ())
+    return run(torch, name, gc.numerics_child(), index, known, budget_s, smoke, dtypes, numerics, native)
+
+
+class Cuda:
+    """The GPU a run tests on (the tests stand the CPU in for it)."""
+
+    def __init__(self, torch, native):
+        self.torch, self.native = torch, native
+
+    def available(self):
+        return self.torch.cuda.is_available()
+
+    def start(self, index):
+        """CUDA started on GPU `index` (clamped to those here): its device name."""
+        cuda = self.torch.cuda
+        index = min(max(int(index), 0), cuda.device_count() - 1)
+        cuda.set_device(index)
+        cuda.synchronize()
+        return "cuda:%d" % index
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+
+def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numerics, native, gpu=None):
+    """The library's smoke tests (smoke_dtypes, each run by smoke(torch, call, dtype, device) -> a
+    result row, or None where the GPU has no such dtype; smoke.case: the shape its compile is made
+    from) and, with `numerics`, its cases of the sweep (nc: numerics_child), on GPU `index`:
+    {"status", "results", "numerics", "cases", "phases"}. capability: (9, 0) where known (nothing
+    compiles ahead without it: each unit then runs in its worker). native(device): whether the GPU
+    computes bf16 natively (the sweep runs in fp16 where not). gpu: Cuda(torch, native) unless given."""
+    gpu = gpu or Cuda(torch, native)
+    started = time.perf_counter()
+    deadline = time.monotonic() + budget_s - nc.TIME_MARGIN_S if budget_s else time.monotonic() + 3600
+    phases = {}
+    parts = nc.LIBRARY_PARTS.get(name, ()) if numerics else ()
+    # the sweep runs in one dtype, the one training would use: the last smoke dtype (bf16 where native)
+    sweep_dtype = (smoke_dtypes[-1] if smoke_dtypes else "float16") if numerics else None
+    plan = units(name, smoke.case if smoke else None, smoke_dtypes if smoke else (), sweep_dtype, parts)
+    every = nc.CASES + nc.LIBRARY_CASES.get(name, ())
+
+    def run_unit(unit, call_box):
+        """The unit's rows, run in this process (CUDA started here if it is not yet)."""
+        unit_name, _case, dtype_name = unit
+        if "cuda" not in call_box:
+            call_box["cuda"] = gpu.start(index)
+        device = call_box["cuda"]
+        if "call" not in call_box:
+            try:
+                call_box["call"] = nc.library_call(torch, name)
+            except BaseException as exc:  # noqa: BLE001 - the import probe reports it; here just not tested
+                call_box["call"] = exc
+        call = call_box["call"]
+        dtype = getattr(torch, dtype_name)
+        if unit_name.startswith("smoke:"):
+            if isinstance(call, BaseException):
+                return {"results": [{"backend": name, "dtype": dtype_name, "status": "unavailable",
+                                     "error": ("%s: %s" % (type(call).__name__, call))[:300]}]}
+            row = smoke(torch, lambda q, k, v: call(q, k, v, None, True, False), dtype, device)
+            return {"results": [row] if row else []}
+        if dtype == torch.bfloat16 and not gpu.native(device):  # planned without the GPU's capability
+            dtype, dtype_name = torch.float16, "float16"
+        part = parts[int(unit_name.split(":")[1]) - 1]
+        cases = tuple(c for c in every if c["name"] in part)
+        return {"numerics": nc.sweep(torch, [(name, call)], [dtype], device, cases=cases, sync=gpu.sync, deadline=deadline)}
+
+    workers = {}
+    for unit in plan:
+        case = nc.CASE_BY_NAME.get(unit[1]) if isinstance(unit[1], str) else unit[1]
+
+        def here(unit=unit):
+            return run_unit(unit, {})
+
+        try:
+            pid, fd = _AHEAD.start_worker(torch, name, case, getattr(torch, unit[2]), capability, index, deadline, here)
+        except OSError as exc:  # out of processes: this one runs the unit when its turn comes
+            phases.setdefault("fork_error", 1)
+            workers[("inline", unit[0])] = (unit, None, str(exc))
+            continue
+        workers[fd] = (unit, pid, None)
+    _AHEAD.lower_priority()
+    torch.set_num_threads(1)
+    box = {}
+    out = {"status": "ok", "results": [], "numerics": [], "phases": phases, "device_index": index}
+    if not gpu.available():
+        for key, (unit, pid, _) in workers.items():
+            if pid is not None:
+                _AHEAD.stop(pid, key)
+        out.update(status="error", error={"type": "RuntimeError", "message": "CUDA is not available to torch"})
+        return out
+    box["cuda"] = gpu.start(index)
+    phases["cuda_init_s"] = round(time.perf_counter() - started, 3)
+    mark = time.perf_counter()
+    try:
+        box["call"] = nc.library_call(torch, name)
+    except BaseException as exc:  # noqa: BLE001
+        box["call"] = exc
+    phases["library_import_s"] = round(time.perf_counter() - mark, 3)
+    got = {}
+    counts = {"units_compiled_ahead": 0, "units_run_in_worker": 0, "units_lost": 0}
+    waited = ran = 0.0
+    slowest = (0.0, None)
+    pending = {fd: w for fd, w in workers.items() if w[1] is not None}
+    for unit, _pid, _error in [w for w in workers.values() if w[1] is None]:
+        got[unit[0]] = run_unit(unit, box)
+    while pending:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        mark = time.perf_counter()
+        ready, _, _ = select.select(list(pending), [], [], min(remaining, 1.0))
+        waited += time.perf_counter() - mark
+        for fd in ready:
+            unit, pid, _ = pending.pop(fd)
+            message = _AHEAD.read_worker(fd, pid)
+            for key, value in (message.get("phases") or {}).items():  # the slowest compile of each kind
+                if key.endswith("_s") and isinstance(value, (int, float)):
+                    phases["worker_" + key] = max(phases.get("worker_" + key, 0.0), round(value, 3))
+            mark = time.perf_counter()
+            if message.get("compiled"):
+                counts["units_compiled_ahead"] += 1
+                got[unit[0]] = run_unit(unit, box)
+            elif isinstance(message.get("ran"), dict):
+                counts["units_run_in_worker"] += 1
+                got[unit[0]] = message["ran"]
+                if message.get("why"):
+                    phases.setdefault("why_not_ahead", 1)
+                    out.setdefault("not_ahead", {})[unit[0]] = str(message["why"])[:200]
+            else:
+                counts["units_lost"] += 1
+                got[unit[0]] = _lost(name, unit, parts, every, "crashed (signal %s) while compiling its kernels" % message.get("crashed"))
+            ran += time.perf_counter() - mark
+            done_at = time.perf_counter() - started
+            if done_at > slowest[0]:
+                slowest = (done_at, unit[0])
+    for fd, (unit, pid, _) in pending.items():  # the deadline: not measured, said so
+        _AHEAD.stop(pid, fd)
+        counts["units_lost"] += 1
+        got[unit[0]] = _lost(name, unit, parts, every, "did not finish in %.0f s: its kernels were still compiling" % (budget_s or 0), "timeout")
+    for unit in plan:
+        part = got.get(unit[0]) or {}
+        out["results"] += [r for r in part.get("results", []) if isinstance(r, dict)]
+        out["numerics"] += [r for r in part.get("numerics", []) if isinstance(r, dict)]
+        if part.get("error"):  # a smoke test lost: said as a lost smoke group is (torch_run.merge_groups)
+            out.setdefault("errors", []).append("smoke group lib:%s (%s) %s" % (name, unit[2], part["error"]))
+    if numerics:
+        ran_names = {c for part in parts for c in part}
+        untested = tuple(c for c in every if c["name"] not in ran_names)
+        call = box.get("call")
+        if untested and not isinstance(call, BaseException) and call is not None:  # n/a rows: nothing runs
+            out["numerics"] += nc.sweep(torch, [(name, call)], [getattr(torch, sweep_dtype)], box["cuda"], cases=untested)
+        order = {c["name"]: i for i, c in enumerate(every)}
+        out["numerics"].sort(key=lambda r: order.get(r.get("case"), len(order)))
+        out["cases"] = {c["name"]: nc.case_facts(c) for c in every}
+    phases.update(counts)
+    phases["wait_s"] = round(waited, 3)
+    phases["run_s"] = round(ran, 3)
+    if slowest[1]:
+        phases["last_unit_s"] = round(slowest[0], 3)
+        out["last_unit"] = slowest[1]
+    phases["total_s"] = round(time.perf_counter() - started, 3)
+    phases.update(nc._cpu_seconds())
+    if budget_s:
+        phases["budget_s"] = round(budget_s, 3)  # with the job's limit: when in the check this group started
+    return out
+
+
+def _lost(name, unit, parts, every, why, status="error"):
+    """Rows saying a unit was not measured, and why."""
+    unit_name, _case, dtype_name = unit
+    if unit_name.startswith("smoke:"):
+        return {"error": why}
+    part = parts[int(unit_name.split(":")[1]) - 1]
+    said = {"why": "not run: " + why} if status == "timeout" else {"error": why}
+    return {"numerics": [dict({"backend": name, "dtype": dtype_name, "case": c["name"], "status": status}, **said)
+                         for c in every if c["name"] in part]}
