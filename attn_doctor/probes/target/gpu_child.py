@@ -399,6 +399,13 @@ def _smoke_reference(torch, cpu32, device):
     return out64.detach().to(device), tuple(g.to(device) for g in (q64.grad, k64.grad, v64.grad))
 
 
+def _smoke_at(torch, name, call, dtype, device):
+    """Library `name`'s smoke test in `dtype`: call(q, k, v) at SHAPE, causal, against float64."""
+    cpu32 = _smoke_inputs(torch, SHAPE)
+    inputs32 = [t.to(device) for t in cpu32[:3]]
+    return smoke_one(torch, name, call, dtype, _smoke_reference(torch, cpu32, device), inputs32, cpu32[3].to(device))
+
+
 def _shape_choices(torch, shape, dtypes, device):
     """SDPA's pick for the user's head dim and dtype (a --config's), with its reasons against the
     other fused kernels: no kernel runs, torch's dispatch is only asked."""
@@ -431,9 +438,8 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None,
         return numerics_child().run_numerics_group(group, _sdpa_backends(torch), index, bf16_native, budget_s=budget_s)
     kind, _, what = group.partition(":")
     if kind == "lib" and what in JIT_LIBRARIES:
-        import sys
-
-        return numerics_child()._sibling("jit_library").run_group(sys.modules[__name__], what, index, groups, capability, budget_s)
+        return numerics_child()._sibling("jit_library").run_group(what, index, groups, capability, budget_s, numerics_child(),
+                                                                   bf16_native, _smoke_at, SHAPE)
     started = time.perf_counter()
     phases = {}
     import threading

@@ -47,31 +47,28 @@ def units(name, smoke_case, smoke_dtypes, sweep_dtype, parts):
     return out
 
 
-def run_group(gc, name, index, groups, capability, budget_s):
-    """The group "lib:<name>" (gc: gpu_child, whose smoke test it runs): the library's smoke tests
-    and, where the split `groups` has the sweep, its cases of it. `capability`: "9.0", or None
-    (nothing compiles ahead: each unit runs in a process of its own that starts CUDA)."""
+def run_group(name, index, groups, capability, budget_s, nc, bf16_native, smoke_at, shape):
+    """The group "lib:<name>": the library's smoke tests (smoke_at(torch, name, call, dtype, device),
+    gpu_child's, at `shape`) and, where the split `groups` has the sweep, its cases of it (nc:
+    numerics_child). `capability`: "9.0", or None (nothing compiles ahead: each unit runs in a
+    process of its own that starts CUDA)."""
     import torch
 
     digits = str(capability or "").split(".")
     known = tuple(int(d) for d in digits) if len(digits) == 2 and all(d.isdigit() for d in digits) else None
     # Unknown capability: plan for bf16; a unit finds out from the device and runs no bf16 test.
-    dtypes = ["float16"] + (["bfloat16"] if known is None or gc.bf16_native(known) else [])
+    dtypes = ["float16"] + (["bfloat16"] if known is None or bf16_native(known) else [])
 
     def native(device):
-        return gc.bf16_native(tuple(torch.cuda.get_device_capability(device)))
+        return bf16_native(tuple(torch.cuda.get_device_capability(device)))
 
     def smoke(torch, call, dtype, device):
-        if dtype == torch.bfloat16 and not native(device):
-            return None
-        cpu32 = gc._smoke_inputs(torch, gc.SHAPE)
-        inputs32 = [t.to(device) for t in cpu32[:3]]
-        return gc.smoke_one(torch, name, call, dtype, gc._smoke_reference(torch, cpu32, device), inputs32, cpu32[3].to(device))
+        return None if dtype == torch.bfloat16 and not native(device) else smoke_at(torch, name, call, dtype, device)
 
-    b, h, s, d = gc.SHAPE
+    b, h, s, d = shape
     smoke.case = {"name": "smoke", "b": b, "h": h, "sq": s, "sk": s, "d": d, "mask": "causal"}
     numerics = any(str(g).startswith("num:") for g in groups or ())
-    return run(torch, name, gc.numerics_child(), index, known, budget_s, smoke, dtypes, numerics, native)
+    return run(torch, name, nc, index, known, budget_s, smoke, dtypes, numerics, native)
 
 
 class Cuda:
