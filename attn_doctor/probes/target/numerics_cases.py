@@ -87,7 +87,8 @@ CASE_BY_NAME = {c["name"]: c for c in CASES + tuple(c for extra in LIBRARY_CASES
 # dim of the 136-176 range stands for it), its causal path and grouped-query heads; the sweep's other
 # shapes are n/a for it. Each part costs 6-8 CPU seconds of compiling, shared with the first check's
 # other processes (the compiled flex test, SDPA's sweep): on a 16-core H200 node fourteen units (the
-# sweep's other shapes too) took the first check to 1.55x the flex test alone.
+# sweep's other shapes too) took the first check to 1.55x the flex test alone, these eight to 1.26x
+# (1.06x where FA4 has the bytecode pip writes).
 LIBRARY_PARTS = {
     "flash_attn_4": (
         ("odd-causal", "tile64-causal-neglse", "large-logits"),  # head dim 64, causal
