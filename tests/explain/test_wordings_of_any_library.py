@@ -787,9 +787,34 @@ HARVEST_44_LOOK_ALIKES = [
 ]
 
 
+# harvest 45: an attention processor or a replaced attention forward of another signature, a flag assertion
+# that flash-attn imported, NVRTC without CUDA's headers, CTranslate2's int8_float16, optional kernels' notices
+HARVEST_45 = [
+    ("TypeError: JointAttnProcessor2_0.__call__() got an unexpected keyword argument 'encoder_attention_mask'", "AD412"),
+    ("TypeError: ring_attn_forward() takes from 4 to 5 positional arguments but 6 were given", "AD412"),
+    ('  File "models/attention.py", line 40, in flash_attention\n    assert FLASH_ATTN_2_AVAILABLE\nAssertionError', "AD350"),
+    ('default_program(1): catastrophic error: cannot open source file "cuda_fp16.h"', "AD315"),
+    ("ValueError: Requested int8_float16 compute type, but the target device or backend do not support efficient "
+     "int8_float16 computation.", "AD109"),
+    ('#include "cuda.hpp"\nfatal error: cuda_runtime.h: No such file or directory', "AD315"),
+]
+
+# harvest 45: optional kernels' notices, said as notices
+HARVEST_45_NOTICES = [
+    "hqq_aten package not installed. HQQBackend.ATEN backend will not work unless you install the hqq_aten lib",
+    "`fused_layer_norm_cuda` module not found. fused layer norm disabled.",
+]
+
+
+@pytest.mark.parametrize("text", HARVEST_45_NOTICES)
+def test_notices_the_fresh_harvests_showed_are_harmless(text):
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    assert _first(text) is None and [m.rule for m in report.matches if m.harmless] == ["AD664"]
+
+
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
