@@ -148,6 +148,8 @@ class Index:
             query = normalised(raw)
             qterms = terms(raw)
             qtypes = dtypes(raw)
+            if not qterms and not _ERRORISH.search(query):
+                continue  # names nothing of the stack and states no failure: a resolver's or a runner's header line
             for choice, score, j in process.extract(query, self.lines, scorer=fuzz.ratio, limit=15,
                                                     score_cutoff=THRESHOLD - MARGIN):
                 i = self.owner[j]

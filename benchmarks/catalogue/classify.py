@@ -93,7 +93,8 @@ FAMILIES = [
                                                   r"version mismatch between the installed \w+ and the PyTorch version"), None, None),
     # a machine without the GPUs the job asks for: no CUDA at all, or fewer GPUs than the job's device count
     ("no-cuda-platform", "AD259", _rx(r"no (?:visible )?CUDA devices", r"no supported gpu backend",
-                                      r"no (?:CUDA )?GPUs? (?:is |are )?(?:available|found|detected)"), None, None),
+                                      r"no (?:CUDA )?GPUs? (?:is |are )?(?:available|found|detected)",
+                                      r"torch\.cuda\.is_available\(\) should be True but is False"), None, None),
     ("framework-setting", "AD286", _rx(r"only has \S* ?GPUs", r"accelerator set to", r"choose one device type"), None, None),
     # an invariant of a compiler or a kernel template (inductor, dynamo, CUTLASS/CuTe): not the caller's
     ("library-internal", "AD283", None, None, ("assert", "raise:AssertionError"), None,

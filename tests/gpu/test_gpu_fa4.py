@@ -46,6 +46,9 @@ def test_check_finds_flash_attn_4_and_smoke_tests_it(gpu_facts):
     phases = gpu_facts.smoke.group_phases.get("lib:flash_attn_4", {})
     print("FA4 group", gpu_facts.smoke.group_seconds.get("lib:flash_attn_4"), phases)
     assert phases.get("units_compiled_ahead", 0) >= 2 and phases.get("units_lost") == 0, phases
+    # the group loaded what the workers compiled (a miss recompiles: seconds per unit), and no compile ahead
+    # started a CUDA context
+    assert phases["run_s"] < phases["worker_compile_s"] and phases.get("workers_with_cuda") == 0, phases
 
 
 def test_flash_attn_4_against_float64_sdpa():

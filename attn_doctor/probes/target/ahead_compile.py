@@ -1,5 +1,6 @@
-"""Compiling a library's kernels ahead, in processes that never start CUDA, for the one process that
-tests the library on the GPU (jit_library.py): the compiles run side by side, and CUDA starts once.
+"""Compiling a library's kernels ahead, in processes that start no CUDA context (the forward's reads
+the SM count from the driver), for the one process that tests the library on the GPU
+(jit_library.py): the compiles run side by side, and CUDA starts once.
 
 FlashAttention 4 compiles each kernel from fake tensors (its cross-compilation path:
 FLASH_ATTENTION_ARCH picks the kernel, the CuTe DSL's architecture is the one given at import) and
@@ -135,20 +136,34 @@ def _die_with_parent(parent):
         os._exit(1)
 
 
-def _silence():
+def _silenced():
+    """Point fds 0, 1 and 2 at /dev/null (the compiler's warnings are not the group's output):
+    restore() puts them back, for a unit this process then runs itself."""
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):  # the compiler's warnings are not the group's output
+    for fd in (0, 1, 2):
         os.dup2(null, fd)
+    os.close(null)
+
+    def restore():
+        for fd, copy in zip((0, 1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+    return restore
 
 
-def _backward_child(torch, compile_backward, case, dtype, arch):
-    """Fork a process that compiles the backward with CUDA hidden: its pid."""
+def _backward_child(torch, compile_backward, case, dtype, arch, pipe):
+    """Fork a process that compiles the backward with CUDA hidden: its pid. `pipe`: the worker's
+    write end, closed there (the group's read ends when the worker's message is written, not when
+    this child exits)."""
     parent = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
+        os.close(pipe)
         _die_with_parent(parent)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["FLASH_ATTENTION_ARCH"] = arch
@@ -156,6 +171,14 @@ def _backward_child(torch, compile_backward, case, dtype, arch):
         code = 0
     finally:
         os._exit(code)
+
+
+def _stop(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
 
 
 def _exited_ok(pid, deadline):
@@ -168,11 +191,7 @@ def _exited_ok(pid, deadline):
         if done:
             return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         if time.monotonic() >= deadline:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+            _stop(pid)
             return False
         time.sleep(0.02)
 
@@ -181,11 +200,17 @@ def start_worker(torch, library, case, dtype, capability, index, deadline, run_h
     """Fork a worker for one unit: (pid, fd of its pipe). The worker compiles `library`'s forward and
     backward for `case` in `dtype` ahead and writes {"compiled": true, "phases"}; where it cannot (no
     compiler for the library, the GPU's architecture unknown, a compile failed) it runs the unit
-    itself, run_here() -> a JSON-able dict, and writes {"ran": that, "why"}. Call it before this
-    process starts CUDA: a fork of it could neither use its CUDA nor start its own."""
+    itself, run_here() -> a JSON-able dict, and writes {"ran": that, "why"} ({"ran_error": what it
+    raised} where it raised). Call it before this process starts CUDA: a fork of it could neither
+    use its CUDA nor start its own."""
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
     if pid:
         os.close(write_fd)
         return pid, read_fd
@@ -194,7 +219,7 @@ def start_worker(torch, library, case, dtype, capability, index, deadline, run_h
         os.close(read_fd)
         _die_with_parent(parent)
         lower_priority()
-        message = _work(torch, library, case, dtype, capability, index, deadline, run_here)
+        message = _work(torch, library, case, dtype, capability, index, deadline, run_here, write_fd)
         data = json.dumps(message, default=str).encode()
         view = memoryview(data)
         while view:
@@ -204,7 +229,7 @@ def start_worker(torch, library, case, dtype, capability, index, deadline, run_h
         os._exit(code)
 
 
-def _work(torch, library, case, dtype, capability, index, deadline, run_here):
+def _work(torch, library, case, dtype, capability, index, deadline, run_here, pipe):
     compilers = COMPILERS.get(library)
     why = None
     phases = {}
@@ -215,12 +240,12 @@ def _work(torch, library, case, dtype, capability, index, deadline, run_here):
     if compilers is None:
         why = "no compile ahead for %s" % library
     if why is None:
-        saved = os.dup(2)
-        _silence()
+        restore = _silenced()
+        backward = None
         try:
             arch = "sm_%d%d" % (major, minor)
             mark = time.perf_counter()
-            backward = _backward_child(torch, compilers[1], case, dtype, arch)
+            backward = _backward_child(torch, compilers[1], case, dtype, arch, pipe)
             if not os.environ.get("FLASH_ATTENTION_NUM_SMS"):
                 os.environ["FLASH_ATTENTION_NUM_SMS"] = str(sm_count(index))
             before = os.environ.get("FLASH_ATTENTION_ARCH")
@@ -233,17 +258,27 @@ def _work(torch, library, case, dtype, capability, index, deadline, run_here):
                 else:
                     os.environ["FLASH_ATTENTION_ARCH"] = before
             phases["forward_s"] = round(time.perf_counter() - mark, 3)
-            if not _exited_ok(backward, deadline):
+            ok, backward = _exited_ok(backward, deadline), None
+            if not ok:
                 raise RuntimeError("the backward's compile failed")
             phases["compile_s"] = round(time.perf_counter() - mark, 3)
-            phases["cuda_in_worker"] = int(bool(torch.cuda.is_initialized()))
+            phases["cuda_in_worker"] = int(bool(torch.cuda.is_initialized()))  # a compile ahead should start no context
             return {"compiled": True, "phases": phases}
         except BaseException as exc:  # noqa: BLE001 - the unit then runs here, and says what the real call does
-            why = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+            why = said(exc)
+            if backward is not None:  # its kernel is compiled for real by the run below
+                _stop(backward)
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-    return {"ran": run_here(), "why": why, "phases": phases}
+            restore()
+    try:
+        return {"ran": run_here(), "why": why, "phases": phases}
+    except BaseException as exc:  # noqa: BLE001 - the unit's own failure, said for it
+        return {"ran_error": said(exc), "why": why, "phases": phases}
+
+
+def said(exc):
+    text = str(exc).strip()
+    return "%s: %s" % (type(exc).__name__, text.splitlines()[0][:200]) if text else type(exc).__name__
 
 
 def read_worker(fd, pid):

@@ -361,7 +361,8 @@ def smoke_groups(capability, libraries=(), compiled=(), numerics=True, numerics_
     ("compile:<name>"): a kernel that crashes takes down its own test only, and a slow first call
     cannot hold up the SDPA tests or run them into the time limit. A library that compiles each
     kernel at its first call (JIT_LIBRARIES) runs its smoke tests and, with the sweep, its cases of
-    it in its group, their kernels compiled ahead in processes of their own (jit_library.py).
+    it in its group, their kernels compiled ahead in processes of their own (jit_library.py): a unit
+    that raises there is its own result, one that crashes the group costs the library's results.
 
     cuDNN attention builds its plans at the first call: 1.4 s for bf16 and 1.7 s for fp16 on an
     H200 (0.23-0.25 s on an H100), against 0.2 s for every other backend and dtype together.
@@ -423,8 +424,8 @@ def run_smoke_group(group, index=0, groups=None, shapes=None, kernel_cache=None,
     """One group of smoke tests on GPU `index`, in this process: {"choices": [...], "results": [...]}.
 
     `groups` is the whole split (smoke_groups' answer): "main" runs the SDPA tests that no
-    "cudnn:<dtype>" group of it takes; "lib:<name>[:<dtype>]" one attention library's (in one
-    dtype); "compile:<name>" a compiled backend's, in one dtype (bf16 where native). `shapes`
+    "cudnn:<dtype>" group of it takes; "lib:<name>" one attention library's (a JIT library's
+    with its cases of the sweep, jit_library.py; "lib:<name>:<dtype>" in one dtype); "compile:<name>" a compiled backend's, in one dtype (bf16 where native). `shapes`
     ({"head_dim", "dtype", "source"}: the user's model) get SDPA's choice too, in "main".
     `kernel_cache`: the folder for compiled kernels (kernel_caches). `capability`: "9.0", the compute
     capability every GPU here shares (None where they differ or it is unknown). `budget_s`: the seconds this

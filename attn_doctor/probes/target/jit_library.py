@@ -138,11 +138,11 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
     for unit in plan:
         case = nc.CASE_BY_NAME.get(unit[1]) if isinstance(unit[1], str) else unit[1]
 
-        def here(unit=unit):
+        def in_worker(unit=unit):
             return run_unit(unit, {})
 
         try:
-            pid, fd = _AHEAD.start_worker(torch, name, case, getattr(torch, unit[2]), capability, index, deadline, here)
+            pid, fd = _AHEAD.start_worker(torch, name, case, getattr(torch, unit[2]), capability, index, deadline, in_worker)
         except OSError as exc:  # out of processes: this one runs the unit when its turn comes
             phases.setdefault("fork_error", 1)
             workers[("inline", unit[0])] = (unit, None, str(exc))
@@ -159,6 +159,8 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
         out.update(status="error", error={"type": "RuntimeError", "message": "CUDA is not available to torch"})
         return out
     box["cuda"] = gpu.start(index)
+    if sweep_dtype == "bfloat16" and not gpu.native(box["cuda"]):  # planned without the GPU's capability
+        sweep_dtype = "float16"
     phases["cuda_init_s"] = round(time.perf_counter() - started, 3)
     mark = time.perf_counter()
     try:
@@ -167,52 +169,86 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
         box["call"] = exc
     phases["library_import_s"] = round(time.perf_counter() - mark, 3)
     got = {}
-    counts = {"units_compiled_ahead": 0, "units_run_in_worker": 0, "units_lost": 0}
-    waited = ran = 0.0
-    slowest = (0.0, None)
+    counts = {"units_compiled_ahead": 0, "units_run_in_worker": 0, "units_lost": 0, "workers_with_cuda": 0}
+    timing = {"wait": 0.0, "run": 0.0, "last": (0.0, None)}
     pending = {fd: w for fd, w in workers.items() if w[1] is not None}
+
+    def lose(unit, why, status="error"):
+        """A unit not measured: rows that say why, and an error of the group (its result is not kept)."""
+        counts["units_lost"] += 1
+        smoke_unit = unit[0].startswith("smoke:")
+        got[unit[0]] = _lost(name, unit if smoke_unit else (unit[0], unit[1], sweep_dtype), parts, every, why, status)
+        if smoke_unit or status != "timeout":  # timeout rows keep the sweep from being cached by themselves
+            out.setdefault("errors", []).append("smoke group lib:%s (%s) %s" % (name, unit[0], why))
+
+    def here(unit):
+        """The unit run in this process; what it raises is its result. False where CUDA is left unusable."""
+        mark = time.perf_counter()
+        try:
+            got[unit[0]] = run_unit(unit, box)
+        except BaseException as exc:  # noqa: BLE001 - one unit's failure is its own result
+            lose(unit, "raised in the group's process: " + _AHEAD.said(exc))
+        timing["run"] += time.perf_counter() - mark
+        done_at = time.perf_counter() - started
+        if done_at > timing["last"][0]:
+            timing["last"] = (done_at, unit[0])
+        try:
+            gpu.sync()
+            return True
+        except BaseException as exc:  # noqa: BLE001 - a sticky CUDA error: no later unit can run here
+            box["sticky"] = _AHEAD.said(exc)
+            return False
+
+    def settle(fd):
+        unit, pid, _ = pending.pop(fd)
+        message = _AHEAD.read_worker(fd, pid)
+        for key, value in (message.get("phases") or {}).items():  # the slowest compile of each kind
+            if key.endswith("_s") and isinstance(value, (int, float)):
+                phases["worker_" + key] = max(phases.get("worker_" + key, 0.0), round(value, 3))
+        counts["workers_with_cuda"] += int(bool((message.get("phases") or {}).get("cuda_in_worker")))
+        if message.get("compiled"):
+            counts["units_compiled_ahead"] += 1
+            return here(unit)
+        if message.get("why"):
+            out.setdefault("not_ahead", {})[unit[0]] = str(message["why"])[:200]
+        if isinstance(message.get("ran"), dict):
+            counts["units_run_in_worker"] += 1
+            got[unit[0]] = message["ran"]
+        elif message.get("ran_error"):
+            lose(unit, "raised in its own process: %s" % str(message["ran_error"])[:200])
+        else:
+            lose(unit, "its process died (signal %s)" % message.get("crashed"))
+        return True
+
     for unit, _pid, _error in [w for w in workers.values() if w[1] is None]:
-        got[unit[0]] = run_unit(unit, box)
-    while pending:
+        if not here(unit):
+            break
+    while pending and "sticky" not in box:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         mark = time.perf_counter()
         ready, _, _ = select.select(list(pending), [], [], min(remaining, 1.0))
-        waited += time.perf_counter() - mark
+        timing["wait"] += time.perf_counter() - mark
         for fd in ready:
-            unit, pid, _ = pending.pop(fd)
-            message = _AHEAD.read_worker(fd, pid)
-            for key, value in (message.get("phases") or {}).items():  # the slowest compile of each kind
-                if key.endswith("_s") and isinstance(value, (int, float)):
-                    phases["worker_" + key] = max(phases.get("worker_" + key, 0.0), round(value, 3))
-            mark = time.perf_counter()
-            if message.get("compiled"):
-                counts["units_compiled_ahead"] += 1
-                got[unit[0]] = run_unit(unit, box)
-            elif isinstance(message.get("ran"), dict):
-                counts["units_run_in_worker"] += 1
-                got[unit[0]] = message["ran"]
-                if message.get("why"):
-                    phases.setdefault("why_not_ahead", 1)
-                    out.setdefault("not_ahead", {})[unit[0]] = str(message["why"])[:200]
-            else:
-                counts["units_lost"] += 1
-                got[unit[0]] = _lost(name, unit, parts, every, "crashed (signal %s) while compiling its kernels" % message.get("crashed"))
-            ran += time.perf_counter() - mark
-            done_at = time.perf_counter() - started
-            if done_at > slowest[0]:
-                slowest = (done_at, unit[0])
-    for fd, (unit, pid, _) in pending.items():  # the deadline: not measured, said so
+            if not settle(fd):
+                break
+    if pending and "sticky" not in box:  # the time limit: what arrived meanwhile is still kept
+        for fd in select.select(list(pending), [], [], 0)[0]:
+            settle(fd)
+    for fd, (unit, pid, _) in list(pending.items()):
         _AHEAD.stop(pid, fd)
-        counts["units_lost"] += 1
-        got[unit[0]] = _lost(name, unit, parts, every, "did not finish in %.0f s: its kernels were still compiling" % (budget_s or 0), "timeout")
+        if "sticky" in box:
+            lose(unit, "not run: an earlier unit left CUDA unusable here (%s)" % box["sticky"][:160])
+        else:
+            lose(unit, "did not finish in the group's %.0f s" % (budget_s or 0), "timeout")
+    for unit, _pid, _error in [w for w in workers.values() if w[1] is None]:
+        if unit[0] not in got:
+            lose(unit, "not run: an earlier unit left CUDA unusable here (%s)" % box.get("sticky", "")[:160])
     for unit in plan:
         part = got.get(unit[0]) or {}
         out["results"] += [r for r in part.get("results", []) if isinstance(r, dict)]
         out["numerics"] += [r for r in part.get("numerics", []) if isinstance(r, dict)]
-        if part.get("error"):  # a smoke test lost: said as a lost smoke group is (torch_run.merge_groups)
-            out.setdefault("errors", []).append("smoke group lib:%s (%s) %s" % (name, unit[2], part["error"]))
     if numerics:
         ran_names = {c for part in parts for c in part}
         untested = tuple(c for c in every if c["name"] not in ran_names)
@@ -223,11 +259,11 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
         out["numerics"].sort(key=lambda r: order.get(r.get("case"), len(order)))
         out["cases"] = {c["name"]: nc.case_facts(c) for c in every}
     phases.update(counts)
-    phases["wait_s"] = round(waited, 3)
-    phases["run_s"] = round(ran, 3)
-    if slowest[1]:
-        phases["last_unit_s"] = round(slowest[0], 3)
-        out["last_unit"] = slowest[1]
+    phases["wait_s"] = round(timing["wait"], 3)
+    phases["run_s"] = round(timing["run"], 3)
+    if timing["last"][1]:
+        phases["last_unit_s"] = round(timing["last"][0], 3)
+        out["last_unit"] = timing["last"][1]
     phases["total_s"] = round(time.perf_counter() - started, 3)
     phases.update(nc._cpu_seconds())
     if budget_s:
@@ -236,10 +272,10 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
 
 
 def _lost(name, unit, parts, every, why, status="error"):
-    """Rows saying a unit was not measured, and why."""
+    """Rows saying a unit was not measured, and why (a smoke test has none: the group's error says it)."""
     unit_name, _case, dtype_name = unit
     if unit_name.startswith("smoke:"):
-        return {"error": why}
+        return {}
     part = parts[int(unit_name.split(":")[1]) - 1]
     said = {"why": "not run: " + why} if status == "timeout" else {"error": why}
     return {"numerics": [dict({"backend": name, "dtype": dtype_name, "case": c["name"], "status": status}, **said)
