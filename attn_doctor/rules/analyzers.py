@@ -294,6 +294,23 @@ def library_name_is_none(groups: dict, before: list[str], after: list[str]) -> O
     return None
 
 
+# a traceback frame in a library that registers its own CUDA operators with torch
+_EXTENSION_FRAME = re.compile(r'File "[^"\n]*[/\\](?P<package>xformers|flash_attn\w*|vllm\w*|flashinfer|mamba_ssm|causal_conv1d|apex|'
+                              r'bitsandbytes|sageattention|fla|liger_kernel|natten|torchao)[/\\]')
+_OPS_FRAME = re.compile(r'File "[^"\n]*[/\\]torch[/\\]_ops\.py"')
+
+
+def extension_operator_before(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """A CUDA error raised where the traceback's last frames are a library's then torch's operator
+    dispatch (torch/_ops.py): the failing kernel is that library's registered operator, not torch's."""
+    frames = [line for line in before if line.lstrip().startswith("File ")][-2:]
+    if len(frames) == 2 and _OPS_FRAME.search(frames[1]):
+        m = _EXTENSION_FRAME.search(frames[0])
+        if m:
+            return {"component": m.group("package")}
+    return None
+
+
 # the code line that wrote a value into a tensor: masked_fill, fill_, torch.full, an item assignment
 _FILL_CODE = re.compile(r"masked_fill_?\(|\.fill_\(|torch\.(?:full|where)\(|\]\s*=\s*[-+]?(?:float|torch|\d)|finfo\(")
 
@@ -421,6 +438,7 @@ def _support_guards() -> dict:
 GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "library_name_is_none": library_name_is_none,
     "attention_call_before": attention_call_before,
+    "extension_operator_before": extension_operator_before,
     "allocation_in_attention": allocation_in_attention,
     "allocation_over_gpu": allocation_over_gpu,
     "allocation_at_attention_call": allocation_at_attention_call,

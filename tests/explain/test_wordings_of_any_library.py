@@ -799,6 +799,27 @@ HARVEST_45 = [
     ('#include "cuda.hpp"\nfatal error: cuda_runtime.h: No such file or directory', "AD315"),
 ]
 
+# harvest 46: a library's registered operator raising 'no kernel image' through torch's dispatch, ONNX
+# Runtime's CUDA provider without its CUDA, diffusers' xformers check on a machine without CUDA
+HARVEST_46 = [
+    ('  File "/venv/lib/python3.11/site-packages/flash_attn/flash_attn_interface.py", line 91, in _flash_attn_forward\n'
+     '    out, softmax_lse, S_dmask, rng_state = torch.ops.flash_attn._flash_attn_forward(\n'
+     '  File "/venv/lib/python3.11/site-packages/torch/_ops.py", line 1116, in __call__\n'
+     '    return self._op(*args, **(kwargs or {}))\n'
+     'RuntimeError: CUDA error: no kernel image is available for execution on the device', "AD313"),
+    ("onnxruntime::python::CreateExecutionProviderInstance CUDA_PATH is set but CUDA wasn't able to be loaded. "
+     "Please install the correct version of CUDA and cuDNN", "AD418"),
+    ("ValueError: torch.cuda.is_available() should be True but is False. xformers' memory efficient attention is only "
+     "available for GPU", "AD259"),
+]
+
+# harvest 46: a resolver's header line resembles no known case on its words alone
+HARVEST_46_LOOK_ALIKES = [
+    "[info]    x No solution found when resolving dependencies:\n[info]  \n  `-> Because there is no version of "
+    "torch==2.9.1+cu130 and you require\n      torch==2.9.1+cu130, we can conclude that your requirements are\n"
+    "      unsatisfiable.",
+]
+
 # harvest 45: optional kernels' notices, said as notices
 HARVEST_45_NOTICES = [
     "hqq_aten package not installed. HQQBackend.ATEN backend will not work unless you install the hqq_aten lib",
@@ -814,13 +835,13 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
 
 
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
-                                  *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES])
+                                  *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
