@@ -16,26 +16,8 @@ Standard library plus torch, Python 3.8+ syntax: loaded by path beside numerics_
 
 from __future__ import annotations
 
-import os
 import select
-import sys
 import time
-
-
-def _sibling(stem):
-    name = "attn_doctor_" + stem
-    module = sys.modules.get(name)
-    if module is None:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), stem + ".py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return module
-
-
-_AHEAD = _sibling("ahead_compile")
 
 
 def units(name, smoke_case, smoke_dtypes, sweep_dtype, parts):
@@ -100,6 +82,7 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
     compiles ahead without it: each unit then runs in its worker). native(device): whether the GPU
     computes bf16 natively (the sweep runs in fp16 where not). gpu: Cuda(torch, native) unless given."""
     gpu = gpu or Cuda(torch, native)
+    ahead = nc._AHEAD  # ahead_compile.py, loaded beside numerics_child
     started = time.perf_counter()
     deadline = time.monotonic() + budget_s - nc.TIME_MARGIN_S if budget_s else time.monotonic() + 3600
     phases = {}
@@ -142,20 +125,20 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
             return run_unit(unit, {})
 
         try:
-            pid, fd = _AHEAD.start_worker(torch, name, case, getattr(torch, unit[2]), capability, index, deadline, in_worker)
+            pid, fd = ahead.start_worker(torch, name, case, getattr(torch, unit[2]), capability, index, deadline, in_worker)
         except OSError as exc:  # out of processes: this one runs the unit when its turn comes
             phases.setdefault("fork_error", 1)
             workers[("inline", unit[0])] = (unit, None, str(exc))
             continue
         workers[fd] = (unit, pid, None)
-    _AHEAD.lower_priority()
+    ahead.lower_priority()
     torch.set_num_threads(1)
     box = {}
     out = {"status": "ok", "results": [], "numerics": [], "phases": phases, "device_index": index}
     if not gpu.available():
         for key, (unit, pid, _) in workers.items():
             if pid is not None:
-                _AHEAD.stop(pid, key)
+                ahead.stop(pid, key)
         out.update(status="error", error={"type": "RuntimeError", "message": "CUDA is not available to torch"})
         return out
     box["cuda"] = gpu.start(index)
@@ -187,7 +170,7 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
         try:
             got[unit[0]] = run_unit(unit, box)
         except BaseException as exc:  # noqa: BLE001 - one unit's failure is its own result
-            lose(unit, "raised in the group's process: " + _AHEAD.said(exc))
+            lose(unit, "raised in the group's process: " + ahead.said(exc))
         timing["run"] += time.perf_counter() - mark
         done_at = time.perf_counter() - started
         if done_at > timing["last"][0]:
@@ -196,12 +179,12 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
             gpu.sync()
             return True
         except BaseException as exc:  # noqa: BLE001 - a sticky CUDA error: no later unit can run here
-            box["sticky"] = _AHEAD.said(exc)
+            box["sticky"] = ahead.said(exc)
             return False
 
     def settle(fd):
         unit, pid, _ = pending.pop(fd)
-        message = _AHEAD.read_worker(fd, pid)
+        message = ahead.read_worker(fd, pid)
         for key, value in (message.get("phases") or {}).items():  # the slowest compile of each kind
             if key.endswith("_s") and isinstance(value, (int, float)):
                 phases["worker_" + key] = max(phases.get("worker_" + key, 0.0), round(value, 3))
@@ -237,7 +220,7 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
         for fd in select.select(list(pending), [], [], 0)[0]:
             settle(fd)
     for fd, (unit, pid, _) in list(pending.items()):
-        _AHEAD.stop(pid, fd)
+        ahead.stop(pid, fd)
         if "sticky" in box:
             lose(unit, "not run: an earlier unit left CUDA unusable here (%s)" % box["sticky"][:160])
         else:
