@@ -797,6 +797,8 @@ HARVEST_45 = [
     ("ValueError: Requested int8_float16 compute type, but the target device or backend do not support efficient "
      "int8_float16 computation.", "AD109"),
     ('#include "cuda.hpp"\nfatal error: cuda_runtime.h: No such file or directory', "AD315"),
+    ("GPU: NVIDIA GeForce RTX 3090\nwhisper/transcribe.py:114: UserWarning: FP16 is not supported on CPU; using FP32 instead",
+     "AD106"),
 ]
 
 # harvest 46: a library's registered operator raising 'no kernel image' through torch's dispatch, ONNX
