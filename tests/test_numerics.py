@@ -442,7 +442,7 @@ def compiles(tmp_path, monkeypatch):
     writes which process compiled what, with which environment, into tmp_path; a case named in
     `fail` raises, in `crash` kills its process, in `slow` sleeps."""
     ahead = _load_sibling("ahead_compile")
-    behaviour = {"fail": (), "crash": (), "slow": ()}
+    behaviour = {"fail": (), "crash": (), "slow": (), "fail_backward": ()}
     tmp_path = tmp_path / "compiled"
     tmp_path.mkdir()
 
@@ -457,7 +457,7 @@ def compiles(tmp_path, monkeypatch):
                 time.sleep(60)
             if case["name"] in behaviour["crash"]:
                 os.kill(os.getpid(), 11)
-            if case["name"] in behaviour["fail"]:
+            if case["name"] in behaviour["fail"] or (direction == "bwd" and case["name"] in behaviour["fail_backward"]):
                 raise RuntimeError("Operation creation failed:")
             (tmp_path / f"{direction}-{case['name']}-{dtype}").write_text(json.dumps(
                 {"pid": os.getpid(), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "arch": os.environ.get("FLASH_ATTENTION_ARCH"),
@@ -583,6 +583,25 @@ def test_one_unit_s_failure_is_its_own_result_and_keeps_the_group_from_being_cac
     assert len(out["errors"]) == 2 and out["phases"]["units_lost"] == 2
     merged = merge_groups({"lib:flash_attn_4": out})
     assert merged.status == "failed" and "(part:" in merged.error and len(merged.numerics) == len(out["numerics"])
+
+
+def test_a_unit_whose_backward_alone_fails_to_compile_or_whose_worker_cannot_fork_is_still_measured(fake_fa4, compiles,
+                                                                                                      monkeypatch):
+    compiles["fail_backward"] = ("gqa-2",)
+    ahead, started = _load_sibling("ahead_compile"), _load_sibling("ahead_compile").start_worker
+
+    def no_fork_for_the_head_dim_72_part(torch, library, case, *args):
+        if case["name"] == "fa4-head-dim-72":
+            raise OSError(11, "Resource temporarily unavailable")
+        return started(torch, library, case, *args)
+
+    monkeypatch.setattr(ahead, "start_worker", no_fork_for_the_head_dim_72_part)
+    out = _jit(fake_fa4)
+    part = 1 + [p[0] for p in nc.LIBRARY_PARTS["flash_attn_4"]].index("gqa-2")
+    assert out["not_ahead"] == {"part:%d" % part: "RuntimeError: the backward's compile failed"}
+    assert out["phases"]["fork_error"] == 1 and out["phases"]["units_lost"] == 0 and "errors" not in out
+    rows = {r["case"]: r["status"] for r in out["numerics"]}
+    assert rows["gqa-2"] == rows["fa4-head-dim-72"] == "ok"
 
 
 def test_no_compile_process_outlives_the_group(fake_fa4, compiles):
