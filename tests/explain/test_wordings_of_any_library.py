@@ -822,10 +822,17 @@ HARVEST_46_LOOK_ALIKES = [
     "      unsatisfiable.",
 ]
 
-# harvest 45: optional kernels' notices, said as notices
+# harvest 47: torch 1.0's wording of two floating types meeting
+HARVEST_47 = [
+    ("    out = weight * mask\nRuntimeError: expected type torch.cuda.HalfTensor but got torch.cuda.FloatTensor", "AD651"),
+]
+
+# harvests 45 and 47: optional kernels' notices, said as notices
 HARVEST_45_NOTICES = [
     "hqq_aten package not installed. HQQBackend.ATEN backend will not work unless you install the hqq_aten lib",
     "`fused_layer_norm_cuda` module not found. fused layer norm disabled.",
+    "Triton is not available. Falling back to the PyTorch implementation of the fused kernel.",
+    "UserWarning: There is a performance drop because we have not yet implemented the batching rule for aten::_flash_attention_forward.",
 ]
 
 
@@ -837,7 +844,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
