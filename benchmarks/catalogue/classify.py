@@ -357,6 +357,11 @@ OUT_OF_STACK = [
     (None, _rx(r"Failed to (?:clean up|copy kernel files)", r"metadata\.jsonl", r"inputs\.pt nor", r"Fetch failed",
                r"Max retries reached"),
      "a library's cache and artefact download housekeeping"),
+    (None, _rx(r"RNN backward can only be called in training mode"),
+     "a recurrent layer's backward with the model in eval mode: the training loop's mode, not a kernel's limit"),
+    (None, _rx(r"^hidden_size\b[^a-z]{0,8}must be divisible by num_heads\b"),
+     "a model config whose hidden size its head count does not divide (a pruned or edited config): the model's, "
+     "whatever attention runs it"),
 ]
 
 

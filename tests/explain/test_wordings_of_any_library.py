@@ -815,8 +815,11 @@ HARVEST_46 = [
      "available for GPU", "AD259"),
 ]
 
-# harvest 46: a resolver's header line resembles no known case on its words alone
+# harvests 46 and 47: a resolver's header line resembles no known case on its words alone; a model config's
+# divisibility and a recurrent layer's backward in eval mode are not the stack's
 HARVEST_46_LOOK_ALIKES = [
+    "ValueError: hidden_size must be divisible by num_heads (got `hidden_size`: 3224 and `num_heads`: 28).",
+    "RuntimeError: cudnn RNN backward can only be called in training mode",
     "[info]    x No solution found when resolving dependencies:\n[info]  \n  `-> Because there is no version of "
     "torch==2.9.1+cu130 and you require\n      torch==2.9.1+cu130, we can conclude that your requirements are\n"
     "      unsatisfiable.",
