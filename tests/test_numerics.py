@@ -446,7 +446,6 @@ def compiles(tmp_path, monkeypatch):
     tmp_path = tmp_path / "compiled"
     tmp_path.mkdir()
 
-    started = behaviour["started"] = []
     pid_dir = tmp_path.parent / "pids"
     pid_dir.mkdir()
 

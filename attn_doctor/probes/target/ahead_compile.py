@@ -302,11 +302,7 @@ def read_worker(fd, pid):
 
 def stop(pid, fd):
     """Kill a worker that is still running (the deadline) and close its pipe."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
+    _stop(pid)
     try:
         os.close(fd)
     except OSError:

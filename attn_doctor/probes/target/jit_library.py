@@ -20,7 +20,7 @@ import select
 import time
 
 
-def units(name, smoke_case, smoke_dtypes, sweep_dtype, parts):
+def units(smoke_case, smoke_dtypes, sweep_dtype, parts):
     """[(unit name, the case its compile is made from, dtype name)]: the smoke test per dtype, then
     each part of the sweep (its first case: the others share its compile)."""
     out = [("smoke:" + d, smoke_case, d) for d in smoke_dtypes]
@@ -89,7 +89,7 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
     parts = nc.LIBRARY_PARTS.get(name, ()) if numerics else ()
     # the sweep runs in one dtype, the one training would use: the last smoke dtype (bf16 where native)
     sweep_dtype = (smoke_dtypes[-1] if smoke_dtypes else "float16") if numerics else None
-    plan = units(name, smoke.case if smoke else None, smoke_dtypes if smoke else (), sweep_dtype, parts)
+    plan = units(smoke.case if smoke else None, smoke_dtypes if smoke else (), sweep_dtype, parts)
     every = nc.CASES + nc.LIBRARY_CASES.get(name, ())
 
     def run_unit(unit, call_box):
@@ -117,7 +117,7 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
         cases = tuple(c for c in every if c["name"] in part)
         return {"numerics": nc.sweep(torch, [(name, call)], [dtype], device, cases=cases, sync=gpu.sync, deadline=deadline)}
 
-    workers = {}
+    pending, inline = {}, []  # fd of a worker's pipe -> (unit, its pid); the units no worker could be forked for
     for unit in plan:
         case = nc.CASE_BY_NAME.get(unit[1]) if isinstance(unit[1], str) else unit[1]
 
@@ -126,19 +126,18 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
 
         try:
             pid, fd = ahead.start_worker(torch, name, case, getattr(torch, unit[2]), capability, index, deadline, in_worker)
-        except OSError as exc:  # out of processes: this one runs the unit when its turn comes
+        except OSError:  # out of processes: this one runs the unit when its turn comes
             phases.setdefault("fork_error", 1)
-            workers[("inline", unit[0])] = (unit, None, str(exc))
+            inline.append(unit)
             continue
-        workers[fd] = (unit, pid, None)
+        pending[fd] = (unit, pid)
     ahead.lower_priority()
     torch.set_num_threads(1)
     box = {}
     out = {"status": "ok", "results": [], "numerics": [], "phases": phases, "device_index": index}
     if not gpu.available():
-        for key, (unit, pid, _) in workers.items():
-            if pid is not None:
-                ahead.stop(pid, key)
+        for fd, (_unit, pid) in pending.items():
+            ahead.stop(pid, fd)
         out.update(status="error", error={"type": "RuntimeError", "message": "CUDA is not available to torch"})
         return out
     box["cuda"] = gpu.start(index)
@@ -154,7 +153,6 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
     got = {}
     counts = {"units_compiled_ahead": 0, "units_run_in_worker": 0, "units_lost": 0, "workers_with_cuda": 0}
     timing = {"wait": 0.0, "run": 0.0, "last": (0.0, None)}
-    pending = {fd: w for fd, w in workers.items() if w[1] is not None}
 
     def lose(unit, why, status="error"):
         """A unit not measured: rows that say why, and an error of the group (its result is not kept)."""
@@ -183,7 +181,7 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
             return False
 
     def settle(fd):
-        unit, pid, _ = pending.pop(fd)
+        unit, pid = pending.pop(fd)
         message = ahead.read_worker(fd, pid)
         for key, value in (message.get("phases") or {}).items():  # the slowest compile of each kind
             if key.endswith("_s") and isinstance(value, (int, float)):
@@ -203,7 +201,7 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
             lose(unit, "its process died (signal %s)" % message.get("crashed"))
         return True
 
-    for unit, _pid, _error in [w for w in workers.values() if w[1] is None]:
+    for unit in inline:
         if not here(unit):
             break
     while pending and "sticky" not in box:
@@ -219,13 +217,13 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
     if pending and "sticky" not in box:  # the time limit: what arrived meanwhile is still kept
         for fd in select.select(list(pending), [], [], 0)[0]:
             settle(fd)
-    for fd, (unit, pid, _) in list(pending.items()):
+    for fd, (unit, pid) in list(pending.items()):
         ahead.stop(pid, fd)
         if "sticky" in box:
             lose(unit, "not run: an earlier unit left CUDA unusable here (%s)" % box["sticky"][:160])
         else:
             lose(unit, "did not finish in the group's %.0f s" % (budget_s or 0), "timeout")
-    for unit, _pid, _error in [w for w in workers.values() if w[1] is None]:
+    for unit in inline:
         if unit[0] not in got:
             lose(unit, "not run: an earlier unit left CUDA unusable here (%s)" % box.get("sticky", "")[:160])
     for unit in plan:
