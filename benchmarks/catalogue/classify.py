@@ -359,6 +359,12 @@ OUT_OF_STACK = [
      "a library's cache and artefact download housekeeping"),
     (None, _rx(r"RNN backward can only be called in training mode"),
      "a recurrent layer's backward with the model in eval mode: the training loop's mode, not a kernel's limit"),
+    (None, _rx(r"^module '' has no attribute ''\.?$", r"^'' object has no attribute ''\.?$"),
+     "Python's own wording for a missing attribute of any module or object (a module's __getattr__): "
+     "the names, not the site, would say whose"),
+    (None, _rx(r"Cannot re-initialize CUDA in forked subprocess"),
+     "the caller's multiprocessing: a process forked after its parent started CUDA (the 'spawn' start method "
+     "fixes it), whatever the stack's releases"),
     (None, _rx(r"^hidden_size\b[^a-z]{0,8}must be divisible by num_heads\b"),
      "a model config whose hidden size its head count does not divide (a pruned or edited config): the model's, "
      "whatever attention runs it"),

@@ -830,8 +830,33 @@ HARVEST_47 = [
     ("    out = weight * mask\nRuntimeError: expected type torch.cuda.HalfTensor but got torch.cuda.FloatTensor", "AD651"),
 ]
 
-# harvests 45 and 47: optional kernels' notices, said as notices
+# harvest 48: XLA's cuDNN check (a colon before the version), TensorRT's words for CUDA error 35, a
+# torch binding symbol (THPVariable_Wrap) undefined, in Linux's and macOS's words
+HARVEST_48 = [
+    ("E0614 09:34:18.652694   35835 cuda_dnn.cc:522] Loaded runtime CuDNN library: 9.5.1 but source was compiled with: "
+     "9.8.0.  CuDNN library needs to have matching major version and equal or higher minor version.", "AD268"),
+    ("[01/22/2025-15:27:47] [TRT] [W] CUDA initialization failure with error: 35. Please check your CUDA installation:  "
+     "http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html\n"
+     "TypeError: pybind11::init(): factory function returned nullptr", "AD107"),
+    ("ImportError: dlopen(/x/site-packages/layoutparser/_C.so, 2): Symbol not found: __Z16THPVariable_WrapN2at6TensorE",
+     "AD312"),
+    ("ImportError: /x/site-packages/ext/_C.so: undefined symbol: _Z16THPVariable_WrapN2at10TensorBaseE", "AD312"),
+    ("    elif torch.backends.mps.is_available():\nAttributeError: module 'torch.backends' has no attribute 'mps'", "AD413"),
+]
+
+# harvest 48: a forked process that cannot start CUDA, a missing attribute of a module outside the stack
+HARVEST_48_LOOK_ALIKES = [
+    "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
+    "'spawn' start method",
+    "AttributeError: module 'PIL.Image' has no attribute 'ANTIALIAS'",
+    # LLVM's words for an architecture it does not know, from a compiler outside the stack (Numba, Taichi)
+    "'sm_110' is not a recognized processor for this target (ignoring processor)\n"
+    "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.barrier.sync",
+]
+
+# harvests 45, 47 and 48: optional kernels' notices, said as notices
 HARVEST_45_NOTICES = [
+    "torch_harmonics/convolution.py:515: UserWarning: couldn't find CUDA extension, falling back to slow PyTorch implementation",
     "hqq_aten package not installed. HQQBackend.ATEN backend will not work unless you install the hqq_aten lib",
     "`fused_layer_norm_cuda` module not found. fused layer norm disabled.",
     "Triton is not available. Falling back to the PyTorch implementation of the fused kernel.",
@@ -847,13 +872,14 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
 
 
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
-                                  *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES])
+                                  *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
+                                  *HARVEST_48_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
