@@ -242,7 +242,8 @@ def sweep(check: list[str], folders: Folders) -> None:
     subprocess.run(check + ["--json", "--output", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False, cwd=CWD)
     wall = time.perf_counter() - start
     try:
-        smoke = json.load(open(out))["facts"]["smoke"]
+        facts = json.load(open(out))["facts"]
+        smoke = facts["smoke"]
     except (OSError, ValueError, KeyError):
         print("(no report from the cold check to read the groups' times from)")
         return
@@ -254,7 +255,13 @@ def sweep(check: list[str], folders: Folders) -> None:
         print(f"numerics sweep, one cold check: {len(smoke.get('numerics') or [])} results; its processes "
               + ", ".join(f"{g} {t:.2f} s" for g, t in numerics.items())
               + f"; beside them: " + ", ".join(f"{g} {t:.2f} s" for g, t in groups.items() if not g.startswith("num:")))
-    print(f"that cold check: {wall:.2f} s; the phases of each process (s):")
+    # The check's timeline: its probes run side by side (the torch probe's imports, then its groups)
+    probes = ", ".join(f"{p.get('name')} {p.get('duration_s')}" for p in facts.get("probes") or [] if isinstance(p, dict))
+    imports = ", ".join(f"{m} {r.get('duration_s')}" for m, r in (facts.get("imports") or {}).items()
+                        if isinstance(r, dict) and r.get("duration_s") is not None)
+    print(f"that cold check: {wall:.2f} s; its probes (s): {probes}; torch imported in {(facts.get('torch') or {}).get('duration_s')} s; "
+          f"the libraries' imports (s): {imports or 'none'}")
+    print("the phases of each process (s):")
     for group, phases in sorted((smoke.get("group_phases") or {}).items()):
         print(f"  {group:32} {groups.get(group, float('nan')):6.2f}  " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
     shutil.rmtree(scratch, ignore_errors=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # FlashAttention 4 on a GPU machine without network, second of two calls (see fa4_stage1.sh):
 # joins the split wheel, checks every wheel's sha256, installs them with
-# `pip install --no-index --no-deps --target` (and attn-doctor's own dependencies from .whl, when
+# `pip install --no-index --no-deps --target`, bytecode compiled as pip does by default
+# (FA4_NO_COMPILE=1: without, as uv installs) (and attn-doctor's own dependencies from .whl, when
 # carried), puts `<target>/nvidia_cutlass_dsl/dsl_packages` on PYTHONPATH (the wheel's .pth file
 # is not run in a --target folder), then gathers the FA4 evidence into OUTDIR:
 #
@@ -34,7 +35,9 @@ fi
 (cd "$wheels" && sha256sum -c SHA256SUMS) >"$out/sha256.txt" 2>&1 || { cat "$out/sha256.txt"; exit 2; }
 deps=()
 [ -d .whl ] && deps=(.whl/*.whl)  # attn-doctor's own dependencies, where the image lacks them
-"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+compile=()
+[ -n "${FA4_NO_COMPILE:-}" ] && compile=(--no-compile)
+"$py" -m pip install -q --no-index --no-deps "${compile[@]}" --no-cache-dir --upgrade --target "$site" \
     "$wheels"/*.whl "${deps[@]}" >"$out/pip.txt" 2>&1 || { tail -n 20 "$out/pip.txt"; exit 2; }
 export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site${PYTHONPATH:+:$PYTHONPATH}"
 # for later commands on this machine: `. /root/fa4env.sh` puts the same folders on PYTHONPATH

@@ -194,7 +194,7 @@ def merge_groups(groups: dict) -> Smoke:
         if isinstance(raw.get("duration_s"), (int, float)):
             seconds[group] = round(float(raw["duration_s"]), 3)
         if isinstance(raw.get("phases"), dict):
-            phases[group] = {str(k)[:40]: round(float(v), 3) for k, v in list(raw["phases"].items())[:20]
+            phases[group] = {str(k)[:40]: round(float(v), 3) for k, v in list(raw["phases"].items())[:32]
                              if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if raw.get("status") == "ok":
             choices += [msgspec.convert(c, SdpaChoice) for c in raw.get("choices", [])]

@@ -183,6 +183,7 @@ def run(torch, name, nc, index, capability, budget_s, smoke, smoke_dtypes, numer
     def settle(fd):
         unit, pid = pending.pop(fd)
         message = ahead.read_worker(fd, pid)
+        phases["at_" + unit[0]] = round(time.perf_counter() - started, 3)  # when its worker was done: the slow compiles
         for key, value in (message.get("phases") or {}).items():  # the slowest compile of each kind
             if key.endswith("_s") and isinstance(value, (int, float)):
                 phases["worker_" + key] = max(phases.get("worker_" + key, 0.0), round(value, 3))
