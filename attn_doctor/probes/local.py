@@ -9,6 +9,11 @@ import threading
 from typing import Optional
 
 from ..facts import ProbeRun
+from .keys import STACK_MODULES
+from .target.library_bytecode import VARIABLE as LIBRARY_PYCACHE
+
+# The attention libraries the stack probe imports (torch's own bytecode decides PYTHONPYCACHEPREFIX)
+LIBRARY_MODULES = tuple(name.rstrip("/") for name in STACK_MODULES if name.rstrip("/") not in ("torch", "triton"))
 
 
 def bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
@@ -25,16 +30,22 @@ def bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
     modules = (env_data or {}).get("modules") or {}
     bytecode = (env_data or {}).get("bytecode") or {}
     states = [bytecode.get(name, "unknown") for name in ("torch", "transformers") if modules.get(name)]
-    if all(state in ("fresh", None) for state in states):  # None: no Python sources to compile
+    # torch's own bytecode is fine, an attention library has none (installed by uv beside a pip torch):
+    # only that library's modules keep theirs in the folder (target/library_bytecode.py)
+    libraries = [name for name in LIBRARY_MODULES if modules.get(name) and bytecode.get(name) in ("missing", "stale")]
+    if all(state in ("fresh", None) for state in states) and not libraries:  # None: no Python sources to compile
         return {}, None
     from ..bytecode import private_pycache, prune_pycache
 
     folder, why = private_pycache()
+    whose = "torch" if not all(state in ("fresh", None) for state in states) else ", ".join(libraries)
     if folder is None:
-        return {}, ProbeRun(name="bytecode", status="skipped", error=f"{why}: the probes compile torch on every check")
+        return {}, ProbeRun(name="bytecode", status="skipped", error=f"{why}: the probes compile {whose} on every check")
     # Once a day, beside the probes: the bytecode of environments deleted since (a daemon thread:
     # what it has not removed when the check ends is removed next time).
     threading.Thread(target=_quietly, args=(prune_pycache, folder), daemon=True, name="attn-doctor-prune-pycache").start()
+    if whose != "torch":
+        return {LIBRARY_PYCACHE: folder}, None
     return {"PYTHONPYCACHEPREFIX": folder}, None
 
 

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from . import library_bytecode
 from .isolation import IMPORT_TIMEOUT_S, describe_exception, run_isolated
 from .sample_probe import _merge_samples, _sample_names, finish_distributions_prefetch, sample_probe, start_distributions_prefetch
 
@@ -82,6 +83,9 @@ def import_probe(module):
     def job():
         import importlib
 
+        pycache = library_bytecode.folder()
+        if pycache:  # in this fork and the groups forked from it: the library's bytecode kept there
+            library_bytecode.redirect(pycache)
         statements = IMPORT_STATEMENTS.get(module, (module,))
         for statement in statements:
             importlib.import_module(statement)
@@ -148,6 +152,18 @@ def collect_torch(modules, sample=None, gpu=None, builds=None):
         sys.path.insert(0, sample["path"])  # before the prefetch's fork: its sys.path is the samples'
     # Only transformers asks for the table: without it the samples would wait for nothing.
     prefetch = start_distributions_prefetch() if sample is not None and installed("transformers") else None
+    # A library without bytecode beside it: compiled into the doctor's folder while torch imports
+    pycache = library_bytecode.folder()
+    precompile = None
+    if pycache:
+        precompile = library_bytecode.start_precompile(pycache, [d for m in modules if installed(m) for d in IMPORT_TARGETS.get(m, ())])
+    try:
+        return _collect_torch(modules, sample, gpu, builds, start, prefetch)
+    finally:
+        library_bytecode.stop(precompile)
+
+
+def _collect_torch(modules, sample, gpu, builds, start, prefetch):
     try:
         import torch
     except BaseException as exc:  # noqa: BLE001

@@ -1,0 +1,117 @@
+"""An attention library installed without bytecode beside a torch that has it: its bytecode kept in the
+doctor's private folder, compiled there ahead while torch imports, torch's own left where it is, and
+nothing written beside the target's sources. Real interpreters, real distributions on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from attn_doctor.probes import _bytecode_env
+from attn_doctor.probes.target import library_bytecode
+
+TARGET = Path(library_bytecode.__file__).parent
+
+
+def _dist(site: Path, name: str, modules: dict, requires=()) -> None:
+    """A distribution as pip lays it out, without bytecode: its package, METADATA and RECORD."""
+    package = site / name
+    package.mkdir(parents=True)
+    files = []
+    for module, body in modules.items():
+        (package / f"{module}.py").write_text(body)
+        files.append(f"{name}/{module}.py")
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n%s" % (
+        name, "".join(f"Requires-Dist: {r}\n" for r in requires)))
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files + [f"{name}-1.0.dist-info/METADATA"]))
+
+
+def _python(code: str, site: Path, **env) -> str:
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(TARGET)]), PYTHONDONTWRITEBYTECODE="1", **env)
+    full.pop("PYTHONPYCACHEPREFIX", None)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    _dist(site, "fakeattn", {"__init__": "from . import kernels\nimport fakedep\n", "kernels": "X = 1\n"},
+          requires=["fakedep>=1", "extraonly; extra == 'dev'"])
+    _dist(site, "fakedep", {"__init__": "Y = 2\n"})
+    return site
+
+
+def _pycs(folder: Path) -> list[str]:
+    return sorted(p.name.split(".")[0] for p in folder.rglob("*.pyc"))
+
+
+def test_a_library_without_bytecode_is_compiled_into_the_private_folder_ahead_and_read_from_there(tmp_path):
+    site, prefix = _site(tmp_path), tmp_path / "pycache"
+    prefix.mkdir()
+    _python(f"""
+        import os, library_bytecode as lb
+        pid = lb.start_precompile({str(prefix)!r}, ["fakeattn"], workers=2)
+        os.waitpid(pid, 0)
+    """, site)
+    assert _pycs(prefix) == ["__init__", "__init__", "kernels"]  # the library and what it requires
+    assert not list(site.rglob("__pycache__"))  # never beside the target's sources
+    out = json.loads(_python(f"""
+        import json, sys, library_bytecode as lb
+        lb.redirect({str(prefix)!r})
+        import fakeattn, json.decoder
+        print(json.dumps([fakeattn.kernels.__cached__, json.decoder.__cached__, sys.dont_write_bytecode]))
+    """, site))
+    assert out[0].startswith(str(prefix))  # read from the folder
+    assert not out[1].startswith(str(prefix))  # a module with bytecode beside it: its own, as before
+    assert not list(site.rglob("__pycache__"))
+
+
+def test_an_import_without_the_precompile_keeps_its_bytecode_in_the_folder_and_nowhere_else(tmp_path):
+    site, prefix = _site(tmp_path), tmp_path / "pycache"
+    prefix.mkdir()
+    _python(f"""
+        import library_bytecode as lb
+        lb.redirect({str(prefix)!r})
+        lb.redirect({str(prefix)!r})  # twice: once in effect
+        import fakeattn
+    """, site)
+    assert _pycs(prefix) == ["__init__", "__init__", "kernels"]
+    assert not list(site.rglob("__pycache__"))
+
+
+def test_folders_with_bytecode_beside_them_are_not_compiled_again(tmp_path):
+    site, prefix = _site(tmp_path), tmp_path / "pycache"
+    prefix.mkdir()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "fakedep")], check=True)
+    out = _python("""
+        import library_bytecode as lb
+        print([p.rsplit("/", 1)[-1] for p in lb.library_folders(["fakeattn", "not-installed"])])
+    """, site)
+    assert out.split() == ["['fakeattn']"]
+
+
+def test_the_folder_is_asked_for_only_where_a_library_lacks_bytecode_and_torch_has_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    modules = {"torch": {"origin": "x"}, "flash_attn": {"origin": "y"}}
+    env, note = _bytecode_env({"modules": modules, "bytecode": {"torch": "fresh", "flash_attn": "missing"}})
+    assert note is None and list(env) == [library_bytecode.VARIABLE] and env[library_bytecode.VARIABLE].endswith("pycache")
+    assert _bytecode_env({"modules": modules, "bytecode": {"torch": "fresh", "flash_attn": "fresh"}}) == ({}, None)
+    env, _ = _bytecode_env({"modules": modules, "bytecode": {"torch": "missing", "flash_attn": "missing"}})
+    assert list(env) == ["PYTHONPYCACHEPREFIX"]  # torch's own: every module goes there, the library's too
+
+
+def test_a_folder_the_doctor_did_not_give_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setenv(library_bytecode.VARIABLE, "relative/pycache")
+    assert library_bytecode.folder() is None
+    monkeypatch.setenv(library_bytecode.VARIABLE, str(tmp_path / "absent"))
+    assert library_bytecode.folder() is None
+    monkeypatch.setenv(library_bytecode.VARIABLE, str(tmp_path))
+    assert library_bytecode.folder() == str(tmp_path)
