@@ -844,6 +844,30 @@ HARVEST_48 = [
     ("    elif torch.backends.mps.is_available():\nAttributeError: module 'torch.backends' has no attribute 'mps'", "AD413"),
 ]
 
+# harvest 49: ONNX Runtime's provider loader in its own words, torch._C's CUDA functions missing (a CPU-only
+# torch), a CUDA kernel's shared memory request refused, xformers' own modules missing, torch's headers
+# refusing an old host compiler
+HARVEST_49 = [
+    ("2026-04-02 17:50:37.6978610 [W:onnxruntime:Default, onnxruntime_pybind_state.cc:1099 onnxruntime::python::"
+     "CreateExecutionProviderFactoryInstance] Failed to create CUDAExecutionProvider. Require cuDNN 9.* and CUDA 13.*, "
+     "and the latest MSVC runtime.", "AD418"),
+    ("[E:onnxruntime:Default, provider_bridge_ort.cc:2223 onnxruntime::TryGetProviderInfo_TensorRT] [ONNXRuntimeError] : 1 : "
+     "FAIL : Error loading \"C:\\venv\\Lib\\site-packages\\onnxruntime\\capi\\onnxruntime_providers_tensorrt.dll\" which "
+     "depends on \"cublas64_12.dll\" which is missing. (Error 126: \"The specified module could not be found.\")", "AD418"),
+    ("Failed to load model: module 'torch._C' has no attribute '_cuda_resetPeakMemoryStats'", "AD106"),
+    ("ERROR: CUDA RT call \"cudaFuncSetAttribute(&monarch_conv_cuda_32_32_32_kernel<32, 8, 32768, 2, 16, false, 2, 8, 8>, "
+     "cudaFuncAttributeMaxDynamicSharedMemorySize, 135168)\" in line 969 of file /tmp/x/fwd_bf16.cu failed with invalid "
+     "argument (1).", "AD262"),
+    ("ModuleNotFoundError: No module named 'xformers._flash_attn'", "AD312"),
+    ("/x/torch/include/ATen/ATen.h:4:2: error: #error C++14 or later compatible compiler is required to use ATen.", "AD315"),
+]
+
+# harvest 49: ptxas refusing an architecture in a CMake / nvcc build, Triton nowhere in the text
+HARVEST_49_LOOK_ALIKES = [
+    "    /usr/bin/nvcc     -x cu -c /home/m/altis/CMakeFiles/CMakeTmp/main.cu -o CMakeFiles/cmTC_a1746.dir/main.cu.o\n"
+    "    ptxas fatal   : Value 'sm_30' is not defined for option 'gpu-name'",
+]
+
 # harvest 48: a forked process that cannot start CUDA, a missing attribute of a module outside the stack
 HARVEST_48_LOOK_ALIKES = [
     "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
@@ -854,9 +878,15 @@ HARVEST_48_LOOK_ALIKES = [
     "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.barrier.sync",
 ]
 
-# harvests 45, 47 and 48: optional kernels' notices, said as notices
+# harvests 45, 47, 48 and 49: optional kernels' notices, said as notices
 HARVEST_45_NOTICES = [
     "torch_harmonics/convolution.py:515: UserWarning: couldn't find CUDA extension, falling back to slow PyTorch implementation",
+    "Failed to import PyTorch Correlation, For better efficiency, please install it.",
+    "2021-02-27 01:33:51.779607: W external/org_tensorflow/tensorflow/stream_executor/gpu/asm_compiler.cc:235] Your CUDA "
+    "software stack is old. We fallback to the NVIDIA driver for some compilation. Update your CUDA version to get the best "
+    "performance. The ptxas error was: ptxas fatal   : Value 'sm_86' is not defined for option 'gpu-name'",
+    "2024-03-30 17:12:30.174784: I external/local_xla/xla/stream_executor/cuda/cuda_executor.cc:901] successful NUMA node "
+    "read from SysFS had negative value (-1), but there must be at least one NUMA node, so returning NUMA node zero.",
     "hqq_aten package not installed. HQQBackend.ATEN backend will not work unless you install the hqq_aten lib",
     "`fused_layer_norm_cuda` module not found. fused layer norm disabled.",
     "Triton is not available. Falling back to the PyTorch implementation of the fused kernel.",
@@ -872,7 +902,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -880,6 +910,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
-                                  *HARVEST_48_LOOK_ALIKES])
+                                  *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
