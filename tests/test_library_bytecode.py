@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 from attn_doctor.probes import _bytecode_env
+from attn_doctor.probes.keys import LIBRARY_MODULES
 from attn_doctor.probes.target import library_bytecode
 
 TARGET = Path(library_bytecode.__file__).parent
@@ -101,10 +102,10 @@ def test_the_folder_is_asked_for_only_where_a_library_lacks_bytecode_and_torch_h
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     modules = {"torch": {"origin": "x"}, "flash_attn": {"origin": "y"}}
-    env, note = _bytecode_env({"modules": modules, "bytecode": {"torch": "fresh", "flash_attn": "missing"}})
+    env, note = _bytecode_env({"modules": modules, "bytecode": {"torch": "fresh", "flash_attn": "missing"}}, LIBRARY_MODULES)
     assert note is None and list(env) == [library_bytecode.VARIABLE] and env[library_bytecode.VARIABLE].endswith("pycache")
-    assert _bytecode_env({"modules": modules, "bytecode": {"torch": "fresh", "flash_attn": "fresh"}}) == ({}, None)
-    env, _ = _bytecode_env({"modules": modules, "bytecode": {"torch": "missing", "flash_attn": "missing"}})
+    assert _bytecode_env({"modules": modules, "bytecode": {"torch": "fresh", "flash_attn": "fresh"}}, LIBRARY_MODULES) == ({}, None)
+    env, _ = _bytecode_env({"modules": modules, "bytecode": {"torch": "missing", "flash_attn": "missing"}}, LIBRARY_MODULES)
     assert list(env) == ["PYTHONPYCACHEPREFIX"]  # torch's own: every module goes there, the library's too
 
 

@@ -52,7 +52,7 @@ from ..facts import (
 from ..boundary.redact import safe_environment
 from .target.env_probe import collect_env
 from .gpu import probe_gpus
-from .keys import FINGERPRINTED, SAMPLE_MODULES, node_inputs, sample_inputs, stack_inputs
+from .keys import FINGERPRINTED, LIBRARY_MODULES, SAMPLE_MODULES, node_inputs, sample_inputs, stack_inputs
 from .local import bytecode_env as _bytecode_env
 from .local import kernel_cache as _kernel_cache
 from .runner import BUILDS_CHILD_SCRIPT, GPU_CHILD_SCRIPT, ProbeFailed, start_child
@@ -143,7 +143,7 @@ def collect_facts(
         arrived("environment")
         return facts
 
-    child_env, bytecode_note = _bytecode_env(env_data)
+    child_env, bytecode_note = _bytecode_env(env_data, LIBRARY_MODULES)
     probes += [bytecode_note] if bytecode_note is not None else []
     on_gpu = gpu is not None and bool(gpu.devices) and assume is None  # an assumed GPU is not here to test
     settings = dict(root=cache_root, trust=cache_trust, use_cache=use_cache, progress=note)

@@ -31,6 +31,9 @@ SAMPLE_MODULES = ("torch/", "transformers", "x_transformers", "einops", "flash_a
 # flash_attn.cute): the attention libraries whole (their extensions are files in their folders),
 # torch's and triton's top folders.
 STACK_MODULES = ("torch/", "triton/", "flash_attn", "flash_attn_interface", "xformers", "fla", "liger_kernel")
+# The attention libraries among them (torch's and triton's top folders are torch's own install): one
+# without bytecode beside a torch with it keeps its bytecode in the doctor's folder (local.bytecode_env).
+LIBRARY_MODULES = tuple(name for name in STACK_MODULES if not name.endswith("/"))
 # What the environment probe fingerprints for a full check: both lists, each key taking its own.
 FINGERPRINTED = tuple(dict.fromkeys(SAMPLE_MODULES + STACK_MODULES))
 # Where a process looks for shared libraries and CUDA: an extension that loads under one value may

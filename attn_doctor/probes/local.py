@@ -9,14 +9,10 @@ import threading
 from typing import Optional
 
 from ..facts import ProbeRun
-from .keys import STACK_MODULES
 from .target.library_bytecode import VARIABLE as LIBRARY_PYCACHE
 
-# The attention libraries the stack probe imports (torch's own bytecode decides PYTHONPYCACHEPREFIX)
-LIBRARY_MODULES = tuple(name.rstrip("/") for name in STACK_MODULES if name.rstrip("/") not in ("torch", "triton"))
 
-
-def bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
+def bytecode_env(env_data: Optional[dict], libraries: tuple[str, ...] = ()) -> tuple[dict, Optional[ProbeRun]]:
     """Where the target's torch or transformers cannot be imported from the bytecode beside them
     (uv installs without it; PIP_NO_COMPILE; a read-only site-packages; an image whose build touched
     the sources after compiling them), every probe child would compile them from source, every
@@ -32,7 +28,7 @@ def bytecode_env(env_data: Optional[dict]) -> tuple[dict, Optional[ProbeRun]]:
     states = [bytecode.get(name, "unknown") for name in ("torch", "transformers") if modules.get(name)]
     # torch's own bytecode is fine, an attention library has none (installed by uv beside a pip torch):
     # only that library's modules keep theirs in the folder (target/library_bytecode.py)
-    libraries = [name for name in LIBRARY_MODULES if modules.get(name) and bytecode.get(name) in ("missing", "stale")]
+    libraries = [name for name in libraries if modules.get(name) and bytecode.get(name) in ("missing", "stale")]
     if all(state in ("fresh", None) for state in states) and not libraries:  # None: no Python sources to compile
         return {}, None
     from ..bytecode import private_pycache, prune_pycache
