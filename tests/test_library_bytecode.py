@@ -87,15 +87,82 @@ def test_an_import_without_the_precompile_keeps_its_bytecode_in_the_folder_and_n
     assert not list(site.rglob("__pycache__"))
 
 
-def test_folders_with_bytecode_beside_them_are_not_compiled_again(tmp_path):
+def test_files_with_bytecode_beside_them_are_not_compiled_again_file_by_file(tmp_path):
+    site = _site(tmp_path)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "fakedep")], check=True)
+    # FlashAttention 2 (compiled) and 4 (not) share one folder: judged per file, from each RECORD
+    (site / "fakeattn" / "cute.py").write_text("Z = 3\n")
+    record = site / "fakeattn-1.0.dist-info" / "RECORD"
+    record.write_text(record.read_text() + "fakeattn/cute.py,,\n")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "fakeattn" / "kernels.py")], check=True)
+    out = _python("""
+        import library_bytecode as lb
+        print(sorted(p.rsplit("/", 1)[-1] for p in lb.library_sources(["fakeattn", "not-installed"])))
+    """, site)
+    assert out.strip() == "['__init__.py', 'cute.py']"
+
+
+def test_a_stale_bytecode_beside_a_source_is_left_as_it_is(tmp_path):
     site, prefix = _site(tmp_path), tmp_path / "pycache"
     prefix.mkdir()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "fakedep")], check=True)
-    out = _python("""
+    stale = next((site / "fakedep" / "__pycache__").glob("*.pyc"))
+    before = stale.read_bytes()
+    (site / "fakedep" / "__init__.py").write_text("Y = 22\n")
+    os.utime(site / "fakedep" / "__init__.py", (1, 1))  # another mtime than the .pyc records
+    out = _python(f"""
         import library_bytecode as lb
-        print([p.rsplit("/", 1)[-1] for p in lb.library_folders(["fakeattn", "not-installed"])])
+        lb.redirect({str(prefix)!r})
+        import fakedep
+        print(fakedep.Y)
     """, site)
-    assert out.split() == ["['fakeattn']"]
+    assert out.strip() == "22" and stale.read_bytes() == before  # compiled again, never written beside it
+    assert not list(prefix.rglob("*.pyc"))  # nor in the folder: a source with bytecode beside it keeps it
+
+
+def _big_site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    body = "".join(f"def f{i}(x):\n    return [x * {i} for _ in range(3)]\n" for i in range(400))
+    _dist(site, "bigattn", {f"m{i}": body for i in range(300)})
+    return site
+
+
+def test_stop_ends_the_precompile_and_its_workers_and_it_never_holds_the_probes_pipe(tmp_path):
+    site, prefix = _big_site(tmp_path), tmp_path / "pycache"
+    prefix.mkdir()
+    out = json.loads(_python(f"""
+        import json, os, sys, time
+        sys.path.insert(0, {str(TARGET.parents[2])!r})
+        from attn_doctor.probes.target import isolation, library_bytecode as lb
+        read_fd, write_fd = os.pipe()
+        isolation.OUT_FD = write_fd  # the probe's answer to the doctor
+        pid = lb.start_precompile({str(prefix)!r}, ["bigattn"], workers=2)
+        os.close(write_fd)
+        start = time.monotonic()
+        os.read(read_fd, 1)  # end of file at once: no fork holds the pipe
+        eof_s = time.monotonic() - start
+        time.sleep(0.3)
+        children = [p for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{{p}}/stat").read().split(") ")[1].split()[1] == str(pid)]
+        lb.stop(pid)
+        time.sleep(0.5)
+        left = [p for p in children if os.path.exists(f"/proc/{{p}}") and open(f"/proc/{{p}}/stat").read().split(") ")[1].split()[0] != "Z"]
+        print(json.dumps([eof_s, len(children), left]))
+    """, site))
+    assert out[0] < 1.0 and out[1] == 2 and out[2] == []  # both workers were running, and none is left
+    assert len(list(prefix.rglob("*.pyc"))) < 300  # stopped before the end
+
+
+def test_a_variable_from_the_environment_never_reaches_the_probe(tmp_path, monkeypatch):
+    from attn_doctor.probes.runner import ChildProcess
+
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nenv > {tmp_path / 'env.txt'}\necho '{{}}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv(library_bytecode.VARIABLE, str(tmp_path))
+    ChildProcess(str(fake), ["env"]).result(30)
+    assert library_bytecode.VARIABLE not in (tmp_path / "env.txt").read_text()
+    ChildProcess(str(fake), ["env"], {library_bytecode.VARIABLE: str(tmp_path / "given")}).result(30)
+    assert f"{library_bytecode.VARIABLE}={tmp_path / 'given'}" in (tmp_path / "env.txt").read_text()
 
 
 def test_the_folder_is_asked_for_only_where_a_library_lacks_bytecode_and_torch_has_it(tmp_path, monkeypatch):
@@ -109,10 +176,17 @@ def test_the_folder_is_asked_for_only_where_a_library_lacks_bytecode_and_torch_h
     assert list(env) == ["PYTHONPYCACHEPREFIX"]  # torch's own: every module goes there, the library's too
 
 
-def test_a_folder_the_doctor_did_not_give_is_not_used(tmp_path, monkeypatch):
-    monkeypatch.setenv(library_bytecode.VARIABLE, "relative/pycache")
+def test_a_folder_others_could_write_is_not_used(tmp_path, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    for bad in ("relative/pycache", str(tmp_path / "absent")):
+        monkeypatch.setenv(library_bytecode.VARIABLE, bad)
+        assert library_bytecode.folder() is None
+    monkeypatch.setenv(library_bytecode.VARIABLE, str(mine))
+    assert library_bytecode.folder() == str(mine)
+    mine.chmod(0o777)  # anyone could plant bytecode there
     assert library_bytecode.folder() is None
-    monkeypatch.setenv(library_bytecode.VARIABLE, str(tmp_path / "absent"))
+    (tmp_path / "link").symlink_to(mine)
+    mine.chmod(0o700)
+    monkeypatch.setenv(library_bytecode.VARIABLE, str(tmp_path / "link"))
     assert library_bytecode.folder() is None
-    monkeypatch.setenv(library_bytecode.VARIABLE, str(tmp_path))
-    assert library_bytecode.folder() == str(tmp_path)

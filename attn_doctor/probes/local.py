@@ -28,7 +28,7 @@ def bytecode_env(env_data: Optional[dict], libraries: tuple[str, ...] = ()) -> t
     states = [bytecode.get(name, "unknown") for name in ("torch", "transformers") if modules.get(name)]
     # torch's own bytecode is fine, an attention library has none (installed by uv beside a pip torch):
     # only that library's modules keep theirs in the folder (target/library_bytecode.py)
-    libraries = [name for name in libraries if modules.get(name) and bytecode.get(name) in ("missing", "stale")]
+    libraries = [name for name in libraries if modules.get(name) and bytecode.get(name) == "missing"]  # a stale one is compiled again whatever
     if all(state in ("fresh", None) for state in states) and not libraries:  # None: no Python sources to compile
         return {}, None
     from ..bytecode import private_pycache, prune_pycache

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from .target.library_bytecode import VARIABLE as LIBRARY_PYCACHE
+
 PROBES_DIR = Path(__file__).parent / "target"  # the modules that run inside the target interpreter
 CHILD_PACKAGE = "attn_doctor_child"  # what that folder is called inside the target
 GPU_CHILD_SCRIPT = PROBES_DIR / "gpu_child.py"  # loaded by path inside the target
@@ -73,7 +75,9 @@ class ChildProcess:
         self._stderr = tempfile.TemporaryFile()
         self.stderr: Optional[str] = None
         extra = env or {}
-        env = dict(os.environ, **extra)
+        # the library bytecode folder only as the doctor checked it (local.bytecode_env), never one
+        # inherited from whoever started the check: the child runs the bytecode it finds there
+        env = dict({k: v for k, v in os.environ.items() if k != LIBRARY_PYCACHE}, **extra)
         if "PYTHONPYCACHEPREFIX" in extra:
             env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode goes to the doctor's own cache folder
         else:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import stat
 import sys
 
 VARIABLE = "ATTN_DOCTOR_LIBRARY_PYCACHE"
@@ -27,9 +29,19 @@ MAX_FILES = 5000  # a library is hundreds of modules; more is not what this is f
 
 
 def folder():
-    """The private folder the doctor gave (an absolute path to a folder), or None."""
+    """The private folder the doctor gave, or None: an absolute path to a folder (not a link) this
+    user owns and nobody else may write (the doctor checked more: attn_doctor/bytecode.py; the
+    variable could also have come from the environment of whoever started the check)."""
     path = os.environ.get(VARIABLE) or ""
-    return path if os.path.isabs(path) and os.path.isdir(path) else None
+    if not os.path.isabs(path):
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return None
+    return path
 
 
 def redirect(prefix):
@@ -47,11 +59,7 @@ def redirect(prefix):
         beside = original(path, debug_override, optimization=optimization)
         if sys.pycache_prefix is not None or os.path.exists(beside):
             return beside
-        sys.pycache_prefix = prefix
-        try:
-            return original(path, debug_override, optimization=optimization)
-        finally:
-            sys.pycache_prefix = None
+        return in_folder(prefix, path, beside)
 
     cache_from_source.attn_doctor_prefix = prefix
     external.cache_from_source = cache_from_source
@@ -66,21 +74,11 @@ def redirect(prefix):
     sys.dont_write_bytecode = False
 
 
-def _has_bytecode(top):
-    """Whether the package folder `top` has bytecode beside its sources (judged on a few of them)."""
-    import importlib.util
-
-    seen = 0
-    for base, dirs, files in os.walk(top):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                if not os.path.exists(importlib.util.cache_from_source(os.path.join(base, name))):
-                    return False
-                seen += 1
-                if seen >= 3:
-                    return True
-    return True
+def in_folder(prefix, source, beside):
+    """Where PYTHONPYCACHEPREFIX=`prefix` keeps the bytecode of `source` (named as `beside`, the path
+    beside it, names it): built here, so that no thread ever sees sys.pycache_prefix changed."""
+    drive, head = os.path.splitdrive(os.path.dirname(os.path.abspath(source)))
+    return os.path.join(prefix, head.lstrip(os.sep + (os.altsep or "")), os.path.basename(beside))
 
 
 def _requirement_names(dist):
@@ -94,23 +92,14 @@ def _requirement_names(dist):
     return names
 
 
-def _top_folders(dist):
-    """The top-level package folders of distribution `dist`, from its RECORD."""
-    out = []
-    for path in dist.files or ():
-        parts = path.parts
-        if len(parts) > 1 and path.suffix == ".py" and not parts[0].endswith((".dist-info", ".egg-info", ".data")) \
-                and parts[0] not in ("..", "bin") and parts[0] not in out:
-            out.append(parts[0])
-    return [os.path.join(str(dist.locate_file("")), top) for top in out]
-
-
-def library_folders(distributions, depth=3):
-    """The package folders, without bytecode beside them, of `distributions` and of what they
-    require (to `depth` levels): what importing them compiles."""
+def library_sources(distributions, depth=3, limit=MAX_FILES):
+    """The Python files, without bytecode beside them, of `distributions` and of what they require
+    (to `depth` levels), from their RECORDs: what importing them compiles. File by file: FlashAttention
+    2 (with bytecode) and 4 (without) share the folder flash_attn/."""
     import importlib.metadata
+    import importlib.util
 
-    folders, seen, level = [], set(), list(distributions)
+    out, seen, level = [], set(), list(distributions)
     for _ in range(depth):
         following = []
         for name in level:
@@ -120,32 +109,38 @@ def library_folders(distributions, depth=3):
             seen.add(key)
             try:
                 dist = importlib.metadata.distribution(name)
+                files = list(dist.files or ())
             except Exception:  # noqa: BLE001 - not installed, or unreadable metadata: nothing to compile
                 continue
-            for top in _top_folders(dist):
-                if os.path.isdir(top) and top not in folders and not _has_bytecode(top):
-                    folders.append(top)
+            for path in files:
+                if path.suffix != ".py" or path.parts[0] in ("..", "bin") or path.parts[0].endswith((".data", ".dist-info")):
+                    continue
+                source = str(dist.locate_file(path))
+                try:
+                    if os.path.exists(importlib.util.cache_from_source(source)) or not os.path.isfile(source):
+                        continue
+                except (ValueError, NotImplementedError):
+                    continue
+                out.append(source)
+                if len(out) >= limit:
+                    return out
             following += _requirement_names(dist)
         level = following
-    return folders
-
-
-def _sources(folders):
-    out = []
-    for top in folders:
-        for base, dirs, files in os.walk(top):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            out += [os.path.join(base, name) for name in sorted(files) if name.endswith(".py")]
-            if len(out) >= MAX_FILES:
-                return out[:MAX_FILES]
     return out
 
 
+def _cpus():
+    try:
+        return len(os.sched_getaffinity(0))  # the CPUs this process may use (a Slurm job's, a container's)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def start_precompile(prefix, distributions, workers=None):
-    """A forked process that compiles into `prefix` the folders library_folders finds (what is there
+    """A forked process that compiles into `prefix` the files library_sources finds (what is there
     and current is skipped), in `workers` processes of its own, at low priority: its pid, or None.
     Call it before this process imports torch (a fork is then cheap and safe); stop() it after."""
-    if not hasattr(os, "fork"):
+    if not hasattr(os, "fork") or not distributions:
         return None
     try:
         pid = os.fork()
@@ -155,19 +150,21 @@ def start_precompile(prefix, distributions, workers=None):
         return pid
     code = 0
     try:
-        os.setpgid(0, 0)  # its workers with it: stop() ends them all
+        _detach(os.getppid())
         try:
             os.nice(5)
         except OSError:
             pass
-        sources = _sources(library_folders(distributions))
-        count = max(1, min(int(workers or os.cpu_count() or 1), 16, len(sources) // 20 + 1))
+        sources = library_sources(distributions)
+        count = max(1, min(int(workers or _cpus()), 8, len(sources) // 20 + 1))
         children = []
         for index in range(count):
             child = os.fork() if count > 1 else 0
             if child:
                 children.append(child)
                 continue
+            if count > 1:
+                _detach(os.getppid())
             _compile(prefix, sources[index::count])
             if count > 1:
                 os._exit(0)
@@ -179,14 +176,38 @@ def start_precompile(prefix, distributions, workers=None):
         os._exit(code)
 
 
+def _detach(parent):
+    """This fork holds none of its parent's pipes (the probe's answer to the doctor: a process left
+    running with it would keep the doctor waiting) and is killed when `parent` dies."""
+    try:
+        from . import isolation
+    except ImportError:  # loaded on its own (the tests): no probe's answer to guard
+        isolation = None
+    if isolation is not None and isolation.OUT_FD is not None:
+        try:
+            os.close(isolation.OUT_FD)
+        except OSError:
+            pass
+        isolation.OUT_FD = None
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # compileall prints a source's syntax error: never into the probe's answer
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before the call
+        os._exit(1)
+
+
 def _compile(prefix, sources):
     import compileall
 
-    sys.pycache_prefix = prefix
+    sys.pycache_prefix = prefix  # this process only compiles: no import here looks for bytecode
     sys.dont_write_bytecode = False
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # compileall prints a source's syntax error: never into the probe's answer
-    os.dup2(devnull, 2)
     for source in sources:
         try:
             compileall.compile_file(source, quiet=2)
@@ -198,15 +219,10 @@ def stop(pid):
     """End the precompile if it still runs, and reap it."""
     if not pid:
         return
-    import signal
-
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
-        if not done:  # what it has not compiled yet is compiled by the next check's
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                os.kill(pid, signal.SIGKILL)
+        if not done:  # what it has not compiled yet is compiled by the next check's; its workers die with it
+            os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
     except OSError:
         pass
