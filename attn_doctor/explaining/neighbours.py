@@ -80,13 +80,16 @@ _WORD = re.compile(r"[a-z]{3,}")
 # a traceback's frame or its code line (an assignment, tuple targets included, from a call)
 _FRAME = re.compile(r'^(?:file "|file p|at [\w.$]+\(|\w[\w.]*(?:\s*,\s*\w[\w.]*)*\s*=\s*[\w.]+\(|[\w.]+\([^()]*\)$)')
 _EXCEPTION = re.compile(r"\w+(?:error|exception)\b")
+# the operating system's words for a path (which normalised() blanks): what such a line is about was its path
+_OS_ERROR = re.compile(r"^(?:\w+error: )?(?:\[errno 0\] )?(?:no such file or directory|permission denied|file exists|"
+                       r"is a directory|not a directory)\b[: ]*(?:'[^']*'|p)?[.: ]*$")
 
 
 def informative(line: str) -> bool:
     """A line that says something of its own: an exception and its message, an error in words;
     not a traceback's frame or code line, a bare `UserWarning:` or `warnings.warn(`."""
     n = normalised(line)
-    if _NOISE.match(n) or _FRAME.match(n):
+    if _NOISE.match(n) or _FRAME.match(n) or _OS_ERROR.match(n):
         return False
     words = len(_WORD.findall(n.replace(" p ", " ")))
     return words >= 2 if _EXCEPTION.search(n) else words >= 4

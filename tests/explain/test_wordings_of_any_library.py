@@ -862,6 +862,25 @@ HARVEST_49 = [
     ("/x/torch/include/ATen/ATen.h:4:2: error: #error C++14 or later compatible compiler is required to use ATen.", "AD315"),
 ]
 
+# harvest 50: StyleGAN's custom ops and torch's extension builds failing, CUDA headers not found, an
+# engine's fp16 refusal, NVRTC's builtins library, ggml's CUDA check
+HARVEST_50 = [
+    ('Setting up PyTorch plugin "bias_act_plugin"... Failed!', "AD315"),
+    ("ImportError: No module named bias_act_plugin", "AD315"),
+    ('/usr/include/cudnn.h:63:26: fatal error: driver_types.h: No such file or directory\n #include "driver_types.h"', "AD315"),
+    ('  File "/c/lib/python3.7/site-packages/torch/utils/cpp_extension.py", line 283, in check_compiler_abi_compatibility\n'
+     "    if not check_compiler_ok_for_platform(compiler):", "AD315"),
+    ("terminate called after throwing an instance of 'lczero::Exception'\n  what():  Your GPU doesn't support FP16", "AD109"),
+    ("RuntimeError: nvrtc: error: failed to open nvrtc-builtins64_117.dll. Make sure that nvrtc-builtins64_117.dll is "
+     "installed correctly.", "AD418"),
+    ("CUDA error 13 at /home/z/PowerInfer/ggml-cuda.cu:9619: invalid device symbol", "AD313"),
+]
+
+# harvest 50: a missing file whose path (blanked for the comparison) was all it said
+HARVEST_50_LOOK_ALIKES = [
+    "FileNotFoundError: [Errno 2] No such file or directory: './config/text_sentiment_classifier/Textbased_Bart_b32.json'",
+]
+
 # harvest 49: ptxas refusing an architecture in a CMake / nvcc build, Triton nowhere in the text
 HARVEST_49_LOOK_ALIKES = [
     "    /usr/bin/nvcc     -x cu -c /home/m/altis/CMakeFiles/CMakeTmp/main.cu -o CMakeFiles/cmTC_a1746.dir/main.cu.o\n"
@@ -878,10 +897,18 @@ HARVEST_48_LOOK_ALIKES = [
     "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.barrier.sync",
 ]
 
-# harvests 45, 47, 48 and 49: optional kernels' notices, said as notices
+# harvests 45 and 47 to 50: optional kernels' notices, said as notices
 HARVEST_45_NOTICES = [
     "torch_harmonics/convolution.py:515: UserWarning: couldn't find CUDA extension, falling back to slow PyTorch implementation",
     "Failed to import PyTorch Correlation, For better efficiency, please install it.",
+    "UserWarning: enable_nested_tensor is True, but self.use_nested_tensor is False because encoder_layer.self_attn."
+    "batch_first was not True(use batch_first for better inference performance)",
+    "apex is not installed\napex is not installed\n/x/mmcv/cnn/bricks/transformer.py:27: UserWarning: Fail to import "
+    "``MultiScaleDeformableAttention`` from ``mmcv.ops.multi_scale_deform_attn``, You should install ``mmcv-full`` if you "
+    "need this module.",
+    "2020-07-13 19:17:18.151914: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:30] Cannot dlopen some TensorRT "
+    "libraries. If you would like to use Nvidia GPU with TensorRT, please make sure the missing libraries mentioned above "
+    "are installed properly.",
     "2021-02-27 01:33:51.779607: W external/org_tensorflow/tensorflow/stream_executor/gpu/asm_compiler.cc:235] Your CUDA "
     "software stack is old. We fallback to the NVIDIA driver for some compilation. Update your CUDA version to get the best "
     "performance. The ptxas error was: ptxas fatal   : Value 'sm_86' is not defined for option 'gpu-name'",
@@ -902,7 +929,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -910,6 +937,7 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
-                                  *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES])
+                                  *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
+                                  *HARVEST_50_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
