@@ -156,7 +156,7 @@ def start_precompile(prefix, distributions, workers=None):
         except OSError:
             pass
         sources = library_sources(distributions)
-        count = max(1, min(int(workers or _cpus()), 8, len(sources) // 20 + 1))
+        count = max(1, min(int(workers or _cpus()), 16, len(sources) // 20 + 1))
         children = []
         for index in range(count):
             child = os.fork() if count > 1 else 0
