@@ -73,7 +73,10 @@ def dtypes(line: str) -> frozenset[str]:
 
 # lines that say nothing of their own: a warnings call, a caret line, a traceback's header, a bare
 # `UserWarning:`, a compiler's count of its errors ("1 error generated when compiling for gfx900.")
-_NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call last\)|\w*warning:?$|\d+ errors? generated\b)", re.I)
+_NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call last\)|\w*warning:?$|\d+ errors? generated\b"
+                    # torch's lines after every CUDA error, whatever the error
+                    r"|cuda kernel errors might be asynchronously reported|for debugging consider passing cuda_launch_blocking"
+                    r"|compile with .?torch_use_cuda_dsa.? to enable device-side assertions)", re.I)
 _WORD = re.compile(r"[a-z]{3,}")
 
 

@@ -534,6 +534,8 @@ HARVEST_36 = [
     "http://www.nvidia.com/Download/index.aspx (Triggered internally at  /pytorch/c10/cuda/CUDAFunctions.cpp:100.)",
     # DeepSpeed's loss scaler finding its scale
     "Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
+    # fairseq's
+    "2021-01-26 03:02:32 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 64.0",
 ])
 def test_notices_of_a_cpu_run_and_of_a_loss_scale_search_are_harmless(text):
     report = explain(io.BytesIO(text.encode()), RECIPES, kind="stdin")
@@ -876,6 +878,21 @@ HARVEST_50 = [
     ("CUDA error 13 at /home/z/PowerInfer/ggml-cuda.cu:9619: invalid device symbol", "AD313"),
 ]
 
+# harvest 51: nvcc's refusal without its prefix, flash-attn's csrc kernel named by transformers' import check,
+# torch's cuBLAS without bf16 matrix multiply
+HARVEST_51 = [
+    ("i met error 'Unsupported gpu architecture 'compute_86''.", "AD315"),
+    ("ImportError: This modeling file requires the following packages that were not found in your environment: "
+     "rotary_emb. Run `pip install rotary_emb`", "AD319"),
+    ("The error is: RuntimeError: at::cuda::blas::gemm: not implemented for struct c10::BFloat16", "AD102"),
+]
+
+# harvest 51: an out-of-memory followed by torch's lines after every CUDA error, which say nothing of it
+HARVEST_51_LOOK_ALIKES = [
+    "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some other API call,so the "
+    "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+]
+
 # harvest 50: a missing file whose path (blanked for the comparison) was all it said
 HARVEST_50_LOOK_ALIKES = [
     "FileNotFoundError: [Errno 2] No such file or directory: './config/text_sentiment_classifier/Textbased_Bart_b32.json'",
@@ -929,7 +946,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -938,6 +955,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
