@@ -85,7 +85,7 @@ _FRAME = re.compile(r'^(?:file "|file p|at [\w.$]+\(|\w[\w.]*(?:\s*,\s*\w[\w.]*)
 _EXCEPTION = re.compile(r"\w+(?:error|exception)\b")
 # the operating system's words for a path (which normalised() blanks): what such a line is about was its path
 _OS_ERROR = re.compile(r"^(?:\w+error: )?(?:\[errno 0\] )?(?:no such file or directory|permission denied|file exists|"
-                       r"is a directory|not a directory)\b[: ]*(?:'[^']*'|p)?[.: ]*$")
+                       r"is a directory|not a directory)\b[: ]*(?:'[^'\w]*p[^'\w]*'|p)?[.: ]*$")
 
 
 def informative(line: str) -> bool:

@@ -536,6 +536,9 @@ HARVEST_36 = [
     "Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
     # fairseq's
     "2021-01-26 03:02:32 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 64.0",
+    "2021-01-26 03:02:32 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, setting loss "
+    "scale to: 32.0",
+    "| WARNING: overflow detected, setting loss scale to: 16.0",
 ])
 def test_notices_of_a_cpu_run_and_of_a_loss_scale_search_are_harmless(text):
     report = explain(io.BytesIO(text.encode()), RECIPES, kind="stdin")
@@ -885,10 +888,20 @@ HARVEST_51 = [
     ("ImportError: This modeling file requires the following packages that were not found in your environment: "
      "rotary_emb. Run `pip install rotary_emb`", "AD319"),
     ("The error is: RuntimeError: at::cuda::blas::gemm: not implemented for struct c10::BFloat16", "AD102"),
+    ("RuntimeError: at::cuda::blas::bgemm: not implemented for N3c108BFloat16E", "AD102"),
+    ("ImportError: This modeling file requires the following packages that were not found in your environment: einops, "
+     "dropout_layer_norm. Run `pip install einops dropout_layer_norm`", "AD319"),
+    ("AttributeError: module 'torch.backends.cuda' has no attribute 'sdp_kernel'", "AD413"),
+    ("/x/torch/include/c10/util/C++17.h:13:2: error: #error \"You're trying to build PyTorch with a too old version of "
+     "GCC. We need GCC 9 or later.\"", "AD315"),
+    ("/x/torch/include/torch/all.h:4:2: error: #error C++17 or later compatible compiler is required to use PyTorch.",
+     "AD315"),
 ]
 
 # harvest 51: an out-of-memory followed by torch's lines after every CUDA error, which say nothing of it
 HARVEST_51_LOOK_ALIKES = [
+    # an application's own fallback notice, not a refusal
+    "Your GPU does not support FP16, falling back to FP32",
     "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some other API call,so the "
     "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
 ]
@@ -920,9 +933,6 @@ HARVEST_45_NOTICES = [
     "Failed to import PyTorch Correlation, For better efficiency, please install it.",
     "UserWarning: enable_nested_tensor is True, but self.use_nested_tensor is False because encoder_layer.self_attn."
     "batch_first was not True(use batch_first for better inference performance)",
-    "apex is not installed\napex is not installed\n/x/mmcv/cnn/bricks/transformer.py:27: UserWarning: Fail to import "
-    "``MultiScaleDeformableAttention`` from ``mmcv.ops.multi_scale_deform_attn``, You should install ``mmcv-full`` if you "
-    "need this module.",
     "2020-07-13 19:17:18.151914: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:30] Cannot dlopen some TensorRT "
     "libraries. If you would like to use Nvidia GPU with TensorRT, please make sure the missing libraries mentioned above "
     "are installed properly.",
