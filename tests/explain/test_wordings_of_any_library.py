@@ -892,6 +892,10 @@ HARVEST_51 = [
     ("ImportError: This modeling file requires the following packages that were not found in your environment: einops, "
      "dropout_layer_norm. Run `pip install einops dropout_layer_norm`", "AD319"),
     ("AttributeError: module 'torch.backends.cuda' has no attribute 'sdp_kernel'", "AD413"),
+    ("[ONNXRuntimeError] : 1 : FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: "
+     "libcublasLt.so.11: cannot open shared object file: No such file or directory", "AD418"),
+    ("[ONNXRuntimeError] : 1 : FAIL : LoadLibrary failed with error 126 \"\" when trying to load "
+     "\"C:\\venv\\Lib\\site-packages\\onnxruntime\\capi\\onnxruntime_providers_cuda.dll\"", "AD418"),
     ("/x/torch/include/c10/util/C++17.h:13:2: error: #error \"You're trying to build PyTorch with a too old version of "
      "GCC. We need GCC 9 or later.\"", "AD315"),
     ("/x/torch/include/torch/all.h:4:2: error: #error C++17 or later compatible compiler is required to use PyTorch.",
@@ -902,6 +906,8 @@ HARVEST_51 = [
 HARVEST_51_LOOK_ALIKES = [
     # an application's own fallback notice, not a refusal
     "Your GPU does not support FP16, falling back to FP32",
+    # an nvcc build's ptxas in a log whose pip step installed triton: not Triton's ptxas
+    "Collecting triton==3.1.0\n    ptxas fatal   : Value 'sm_30' is not defined for option 'gpu-name'",
     "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some other API call,so the "
     "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
 ]
