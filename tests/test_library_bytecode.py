@@ -15,7 +15,7 @@ from attn_doctor.probes import _bytecode_env
 from attn_doctor.probes.keys import LIBRARY_MODULES
 from attn_doctor.probes.target import library_bytecode
 
-TARGET = Path(library_bytecode.__file__).parent
+ROOT = Path(library_bytecode.__file__).parents[3]  # the checkout: the module is imported as the package's
 
 
 def _dist(site: Path, name: str, modules: dict, requires=()) -> None:
@@ -34,7 +34,7 @@ def _dist(site: Path, name: str, modules: dict, requires=()) -> None:
 
 
 def _python(code: str, site: Path, **env) -> str:
-    full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(TARGET)]), PYTHONDONTWRITEBYTECODE="1", **env)
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), PYTHONDONTWRITEBYTECODE="1", **env)
     full.pop("PYTHONPYCACHEPREFIX", None)
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -57,14 +57,16 @@ def test_a_library_without_bytecode_is_compiled_into_the_private_folder_ahead_an
     site, prefix = _site(tmp_path), tmp_path / "pycache"
     prefix.mkdir()
     _python(f"""
-        import os, library_bytecode as lb
+        import os
+        from attn_doctor.probes.target import library_bytecode as lb
         pid = lb.start_precompile({str(prefix)!r}, ["fakeattn"], workers=2)
         os.waitpid(pid, 0)
     """, site)
     assert _pycs(prefix) == ["__init__", "__init__", "kernels"]  # the library and what it requires
     assert not list(site.rglob("__pycache__"))  # never beside the target's sources
     out = json.loads(_python(f"""
-        import json, sys, library_bytecode as lb
+        import json, sys
+        from attn_doctor.probes.target import library_bytecode as lb
         lb.redirect({str(prefix)!r})
         import fakeattn, json.decoder
         print(json.dumps([fakeattn.kernels.__cached__, json.decoder.__cached__, sys.dont_write_bytecode]))
@@ -78,7 +80,7 @@ def test_an_import_without_the_precompile_keeps_its_bytecode_in_the_folder_and_n
     site, prefix = _site(tmp_path), tmp_path / "pycache"
     prefix.mkdir()
     _python(f"""
-        import library_bytecode as lb
+        from attn_doctor.probes.target import library_bytecode as lb
         lb.redirect({str(prefix)!r})
         lb.redirect({str(prefix)!r})  # twice: once in effect
         import fakeattn
@@ -96,7 +98,7 @@ def test_files_with_bytecode_beside_them_are_not_compiled_again_file_by_file(tmp
     record.write_text(record.read_text() + "fakeattn/cute.py,,\n")
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "fakeattn" / "kernels.py")], check=True)
     out = _python("""
-        import library_bytecode as lb
+        from attn_doctor.probes.target import library_bytecode as lb
         print(sorted(p.rsplit("/", 1)[-1] for p in lb.library_sources(["fakeattn", "not-installed"])))
     """, site)
     assert out.strip() == "['__init__.py', 'cute.py']"
@@ -111,7 +113,7 @@ def test_a_stale_bytecode_beside_a_source_is_left_as_it_is(tmp_path):
     (site / "fakedep" / "__init__.py").write_text("Y = 22\n")
     os.utime(site / "fakedep" / "__init__.py", (1, 1))  # another mtime than the .pyc records
     out = _python(f"""
-        import library_bytecode as lb
+        from attn_doctor.probes.target import library_bytecode as lb
         lb.redirect({str(prefix)!r})
         import fakedep
         print(fakedep.Y)
@@ -132,7 +134,6 @@ def test_stop_ends_the_precompile_and_its_workers_and_it_never_holds_the_probes_
     prefix.mkdir()
     out = json.loads(_python(f"""
         import json, os, sys, time
-        sys.path.insert(0, {str(TARGET.parents[2])!r})
         from attn_doctor.probes.target import isolation, library_bytecode as lb
         read_fd, write_fd = os.pipe()
         isolation.OUT_FD = write_fd  # the probe's answer to the doctor

@@ -29,18 +29,19 @@ def bytecode_env(env_data: Optional[dict], libraries: tuple[str, ...] = ()) -> t
     # torch's own bytecode is fine, an attention library has none (installed by uv beside a pip torch):
     # only that library's modules keep theirs in the folder (target/library_bytecode.py)
     libraries = [name for name in libraries if modules.get(name) and bytecode.get(name) == "missing"]  # a stale one is compiled again whatever
-    if all(state in ("fresh", None) for state in states) and not libraries:  # None: no Python sources to compile
+    torch_fresh = all(state in ("fresh", None) for state in states)  # None: no Python sources to compile
+    if torch_fresh and not libraries:
         return {}, None
     from ..bytecode import private_pycache, prune_pycache
 
     folder, why = private_pycache()
-    whose = "torch" if not all(state in ("fresh", None) for state in states) else ", ".join(libraries)
+    whose = ", ".join(libraries) if torch_fresh else "torch"
     if folder is None:
         return {}, ProbeRun(name="bytecode", status="skipped", error=f"{why}: the probes compile {whose} on every check")
     # Once a day, beside the probes: the bytecode of environments deleted since (a daemon thread:
     # what it has not removed when the check ends is removed next time).
     threading.Thread(target=_quietly, args=(prune_pycache, folder), daemon=True, name="attn-doctor-prune-pycache").start()
-    if whose != "torch":
+    if torch_fresh:
         return {LIBRARY_PYCACHE: folder}, None
     return {"PYTHONPYCACHEPREFIX": folder}, None
 

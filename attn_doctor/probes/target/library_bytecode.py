@@ -7,8 +7,8 @@ compiled from source in every check (FlashAttention 4 and its CuTe DSL: 6 s of i
 2 s, on the cold check's longest path). PYTHONPYCACHEPREFIX would keep it, but for every module:
 torch's own, which has bytecode beside it, would be compiled again into the folder. Here an import
 reads and writes the folder only for a source with no bytecode beside it (redirect), and on the
-check that finds none there yet the libraries' folders are compiled into it side by side while
-the child imports torch (start_precompile).
+check that finds none there yet the libraries' files are compiled into it side by side while the
+child imports torch (start_precompile).
 
 Standard library only, Python 3.8+ syntax: loaded inside the target interpreter.
 """
@@ -20,6 +20,8 @@ import re
 import signal
 import stat
 import sys
+
+from . import isolation
 
 VARIABLE = "ATTN_DOCTOR_LIBRARY_PYCACHE"
 # Distributions whose folders are never compiled here: their bytecode is theirs (or they are torch's)
@@ -150,7 +152,7 @@ def start_precompile(prefix, distributions, workers=None):
         return pid
     code = 0
     try:
-        _detach(os.getppid())
+        _detach()
         try:
             os.nice(5)
         except OSError:
@@ -164,7 +166,7 @@ def start_precompile(prefix, distributions, workers=None):
                 children.append(child)
                 continue
             if count > 1:
-                _detach(os.getppid())
+                _detach()
             _compile(prefix, sources[index::count])
             if count > 1:
                 os._exit(0)
@@ -176,14 +178,10 @@ def start_precompile(prefix, distributions, workers=None):
         os._exit(code)
 
 
-def _detach(parent):
+def _detach():
     """This fork holds none of its parent's pipes (the probe's answer to the doctor: a process left
-    running with it would keep the doctor waiting) and is killed when `parent` dies."""
-    try:
-        from . import isolation
-    except ImportError:  # loaded on its own (the tests): no probe's answer to guard
-        isolation = None
-    if isolation is not None and isolation.OUT_FD is not None:
+    running with it would keep the doctor waiting) and is killed when its parent dies."""
+    if isolation.OUT_FD is not None:
         try:
             os.close(isolation.OUT_FD)
         except OSError:
@@ -193,14 +191,7 @@ def _detach(parent):
     for fd in (0, 1, 2):  # compileall prints a source's syntax error: never into the probe's answer
         os.dup2(devnull, fd)
     os.close(devnull)
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # it died before the call
-        os._exit(1)
+    isolation._die_with_parent()
 
 
 def _compile(prefix, sources):
