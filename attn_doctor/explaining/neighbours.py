@@ -76,7 +76,9 @@ def dtypes(line: str) -> frozenset[str]:
 _NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call last\)|\w*warning:?$|\d+ errors? generated\b"
                     # torch's lines after every CUDA error, whatever the error
                     r"|cuda kernel errors might be asynchronously reported|for debugging consider passing cuda_launch_blocking"
-                    r"|compile with .?torch_use_cuda_dsa.? to enable device-side assertions)", re.I)
+                    r"|compile with .?torch_use_cuda_dsa.? to enable device-side assertions"
+                    # nn.Module.__getattr__'s own raise, shown above every missing attribute of any module
+                    r"|raise \w*attributeerror\(f?[\"']'\{[^}]*\}' object has no attribute '\{[^}]*\}')", re.I)
 _WORD = re.compile(r"[a-z]{3,}")
 
 
