@@ -902,6 +902,53 @@ HARVEST_51 = [
      "AD315"),
 ]
 
+HARVEST_52 = [
+    ("  File \"/data/streaming-llm/streaming_llm/pos_shift/modify_llama.py\", line 87, in llama_pos_shift_attention_forward\n"
+     "    kv_seq_len += past_key_value[0].shape[-2]\n"
+     "KeyError: 'Cache only has 0 layers, attempted to access layer with index 0'", "AD412"),
+    ("  File \"python3.9/site-packages/transformers/models/llama/modeling_llama.py\", line 402, in forward\n"
+     "    kv_seq_len += past_key_value.get_usable_length(kv_seq_len, self.layer_idx)\n"
+     "AttributeError: 'list' object has no attribute 'get_usable_length'", "AD412"),
+    ("ModuleNotFoundError: No module named 'block_sparse_seer_attn'", "AD353"),
+    ("ModuleNotFoundError: No module named 'sparse_dl.attn_cuda'", "AD353"),
+    ('RuntimeError: handle_0 INTERNAL ASSERT FAILED at "../c10/cuda/driver_api.cpp":15, please report a bug to PyTorch.',
+     "AD671"),
+    ("2023/06/09 23:47:22 - mmengine - INFO - Exp name: mae_vit-base-p16_8xb512-amp-coslr-1600e_pathology_20230609\n"
+     "2023/06/09 23:49:56 - mmengine - INFO - Epoch(train) [166][100/351] lr: 2.3620e-03 memory: 48596 loss: nan", "AD660"),
+    ("    Running setup.py install for apex ... error\n"
+     "      File \"/opt/venv/lib/python3.8/site-packages/torch/utils/cpp_extension.py\", line 1561, in _get_cuda_arch_flags\n"
+     "        arch_list[-1] += '+PTX'\n    IndexError: list index out of range", "AD315"),
+    ("ValueError: Your GPU (Tesla T4) does not support bfloat16. Use fp16 instead.", "AD102"),
+    ("numba.cuda.cudadrv.error.CudaAPIError: [209] Call to cuModuleLoadDataEx results in CUDA_ERROR_NO_BINARY_FOR_GPU", "AD313"),
+]
+
+# harvest 52: timm's Block missing an attribute, through nn.Module's own __getattr__ raise line
+HARVEST_52_LOOK_ALIKES = [
+    "  File \"D:\\Python\\lib\\site-packages\\torch\\nn\\modules\\module.py\", line 1185, in __getattr__\n"
+    "    raise AttributeError(\"'{}' object has no attribute '{}'\".format(\n"
+    "AttributeError: 'Block' object has no attribute 'drop_path1'. Did you mean: 'drop_path'?",
+    "ModuleNotFoundError: No module named 'models.attention'",
+]
+
+# harvest 52: notices the run goes on after, each said as a notice
+HARVEST_52_NOTICES = [
+    ("C:\\ai\\venv\\lib\\site-packages\\setuptools\\command\\easy_install.py:144: EasyInstallDeprecationWarning: "
+     "easy_install command is deprecated. Use build and pip and other standards-based tools.", "AD672"),
+    ("2024-08-08 13:34:00.440696: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:8454] Unable to register cuDNN "
+     "factory: Attempting to register factory for plugin cuDNN when one has already been registered", "AD664"),
+    # torch's cuDNN plan warning, wrapped by a terminal in the middle of a word
+    ("/home/u/miniconda3/lib/python3.12/site-packages/torch/autograd/graph.py:744: UserWarning: Plan failed with a cu\n"
+     "dnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUP\n"
+     "PORTED (Triggered internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)", "AD664"),
+]
+
+
+@pytest.mark.parametrize("text, rule", HARVEST_52_NOTICES)
+def test_notices_of_harvest_52_are_harmless(text, rule):
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    assert _first(text) is None and [m.rule for m in report.matches if m.harmless][:1] == [rule]
+
+
 # harvest 51: an out-of-memory followed by torch's lines after every CUDA error, which say nothing of it
 HARVEST_51_LOOK_ALIKES = [
     # an application's own fallback notice, not a refusal
@@ -962,7 +1009,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -971,6 +1018,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
