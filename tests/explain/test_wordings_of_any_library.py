@@ -922,6 +922,32 @@ HARVEST_52 = [
     ("numba.cuda.cudadrv.error.CudaAPIError: [209] Call to cuModuleLoadDataEx results in CUDA_ERROR_NO_BINARY_FOR_GPU", "AD313"),
 ]
 
+HARVEST_53 = [
+    ("When I am doing \"python3 server.py --ip '0.0.0.0' --port 60808\"\n"
+     "I face the problem of \"AssertionError: Torch not compiled with CUDA enabled\"\n"
+     "I am Mac pro on M2, could i run the mini-omnion CPU? thanks.", "AD259"),
+    ("python -m moshi.server --device cpu --hf-repo kyutai/moshika-pytorch-bf16\n\n"
+     "\"RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+     "driver from http://www.nvidia.com/Download/index.aspx\"", "AD259"),
+    ('Error: DriverError(CUDA_ERROR_NOT_FOUND, "named symbol not found") when loading cast_f32_bf16', "AD102"),
+]
+
+HARVEST_53_NOTICES = [
+    ("/x/torch/nn/utils/weight_norm.py:30: UserWarning: torch.nn.utils.weight_norm is deprecated in favor of "
+     "torch.nn.utils.parametrizations.weight_norm.", "AD672"),
+    ("import error: No module named 'triton'\nWARNING:xformers:A matching Triton is not available, some optimizations "
+     "will not be enabled\nTraceback (most recent call last):\n"
+     "  File \"D:\\echomimic\\lib\\site-packages\\xformers\\__init__.py\", line 57, in _is_triton_available\n"
+     "    import triton  # noqa\nModuleNotFoundError: No module named 'triton'", "AD655"),
+]
+
+
+@pytest.mark.parametrize("text, rule", HARVEST_53_NOTICES)
+def test_notices_of_harvest_53_are_harmless(text, rule):
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    assert _first(text) is None and [m.rule for m in report.matches if m.harmless][:1] == [rule]
+
+
 # harvest 52: timm's Block missing an attribute, through nn.Module's own __getattr__ raise line
 HARVEST_52_LOOK_ALIKES = [
     "  File \"D:\\Python\\lib\\site-packages\\torch\\nn\\modules\\module.py\", line 1185, in __getattr__\n"
@@ -1009,7 +1035,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
