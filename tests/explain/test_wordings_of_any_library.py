@@ -942,12 +942,6 @@ HARVEST_53_NOTICES = [
 ]
 
 
-@pytest.mark.parametrize("text, rule", HARVEST_53_NOTICES)
-def test_notices_of_harvest_53_are_harmless(text, rule):
-    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
-    assert _first(text) is None and [m.rule for m in report.matches if m.harmless][:1] == [rule]
-
-
 # harvest 52: timm's Block missing an attribute, through nn.Module's own __getattr__ raise line
 HARVEST_52_LOOK_ALIKES = [
     "  File \"D:\\Python\\lib\\site-packages\\torch\\nn\\modules\\module.py\", line 1185, in __getattr__\n"
@@ -969,8 +963,8 @@ HARVEST_52_NOTICES = [
 ]
 
 
-@pytest.mark.parametrize("text, rule", HARVEST_52_NOTICES)
-def test_notices_of_harvest_52_are_harmless(text, rule):
+@pytest.mark.parametrize("text, rule", [*HARVEST_52_NOTICES, *HARVEST_53_NOTICES])
+def test_notices_of_harvests_52_and_53_are_harmless(text, rule):
     report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
     assert _first(text) is None and [m.rule for m in report.matches if m.harmless][:1] == [rule]
 
