@@ -90,11 +90,16 @@ _OS_ERROR = re.compile(r"^(?:\w+error: )?(?:\[errno 0\] )?(?:no such file or dir
                        r"is a directory|not a directory)\b[: ]*(?:'[^'\w]*p[^'\w]*'|p)?[.: ]*$")
 
 
+# a report template's field holding one name (ComfyUI's "- **Exception Type:** RuntimeError",
+# "- **Node Type:** ..."): the template is the same in every report, the name says nothing alone
+_FIELD_ONE_NAME = re.compile(r"^[-*]\s*\*\*[\w ]{1,30}:\*\*\s*[\w.]*\s*$")
+
+
 def informative(line: str) -> bool:
     """A line that says something of its own: an exception and its message, an error in words;
     not a traceback's frame or code line, a bare `UserWarning:` or `warnings.warn(`."""
     n = normalised(line)
-    if _NOISE.match(n) or _FRAME.match(n) or _OS_ERROR.match(n):
+    if _NOISE.match(n) or _FRAME.match(n) or _OS_ERROR.match(n) or _FIELD_ONE_NAME.match(n):
         return False
     words = len(_WORD.findall(n.replace(" p ", " ")))
     return words >= 2 if _EXCEPTION.search(n) else words >= 4

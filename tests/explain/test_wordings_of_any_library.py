@@ -948,6 +948,9 @@ HARVEST_52_LOOK_ALIKES = [
     "    raise AttributeError(\"'{}' object has no attribute '{}'\".format(\n"
     "AttributeError: 'Block' object has no attribute 'drop_path1'. Did you mean: 'drop_path'?",
     "ModuleNotFoundError: No module named 'models.attention'",
+    # harvest 53: a ComfyUI error report whose only other line is its template's exception type
+    "# ComfyUI Error Report\n## Error Details\n- **Node Type:** ExpressionEditor\n- **Exception Type:** RuntimeError\n"
+    "- **Exception Message:** CUDA error: operation not supported",
 ]
 
 # harvest 52: notices the run goes on after, each said as a notice
