@@ -932,7 +932,33 @@ HARVEST_53 = [
     ('Error: DriverError(CUDA_ERROR_NOT_FOUND, "named symbol not found") when loading cast_f32_bf16', "AD102"),
 ]
 
+HARVEST_54 = [
+    ("ERROR: Could not find a version that satisfies the requirement triton==2.1.0 (from -r requirements.txt (line 36)) "
+     "(from versions: none) ERROR: No matching distribution found for triton==2.1.0", "AD668"),
+    ("pair_nequip.cpp:(.text+0xb7): undefined reference to `c10::detail::torchCheckFail(char const*, char const*, "
+     "unsigned int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)'", "AD312"),
+    ("python: symbol lookup error: /x/site-packages/torch/lib/libtorch_python.so: undefined symbol: PySlice_Unpack", "AD312"),
+    ("ModuleNotFoundError: No module named 'mmcv._ext'", "AD354"),
+    ("ImportError: cannot import name '_C' from 'groundingdino' (/x/groundingdino/__init__.py)", "AD354"),
+    ("ModuleNotFoundError: No module named 'MultiScaleDeformableAttention'", "AD354"),
+]
+
+HARVEST_54_LOOK_ALIKES = [
+    # SAM 2's own warning: its _C is optional, the post-processing step is skipped
+    "WARNING:root:cannot import name '_C' from 'sam2' (/x/segment-anything-2/sam2/__init__.py)",
+    "  File \"/x/cnstd/yolov7/torch_utils.py\", line 90, in select_device\n"
+    "    assert torch.cuda.is_available(), f'CUDA unavailable, invalid device {device} requested'\n"
+    "AssertionError: CUDA unavailable, invalid device cuda requested",
+]
+
 HARVEST_53_NOTICES = [
+    ("2022-08-23 16:07:04.0932943 [W:onnxruntime:Default, onnxruntime_pybind_state.cc:509 onnxruntime::python::"
+     "CreateExecutionProviderInstance] Failed to create TensorrtExecutionProvider. Please reference "
+     "https://onnxruntime.ai/docs/execution-providers/TensorRT-ExecutionProvider.html#requirements to ensure all "
+     "dependencies are met.", "AD664"),
+    ("[W NNPACK.cpp:64] Could not initialize NNPACK! Reason: Unsupported hardware.", "AD664"),
+    ("None of PyTorch, TensorFlow >= 2.0, or Flax have been found. Models won't be available and only tokenizers, "
+     "configuration and file/data utilities can be used.", "AD664"),
     ("/x/torch/nn/utils/weight_norm.py:30: UserWarning: torch.nn.utils.weight_norm is deprecated in favor of "
      "torch.nn.utils.parametrizations.weight_norm.", "AD672"),
     ("import error: No module named 'triton'\nWARNING:xformers:A matching Triton is not available, some optimizations "
@@ -1032,7 +1058,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -1041,6 +1067,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
