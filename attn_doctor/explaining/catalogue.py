@@ -349,8 +349,13 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
         refusal = _inert(hit.line)
         from .report import Site
 
+        likelihood = "confirmed" if hit.complete else "possible"
+        statuses = recipes.data.get("catalogue_statuses", {})
+        if rule is not None and rule.cause == "cuda-call" and any(
+                re.search(p, hit.line) for p in statuses.get("not_the_stack", [])):
+            likelihood, reason = "unlikely", statuses.get("reason", reason)
         return _site_match(rule, scan, live, target, {"library": library, "site": site, "refusal": refusal},
-                           hit.number, "confirmed" if hit.complete else "possible", reason,
+                           hit.number, likelihood, reason,
                            Site(library=library, at=list(hit.entry.at), family=hit.entry.family, line=refusal, complete=hit.complete))
     table = recipes.data.get("catalogue_conditions", {}).get("rules", [])
     for line, number in reversed(list(zip(lines, numbers))):

@@ -393,6 +393,31 @@ def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -
     return {"since": since, "releases_read": ", ".join(releases_read())}
 
 
+def torch_api_added(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """A torch module, or a module-level name, that a later torch release added (read from the
+    sources of several releases): the torch in use predates it. {"api", "since"} (since: the first
+    release read that has it). None where every release read has it (a shadowing file or a broken
+    install, not the torch's age), none has it, or the lines around it show a torch at or past that
+    release."""
+    from packaging.version import InvalidVersion, Version
+
+    from ..support.torch_api import added_in
+
+    module, name = groups.get("module") or "", groups.get("name")
+    found = added_in(module, name) if module.startswith("torch") else None
+    if found is None:
+        return None
+    since = found[1]
+    for line in [*before[-20:], *after[:20]]:
+        for m in _TORCH_STATED.finditer(line):
+            try:
+                if Version(m.group("v")) >= Version(since):
+                    return None
+            except InvalidVersion:
+                continue
+    return {"api": f"{module}.{name}" if name else module, "since": since}
+
+
 _BF16_RUN = re.compile(r"(?i)\bbf16\b|bfloat16")
 _FP16_RUN = re.compile(r"(?i)\bfp16\b|(?<!b)float16|\.half\(|halftensor|16-mixed")
 # mixed precision said to be off: a NaN of such a run is no float16 overflow
@@ -449,6 +474,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "dtypes_differ": dtypes_differ,
     "op_dtype_in_later_torch": op_dtype_in_later_torch,
     "float16_run": float16_run,
+    "torch_api_added": torch_api_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     **_support_guards(),
 }

@@ -943,7 +943,28 @@ HARVEST_54 = [
     ("ModuleNotFoundError: No module named 'MultiScaleDeformableAttention'", "AD354"),
 ]
 
+HARVEST_55 = [
+    ("E   RuntimeError: Backend 'cuda' failed to initialize: Unable to use CUDA because of the following issues with CUDA "
+     "components:\nE   Outdated cuDNN installation found.\nE   Version JAX was built against: 8907", "AD268"),
+    ("Could not load library libcudnn_cnn_train.so.8. Error: /usr/lib/x86_64-linux-gnu/libcudnn_cnn_train.so.8: undefined "
+     "symbol: _ZTIN10cask_cudnn14BaseKernelInfoE, version libcudnn_cnn_infer.so.8", "AD268"),
+    ("W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libcusolver.so.11'; "
+     "dlerror: li", "AD418"),
+    ("  File \"C:\\x\\torch\\_ops.py\", line 643, in load_library\n    ctypes.CDLL(path)\n"
+     "OSError: [WinError 127] the specified procedure could not be found", "AD312"),
+    ("RuntimeError: Cannot find CUDA_HOME. CUDA must be available to build the package.", "AD315"),
+    ("AttributeError: module 'torch.library' has no attribute 'register_fake'", "AD419"),
+    ("ModuleNotFoundError: No module named 'torch.profiler'", "AD419"),
+]
+
 HARVEST_54_LOOK_ALIKES = [
+    # names every torch release read has, or none has: no question of the torch's age
+    "AttributeError: module 'torch' has no attribute 'cuda'",
+    "ModuleNotFoundError: No module named 'torch._six'",
+    # a CUDA library's status that its documentation puts on memory or on the caller's values
+    "RuntimeError: CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, "
+    "a, lda, b, ldb, &beta, c, ldc)`",
     # SAM 2's own warning: its _C is optional, the post-processing step is skipped
     "WARNING:root:cannot import name '_C' from 'sam2' (/x/segment-anything-2/sam2/__init__.py)",
     "  File \"/x/cnstd/yolov7/torch_utils.py\", line 90, in select_device\n"
@@ -952,6 +973,10 @@ HARVEST_54_LOOK_ALIKES = [
 ]
 
 HARVEST_53_NOTICES = [
+    ("/x/torch_geometric/utils/_scatter.py:91: UserWarning: The usage of `scatter(reduce='max')` can be accelerated via the "
+     "'torch-scatter' package, but it was not found", "AD664"),
+    ("UserWarning: The given NumPy array is not writable, and PyTorch does not support non-writable tensors. This means "
+     "writing to this tensor will result in undefined behavior.", "AD664"),
     ("2022-08-23 16:07:04.0932943 [W:onnxruntime:Default, onnxruntime_pybind_state.cc:509 onnxruntime::python::"
      "CreateExecutionProviderInstance] Failed to create TensorrtExecutionProvider. Please reference "
      "https://onnxruntime.ai/docs/execution-providers/TensorRT-ExecutionProvider.html#requirements to ensure all "
@@ -1058,7 +1083,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)

@@ -1,0 +1,152 @@
+"""Which module-level names and modules each torch release has, read from its Python sources with
+`ast` (no import): every module's top-level functions, classes, assignments and imports, its
+`__all__`, and its submodules. `explain` reads the table (recipes/support/torch_api.json.gz) to tell
+code that calls a torch API a later release added (`module 'torch.library' has no attribute
+'register_fake'`, `No module named 'torch.profiler'`: the torch in use predates it, upgrading fixes
+it) from a name every release read has (a shadowing file, a broken install: not a version question)
+or none has (removed, or never torch's).
+
+    python benchmarks/catalogue/extract_torch_api.py \\
+        --source 1.13.1=torch-1.13.1-cp310-none-macosx_11_0_arm64.whl ... \\
+        --source 2.13.0=.venv-dev/lib/python3.11/site-packages [--out recipes/support/torch_api.json.gz]
+
+A source is a wheel (any platform's: only its .py files are read; macOS arm64 wheels are the small
+ones, `pip download torch==X --no-deps --platform macosx_11_0_arm64 --only-binary=:all:
+--python-version 3.11`) or a site-packages folder. Standard library only; the output is
+byte-identical for the same sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gzip
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE.parent.parent / "recipes" / "support" / "torch_api.json.gz"
+# names are kept for public modules and for the private ones code outside torch imports by name
+PRIVATE_KEPT = ("torch._dynamo", "torch._inductor", "torch._C")
+SKIPPED = ("torch.testing._internal", "torch.include", "torch.share", "torch.bin", "torch.lib")
+
+
+def _files(source: str):
+    """(module name, source text) for each torch/**/*.py of a wheel or a site-packages folder."""
+    path = Path(source)
+    if path.is_file():
+        with zipfile.ZipFile(path) as whl:
+            for name in sorted(whl.namelist()):
+                if name.startswith("torch/") and name.endswith(".py"):
+                    yield _module(name), whl.read(name).decode("utf-8", "replace")
+    else:
+        for file in sorted((path / "torch").rglob("*.py")):
+            yield _module(file.relative_to(path).as_posix()), file.read_text("utf-8", "replace")
+
+
+def _module(relpath: str) -> str:
+    parts = relpath[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _under(module: str, prefixes) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _kept(module: str) -> bool:
+    if _under(module, SKIPPED):
+        return False
+    parts = module.split(".")
+    private = [p for p in parts[1:] if p.startswith("_")]
+    return not private or _under(module, PRIVATE_KEPT)
+
+
+def _top_names(text: str) -> set[str]:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                names.update(t.id for t in ast.walk(target) if isinstance(t, ast.Name))
+                if isinstance(target, ast.Name) and target.id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple)):
+                    names.update(e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name != "*":
+                    names.add(alias.asname or alias.name.split(".")[0])
+    return {n for n in names if not n.startswith("__")}
+
+
+def read(source: str) -> tuple[set[str], dict[str, set[str]]]:
+    modules: set[str] = set()
+    names: dict[str, set[str]] = {}
+    for module, text in _files(source):
+        if _under(module, SKIPPED):
+            continue
+        modules.add(module)
+        if _kept(module):
+            names.setdefault(module, set()).update(_top_names(text))
+    for module in list(modules):  # a package's submodules are its attributes once imported
+        parent, _, child = module.rpartition(".")
+        if parent in names:
+            names[parent].add(child)
+    return modules, names
+
+
+def build(sources: list[tuple[str, str]]) -> dict:
+    releases = [r for r, _ in sources]
+    modules: dict[str, list[int]] = {}
+    names: dict[str, dict[str, list[int]]] = {}
+    for i, (_, source) in enumerate(sources):
+        mods, found = read(source)
+        for m in mods:
+            modules.setdefault(m, []).append(i)
+        for m, ns in found.items():
+            for n in ns:
+                names.setdefault(m, {}).setdefault(n, []).append(i)
+    last = len(releases) - 1
+    # only what the newest release has and the oldest lacks can say "added later"; the rest is left out
+    keep = lambda present: last in present and 0 not in present  # noqa: E731
+    return {
+        "releases": releases,
+        "modules": {m: min(p) for m, p in sorted(modules.items()) if keep(p)},
+        "names": {m: {n: min(p) for n, p in sorted(ns.items()) if keep(p)}
+                  for m, ns in sorted(names.items()) if any(keep(p) for p in ns.values())},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--source", action="append", required=True, help="RELEASE=WHEEL_OR_SITE_PACKAGES, oldest first")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    sources = []
+    for spec in args.source:
+        release, _, where = spec.partition("=")
+        if not where or not Path(where).exists():
+            print(f"extract_torch_api: no such source: {spec}", file=sys.stderr)
+            return 2
+        sources.append((release, where))
+    doc = build(sources)
+    data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    with open(args.out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        f.write(data)
+    added = sum(len(v) for v in doc["names"].values())
+    print(f"wrote {args.out}: {len(doc['releases'])} releases, {len(doc['modules'])} modules and {added} names "
+          f"added after {doc['releases'][0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
