@@ -31,7 +31,8 @@ _ERRORISH = re.compile(
     r"not installed|not available|no module|undefined symbol|\bnan\b|out of memory|warning|assert|refus|invalid|"
     r"incompatible|mismatch|abort"
 )
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+){2,}[\\/]?|\S+\.(?:py|so|cpp|cu|h|hpp|whl)\b(?::\d+)?")
+# (a bare library name, libcudart.so.12, is no path: which library is missing is the fact that matters)
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+){2,}[\\/]?|\S*[\\/]\S*\.so\b|\S+\.(?:py|cpp|cu|h|hpp|whl)\b(?::\d+)?")
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SPACE = re.compile(r"\s+")
@@ -42,7 +43,7 @@ _TERMS = re.compile(
     r"sdpa|scaled_dot_product_attention|cudnn|cublas|bf16|bfloat16|fp16|float16|half|fp8|float8\w*|fp32|float32|"
     r"nan|inf|out of memory|oom|undefined symbol|glibc|cuda|rocm|hip|mps|compute capability|sm_?\d+|ampere|hopper|"
     r"volta|turing|head[_ ]?dim\w*|mask|autocast|no module|kernel image|ptxas|deepspeed|accelerate|peft|"
-    r"transformers|diffusers|unsloth|liger|fla\b|mamba\w*|apex|bitsandbytes)\b"
+    r"transformers|diffusers|unsloth|liger|fla\b|mamba\w*|apex|bitsandbytes|lib[a-z0-9_+-]+\.so)\b"
 )
 
 

@@ -958,6 +958,10 @@ HARVEST_55 = [
 ]
 
 HARVEST_54_LOOK_ALIKES = [
+    # a library of torch's own missing resembles an extension's missing CUDA runtime only in its words
+    "  File \"/.venv/lib/python3.12/site-packages/torch/__init__.py\", line 405, in <module>\n"
+    "    from torch._C import *  # noqa: F403\n"
+    "ImportError: libcusparseLt.so.0: cannot open shared object file: No such file or directory",
     # names every torch release read has, or none has: no question of the torch's age
     "AttributeError: module 'torch' has no attribute 'cuda'",
     "ModuleNotFoundError: No module named 'torch._six'",
