@@ -32,7 +32,7 @@ _ERRORISH = re.compile(
     r"incompatible|mismatch|abort"
 )
 # (a bare library name, libcudart.so.12, is no path: which library is missing is the fact that matters)
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+){2,}[\\/]?|\S*[\\/]\S*\.so\b|\S+\.(?:py|cpp|cu|h|hpp|whl)\b(?::\d+)?")
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+){2,}[\\/]?|(?<!\S)\S*[\\/][^\s\\/]*\.so\b|\S+\.(?:py|cpp|cu|h|hpp|whl)\b(?::\d+)?")
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SPACE = re.compile(r"\s+")

@@ -460,10 +460,11 @@ def _wrapped_symbol(m: re.Match, buf, end: int) -> Optional[tuple[str, str]]:
 
 # A line that begins a message of its own, never the continuation of a wrapped one: an exception's
 # "XError:" line (or a warning's "FILE:LINE: XWarning:"), a traceback's header or frame, a logger's
-# level, a markdown fence. An exception's class is CamelCase: a lower-case fragment ending in
-# "Exception:" is the rest of a word a terminal wrapped mid-word ("... with a cu" / "dnnException:").
+# level, a markdown fence. An exception's class is CamelCase (ncclUnhandledCudaError too): an
+# all-lower-case fragment ending in "Exception:" is the rest of a word a terminal wrapped mid-word
+# ("... with a cu" / "dnnException:").
 _NEW_MESSAGE = re.compile(
-    r"(?:(?:\S+:\d+: )?(?:[\w.]*\.)?(?:[A-Z_]\w*)?(?:Error|Exception|Warning|Interrupt|Exit):|Traceback \(most recent|File \"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|```|~~~)"
+    r"(?:(?:\S+:\d+: )?(?:[\w.]*\.)?(?:[A-Z_]\w*|[a-z]+[A-Z]\w*)?(?:Error|Exception|Warning|Interrupt|Exit):|Traceback \(most recent|File \"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|```|~~~)"
 )
 
 CONTEXT_BYTES = 64 << 10

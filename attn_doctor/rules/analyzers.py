@@ -404,15 +404,17 @@ def torch_api_added(groups: dict, before: list[str], after: list[str]) -> Option
     from ..support.torch_api import added_in
 
     module, name = groups.get("module") or "", groups.get("name")
+    if name is not None and name.startswith("_"):
+        return None  # a private name: torch moves those between releases in both directions
     found = added_in(module, name) if module.startswith("torch") else None
     if found is None:
         return None
-    since = found[1]
+    without, since = found
     for line in [*before[-20:], *after[:20]]:
         for m in _TORCH_STATED.finditer(line):
             try:
-                if Version(m.group("v")) >= Version(since):
-                    return None
+                if Version(m.group("v")) > Version(without):
+                    return None  # a release past the last one read without it: it may have it
             except InvalidVersion:
                 continue
     return {"api": f"{module}.{name}" if name else module, "since": since}

@@ -40,10 +40,10 @@ def _files(source: str):
         with zipfile.ZipFile(path) as whl:
             for name in sorted(whl.namelist()):
                 if name.startswith("torch/") and name.endswith(".py"):
-                    yield _module(name), whl.read(name).decode("utf-8", "replace")
+                    yield _module(name), whl.read(name).decode("utf-8", "replace"), name.endswith("/__init__.py")
     else:
         for file in sorted((path / "torch").rglob("*.py")):
-            yield _module(file.relative_to(path).as_posix()), file.read_text("utf-8", "replace")
+            yield _module(file.relative_to(path).as_posix()), file.read_text("utf-8", "replace"), file.name == "__init__.py"
 
 
 def _module(relpath: str) -> str:
@@ -65,13 +65,29 @@ def _kept(module: str) -> bool:
     return not private or _under(module, PRIVATE_KEPT)
 
 
-def _top_names(text: str) -> set[str]:
+def _top_nodes(body):
+    """The statements run at a module's top level, those inside its if / try / with blocks included
+    (torch defines names under `if sys.platform ...` and `try: ... except ImportError`)."""
+    for node in body:
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            yield from _top_nodes(node.body)
+            yield from _top_nodes(getattr(node, "orelse", []))
+            for handler in getattr(node, "handlers", []):
+                yield from _top_nodes(handler.body)
+            yield from _top_nodes(getattr(node, "finalbody", []))
+        else:
+            yield node
+
+
+def _top_names(text: str, module: str = "") -> tuple[set[str], list[str]]:
+    """The module-level names a module defines, and the modules it star-imports (resolved later)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return set()
+        return set(), []
     names: set[str] = set()
-    for node in tree.body:
+    stars: list[str] = []
+    for node in _top_nodes(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -83,25 +99,50 @@ def _top_names(text: str) -> set[str]:
             names.add(node.target.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
-                if alias.name != "*":
+                if alias.name == "*" and isinstance(node, ast.ImportFrom):
+                    stars.append(_absolute(module, node.module or "", node.level))
+                elif alias.name != "*":
                     names.add(alias.asname or alias.name.split(".")[0])
-    return {n for n in names if not n.startswith("__")}
+                    # `import torch.cuda` inside torch makes cuda one of torch's attributes
+                    if isinstance(node, ast.Import) and not alias.asname and module and alias.name.startswith(module + "."):
+                        names.add(alias.name[len(module) + 1:].split(".")[0])
+    return {n for n in names if not n.startswith("__")}, stars
+
+
+def _absolute(module: str, target: str, level: int) -> str:
+    if not level:
+        return target
+    base = module.split(".")[: len(module.split(".")) - level + 1] if module else []
+    return ".".join([*base, target] if target else base)
 
 
 def read(source: str) -> tuple[set[str], dict[str, set[str]]]:
     modules: set[str] = set()
     names: dict[str, set[str]] = {}
-    for module, text in _files(source):
+    stars: dict[str, list[str]] = {}
+    packages: set[str] = set()
+    for module, text, is_package in _files(source):
         if _under(module, SKIPPED):
             continue
         modules.add(module)
-        if _kept(module):
-            names.setdefault(module, set()).update(_top_names(text))
-    for module in list(modules):  # a package's submodules are its attributes once imported
-        parent, _, child = module.rpartition(".")
-        if parent in names:
-            names[parent].add(child)
-    return modules, names
+        if is_package:
+            packages.add(module)
+        # relative imports resolve against the package: the module itself for an __init__, else its parent
+        own, starred = _top_names(text, module if is_package else module.rpartition(".")[0])
+        names[module] = own
+        stars[module] = starred
+    # `from .x import *` brings x's public names (its __all__, or what it defines): resolved to a fixed point
+    changed = True
+    while changed:
+        changed = False
+        for module, targets in stars.items():
+            for target in targets:
+                extra = {n for n in names.get(target, set()) if not n.startswith("_")} - names[module]
+                if extra:
+                    names[module] |= extra
+                    changed = True
+    # a submodule is not an attribute of its package until something imports it: not listed as one
+    return modules, {m: ns for m, ns in names.items() if _kept(m)}
 
 
 def build(sources: list[tuple[str, str]]) -> dict:
