@@ -15,24 +15,34 @@ NAME = "torch_dispatch.json.gz"
 MAX_BYTES = 4 << 20  # a damaged or hostile file stops here
 
 
-def default_path() -> Path:
-    """Beside the support matrix, in the installed wheel or the checkout."""
+def beside_matrix(name: str) -> Path:
+    """A support table's path beside the support matrix, in the installed wheel or the checkout."""
     from .table import default_path as matrix_path
 
-    return matrix_path().parent / NAME
+    return matrix_path().parent / name
+
+
+def read_table(path: Path, max_bytes: int, shape: dict) -> Optional[dict]:
+    """A gzipped JSON support table whose top-level keys have the types `shape` names, or None where
+    it is missing, unreadable, too large to be ours or of another shape."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            doc = json.loads(fh.read(max_bytes))
+    except (OSError, ValueError, EOFError):
+        return None
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(k), t) for k, t in shape.items()):
+        return None
+    return doc
+
+
+def default_path() -> Path:
+    return beside_matrix(NAME)
 
 
 @lru_cache(maxsize=1)
 def table() -> dict:
     """{"releases": [...], "kernels": {...}}, or an empty table where the file is missing or unreadable."""
-    try:
-        with gzip.open(default_path(), "rb") as fh:
-            doc = json.loads(fh.read(MAX_BYTES))
-    except (OSError, ValueError, EOFError):
-        return {"releases": [], "kernels": {}}
-    if not isinstance(doc, dict) or not isinstance(doc.get("kernels"), dict) or not isinstance(doc.get("releases"), list):
-        return {"releases": [], "kernels": {}}
-    return doc
+    return read_table(default_path(), MAX_BYTES, {"releases": list, "kernels": dict}) or {"releases": [], "kernels": {}}
 
 
 def first_release_with(kernel: str, dtype: str, device: str = "cuda") -> Optional[str]:

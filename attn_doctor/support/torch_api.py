@@ -1,40 +1,29 @@
 """Which torch release added a module or a module-level name, read from the Python sources of
 several releases (benchmarks/catalogue/extract_torch_api.py writes recipes/support/torch_api.json.gz).
 Only what the newest release read has and the oldest lacks is in the table: a name every release has
-(torch.cuda) says nothing of the torch's age. Standard library only, like dispatch.py beside it."""
+(torch.cuda) says nothing of the torch's age. Standard library only; read as dispatch.py reads its table."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
+
+from .dispatch import beside_matrix, read_table
 
 NAME = "torch_api.json.gz"
 MAX_BYTES = 8 << 20  # a damaged or hostile file stops here
 
 
 def default_path() -> Path:
-    """Beside the support matrix, in the installed wheel or the checkout."""
-    from .table import default_path as matrix_path
-
-    return matrix_path().parent / NAME
+    return beside_matrix(NAME)
 
 
 @lru_cache(maxsize=1)
 def table() -> dict:
     """{"releases": [...], "modules": {...}, "names": {...}}, empty where the file is missing or unreadable."""
-    empty = {"releases": [], "modules": {}, "names": {}}
-    try:
-        with gzip.open(default_path(), "rb") as fh:
-            doc = json.loads(fh.read(MAX_BYTES))
-    except (OSError, ValueError, EOFError):
-        return empty
-    if not isinstance(doc, dict) or not all(isinstance(doc.get(k), t) for k, t in
-                                            (("releases", list), ("modules", dict), ("names", dict))):
-        return empty
-    return doc
+    return (read_table(default_path(), MAX_BYTES, {"releases": list, "modules": dict, "names": dict})
+            or {"releases": [], "modules": {}, "names": {}})
 
 
 def added_in(module: str, name: Optional[str] = None) -> Optional[tuple[str, str]]:
