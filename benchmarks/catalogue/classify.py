@@ -62,6 +62,11 @@ _ATTENTION_SITE = re.compile(r"attn|attention|fmha|flash_|mha|sdp|sage|decode|pr
 FAMILIES = [
     # out of the stack although their words put them in scope
     ("out:capacity", None, _rx(r"out of memory", r"\bOOM\b", r"dispatched on the CPU or the disk", r"enough GPU RAM"), None, None),
+    # a warning that the run goes on, only slower (an extension built for an older GPU, an input copied
+    # to the device): whatever it names, the library carries on
+    ("harmless", "AD656", _rx(r"\bsuboptimal\b", r"\bperformance (?:may|might|will|could) (?:be|suffer|degrade)",
+                              r"\b(?:may|might|will|could) (?:be|run) (?:much |significantly )?slower\b"),
+     None, None, ("warn", "log")),
     # a training framework's own settings (its config, its plugins, FSDP's and DeepSpeed's options)
     ("framework-setting", "AD286", _rx(r"\bconfig", r"\bsetting", r"\boption", r"\bflag\b", r"\bargument", r"\bparameter",
                                        r"\bplugin\b", r"mixed[_ ]precision", r"\bstage\b", r"\bzero\b", r"\bfsdp\b",

@@ -955,6 +955,40 @@ HARVEST_55 = [
     ("ModuleNotFoundError: No module named 'torch.profiler'", "AD419"),
 ]
 
+HARVEST_57 = [
+    # Composable Kernel defines its buffer descriptor only for the gfx targets it supports
+    ("ck/utility/amd_buffer_addressing.hpp:33:48: error: use of undeclared identifier 'CK_BUFFER_RESOURCE_3RD_DWORD'", "AD112"),
+    ("include/ck/utility/amd_buffer_addressing.hpp:35:5: error: 'CK_BUFFER_RESOURCE_3RD_DWORD' was not declared in this scope", "AD112"),
+    # the symbol version with or without the quotes around it
+    ("ImportError: /usr/lib/libstdc++.so.6: version GLIBCXX_3.4.26 not found", "AD352"),
+    # the runtime's number for 'no kernel image', printed by a library's own check
+    ("CUDA error 209 at /src/plugin/PReLUPlugin/PReLUPlugin.cu:183", "AD313"),
+    ("CUDA error: 209 in /opt/lib/kernels/scan.cpp:41", "AD313"),
+    # a program checking the driver itself
+    ("Your current NVIDIA GPU driver version is not supported. Required: driver version >= 580 (CUDA >= 13.0) "
+     "Detected: 540.4.0 (CUDA 12.6)", "AD107"),
+    # CUDA's crt/host_config.h for each host compiler
+    ("/opt/cuda/7.5/include/host_config.h:115:2: error: #error -- unsupported GNU version! gcc versions later than 4.9 are not supported!", "AD315"),
+    ("host_config.h(164): fatal error C1189: #error:  -- unsupported Microsoft Visual Studio version! Only the versions between "
+     "2017 and 2022 (inclusive) are supported!", "AD315"),
+    ("crt/host_config.h:151:2: error: -- unsupported clang version! clang version must be less than 16 and greater than 3.2 .", "AD315"),
+    # a kernel library's floor in its own words
+    ("[2020-09-08 11:15:32] GPU #0: FATAL: the 't' kernel requires 5.0 capability!", "AD110"),
+    # torch's CUDA assertion where the text says the GPU is AMD's
+    ("I have AMD GPU I get this error \"Torch not compiled with CUDA enabled\"", "AD259"),
+    ("AssertionError: Torch not compiled with CUDA enabled\n(my card is a Radeon RX 7900 XTX)", "AD259"),
+]
+
+HARVEST_57_LOOK_ALIKES = [
+    # an allocation failing in a program's own CUDA check: memory, not the stack
+    "[node-1] CUDA error at corner_detector.cpp:97 code=2(cudaErrorMemoryAllocation) \"cudaMalloc((void**)&d_x, n)\"",
+    # 209 MiB is a size, and the number alone names no source
+    "CUDA error 209",
+    # tiny-cuda-nn built for an older GPU than this one: slower, it says, not a failure
+    "UserWarning: tinycudann was built for lower compute capability (86) than the system's (89). Performance may be suboptimal.",
+]
+
+
 HARVEST_54_LOOK_ALIKES = [
     # a library of torch's own missing resembles an extension's missing CUDA runtime only in its words
     "  File \"/.venv/lib/python3.12/site-packages/torch/__init__.py\", line 405, in <module>\n"
@@ -1084,7 +1118,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -1093,6 +1127,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
