@@ -979,6 +979,43 @@ HARVEST_57 = [
     ("AssertionError: Torch not compiled with CUDA enabled\n(my card is a Radeon RX 7900 XTX)", "AD259"),
 ]
 
+HARVEST_58 = [
+    # torch 2.13's own check at CUDA initialisation (torch/cuda/__init__.py, _warn_unsupported_code)
+    ("UserWarning: Found GPU0 NVIDIA GeForce RTX 5060 Ti which is of compute capability (CC) 12.0.\n"
+     "The following list shows the CCs this version of PyTorch was built for and the hardware CCs it supports:\n"
+     "- 9.0 which supports hardware CC >=9.0,<10.0\n"
+     "Your installed torch==2.13.0+cu126 does not include kernels for this GPU. Reinstall the same version against a "
+     "CUDA build that does, e.g.:", "AD105"),
+    ("No published PyTorch CUDA builds for release 2.13.0+cu126 support this GPU. Visit https://pytorch.org/get-started/locally/ "
+     "to find a compatible release.", "AD105"),
+    # a compiled module that was never built: bare, published only as source, JIT-built by torch
+    ("    import _ext as _backend\nModuleNotFoundError: No module named '_ext'", "AD354"),
+    ("    import tinycudann as tcnn\nModuleNotFoundError: No module named 'tinycudann'", "AD354"),
+    ("    from diff_gaussian_rasterization import GaussianRasterizationSettings\nModuleNotFoundError: No module named 'diff_gaussian_rasterization'", "AD354"),
+    ("  File \"/x/torch/utils/cpp_extension.py\", line 1701, in _import_module_from_library\n    file, path = imp.find_module(module_name, [path])\n"
+     "  File \"/x/imp.py\", line 297, in find_module\n    raise ImportError(_ERR_MSG.format(name), name=name)\nImportError: No module named 'knn'", "AD354"),
+    ("ImportError: cannot import name '_ext' from 'pointnet2_ops' (unknown location)", "AD354"),
+    ("出现了这个提示：No module named 'monotonic_align.monotonic_align'", "AD354"),
+    # Windows' CUDA library names carry their major
+    ("Could not locate cublas64_11.dll. Please make sure it is in your library path!", "AD418"),
+    # the extension's source includes a torch header the build's torch lacks
+    ("/x/src/cuda/dcn_v2_cuda.cu:4:10: fatal error: ATen/ceil_div.h: No such file or directory", "AD315"),
+    ("'CUDA Kernel failed: invalid deveice function'", "AD313"),
+    ("\"PyTorch is not linked with support for CUDA devices\"", "AD106"),
+    # FSDP: one dtype per wrapped unit
+    ("ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16 and torch.float32", "AD420"),
+    ("AssertionError: FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}", "AD420"),
+]
+
+HARVEST_58_LOOK_ALIKES = [
+    # a CUDA call failing with error 2 (cudaErrorMemoryAllocation): memory
+    "/spconv/src/spconv/indice.cu 125 cuda execution failed with error 2",
+    # a module named like a compiled one, outside any JIT build or compiled-package list
+    "ModuleNotFoundError: No module named 'knn'",
+    "ModuleNotFoundError: No module named 'utils_ext'",
+]
+
+
 HARVEST_57_LOOK_ALIKES = [
     # an allocation failing in a program's own CUDA check: memory, not the stack
     "[node-1] CUDA error at corner_detector.cpp:97 code=2(cudaErrorMemoryAllocation) \"cudaMalloc((void**)&d_x, n)\"",
@@ -1118,7 +1155,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -1127,6 +1164,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
