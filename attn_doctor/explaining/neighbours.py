@@ -78,6 +78,13 @@ _NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call
                     # torch's lines after every CUDA error, whatever the error
                     r"|cuda kernel errors might be asynchronously reported|for debugging consider passing cuda_launch_blocking"
                     r"|compile with .?torch_use_cuda_dsa.? to enable device-side assertions"
+                    # a launcher's or installer's pointer to more detail, printed under whatever failed
+                    r"|set the environment variable hydra_full_error=\d for a complete stack trace|error executing job with overrides"
+                    r"|to enable traceback see: https?://pytorch\.org/docs/stable/elastic/errors\.html"
+                    r"|note: this error originates from a subprocess, and is likely not a problem with pip"
+                    # the reporter's own words introducing a paste
+                    r"|(?:but |and |then |so )?i(?:'m| am| have| ve|'ve)? (?:encountered|got|get|getting|received|see|saw|hit|ran into|run into|am getting) "
+                    r"(?:the |this |an? )?(?:following |same )?(?:error|problem|issue|exception)s?(?: message)?\W*$"
                     # nn.Module.__getattr__'s own raise, shown above every missing attribute of any module
                     r"|raise \w*attributeerror\(f?[\"']'\{[^}]*\}' object has no attribute '\{[^}]*\}')", re.I)
 _WORD = re.compile(r"[a-z]{3,}")

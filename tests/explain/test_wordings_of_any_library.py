@@ -1007,6 +1007,32 @@ HARVEST_58 = [
     ("AssertionError: FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}", "AD420"),
 ]
 
+HARVEST_59 = [
+    ("rocBLAS error: Could not load C:\\Program Files\\AMD\\ROCm\\6.2\\bin\\/rocblas/library/TensileLibrary_lazy_gfx1036.dat\n"
+     "rocBLAS error: Could not initialize Tensile library", "AD105"),
+    ("  File \"C:\\x\\detectron2\\layers\\deform_conv.py\", line 11, in <module>\n    from detectron2 import _C\n"
+     "ImportError: DLL load failed while importing _C: The specified module could not be found.", "AD354"),
+    ("Loading extension module wkv_512...\nImportError: DLL load failed while importing wkv_512: 找不到指定的模块。", "AD354"),
+    ("Reason for failure: The minimum Omniverse RTX requirement on Linux\nInstalled driver: 535.18\n"
+     "The unsupported driver range: [0.0, 535.129)", "AD107"),
+    ("    out, x, *rest = selective_scan_cuda_oflex_rh.fwd(u, delta, A, B, D, delta_bias, delta_softplus, 1, True)\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "AD313"),
+    ("Could not predict test. Not Enough GPU memory? FAILED_PRECONDITION: DNN library initialization failed. Look at the "
+     "errors above for more details.", "AD268"),
+]
+
+HARVEST_59_LOOK_ALIKES = [
+    # a launcher's pointer to more detail under a configuration error of the user's
+    "Error executing job with overrides: ['task_name=open_box']\nError in call to target 'm.ConditionalUnet1D':\n"
+    "TypeError(\"ConditionalUnet1D.__init__() got an unexpected keyword argument 'use_dropout'\")\n"
+    "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
+    # the reporter's own words before a build log of a source bug
+    "I encountered the following error:\n      simple_knn.cu(90): error: identifier \"FLT_MAX\" is undefined",
+    # torch's own warning string formatted in its CUDA check is no extension's operator
+    "  warnings.warn(matched_cuda_warn.format(matched_arches))",
+]
+
+
 HARVEST_58_LOOK_ALIKES = [
     # a CUDA call failing with error 2 (cudaErrorMemoryAllocation): memory
     "/spconv/src/spconv/indice.cu 125 cuda execution failed with error 2",
@@ -1078,6 +1104,8 @@ HARVEST_52_LOOK_ALIKES = [
 
 # harvest 52: notices the run goes on after, each said as a notice
 HARVEST_52_NOTICES = [
+    # stable-diffusion-webui's memory monitor quoting the assertion it caught (harvest 59)
+    ("Warning: caught exception 'Torch not compiled with CUDA enabled', memory monitor disabled", "AD664"),
     ("C:\\ai\\venv\\lib\\site-packages\\setuptools\\command\\easy_install.py:144: EasyInstallDeprecationWarning: "
      "easy_install command is deprecated. Use build and pip and other standards-based tools.", "AD672"),
     ("2024-08-08 13:34:00.440696: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:8454] Unable to register cuDNN "
@@ -1155,7 +1183,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -1164,6 +1192,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
