@@ -1,10 +1,12 @@
 """Which path runs: a model that falls back to SDPA without flash-attn is traced both ways, and the
 report says which path is the verdict. The stand-in is also an installed distribution, as the
 libraries that check for flash-attn by its metadata expect."""
+import getpass
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from conftest import REPO, marker_line, toy_target
 
@@ -140,7 +142,12 @@ def test_a_trace_in_this_interpreter_leaves_nothing_in_the_temporary_folder(tmp_
     # handlers: the flash_attn stand-in's metadata folder still goes.
     system_tmp = tmp_path / "tmp"
     system_tmp.mkdir()
-    env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", TMPDIR=str(system_tmp))
+    # torch's compile caches stay where every other test's compile left them (a cold cache in the new
+    # TMPDIR costs a minute of compiling and proves nothing about the doctor's own files)
+    real_tmp = tempfile.gettempdir()
+    env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", TMPDIR=str(system_tmp),
+               TORCHINDUCTOR_CACHE_DIR=os.environ.get("TORCHINDUCTOR_CACHE_DIR", os.path.join(real_tmp, f"torchinductor_{getpass.getuser()}")),
+               TRITON_CACHE_DIR=os.environ.get("TRITON_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".triton", "cache")))
     proc = subprocess.run([sys.executable, "-m", "attn_doctor", "trace", toy_target(TOY, "build_fallback"), "--autocast", "bf16", "--json"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]

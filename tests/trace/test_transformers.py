@@ -21,8 +21,14 @@ def site(tmp_path_factory):
     except ImportError:
         pass
     target = tmp_path_factory.mktemp("tf")
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target",
-                           str(target), "transformers"], capture_output=True, text=True, timeout=600)
+    # uv (the test extra's, with its one shared cache) where it is installed: pip resolves and unpacks for a minute
+    try:
+        from uv import find_uv_bin
+
+        installer = [find_uv_bin(), "pip", "install", "-q", "--python", sys.executable]
+    except ImportError:
+        installer = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    proc = subprocess.run([*installer, "--target", str(target), "transformers"], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         from helpers.registry import skip_or_fail
 
