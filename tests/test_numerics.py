@@ -537,16 +537,16 @@ def test_a_unit_still_compiling_at_the_time_limit_is_said_and_its_process_killed
     compiles["slow"] = ("fa4-head-dim-72", "smoke")
     compiles["crash"] = ("gqa-2",)
     started = time.monotonic()
-    out = _jit(fake_fa4, budget_s=nc.TIME_MARGIN_S + 10)  # 10 s for the others: enough on a loaded 2-core machine
-    assert time.monotonic() - started < 24
+    out = _jit(fake_fa4, budget_s=nc.TIME_MARGIN_S + 20)  # 20 s for the others: enough on a 2-core machine busy with other work
+    assert time.monotonic() - started < 34
     late = [r for r in out["numerics"] if r["case"] == "fa4-head-dim-72"]
-    assert [r["status"] for r in late] == ["timeout"] and late[0]["why"] == "not run: did not finish in the group's 22 s"
+    assert [r["status"] for r in late] == ["timeout"] and late[0]["why"] == "not run: did not finish in the group's 32 s"
     crashed = [r for r in out["numerics"] if r["case"] == "gqa-2"]
     assert [(r["status"], r["error"]) for r in crashed] == [("error", "its process died (signal 11)")]
     assert out["results"] == [] and sorted(out["errors"]) == [
         "smoke group lib:flash_attn_4 (part:2) its process died (signal 11)",
-        "smoke group lib:flash_attn_4 (smoke:bfloat16) did not finish in the group's 22 s",
-        "smoke group lib:flash_attn_4 (smoke:float16) did not finish in the group's 22 s"]
+        "smoke group lib:flash_attn_4 (smoke:bfloat16) did not finish in the group's 32 s",
+        "smoke group lib:flash_attn_4 (smoke:float16) did not finish in the group's 32 s"]
     assert out["phases"]["units_lost"] == 4
     others = [r for r in out["numerics"] if r["case"] not in ("fa4-head-dim-72", "gqa-2")]
     assert others and all(r["status"] in ("ok", "n/a") for r in others)
