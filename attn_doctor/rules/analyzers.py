@@ -393,6 +393,14 @@ def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -
     return {"since": since, "releases_read": ", ".join(releases_read())}
 
 
+# names a torch module binds by importing them from the standard library or typing_extensions: the
+# table of module-level names holds them too, but no code uses them as torch's API
+_IMPORTED_HELPERS = frozenset({"deprecated", "overload", "override", "final", "cast", "wraps", "partial", "lru_cache",
+                               "cache", "contextmanager", "dataclass", "field", "warn", "Any", "Optional", "Union",
+                               "Callable", "TypeVar", "ParamSpec", "Protocol", "TYPE_CHECKING", "Literal", "Enum",
+                               "auto", "ABC", "abstractmethod", "namedtuple", "defaultdict", "OrderedDict"})
+
+
 def torch_api_added(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
     """A torch module, or a module-level name, that a later torch release added (read from the
     sources of several releases): the torch in use predates it. {"api", "since"} (since: the first
@@ -406,6 +414,8 @@ def torch_api_added(groups: dict, before: list[str], after: list[str]) -> Option
     module, name = groups.get("module") or "", groups.get("name")
     if name is not None and name.startswith("_"):
         return None  # a private name: torch moves those between releases in both directions
+    if name is not None and name in _IMPORTED_HELPERS:
+        return None  # a helper the module imports (typing_extensions' deprecated, typing's names): not torch's API
     found = added_in(module, name) if module.startswith("torch") else None
     if found is None:
         return None

@@ -1021,6 +1021,24 @@ HARVEST_59 = [
      "errors above for more details.", "AD268"),
 ]
 
+HARVEST_60 = [
+    ("    import _polyiou\nModuleNotFoundError: No module named '_polyiou'", "AD354"),
+    ("  File \"/x/polyiou.py\", line 20, in swig_import_helper\n    import _polyiou\nModuleNotFoundError: No module named '_polyiou'", "AD354"),
+    ("NameError: name 'deform_conv_ext' is not defined", "AD354"),
+    ("FileNotFoundError: Could not find: cublas64_10.dll. Is it on your PATH?", "AD418"),
+    ("ImportError: /x/roi_align/_C.so: undefined symbol: __cudaPopCallConfiguration", "AD314"),
+    ("RuntimeError: CuDNN error: CUDNN_STATUS_SUCCESS", "AD105"),
+]
+
+HARVEST_60_LOOK_ALIKES = [
+    # a name torch.distributed binds by importing typing_extensions' helper, in code written for torch 1.0
+    "AttributeError: module 'torch.distributed' has no attribute 'deprecated'",
+    # Python's own compiled modules missing: the interpreter's build, not a project's extension
+    "ModuleNotFoundError: No module named '_lzma'",
+    "    import _ctypes\nModuleNotFoundError: No module named '_ctypes'",
+]
+
+
 HARVEST_59_LOOK_ALIKES = [
     # a launcher's pointer to more detail under a configuration error of the user's
     "Error executing job with overrides: ['task_name=open_box']\nError in call to target 'm.ConditionalUnet1D':\n"
@@ -1183,7 +1201,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -1192,6 +1210,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES, *HARVEST_60_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
