@@ -1030,6 +1030,21 @@ HARVEST_60 = [
     ("RuntimeError: CuDNN error: CUDNN_STATUS_SUCCESS", "AD105"),
 ]
 
+HARVEST_61 = [
+    ("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=383 error=8 : invalid device function", "AD105"),
+    ("    return mc.mcubes_cuda(vol, thresh)\nAttributeError: module 'torchmcubes_module' has no attribute 'mcubes_cuda'", "AD354"),
+    ("ImportError: /x/mlperf_loadgen.cpython-36m-x86_64-linux-gnu.so: undefined symbol: "
+     "_ZNSt15__exception_ptr13exception_ptr10_M_releaseEv", "AD352"),
+]
+
+HARVEST_61_LOOK_ALIKES = [
+    # FFmpeg's libraries of two builds mixed: a versioned C symbol of FFmpeg, not a torch extension's
+    "OSError: /lib/aarch64-linux-gnu/libavfilter.so.7: undefined symbol: av_timecode_make_smpte_tc_string2, version LIBAVUTIL_56",
+    # a module of the user's own without a CUDA-named attribute it never had
+    "AttributeError: module 'my_utils' has no attribute 'to_cuda'",
+]
+
+
 HARVEST_60_LOOK_ALIKES = [
     # a name torch.distributed binds by importing typing_extensions' helper, in code written for torch 1.0
     "AttributeError: module 'torch.distributed' has no attribute 'deprecated'",
@@ -1201,7 +1216,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -1210,6 +1225,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES, *HARVEST_60_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES, *HARVEST_60_LOOK_ALIKES, *HARVEST_61_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
