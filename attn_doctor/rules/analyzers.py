@@ -9,6 +9,7 @@ have run: the general cutlass operator when it is built, else what every operato
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -393,12 +394,29 @@ def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -
     return {"since": since, "releases_read": ", ".join(releases_read())}
 
 
-# names a torch module binds by importing them from the standard library or typing_extensions: the
-# table of module-level names holds them too, but no code uses them as torch's API
-_IMPORTED_HELPERS = frozenset({"deprecated", "overload", "override", "final", "cast", "wraps", "partial", "lru_cache",
-                               "cache", "contextmanager", "dataclass", "field", "warn", "Any", "Optional", "Union",
-                               "Callable", "TypeVar", "ParamSpec", "Protocol", "TYPE_CHECKING", "Literal", "Enum",
-                               "auto", "ABC", "abstractmethod", "namedtuple", "defaultdict", "OrderedDict"})
+# names a torch module binds by importing them (typing's, functools', warnings' helpers,
+# typing_extensions' deprecated): the table of module-level names holds them too, but no code uses
+# them as torch's API
+_EXTRA_HELPERS = frozenset({"deprecated", "override", "Self", "TypeAlias", "ParamSpec", "TypeGuard", "Concatenate",
+                            "Unpack", "TypeVarTuple", "Never", "LiteralString", "Required", "NotRequired"})
+
+
+@functools.lru_cache(maxsize=1)
+def _imported_helpers() -> frozenset:
+    import abc
+    import collections
+    import collections.abc
+    import contextlib
+    import dataclasses
+    import enum
+    import itertools
+    import typing
+    import warnings
+
+    names = set(_EXTRA_HELPERS)
+    for module in (typing, collections, collections.abc, functools, contextlib, dataclasses, enum, abc, warnings, itertools):
+        names.update(n for n in dir(module) if not n.startswith("_"))
+    return frozenset(names)
 
 
 def torch_api_added(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
@@ -414,7 +432,7 @@ def torch_api_added(groups: dict, before: list[str], after: list[str]) -> Option
     module, name = groups.get("module") or "", groups.get("name")
     if name is not None and name.startswith("_"):
         return None  # a private name: torch moves those between releases in both directions
-    if name is not None and name in _IMPORTED_HELPERS:
+    if name is not None and name in _imported_helpers():
         return None  # a helper the module imports (typing_extensions' deprecated, typing's names): not torch's API
     found = added_in(module, name) if module.startswith("torch") else None
     if found is None:

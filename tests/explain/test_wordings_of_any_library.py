@@ -1017,8 +1017,8 @@ HARVEST_59 = [
      "The unsupported driver range: [0.0, 535.129)", "AD107"),
     ("    out, x, *rest = selective_scan_cuda_oflex_rh.fwd(u, delta, A, B, D, delta_bias, delta_softplus, 1, True)\n"
      "RuntimeError: CUDA error: no kernel image is available for execution on the device", "AD313"),
-    ("Could not predict test. Not Enough GPU memory? FAILED_PRECONDITION: DNN library initialization failed. Look at the "
-     "errors above for more details.", "AD268"),
+    ("jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization failed. Look at the errors "
+     "above for more details.", "AD268"),
 ]
 
 HARVEST_60 = [
@@ -1045,12 +1045,32 @@ HARVEST_61_LOOK_ALIKES = [
 ]
 
 
+def test_an_apu_named_in_the_text_does_not_make_the_nvidia_machine_a_non_cuda_platform():
+    # collect_env of a laptop with a Ryzen's integrated Radeon and an NVIDIA GPU, under a CPU-only torch
+    text = ("PyTorch version: 2.3.0+cpu\nGPU 0: NVIDIA GeForce RTX 3070 Laptop GPU\n"
+            "Model name: AMD Ryzen 7 5800H with Radeon Graphics\nAssertionError: Torch not compiled with CUDA enabled")
+    first = _first(text)
+    assert first is not None and first.rule == "AD106", first and first.rule
+
+
 HARVEST_60_LOOK_ALIKES = [
     # a name torch.distributed binds by importing typing_extensions' helper, in code written for torch 1.0
     "AttributeError: module 'torch.distributed' has no attribute 'deprecated'",
     # Python's own compiled modules missing: the interpreter's build, not a project's extension
-    "ModuleNotFoundError: No module named '_lzma'",
+    "    import _lzma\nModuleNotFoundError: No module named '_lzma'",
     "    import _ctypes\nModuleNotFoundError: No module named '_ctypes'",
+    "    import _sha256\nModuleNotFoundError: No module named '_sha256'",
+    # cffi's backend and TensorFlow's SWIG wrapper: their own installs (the DLL error above it says why)
+    "    import _cffi_backend\nModuleNotFoundError: No module named '_cffi_backend'",
+    "  File \"x/pywrap_tensorflow_internal.py\", line 20, in swig_import_helper\n    import _pywrap_tensorflow_internal\n"
+    "ModuleNotFoundError: No module named '_pywrap_tensorflow_internal'",
+    # a user's own undefined variable named like a compiled module
+    "NameError: name 'use_cuda' is not defined",
+    "NameError: name 'file_ext' is not defined",
+    # an extension's own source using THC's macro, in a folder named after it
+    "THCudaCheck FAIL file=/home/u/proj/THCDeform/deform.cu line=12 error=8 : invalid device function",
+    # a name torch.library imports from typing
+    "AttributeError: module 'torch.library' has no attribute 'Sequence'",
 ]
 
 

@@ -143,7 +143,8 @@ def test_a_trace_in_this_interpreter_leaves_nothing_in_the_temporary_folder(tmp_
     system_tmp = tmp_path / "tmp"
     system_tmp.mkdir()
     # torch's compile caches stay where every other test's compile left them (a cold cache in the new
-    # TMPDIR costs a minute of compiling and proves nothing about the doctor's own files)
+    # TMPDIR costs a minute of compiling and proves nothing about the doctor's own files); what the
+    # doctor itself writes under TMPDIR is what this test reads
     real_tmp = tempfile.gettempdir()
     env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", TMPDIR=str(system_tmp),
                TORCHINDUCTOR_CACHE_DIR=os.environ.get("TORCHINDUCTOR_CACHE_DIR", os.path.join(real_tmp, f"torchinductor_{getpass.getuser()}")),

@@ -26,7 +26,7 @@ def site(tmp_path_factory):
         from uv import find_uv_bin
 
         installer = [find_uv_bin(), "pip", "install", "-q", "--python", sys.executable]
-    except ImportError:
+    except (ImportError, FileNotFoundError):  # uv's package without its binary
         installer = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     proc = subprocess.run([*installer, "--target", str(target), "transformers"], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
