@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Optional
 
 VERSIONS = ("1.30.1", "1.30.2")
 
@@ -43,14 +44,24 @@ def install(root: Path) -> dict[str, str]:
     return dirs
 
 
-def _installer() -> list[str]:
-    """pip of this interpreter; uv's where the environment has no pip (uv creates venvs without one)."""
+def _installer(prefer_uv: bool = False) -> list[str]:
+    """pip of this interpreter; uv's where the environment has no pip (uv creates venvs without one),
+    or first where `prefer_uv` (its one shared cache: pip resolves and unpacks a large package for a minute)."""
     import importlib.util
 
+    def uv() -> Optional[list[str]]:
+        try:
+            from uv import find_uv_bin
+
+            return [find_uv_bin(), "pip", "install", "-q", "--python", sys.executable]
+        except (ImportError, FileNotFoundError):  # FileNotFoundError: uv's package without its binary
+            return None
+
+    if prefer_uv and (found := uv()):
+        return found
     if importlib.util.find_spec("pip"):
         return [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    try:
-        from uv import find_uv_bin
-    except ImportError:
-        raise RuntimeError("neither pip nor uv is installed in this environment") from None
-    return [find_uv_bin(), "pip", "install", "-q", "--python", sys.executable]
+    found = uv()
+    if found is None:
+        raise RuntimeError("neither pip nor uv is installed in this environment")
+    return found

@@ -142,13 +142,12 @@ def test_a_trace_in_this_interpreter_leaves_nothing_in_the_temporary_folder(tmp_
     # handlers: the flash_attn stand-in's metadata folder still goes.
     system_tmp = tmp_path / "tmp"
     system_tmp.mkdir()
-    # torch's compile caches stay where every other test's compile left them (a cold cache in the new
-    # TMPDIR costs a minute of compiling and proves nothing about the doctor's own files); what the
-    # doctor itself writes under TMPDIR is what this test reads
+    # inductor's compile cache stays where every other test's compile left it (Triton's is under ~
+    # already): a cold cache in the new TMPDIR costs a minute of compiling and proves nothing about
+    # the doctor's own files, which are what this test reads
     real_tmp = tempfile.gettempdir()
     env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", TMPDIR=str(system_tmp),
-               TORCHINDUCTOR_CACHE_DIR=os.environ.get("TORCHINDUCTOR_CACHE_DIR", os.path.join(real_tmp, f"torchinductor_{getpass.getuser()}")),
-               TRITON_CACHE_DIR=os.environ.get("TRITON_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".triton", "cache")))
+               TORCHINDUCTOR_CACHE_DIR=os.environ.get("TORCHINDUCTOR_CACHE_DIR", os.path.join(real_tmp, f"torchinductor_{getpass.getuser()}")))
     proc = subprocess.run([sys.executable, "-m", "attn_doctor", "trace", toy_target(TOY, "build_fallback"), "--autocast", "bf16", "--json"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]

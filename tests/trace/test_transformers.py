@@ -21,14 +21,10 @@ def site(tmp_path_factory):
     except ImportError:
         pass
     target = tmp_path_factory.mktemp("tf")
-    # uv (the test extra's, with its one shared cache) where it is installed: pip resolves and unpacks for a minute
-    try:
-        from uv import find_uv_bin
+    from helpers.x_transformers import _installer
 
-        installer = [find_uv_bin(), "pip", "install", "-q", "--python", sys.executable]
-    except (ImportError, FileNotFoundError):  # uv's package without its binary
-        installer = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    proc = subprocess.run([*installer, "--target", str(target), "transformers"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([*_installer(prefer_uv=True), "--target", str(target), "transformers"],
+                          capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         from helpers.registry import skip_or_fail
 
