@@ -61,6 +61,19 @@ _RAISE = re.compile(r"""^\s*raise\s+[\w.]+\(\s*[rbfRBF]{0,2}(?P<q>'''|\"\"\"|'|"
 _FIELD = re.compile(r"\{[^{}]*\}")
 
 
+_SENTENCE_END = re.compile(r"(?<![0-9])[.!?](?=\s)")
+
+
+@functools.lru_cache(maxsize=None)
+def _headline(e: "Entry") -> float:
+    """The length of the message's first sentence where its literal start holds one (a title that
+    quotes the headline of a longer message: "[deepspeed] fp16 dynamic loss scale overflow!"),
+    else infinity: a line holding that whole sentence is the message cut short."""
+    first = e.parts[0] if e.parts else ""
+    m = _SENTENCE_END.search(first + " ")
+    return m.end() if m is not None and m.end() >= CUT_MIN else float("inf")
+
+
 def _norm(text: str) -> str:
     # backticks anywhere: a release that marks names in its message (`torch.nn...`) and one that does
     # not, or a user who did, say the same
@@ -162,7 +175,7 @@ class Catalogue:
             covered = m.end("tail") - m.start() - len(m.group("tail")) - sum(len(v or "") for k, v in m.groupdict().items()
                                                                            if k != "tail")
             covered -= len(m.group(0)) - len(m.group(0).lstrip(" :]"))  # the prefix's separator
-            if covered >= CUT_MIN and covered >= CUT_SHARE * e.literal:
+            if covered >= CUT_MIN and (covered >= CUT_SHARE * e.literal or covered >= _headline(e)):
                 return Hit(entry=e, line=line, covered=covered, complete=False)
         # the whole message in another release's punctuation (a comma dropped, names quoted): its
         # letters and digits, in order, with the values between its parts (a message long enough to
@@ -311,7 +324,7 @@ def loaded(recipes: "Recipes") -> Optional["Catalogue"]:
 def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read: bool = False):
     """The finding of the library message among the lines no signature read (the message
     catalogue), else of the condition a failed check printed, or None."""
-    if not scan.candidate_lines and not scan.hits:
+    if not scan.candidate_lines and not scan.hits and not scan.paste_lines:
         return None
     catalogue = loaded(recipes)
     if catalogue is None:
@@ -335,6 +348,9 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
         joined = catalogue.first([w for w, _ in wrapped], [n for _, n in wrapped]) if wrapped else None
         if joined is not None and (hit is None or (joined.complete, joined.covered) > (hit.complete, hit.covered)):
             hit = joined
+    if hit is None and scan.paste_lines:
+        # a short paste whose lines carry no error or warning word (an issue's title quoting a notice)
+        hit = catalogue.first([t for t, _ in scan.paste_lines], [n for _, n in scan.paste_lines])
     if hit is not None:
         if hit.entry.rule in named:
             return None

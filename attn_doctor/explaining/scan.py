@@ -29,6 +29,7 @@ GENERIC_ANCHORS = ["Error", "error:", "ERROR", "Exception", "Warning", "WARNING"
                    # exception classes named otherwise (OutOfResources, UnsupportedLanguageConstruct)
                    "unsupported", "outofresources"]
 CANDIDATE_LINES = 200
+SHORT_PASTE = 40  # an input of at most this many lines is a paste: each of its lines may be a library's message
 JOIN_MAX = 1000  # a line longer than this is no wrapped part of a message: never joined with its neighbours
 # Where a traceback says who raised: a frame's file, or a path in the message itself
 # A frame whose file line was cut off still names its package in the code it shows: a call into a
@@ -66,6 +67,9 @@ class ScanResult:
     # each candidate line joined with the first, the first two, ... of the lines that continue it (a
     # message hard-wrapped by a terminal or a console renderer), () where none does
     candidate_wrapped: list[tuple[str, ...]] = field(default_factory=list)
+    # every line of a short paste (SHORT_PASTE lines at most) with its number: a title or a quote
+    # holds a library's message without the words an error or a warning line carries
+    paste_lines: list[tuple[str, int]] = field(default_factory=list)
     bytes: int = 0
     lines: int = 0
     notes: list[str] = field(default_factory=list)
@@ -224,6 +228,8 @@ class Scanner:
         self._candidate_numbers: deque[int] = deque(maxlen=CANDIDATE_LINES)
         self._candidate_wrapped: deque[tuple[str, ...]] = deque(maxlen=CANDIDATE_LINES)
         self._keep_all = keep_all_lines
+        self._head_lines: list[str] = []
+        self._read_head: set[int] = set()  # lines of the head a signature read
         self._frame: tuple[int, Optional[str]] = (-FRAME_REACH - 1, None)  # the last frame: line, package
         self._last_text: Optional[str] = None  # the last line whose versions were read
         carry = b""
@@ -264,12 +270,16 @@ class Scanner:
         result.candidate_lines = list(self._candidates)
         result.candidate_numbers = list(self._candidate_numbers)
         result.candidate_wrapped = list(self._candidate_wrapped)
+        if result.lines <= SHORT_PASTE:
+            tried = set(self._candidate_numbers) | self._read_head
+            result.paste_lines = [(t, n) for n, t in enumerate(self._head_lines, 1) if t and n not in tried]
         return result
 
     _ends_with_newline = True
 
     def _inspect_head(self, data: bytes, result: ScanResult) -> None:
         head = data[: 64 << 10]
+        self._head_lines = [_shorten(normalise(_decode(line))) for line in head.split(b"\n", SHORT_PASTE + 1)[:SHORT_PASTE]]
         if not head:
             return
         nul = head.count(b"\x00")
@@ -399,6 +409,8 @@ class Scanner:
             if any(kind == "ver" for kind, _ in kinds):
                 result.versions.read(text, self.gpu_table)
                 self._last_text = text
+        if matched_any and lineno <= SHORT_PASTE:
+            self._read_head.add(lineno)
         if not matched_any and (self._keep_all or any(kind == "gen" for kind, _ in kinds)) and text:
             if not self._candidates or self._candidates[-1] != text:
                 self._candidates.append(_shorten(text))

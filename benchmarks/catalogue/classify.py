@@ -62,6 +62,17 @@ _ATTENTION_SITE = re.compile(r"attn|attention|fmha|flash_|mha|sdp|sage|decode|pr
 FAMILIES = [
     # out of the stack although their words put them in scope
     ("out:capacity", None, _rx(r"out of memory", r"\bOOM\b", r"dispatched on the CPU or the disk", r"enough GPU RAM"), None, None),
+    # an INFO log line or a deprecation reports, it does not stop the run, whatever its words (DeepSpeed's
+    # loss scaler skipping an overflowing step logs at INFO from its runtime); a rule's own signature
+    # for the rare one that says a run is lost (a loss scale at 0.0) decides before this
+    ("harmless", "AD656", None, None, ("log:INFO", "warn:FutureWarning", "warn:DeprecationWarning",
+                                       "warn:PendingDeprecationWarning")),
+    # a warning that advises a setting ("Consider enabling moe_router_dtype for better numerical
+    # stability") names what could be better, not what failed: the refusal families below read words
+    # like dtype or shape that such advice also uses
+    ("harmless", "AD656", _rx(r"\bconsider (?:enabling|using|setting|switching|passing|increasing|reducing)\b",
+                              r"\bfor better (?:numerical stability|accuracy|performance|efficiency)\b"),
+     None, None, ("warn", "log:WARNING")),
     # a warning that the run goes on, only slower (an extension built for an older GPU, an input copied
     # to the device): whatever it names, the library carries on
     ("harmless", "AD656", _rx(r"\bsuboptimal\b", r"\bperformance (?:may|might|will|could) (?:be|suffer|degrade)",
@@ -167,12 +178,12 @@ FAMILIES = [
                               r"This is normal", r"^Forcing ", r"Detected different devices", r"NUMA node",
                               r"detection failed", r"\buses external\b"),
      None, None, ("warn", "log")),
-    ("harmless", "AD656", None, None, ("log:INFO", "warn:FutureWarning", "warn:DeprecationWarning",
-                                       "warn:PendingDeprecationWarning")),
     # the build: the library, the extension or torch compiled without what the call needs
     ("build-feature", "AD289", _rx(r"not compiled with", r"compiled without", r"was not (?:built|compiled)",
                                    r"(?:build|built) (?:does not|doesn't|did not) (?:support|include)",
-                                   r"not (?:built|compiled) (?:with|for)", r"rebuild", r"recompile",
+                                   r"not (?:built|compiled) (?:with|for)", r"rebuild",
+                                   # rebuilding the library; not Dynamo's recompiling of a graph
+                                   r"(?<!fail_on_)\brecompile\b(?!_| the graph| reasons| when)",
                                    r"\bbuilt without\b", r"was built with(?:out)?\b", r"disabled at (?:build|compile)",
                                    r"compile(?:d)? with .*(?:enabled|=1|on)\b", r"enable it at build",
                                    r"(?:flag|option) .* at (?:build|compile) time", r"^#error"),
@@ -241,6 +252,9 @@ FAMILIES = [
                         r"\battn|fp8|cutlass|\bgpu|rocm|\bhip\b|nvidia|driver|fp16|bf16|\bhalf\b|\bamp\b|PyTorch library")),
      None, None),
     # a library or its extension is not there or does not load
+    # Triton's search for the driver's unversioned libcuda.so in the linker cache (Colab, WSL, a
+    # container): a driver library's location, which no family describes yet
+    ("unclassified", None, _rx(r"libcuda\.so cannot found"), None, None),
     ("attention-library-missing", "AD353",
      _rx(r"not installed", r"pip install", r"no module named", r"is not available", r"please install",
          r"could not (?:find|import|load)", r"cannot (?:find|import|load)", r"failed to (?:import|load)",
@@ -370,6 +384,8 @@ OUT_OF_STACK = [
     (None, _rx(r"Cannot re-initialize CUDA in forked subprocess"),
      "the caller's multiprocessing: a process forked after its parent started CUDA (the 'spawn' start method "
      "fixes it), whatever the stack's releases"),
+    (None, _rx(r"^batch size must be positive\b"),
+     "an empty batch (a filter, a packing or a dynamic batch size left no sequences): the caller's data, not a kernel's limit"),
     (None, _rx(r"^hidden_size\b[^a-z]{0,8}must be divisible by num_heads\b"),
      "a model config whose hidden size its head count does not divide (a pruned or edited config): the model's, "
      "whatever attention runs it"),

@@ -48,7 +48,9 @@ concatenation, `+`, f-strings (each replacement field is one placeholder),
 `"..." % args` (each %-conversion a placeholder, %% literal), logging's lazy
 `logger.x("... %s", arg)`, `"...".format(...)` (each {} / {name} a
 placeholder, {{ }} literal braces), a lambda returning such a string,
-`"sep".join([...literal list...])`, `textwrap.dedent` / `inspect.cleandoc`
+`"sep".join([...literal list...])`, `"\n".join(lines)` of a list the function builds
+(`lines = [...]`, `.append`, `.insert`, `.extend([...])`, `+= [...]`: one site per line, since each
+prints on its own line; `via` names the line), `textwrap.dedent` / `inspect.cleandoc`
 / `.strip()` / `.replace("a", "b")` wrappers, a tuple used as message (shown
 as its repr), and a variable holding a string (best effort, recorded in
 `via`): the nearest assignment above the site in the same function, plus any
@@ -647,6 +649,31 @@ def _collect_assigns(body_owner: ast.AST) -> Dict[str, List[Tuple[int, str, ast.
     return table
 
 
+def _list_elements(value: ast.AST, out: List[ast.AST]) -> bool:
+    """The element expressions of a list literal, a comprehension (its element) or a sum of them;
+    False for anything else (a list read from elsewhere cannot be printed line by line)."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        out.extend(e for e in value.elts if not isinstance(e, ast.Starred))
+        return True
+    if isinstance(value, ast.ListComp):
+        out.append(value.elt)
+        return True
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        return _list_elements(value.left, out) and _list_elements(value.right, out)
+    return False
+
+
+def _walk_own(scope: ast.AST):
+    """Every node of a function's body, not descending into nested defs, classes or lambdas."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield n
+        todo.extend(ast.iter_child_nodes(n))
+
+
 # --------------------------------------------------------------------------
 # Site finding
 # --------------------------------------------------------------------------
@@ -714,7 +741,58 @@ class SiteVisitor(ast.NodeVisitor):
 
     def _add(self, node: ast.AST, kind: str, call: str, exception: str, msg_node: Optional[ast.AST],
              condition: Optional[ast.AST] = None, printf_args=None):
+        lines = self._joined_lines(msg_node, node.lineno)
+        if lines:
+            # a message built as a list of lines and joined by a newline prints each line on its own:
+            # each line (of either branch that appends it) is a message a user pastes
+            name, aline = lines[0]
+            for elt in lines[1]:
+                segs, _ = self._message(elt, node.lineno)
+                self._record(node, kind, call, exception, segs,
+                             "line %d of list %s joined by newlines (line %d)" % (elt.lineno, name, aline), condition)
+            return
         segs, via = self._message(msg_node, node.lineno, printf_args)
+        self._record(node, kind, call, exception, segs, via, condition)
+
+    def _joined_lines(self, msg_node: Optional[ast.AST], line: int):
+        """`"\n".join(NAME)` where NAME is a list this function builds: (NAME, line of its
+        assignment), and the expressions of its elements (the list's own, each `append`,
+        `insert`, `extend([...])` and `+= [...]` after it and above the site)."""
+        if not (isinstance(msg_node, ast.Call) and isinstance(msg_node.func, ast.Attribute)
+                and msg_node.func.attr == "join" and len(msg_node.args) == 1
+                and isinstance(msg_node.func.value, ast.Constant) and isinstance(msg_node.func.value.value, str)
+                and "\n" in msg_node.func.value.value and isinstance(msg_node.args[0], ast.Name)):
+            return None
+        name = msg_node.args[0].id
+        scope = self.scopes[-1] if self.scopes else None
+        if scope is None:
+            return None
+        entries = [e for e in self.assigns_for(scope).get(name, []) if e[0] < line]
+        base = next((e for e in reversed(entries) if e[1] == "="), None)
+        if base is None:
+            return None
+        aline = base[0]
+        elts: List[ast.AST] = []
+        if not _list_elements(base[2], elts):
+            return None
+        for eline, kind, value in entries:
+            if kind == "+=" and eline > aline and not _list_elements(value, elts):
+                return None
+        for n in _walk_own(scope):
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and isinstance(n.func.value, ast.Name) and n.func.value.id == name
+                    and aline < n.lineno < line):
+                if n.func.attr == "append" and len(n.args) == 1:
+                    elts.append(n.args[0])
+                elif n.func.attr == "insert" and len(n.args) == 2:
+                    elts.append(n.args[1])
+                elif n.func.attr == "extend" and len(n.args) == 1:
+                    if not _list_elements(n.args[0], elts):
+                        return None
+        elts.sort(key=lambda e: (e.lineno, e.col_offset))
+        return (name, aline), elts
+
+    def _record(self, node, kind, call, exception, segs, via, condition):
         self.sites.append({
             "line": node.lineno,
             "col": node.col_offset,

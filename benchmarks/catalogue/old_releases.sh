@@ -2,13 +2,14 @@
 # The Python sites of older releases of the stack's libraries (what users on an older torch,
 # transformers or triton are shown): each release downloaded from PyPI (no dependencies), the files
 # of extract_python.py's prefixes for that library taken out of it, and extracted into
-# sites/<library>-<version>.jsonl.gz. Usage: benchmarks/catalogue/old_releases.sh [WORKDIR]
+# sites/<library>-<version>.jsonl.gz. Usage: [ONLY=LIBRARY] benchmarks/catalogue/old_releases.sh [WORKDIR]
+# (ONLY=torch redoes torch's releases alone)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PY="${PYTHON:-python3}"
 W="${1:-/tmp/catalogue_old}"
 mkdir -p "$W"
-TORCH_PREFIX="torch/nn torch/amp torch/cuda torch/backends torch/mps torch/_inductor/kernel torch/_inductor/lowering.py torch/_inductor/select_algorithm.py torch/_inductor/codegen/triton.py torch/_dynamo/exc.py torch/utils/cpp_extension.py torch/utils/_triton.py torch/_higher_order_ops/flex_attention.py torch/distributed/fsdp/api.py torch/distributed/fsdp/sharded_grad_scaler.py torch/_prims_common torch/_meta_registrations.py torch/_decomp/decompositions.py"
+TORCH_PREFIX="torch/nn torch/amp torch/cuda torch/backends torch/mps torch/_inductor/kernel torch/_inductor/lowering.py torch/_inductor/select_algorithm.py torch/_inductor/codegen/triton.py torch/_dynamo/exc.py torch/_dynamo/eval_frame.py torch/_dynamo/convert_frame.py torch/utils/cpp_extension.py torch/utils/_triton.py torch/_higher_order_ops/flex_attention.py torch/distributed/fsdp/api.py torch/distributed/fsdp/sharded_grad_scaler.py torch/_prims_common torch/_meta_registrations.py torch/_decomp/decompositions.py"
 TRITON_PREFIX="triton/compiler triton/runtime triton/backends triton/language/semantic.py triton/language/core.py"
 TF_PREFIX="transformers/integrations transformers/modeling_utils.py transformers/modeling_flash_attention_utils.py transformers/utils/import_utils.py transformers/training_args.py transformers/trainer.py transformers/cache_utils.py transformers/quantizers"
 ACC_PREFIX="accelerate/accelerator.py accelerate/state.py accelerate/utils"
@@ -18,6 +19,7 @@ TV_PREFIX="torchvision/extension.py torchvision/ops torchvision/io/image.py torc
 
 one() {  # library, pip requirement, version, prefixes...
   local lib=$1 req=$2 ver=$3; shift 3
+  if [ -n "${ONLY:-}" ] && [ "$lib" != "$ONLY" ]; then return 0; fi
   local dir="$W/$lib-$ver"
   if [ ! -d "$dir/src" ]; then
     mkdir -p "$dir/dl" "$dir/src"

@@ -1037,6 +1037,50 @@ HARVEST_61 = [
      "_ZNSt15__exception_ptr13exception_ptr10_M_releaseEv", "AD352"),
 ]
 
+HARVEST_62 = [
+    # c10's type promotion refuses float8 on either side (the message as torch 2.13 raises it on the CPU)
+    ("!!! Exception during processing !!! Promotion for Float8 Types is not supported, attempted to promote "
+     "Float8_e4m3fn and BFloat16", "AD670"),
+    ("RuntimeError: Promotion for Float8 Types is not supported, attempted to promote Float and Float8_e5m2", "AD670"),
+    # torch before 2.2 refuses torch.compile on Windows outright
+    ("RuntimeError: Windows not yet supported for torch.compile", "AD668"),
+    # Triton's CUDA backend is active only where torch sees a CUDA GPU; a text that says there is none
+    ("RuntimeError: 0 active drivers ([]). There should only be one.", "AD101"),
+    # a text that says it has GPUs is not a machine without one
+    ("we have GPUs, and a forked worker says RuntimeError: 0 active drivers ([]). There should only be one.", "AD101"),
+    ("没有GPU 运行 R1。trenton 出错： RuntimeError: 0 active drivers ([]). There should only be one.", "AD259"),
+    ("I do not have CUDA or any GPU available. When I load my own saved model, I get the error \"Torch not compiled "
+     "with CUDA enabled\"", "AD259"),
+    # bitsandbytes' own search for cudart before it names the binary this release lacks
+    ("CUDA_SETUP: WARNING! libcudart.so not found in any environmental path. Searching in backup paths...\n"
+     "CUDA SETUP: PyTorch settings found: CUDA_VERSION=130, Highest Compute Capability: 12.0.\n"
+     "CUDA SETUP: Required library version not found: libbitsandbytes_cuda130.so. Maybe you need to compile it from source?",
+     "AD312"),
+    # a serving engine's kernel library of another release than its pin
+    ("AttributeError: module 'deep_gemm' has no attribute 'm_grouped_bf16_gemm_nt_masked'. Did you mean: "
+     "'m_grouped_fp8_fp4_gemm_nt_masked'?", "AD311"),
+]
+
+HARVEST_62_NOTICES = [
+    ("W0526 21:31:55.259000 140707784318976 torch/_dynamo/convert_frame.py:357] torch._dynamo hit config.cache_size_limit (8)",
+     "AD664"),
+    ("/opt/dgl/src/runtime/tensordispatch.cc:43: TensorDispatcher: dlopen failed: libtorch_cuda.so: cannot open shared "
+     "object file: No such file or directory", "AD664"),
+]
+
+@pytest.mark.parametrize("text, rule", HARVEST_62_NOTICES)
+def test_notices_of_harvest_62_are_harmless(text, rule):
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    assert _first(text) is None and [m.rule for m in report.matches if m.harmless][:1] == [rule]
+
+
+def test_a_title_holding_the_first_sentence_of_a_longer_message_is_that_message():
+    # DeepSpeed's loss-scale notice (logged at INFO) quoted up to its first sentence
+    report = explain(io.BytesIO(b"[deepspeed] fp16 dynamic loss scale overflow!\n"), RECIPES, kind="stdin")
+    assert _first("[deepspeed] fp16 dynamic loss scale overflow!") is None
+    assert [m.harmless for m in report.matches][:1] == [True]
+
+
 HARVEST_61_LOOK_ALIKES = [
     # FFmpeg's libraries of two builds mixed: a versioned C symbol of FFmpeg, not a torch extension's
     "OSError: /lib/aarch64-linux-gnu/libavfilter.so.7: undefined symbol: av_timecode_make_smpte_tc_string2, version LIBAVUTIL_56",
@@ -1236,7 +1280,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *HARVEST_62, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)

@@ -1,0 +1,83 @@
+"""The catalogue's reader of Python sources (benchmarks/catalogue/extract_python.py), run as its
+users run it, on a source written the way torch writes its own checks; and explain's reading of a
+short paste whose lines carry no error or warning word."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from attn_doctor.explaining.core import explain
+from attn_doctor.rules.loader import load_recipes
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTRACT = ROOT / "benchmarks" / "catalogue" / "extract_python.py"
+
+# the shape of torch 2.11-2.13's _warn_unsupported_code: a list of lines, appended to in two branches
+SOURCE = textwrap.dedent('''
+    import warnings
+
+    def warn_unsupported(device_index, name, device_cc, code_ccs, releases):
+        lines = [
+            f"Found GPU{device_index} {name} which is of compute capability (CC) {device_cc // 10}.{device_cc % 10}.",
+            "The following list shows the CCs this version of PyTorch was built for:",
+        ] + [f"- {cc // 10}.{cc % 10}" for cc in code_ccs]
+        if releases:
+            lines.append(f"Your installed torch=={releases[0]} does not include kernels for this GPU.")
+        else:
+            lines.append("No published PyTorch CUDA builds support this GPU.")
+        warnings.warn("\\n".join(lines), stacklevel=2)
+
+    def not_a_list(parts):
+        warnings.warn("\\n".join(parts))
+''')
+
+
+def _sites(tmp_path: Path) -> list[dict]:
+    pkg = tmp_path / "src" / "torch" / "cuda"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(SOURCE)
+    out = tmp_path / "sites.jsonl"
+    subprocess.run([sys.executable, str(EXTRACT), "--library", "torch", "--version", "9.9", "--root", str(tmp_path / "src"),
+                    "--out", str(out)], check=True, capture_output=True, text=True, timeout=120)
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_a_message_joined_from_a_list_of_lines_is_one_site_per_line(tmp_path):
+    sites = _sites(tmp_path)
+    joined = [s for s in sites if s["function"] == "warn_unsupported"]
+    texts = [s["text"] for s in joined]
+    assert texts == [
+        "Found GPU{} {} which is of compute capability (CC) {}.{}.",
+        "The following list shows the CCs this version of PyTorch was built for:",
+        "- {}.{}",
+        "Your installed torch=={} does not include kernels for this GPU.",
+        "No published PyTorch CUDA builds support this GPU.",
+    ]
+    assert all(s["line"] == joined[0]["line"] and "joined by newlines" in s["via"] for s in joined)
+    # a list the function does not build (a parameter) stays one unreadable site
+    other = [s for s in sites if s["function"] == "not_a_list"]
+    assert len(other) == 1 and other[0]["unreadable"]
+
+
+RECIPES = load_recipes()
+
+
+def _harmless(text: str) -> list[bool]:
+    return [m.harmless for m in explain(io.BytesIO(text.encode()), RECIPES, kind="stdin").matches]
+
+
+def test_a_short_paste_without_error_words_is_still_read_as_a_library_message():
+    # an issue's title: the first sentence of DeepSpeed's loss-scale notice (logged at INFO)
+    assert _harmless("[deepspeed] fp16 dynamic loss scale overflow!\n")[:1] == [True]
+
+
+def test_a_long_log_is_not_read_line_by_line_for_words_without_error_words():
+    # the same line deep in a long log is one of many ordinary lines: only lines with an error or a
+    # warning word are tried against the catalogue there
+    log = "".join(f"step {i} loss 1.{i:03d}\n" for i in range(60)) + "[deepspeed] fp16 dynamic loss scale overflow!\n"
+    assert _harmless(log) == []
