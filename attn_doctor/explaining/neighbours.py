@@ -176,8 +176,8 @@ class Index:
                 i = self.owner[j]
                 if self.entries[i]["id"] in exclude:
                     continue
-                if qterms and self.line_terms[j] and not (qterms & self.line_terms[j]):
-                    continue  # the two lines name different things
+                if qterms and not (qterms & self.line_terms[j]):
+                    continue  # the two lines name different things, or the case's line none of the pieces this one names
                 if qtypes and self.line_dtypes[j] and qtypes != self.line_dtypes[j]:
                     continue  # the two lines state other dtypes
                 if i not in near or score > near[i][0]:

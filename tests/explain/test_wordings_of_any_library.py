@@ -1048,6 +1048,11 @@ HARVEST_62 = [
     ("RuntimeError: 0 active drivers ([]). There should only be one.", "AD101"),
     # a text that says it has GPUs is not a machine without one
     ("we have GPUs, and a forked worker says RuntimeError: 0 active drivers ([]). There should only be one.", "AD101"),
+    # stable-diffusion-webui's start check: torch sees no CUDA GPU; a Mac named in the text is no CUDA platform
+    ("AssertionError: Torch is not able to use GPU; add --skip-torch-cuda-test to COMMANDLINE_ARGS variable to disable this check",
+     "AD101"),
+    ("MacBook Pro M2\nAssertionError: Torch is not able to use GPU; add --skip-torch-cuda-test to COMMANDLINE_ARGS variable to "
+     "disable this check", "AD259"),
     ("没有GPU 运行 R1。trenton 出错： RuntimeError: 0 active drivers ([]). There should only be one.", "AD259"),
     ("I do not have CUDA or any GPU available. When I load my own saved model, I get the error \"Torch not compiled "
      "with CUDA enabled\"", "AD259"),
@@ -1065,7 +1070,8 @@ HARVEST_62_NOTICES = [
     ("W0526 21:31:55.259000 140707784318976 torch/_dynamo/convert_frame.py:357] torch._dynamo hit config.cache_size_limit (8)",
      "AD664"),
     ("/opt/dgl/src/runtime/tensordispatch.cc:43: TensorDispatcher: dlopen failed: libtorch_cuda.so: cannot open shared "
-     "object file: No such file or directory", "AD664"),
+     "object file: No such file or directory", "AD664"),    ("THCudaCheck FAIL file=/opt/conda/conda-bld/pytorch_1544174967633/work/aten/src/THC/THCGeneral.cpp line=405 error=11 : "
+     "invalid argument", "AD656"),
 ]
 
 @pytest.mark.parametrize("text, rule", HARVEST_62_NOTICES)
