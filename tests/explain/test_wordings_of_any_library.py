@@ -1053,6 +1053,8 @@ HARVEST_62 = [
      "AD101"),
     ("MacBook Pro M2\nAssertionError: Torch is not able to use GPU; add --skip-torch-cuda-test to COMMANDLINE_ARGS variable to "
      "disable this check", "AD259"),
+    ("I have an AMD GPU\nRuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. "
+     "If you are running on a CPU-only machine, please use torch.load with map_location=torch.device('cpu')", "AD259"),
     ("没有GPU 运行 R1。trenton 出错： RuntimeError: 0 active drivers ([]). There should only be one.", "AD259"),
     ("I do not have CUDA or any GPU available. When I load my own saved model, I get the error \"Torch not compiled "
      "with CUDA enabled\"", "AD259"),
