@@ -68,6 +68,25 @@ _DTYPE_NAME = {"float": "float32", "fp32": "float32", "float16": "float16", "fp1
                "int": "int32", "long": "int64", "short": "int16"}
 
 
+# the names a line quotes (a module, an attribute, an argument), by their parts: where two lines quote
+# names that share no part, the names are what each is about, however alike the words around them
+# ('mmcv' is not 'torch.nn.attention'; 'selective_scan_fn' and 'selective_scan_cuda' are one op's)
+_QUOTED_NAME = re.compile(r"'([A-Za-z_][\w.]{1,80})'")
+_NAME_PART = re.compile(r"[a-z][a-z0-9]{2,}")
+
+
+# parts every codebase uses, which tie no two names together ('use_cuda' is not 'selective_scan_cuda')
+_COMMON_PARTS = frozenset({"cuda", "cpu", "gpu", "torch", "model", "models", "module", "modules", "attention", "attn",
+                           "ops", "utils", "util", "core", "ext", "lib", "kernel", "kernels", "layer", "layers",
+                           "functional", "func", "init", "main", "src", "impl", "base", "common"})
+
+
+def quoted(line: str) -> frozenset[str]:
+    names = [name.lower() for name in _QUOTED_NAME.findall(line)]
+    parts = {part for name in names for part in _NAME_PART.findall(name)} - _COMMON_PARTS
+    return frozenset(parts or names)
+
+
 def dtypes(line: str) -> frozenset[str]:
     return frozenset(_DTYPE_NAME.get(d.lower(), d.lower()) for d in _DTYPE_WORDS.findall(line))
 
@@ -141,12 +160,14 @@ class Index:
         self.owner: list[int] = []
         self.line_terms: list[frozenset[str]] = []
         self.line_dtypes: list[frozenset[str]] = []
+        self.line_quoted: list[frozenset[str]] = []
         for i, entry in enumerate(entries):
             for line in entry["lines"]:
                 self.lines.append(normalised(line))
                 self.owner.append(i)
                 self.line_terms.append(terms(line))
                 self.line_dtypes.append(dtypes(line))
+                self.line_quoted.append(quoted(line))
 
     @classmethod
     def load(cls, path: Path) -> "Index":
@@ -169,6 +190,7 @@ class Index:
             query = normalised(raw)
             qterms = terms(raw)
             qtypes = dtypes(raw)
+            qquoted = quoted(raw)
             if not qterms and not _ERRORISH.search(query):
                 continue  # names nothing of the stack and states no failure: a resolver's or a runner's header line
             for choice, score, j in process.extract(query, self.lines, scorer=fuzz.ratio, limit=15,
@@ -180,6 +202,8 @@ class Index:
                     continue  # the two lines name different things, or the case's line none of the pieces this one names
                 if qtypes and self.line_dtypes[j] and qtypes != self.line_dtypes[j]:
                     continue  # the two lines state other dtypes
+                if qquoted and self.line_quoted[j] and not (qquoted & self.line_quoted[j]):
+                    continue  # the two lines quote other names (No module named 'mmcv' is not 'torch.nn.attention')
                 if i not in near or score > near[i][0]:
                     near[i] = (score, raw, choice)
         near = {i: v for i, v in near.items() if not (self.entries[i]["rules"][:1] and self.entries[i]["rules"][0] in judged)}

@@ -131,6 +131,12 @@ FAMILIES = [
                               r"\bswitch(?:ing)? to (?:the )?\w+(?:/\w+)* backend\b", r"\bfall(?:ing|s)? back to\b"),
      None, None, ("log:WARNING", "warn", "log:INFO")),
     # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
+    # a library's own compiled extension it says is not installed or built (AutoGPTQ's "CUDA extension not
+    # installed.", "Please compile MultiScaleDeformableAttention CUDA op"): the package's build, not a
+    # missing attention library
+    ("extension-not-built", "AD354", _rx(r"\b(?:CUDA|C\+\+|cpp|compiled|native) (?:extension|kernel|op)s? (?:is |are |was |were )?"
+                                         r"not (?:installed|built|found)\b", r"\bplease compile\b.{0,60}\b(?:op|ops|extension)s?\b"),
+     None, None),
     ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b", r"\brequires (?:the )?(?:cuda|CUDA|C\+\+|cpp) extensions?\b",
                                             r"without (?:its )?(?:--cuda_ext|--cpp_ext|(?:CUDA|C\+\+|cpp) extensions?)"), None, None),
     # a warning or a log line that says what the library does instead is a notice

@@ -1068,6 +1068,53 @@ HARVEST_62 = [
      "'m_grouped_fp8_fp4_gemm_nt_masked'?", "AD311"),
 ]
 
+HARVEST_64 = [
+    # a torch-ngp style backend imported by its leading-underscore name and never built
+    ("    import _raymarching_face as _backend\nModuleNotFoundError: No module named '_raymarching_face'", "AD354"),
+    # Deformable DETR's op: Mask2Former's own message, and the name resolving to mmcv's class instead of the op
+    ("ModuleNotFoundError: \n\nPlease compile MultiScaleDeformableAttention CUDA op with the following commands:", "AD354"),
+    ("type object 'MultiScaleDeformableAttention' has no attribute 'ms_deform_attn_forward'", "AD354"),
+    # a project's op built without its .cu files: its own launcher (a global function, no torch namespace)
+    ("ImportError: /w/ops/voxel_pooling/voxel_pooling_ext.cpython-38-x86_64-linux-gnu.so: undefined symbol: "
+     "_Z37voxel_pooling_forward_kernel_launcheriiiiiiPKiPKfPfPiP11CUstream_st", "AD422"),
+    # dlib's CUDA check: its source file, then the runtime's error 8
+    ("RuntimeError: Error while calling cudaOccupancyMaxPotentialBlockSize(&num_blocks,&num_threads,K) in file "
+     "c:\\dlib\\dnn\\cuda_utils.h:155. code: 8, reason: invalid device function", "AD313"),
+    # PaddlePaddle's loader names the CUDA library of its build
+    ("PreconditionNotMetError: The third-party dynamic library (cudnn64_7.dll) that Paddle depends on is not configured "
+     "correctly. (error code is 126)", "AD418"),
+    # the log states a CPU-only torch and an NVIDIA driver
+    ("INFO - separator - PyTorch Version: 2.4.1+cpu\n| NVIDIA-SMI 566.14                 Driver Version: 566.14         "
+     "CUDA Version: 12.7     |", "AD106"),
+]
+
+HARVEST_64_NOTICES = [
+    # onnxruntime's optional TensorRT provider without TensorRT, and the session retrying without it
+    ("[E:onnxruntime:Default, provider_bridge_ort.cc:1532 TryGetProviderInfo_TensorRT] FAIL : Failed to load library "
+     "libonnxruntime_providers_tensorrt.so with error: libnvinfer.so.8: cannot open shared object file: No such file or "
+     "directory\nFalling back to ['CUDAExecutionProvider', 'CPUExecutionProvider'] and retrying.", "AD664"),
+]
+
+HARVEST_64_LOOK_ALIKES = [
+    # a CPU-only torch the text runs on the CPU by choice, with no NVIDIA GPU or driver named
+    "a CPU-only torch by choice: torch 2.1.0+cpu, running on the CPU as asked",
+]
+
+
+@pytest.mark.parametrize("text, rule", HARVEST_64_NOTICES)
+def test_notices_of_harvest_64_are_harmless(text, rule):
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
+    assert _first(text) is None and [m.rule for m in report.matches if m.harmless][:1] == [rule]
+
+
+def test_the_known_case_search_does_not_offer_a_line_that_quotes_other_names():
+    # "No module named 'mmcv'" is not the case whose line is "No module named 'torch.nn.attention'"
+    text = ("  File \"D:\\AI\\ComfyUI\\.ext\\Lib\\site-packages\\mmpose\\__init__.py\", line 2, in <module>\n    import mmcv\n"
+            "ModuleNotFoundError: No module named 'mmcv'\n")
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="text")
+    assert all(m.resembles is None or "mmcv" in str(m.resembles) for m in report.matches), [m.rule for m in report.matches]
+
+
 HARVEST_62_NOTICES = [
     ("W0526 21:31:55.259000 140707784318976 torch/_dynamo/convert_frame.py:357] torch._dynamo hit config.cache_size_limit (8)",
      "AD664"),
@@ -1288,7 +1335,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *HARVEST_62, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *HARVEST_62, *HARVEST_64, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -1297,6 +1344,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES, *HARVEST_60_LOOK_ALIKES, *HARVEST_61_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES, *HARVEST_60_LOOK_ALIKES, *HARVEST_61_LOOK_ALIKES, *HARVEST_64_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
