@@ -61,16 +61,17 @@ _RAISE = re.compile(r"""^\s*raise\s+[\w.]+\(\s*[rbfRBF]{0,2}(?P<q>'''|\"\"\"|'|"
 _FIELD = re.compile(r"\{[^{}]*\}")
 
 
-_SENTENCE_END = re.compile(r"(?<![0-9])[.!?](?=\s)")
+_SENTENCE_END = re.compile(r"(?<![0-9])(?<!\be\.g)(?<!\bi\.e)(?<!\betc)[.!?](?=\s)")
 
 
 @functools.lru_cache(maxsize=None)
 def _headline(e: "Entry") -> float:
-    """The length of the message's first sentence where its literal start holds one (a title that
-    quotes the headline of a longer message: "[deepspeed] fp16 dynamic loss scale overflow!"),
-    else infinity: a line holding that whole sentence is the message cut short."""
+    """The length of the message's first sentence where its literal start holds one, followed by
+    more of its own words (a title that quotes the headline of a longer notice: "[deepspeed] fp16
+    dynamic loss scale overflow!"), else infinity: a line holding that whole sentence is the notice cut
+    short. Only notices are read this way: a refusal's first sentence is often generic."""
     first = e.parts[0] if e.parts else ""
-    m = _SENTENCE_END.search(first + " ")
+    m = _SENTENCE_END.search(first)
     return m.end() if m is not None and m.end() >= CUT_MIN else float("inf")
 
 
@@ -175,7 +176,7 @@ class Catalogue:
             covered = m.end("tail") - m.start() - len(m.group("tail")) - sum(len(v or "") for k, v in m.groupdict().items()
                                                                            if k != "tail")
             covered -= len(m.group(0)) - len(m.group(0).lstrip(" :]"))  # the prefix's separator
-            if covered >= CUT_MIN and (covered >= CUT_SHARE * e.literal or covered >= _headline(e)):
+            if covered >= CUT_MIN and (covered >= CUT_SHARE * e.literal or (e.family == "harmless" and covered >= _headline(e))):
                 return Hit(entry=e, line=line, covered=covered, complete=False)
         # the whole message in another release's punctuation (a comma dropped, names quoted): its
         # letters and digits, in order, with the values between its parts (a message long enough to
@@ -349,8 +350,11 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
         if joined is not None and (hit is None or (joined.complete, joined.covered) > (hit.complete, hit.covered)):
             hit = joined
     if hit is None and scan.paste_lines:
-        # a short paste whose lines carry no error or warning word (an issue's title quoting a notice)
-        hit = catalogue.first([t for t, _ in scan.paste_lines], [n for _, n in scan.paste_lines])
+        # a short paste whose lines carry no error or warning word (an issue's title quoting a notice):
+        # read only as a library's notice, since a plain sentence can hold a refusal's words
+        hit = catalogue.first([t for t, _ in scan.paste_lines if t not in taken], [n for t, n in scan.paste_lines if t not in taken])
+        if hit is not None and hit.entry.family != "harmless":
+            hit = None
     if hit is not None:
         if hit.entry.rule in named:
             return None

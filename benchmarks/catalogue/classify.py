@@ -130,13 +130,13 @@ FAMILIES = [
     ("harmless", "AD656", _rx(r"\b[Aa]pplied (?:a |the )?workaround\b", r"\breset(?:ting)? \w+ to (?:True|False)\b", r"\bwill skip\b", r"\bskip(?:ping)? (?:the )?inject",
                               r"\bswitch(?:ing)? to (?:the )?\w+(?:/\w+)* backend\b", r"\bfall(?:ing|s)? back to\b"),
      None, None, ("log:WARNING", "warn", "log:INFO")),
-    # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
     # a library's own compiled extension it says is not installed or built (AutoGPTQ's "CUDA extension not
     # installed.", "Please compile MultiScaleDeformableAttention CUDA op"): the package's build, not a
     # missing attention library
     ("extension-not-built", "AD354", _rx(r"\b(?:CUDA|C\+\+|cpp|compiled|native) (?:extension|kernel|op)s? (?:is |are |was |were )?"
                                          r"not (?:installed|built|found)\b", r"\bplease compile\b.{0,60}\b(?:op|ops|extension)s?\b"),
      None, None),
+    # a kernel of the library that was not compiled into this install (SageAttention's per-SM builds)
     ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b", r"\brequires (?:the )?(?:cuda|CUDA|C\+\+|cpp) extensions?\b",
                                             r"without (?:its )?(?:--cuda_ext|--cpp_ext|(?:CUDA|C\+\+|cpp) extensions?)"), None, None),
     # a warning or a log line that says what the library does instead is a notice
@@ -189,7 +189,7 @@ FAMILIES = [
                                    r"(?:build|built) (?:does not|doesn't|did not) (?:support|include)",
                                    r"not (?:built|compiled) (?:with|for)", r"rebuild",
                                    # rebuilding the library; not Dynamo's recompiling of a graph
-                                   r"(?<!fail_on_)\brecompile\b(?!_| the graph| reasons| when)",
+                                   r"\brecompile(?:d|s)?\b(?! the graph| reasons| when torch\.compile)",
                                    r"\bbuilt without\b", r"was built with(?:out)?\b", r"disabled at (?:build|compile)",
                                    r"compile(?:d)? with .*(?:enabled|=1|on)\b", r"enable it at build",
                                    r"(?:flag|option) .* at (?:build|compile) time", r"^#error"),
@@ -390,7 +390,7 @@ OUT_OF_STACK = [
     (None, _rx(r"Cannot re-initialize CUDA in forked subprocess"),
      "the caller's multiprocessing: a process forked after its parent started CUDA (the 'spawn' start method "
      "fixes it), whatever the stack's releases"),
-    (None, _rx(r"^batch size must be positive\b"),
+    (None, _rx(r"^batch size must be posi?tive\b"),
      "an empty batch (a filter, a packing or a dynamic batch size left no sequences): the caller's data, not a kernel's limit"),
     (None, _rx(r"^hidden_size\b[^a-z]{0,8}must be divisible by num_heads\b"),
      "a model config whose hidden size its head count does not divide (a pruned or edited config): the model's, "

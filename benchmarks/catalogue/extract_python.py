@@ -769,8 +769,8 @@ class SiteVisitor(ast.NodeVisitor):
             return None
         entries = [e for e in self.assigns_for(scope).get(name, []) if e[0] < line]
         base = next((e for e in reversed(entries) if e[1] == "="), None)
-        if base is None:
-            return None
+        if base is None or sum(1 for e in entries if e[1] == "=") > 1:
+            return None  # a list assigned more than once (in branches): its lines cannot be told apart here
         aline = base[0]
         elts: List[ast.AST] = []
         if not _list_elements(base[2], elts):
@@ -789,6 +789,8 @@ class SiteVisitor(ast.NodeVisitor):
                 elif n.func.attr == "extend" and len(n.args) == 1:
                     if not _list_elements(n.args[0], elts):
                         return None
+        if not elts:
+            return None  # filled elsewhere (a helper): the site stays one, unreadable, and is counted
         elts.sort(key=lambda e: (e.lineno, e.col_offset))
         return (name, aline), elts
 

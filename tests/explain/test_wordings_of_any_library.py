@@ -1044,6 +1044,10 @@ HARVEST_62 = [
     ("RuntimeError: Promotion for Float8 Types is not supported, attempted to promote Float and Float8_e5m2", "AD670"),
     # torch before 2.2 refuses torch.compile on Windows outright
     ("RuntimeError: Windows not yet supported for torch.compile", "AD668"),
+    ("RuntimeError: Windows not yet supported for inductor", "AD668"),
+    # a GPU the text says was added since: a CPU-only torch, not a machine without CUDA
+    ("Until last week I didn't have a GPU; now I installed an RTX 3060 and get\n"
+     "AssertionError: Torch not compiled with CUDA enabled", "AD106"),
     # Triton's CUDA backend is active only where torch sees a CUDA GPU; a text that says there is none
     ("RuntimeError: 0 active drivers ([]). There should only be one.", "AD101"),
     # a text that says it has GPUs is not a machine without one
@@ -1098,6 +1102,13 @@ HARVEST_64_NOTICES = [
 HARVEST_64_LOOK_ALIKES = [
     # a CPU-only torch the text runs on the CPU by choice, with no NVIDIA GPU or driver named
     "a CPU-only torch by choice: torch 2.1.0+cpu, running on the CPU as asked",
+    # pip's lines that replace a CPU-only torch, beside the driver
+    "Found existing installation: torch 2.1.0+cpu\nUninstalling torch-2.1.0+cpu:\nSuccessfully installed torch-2.1.0+cu121\n"
+    "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |",
+    # prose that holds a refusal's words, and a refusal's generic first sentence
+    "Thanks for the fix! I checked the docs: the input must be contiguous, so I now call .contiguous() before the kernel.",
+    "For faster inference, please install xformers.",
+    "RuntimeError: failed to allocate memory.",
 ]
 
 
@@ -1108,11 +1119,19 @@ def test_notices_of_harvest_64_are_harmless(text, rule):
 
 
 def test_the_known_case_search_does_not_offer_a_line_that_quotes_other_names():
-    # "No module named 'mmcv'" is not the case whose line is "No module named 'torch.nn.attention'"
-    text = ("  File \"D:\\AI\\ComfyUI\\.ext\\Lib\\site-packages\\mmpose\\__init__.py\", line 2, in <module>\n    import mmcv\n"
-            "ModuleNotFoundError: No module named 'mmcv'\n")
-    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="text")
-    assert all(m.resembles is None or "mmcv" in str(m.resembles) for m in report.matches), [m.rule for m in report.matches]
+    from attn_doctor.explaining.neighbours import Index
+
+    index = Index([{"id": "a-1", "source": "o/a#1", "family": "torch-too-old-api", "rules": ["AD413"],
+                    "lines": ["ModuleNotFoundError: No module named 'torch.nn.attention'"]},
+                   {"id": "b-2", "source": "o/b#2", "family": "ssm-kernels-missing", "rules": ["AD415"],
+                    "lines": ["NameError: name 'selective_scan_cuda' is not defined"]}])
+    # another module's name is another failure, however alike the words
+    assert index.nearest(["ModuleNotFoundError: No module named 'mmcv'"]) is None
+    # a name common to every codebase ties nothing: 'use_cuda' is not the selective scan's
+    assert index.nearest(["NameError: name 'use_cuda' is not defined"]) is None
+    # names that share a part of their own are one op's
+    near = index.nearest(["NameError: name 'selective_scan_fn' is not defined"])
+    assert near is not None and near.case == "b-2"
 
 
 HARVEST_62_NOTICES = [
