@@ -352,7 +352,8 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
     if hit is None and scan.paste_lines:
         # a short paste whose lines carry no error or warning word (an issue's title quoting a notice):
         # read only as a library's notice, since a plain sentence can hold a refusal's words
-        hit = catalogue.first([t for t, _ in scan.paste_lines if t not in taken], [n for t, n in scan.paste_lines if t not in taken])
+        rest = [(t, n) for t, n in scan.paste_lines if t not in taken]
+        hit = catalogue.first([t for t, _ in rest], [n for _, n in rest])
         if hit is not None and hit.entry.family != "harmless":
             hit = None
     if hit is not None:

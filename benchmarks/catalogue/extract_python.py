@@ -628,24 +628,17 @@ def _collect_assigns(body_owner: ast.AST) -> Dict[str, List[Tuple[int, str, ast.
     """Name -> [(line, '=' | '+=', value)] in a function/module body, not
     descending into nested defs, classes or lambdas."""
     table: Dict[str, List[Tuple[int, str, ast.AST]]] = {}
-
-    def visit(n: ast.AST):
-        for child in ast.iter_child_nodes(n):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                continue
-            if isinstance(child, ast.Assign):
-                for t in child.targets:
-                    if isinstance(t, ast.Name):
-                        table.setdefault(t.id, []).append((child.lineno, "=", child.value))
-            elif isinstance(child, ast.AnnAssign) and isinstance(child.target, ast.Name) and child.value is not None:
-                table.setdefault(child.target.id, []).append((child.lineno, "=", child.value))
-            elif isinstance(child, ast.AugAssign) and isinstance(child.target, ast.Name) and isinstance(child.op, ast.Add):
-                table.setdefault(child.target.id, []).append((child.lineno, "+=", child.value))
-            visit(child)
-
-    visit(body_owner)
+    for child in _walk_own(body_owner):
+        if isinstance(child, ast.Assign):
+            for t in child.targets:
+                if isinstance(t, ast.Name):
+                    table.setdefault(t.id, []).append((child.lineno, "=", child.value))
+        elif isinstance(child, ast.AnnAssign) and isinstance(child.target, ast.Name) and child.value is not None:
+            table.setdefault(child.target.id, []).append((child.lineno, "=", child.value))
+        elif isinstance(child, ast.AugAssign) and isinstance(child.target, ast.Name) and isinstance(child.op, ast.Add):
+            table.setdefault(child.target.id, []).append((child.lineno, "+=", child.value))
     for v in table.values():
-        v.sort(key=lambda e: e[0])
+        v.sort(key=lambda e: (e[0], e[2].col_offset))
     return table
 
 
