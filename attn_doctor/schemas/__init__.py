@@ -46,7 +46,20 @@ def json_schema(struct: type, name: str, title: str) -> dict:
 
     # $schema, $id and the title first, where a reader (and `--schema | head`) looks for them
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"https://attn-doctor.dev/schemas/{name}-1.json",
-            "title": f"{title}, schema version 1", **msgspec.json.schema(struct)}
+            "title": f"{title}, schema version 1", **_clean_descriptions(msgspec.json.schema(struct))}
+
+
+def _clean_descriptions(node: Any) -> Any:
+    """Descriptions (the structs' docstrings) as inspect.cleandoc makes them: msgspec 0.23 cleans
+    them and 0.22 does not, and the shipped files must not depend on which one is installed."""
+    import inspect
+
+    if isinstance(node, dict):
+        return {k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else _clean_descriptions(v)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_clean_descriptions(v) for v in node]
+    return node
 
 
 def now() -> str:
