@@ -234,7 +234,10 @@ def explain(
             report.matches.insert(next((i for i, m in enumerate(report.matches) if weak(m)), len(report.matches)), found)
         elif found is not None and not report.matches:
             report.matches.append(found)
-        if found is None or found.harmless:
+        notices = _notices_only(scan, recipes, live, target) if found is None and not report.matches else None
+        if notices is not None:
+            report.matches.append(notices)  # lines that failed nowhere resemble no failure
+        elif found is None or found.harmless:
             resembled = _resembled(scan, recipes, live, target, exclude)
             if resembled is not None:
                 report.matches.append(resembled)
@@ -392,6 +395,28 @@ def _known_cases(recipes: Recipes):
         except (OSError, ValueError, KeyError, EOFError):
             cache["known_cases"] = None  # a damaged index: explain without it
     return cache["known_cases"]
+
+
+def _notices_only(scan: ScanResult, recipes: Recipes, live: Optional[Facts], target) -> Optional[Match]:
+    """The notices-only reading of a short paste (explaining/notices.py) as a harmless finding, or None."""
+    from .notices import notice_lines
+
+    rule = next((r for r in recipes.rules if r.reading == "notices-only"), None)
+    found = notice_lines(scan.whole_paste, recipes.data.get("notices_only", {})) if rule is not None else None
+    if not found:
+        return None
+    from .matched import rule_match
+    from .report import EvidenceLine
+    from .scan import EVIDENCE_KEEP
+
+    what = f"{len(found)} line{'s' if len(found) > 1 else ''}"
+    match = rule_match(
+        rule, live if live is not None else scan.versions.to_facts(), target, captures={"what": what}, priority=-9,
+        likelihood="confirmed", reason="every message of the text is a warning or a notice and no line says something failed",
+        evidence=[EvidenceLine(line=n, text=t) for t, n in found[:EVIDENCE_KEEP]],
+    )
+    match.occurrences = len(found)
+    return match
 
 
 def _resembled(scan: ScanResult, recipes: Recipes, live: Optional[Facts], target, exclude: frozenset[str]) -> Optional[Match]:

@@ -70,6 +70,8 @@ class ScanResult:
     # every line of a short paste (SHORT_PASTE lines at most) with its number: a title or a quote
     # holds a library's message without the words an error or a warning line carries
     paste_lines: list[tuple[str, int]] = field(default_factory=list)
+    # the whole of a short paste, every line with its number (matched or not): what the text is made of
+    whole_paste: list[tuple[str, int]] = field(default_factory=list)
     bytes: int = 0
     lines: int = 0
     notes: list[str] = field(default_factory=list)
@@ -229,6 +231,7 @@ class Scanner:
         self._candidate_wrapped: deque[tuple[str, ...]] = deque(maxlen=CANDIDATE_LINES)
         self._keep_all = keep_all_lines
         self._head_lines: list[str] = []
+        self._head_raw: list[str] = []
         self._read_head: set[int] = set()  # lines of the head a signature read
         self._frame: tuple[int, Optional[str]] = (-FRAME_REACH - 1, None)  # the last frame: line, package
         self._last_text: Optional[str] = None  # the last line whose versions were read
@@ -273,13 +276,16 @@ class Scanner:
         if result.lines <= SHORT_PASTE:
             tried = set(self._candidate_numbers) | self._read_head
             result.paste_lines = [(t, n) for n, t in enumerate(self._head_lines, 1) if t and n not in tried]
+            result.whole_paste = [(t, n) for n, t in enumerate(self._head_raw, 1) if t.strip()]
         return result
 
     _ends_with_newline = True
 
     def _inspect_head(self, data: bytes, result: ScanResult) -> None:
         head = data[: 64 << 10]
-        self._head_lines = [_shorten(normalise(_decode(line))) for line in head.split(b"\n", SHORT_PASTE + 1)[:SHORT_PASTE]]
+        decoded = [_decode(line) for line in head.split(b"\n", SHORT_PASTE + 1)[:SHORT_PASTE]]
+        self._head_lines = [_shorten(normalise(line)) for line in decoded]
+        self._head_raw = [_shorten(line) for line in decoded]  # as written: a logger's level prefix says what kind of line it is
         if not head:
             return
         nul = head.count(b"\x00")

@@ -484,6 +484,27 @@ def op_dtype_not_in_later_torch(groups: dict, before: list[str], after: list[str
     return None if op_dtype_in_later_torch(groups, before, after) else {}
 
 
+def built_torch_differs(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """A package's statement of the torch build it needs (or was built for) and the one found: a
+    mismatch only where the two differ, in torch's release or in the CUDA they name."""
+    from packaging.version import InvalidVersion, Version
+
+    def release(v: Optional[str]) -> Optional[str]:
+        return v.split("+")[0].rstrip(".") if v else None
+
+    built, found = release(groups.get("built_torch")), release(groups.get("torch"))
+    if built is None or found is None:
+        return None
+    try:
+        same_torch = Version(built) == Version(found)
+    except InvalidVersion:
+        same_torch = built == found
+    built_cuda, found_cuda = groups.get("built_cuda"), groups.get("found_cuda")
+    if same_torch and (not built_cuda or not found_cuda or built_cuda == found_cuda):
+        return None
+    return {}
+
+
 def _support_guards() -> dict:
     from .support_facts import GUARDS as support_guards  # refusals the support matrix judges (matrix_arch, ...)
 
@@ -504,6 +525,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "dtypes_differ": dtypes_differ,
     "op_dtype_in_later_torch": op_dtype_in_later_torch,
     "float16_run": float16_run,
+    "built_torch_differs": built_torch_differs,
     "torch_api_added": torch_api_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     **_support_guards(),

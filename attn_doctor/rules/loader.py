@@ -109,6 +109,8 @@ def load_recipes(directory: Optional[Path] = None, *, signatures: Optional[bool]
 # file's name, size, mtime and inode and by the doctor's version; read only when this user (or root)
 # wrote it and no one else can write it. Only the parse is kept: every load validates the rules again.
 PARSED_FILE = "parsed.msgpack"
+# explain's readings of a whole text's shape that a rule may name (explaining/notices.py reads them)
+READINGS = frozenset({"notices-only"})
 MAX_PARSED_BYTES = 16 * 1024 * 1024
 
 
@@ -227,9 +229,11 @@ def _load_file_checked(path: Path, recipes: Recipes, signatures: bool, raw: Opti
             _check_condition(rule.when, where)
             if not rule.pass_:
                 raise RecipeError(f"{where}: a rule with `when` needs `pass`: one line saying what holds when it passes")
-        elif not rule.signatures and not rule.catalogue:
-            raise RecipeError(f"{where}: a rule without `when` must have `signatures` or `catalogue = true` (it is "
-                              "recognised only by explain)")
+        elif not rule.signatures and not rule.catalogue and not rule.reading:
+            raise RecipeError(f"{where}: a rule without `when` must have `signatures`, `catalogue = true` or a "
+                              "`reading` (it is recognised only by explain)")
+        if rule.reading is not None and rule.reading not in READINGS:
+            raise RecipeError(f"{where}: unknown reading {rule.reading!r} (known: {', '.join(sorted(READINGS))})")
         if signatures:
             _check_signatures(rule, where)
         recipes.rules.append(rule)

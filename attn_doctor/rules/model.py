@@ -170,6 +170,9 @@ class Rule(Strict):
     # recognised by explain through the message catalogue (catalogue.jsonl.gz): the library sites
     # whose source check states this rule's cause name it
     catalogue: bool = False
+    # recognised by explain from the shape of the whole text, not one line's words (the reading named
+    # here: "notices-only", a paste of warnings and notices and nothing that failed)
+    reading: Optional[str] = None
     cause: Optional[CauseClass] = None  # the root-cause class `explain` names
     # Rules this one says more specifically. One cause, one finding: where this rule and one of
     # these fire on the same evidence (in explain, the same log lines; in check, the same

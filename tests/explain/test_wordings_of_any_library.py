@@ -1092,6 +1092,26 @@ HARVEST_64 = [
      "CUDA Version: 12.7     |", "AD106"),
 ]
 
+HARVEST_65 = [
+    # a package's import-time check of the torch build its compiled library was made for (fairseq2's variants)
+    ("RuntimeError: fairseq2n requires a CUDA 12.1 build of PyTorch 2.4.1, but the installed version is a CUDA 12.6 "
+     "build of PyTorch 2.6.0.", "AD312"),
+    ("ImportError: mykernels was built for PyTorch 2.5.1, but the installed version is 2.7.0", "AD312"),
+    # a per-CUDA wheel index with no build of the package
+    ("Looking in indexes: https://pypi.org/simple, https://wheels.example.org/whl/cu128\nERROR: Could not find a version "
+     "that satisfies the requirement somekernel-cu (from versions: none)\nERROR: No matching distribution found for somekernel-cu", "AD312"),
+    # the CUDA runtime's error name: an old driver; said of a CPU-only machine: CUDA code where there is no CUDA
+    ("pipeline.cc:120 | CUDA runtime API error cudaErrorInsufficientDriver (35)", "AD107"),
+    ("On our CPU-only servers the backend fails with: CUDA runtime API error cudaErrorInsufficientDriver (35)", "AD259"),
+]
+
+HARVEST_65_LOOK_ALIKES = [
+    # a library the driver provides (NVDEC's), not a package built for another torch
+    "Assert on \"lib_handle_\" failed: Failed to load libnvcuvid.so, needed by the VideoReader operator.",
+    # the same torch on both sides of the check: no mismatch to name
+    "RuntimeError: fairseq2n requires a CUDA 12.1 build of PyTorch 2.4.1, but the installed version is a CUDA 12.1 build of PyTorch 2.4.1.",
+]
+
 HARVEST_64_NOTICES = [
     # onnxruntime's optional TensorRT provider without TensorRT, and the session retrying without it
     ("[E:onnxruntime:Default, provider_bridge_ort.cc:1532 TryGetProviderInfo_TensorRT] FAIL : Failed to load library "
@@ -1354,7 +1374,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *HARVEST_62, *HARVEST_64, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *HARVEST_62, *HARVEST_64, *HARVEST_65, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
@@ -1363,6 +1383,6 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
                                   *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
-                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES, *HARVEST_60_LOOK_ALIKES, *HARVEST_61_LOOK_ALIKES, *HARVEST_64_LOOK_ALIKES])
+                                  *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES, *HARVEST_60_LOOK_ALIKES, *HARVEST_61_LOOK_ALIKES, *HARVEST_64_LOOK_ALIKES, *HARVEST_65_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None

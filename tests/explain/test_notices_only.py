@@ -1,0 +1,108 @@
+"""The notices-only reading (AD673): a short paste made only of warnings and notices, with nothing
+that failed, is said to be harmless, and nothing more. The warnings are printed by the real thing:
+Python's warnings module and logging's default format in a subprocess, torch's own C++ warning
+(TORCH_WARN) raised by real torch on the CPU."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from attn_doctor.explaining.core import explain
+from attn_doctor.explaining.notices import notice_lines
+from attn_doctor.rules.loader import load_recipes
+
+
+@pytest.fixture(scope="module")
+def recipes():
+    return load_recipes()
+
+
+def _explain(recipes, text: str):
+    return explain(io.BytesIO(text.encode()), recipes, kind="text")
+
+
+def _printed(code: str) -> str:
+    """What a Python program prints on stderr (warnings, log lines), run for real."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_python_warnings_and_log_notices_are_harmless(recipes):
+    text = _printed("""
+        import logging, warnings
+        logging.basicConfig(level=logging.INFO)
+        logging.getLogger("spikingjelly.clock_driven.neuron").info("No module named 'lava.lib'")
+        logging.warning("This caffe2 python run does not have GPU support. Will run in CPU only mode.")
+        warnings.warn("the foo option is ignored when bar is set", RuntimeWarning)
+    """)
+    assert "INFO:spikingjelly" in text and "RuntimeWarning:" in text
+    report = _explain(recipes, text)
+    assert [m.rule for m in report.matches] == ["AD673"]
+    (match,) = report.matches
+    assert match.harmless and match.likelihood == "confirmed" and match.occurrences == 3
+    assert report.exit_code == 0
+
+
+def test_torchs_own_cpp_warning_is_harmless(recipes):
+    pytest.importorskip("torch")
+    # torch's TORCH_WARN_ONCE in ATen's TensorShape.cpp, printed by real torch on the CPU
+    text = _printed("""
+        import warnings, torch
+        warnings.simplefilter("always")
+        torch.meshgrid(torch.arange(2), torch.arange(2))
+    """)
+    assert "(Triggered internally at " in text
+    report = _explain(recipes, text)
+    assert [m.rule for m in report.matches] == ["AD673"], [m.rule for m in report.matches]
+    assert report.exit_code == 0
+
+
+@pytest.mark.parametrize("after", [
+    "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    main()\nRuntimeError: boom",
+    "Segmentation fault (core dumped)",
+    "and then the training is stuck at step 0",
+    "ERROR:root:the dataloader worker died",
+    "训练报错了",
+])
+def test_a_line_that_failed_takes_the_reading_away(recipes, after):
+    text = "/x/lib.py:12: UserWarning: the foo option is deprecated\n  warnings.warn(\n" + after + "\n"
+    report = _explain(recipes, text)
+    assert "AD673" not in [m.rule for m in report.matches]
+
+
+def test_a_warning_that_names_a_known_cause_is_that_cause(recipes):
+    # a warning that is itself a problem attn-doctor knows keeps its own finding
+    text = ("/x/torch/cuda/__init__.py:262: UserWarning: \n"
+            "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+            "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n")
+    report = _explain(recipes, text)
+    assert report.matches and report.matches[0].rule != "AD673" and not report.matches[0].harmless
+
+
+def test_prose_without_a_notice_is_not_read(recipes):
+    forms = recipes.data["notices_only"]
+    assert notice_lines([("I ran the training script yesterday", 1)], forms) is None
+    assert notice_lines([], forms) is None
+    got = notice_lines([("W1129 12:00:01.000 foo.cc:12] falling back", 1), ("ok then", 2)], forms)
+    assert got == [("W1129 12:00:01.000 foo.cc:12] falling back", 1)]
+
+
+def test_a_long_log_is_not_read(recipes):
+    # beyond a short paste the text's end may lie outside what was read: no claim about all of it
+    text = "".join(f"/x/lib.py:{i}: UserWarning: note {i}\n" for i in range(60))
+    assert "AD673" not in [m.rule for m in _explain(recipes, text).matches]
+
+
+@pytest.mark.parametrize("text", [
+    "WARNING:root:NaN or Inf found in input tensor.",
+    "/x/amp.py:10: UserWarning: gradient overflow, skipping step",
+    "[W1129 12:00:00.000 alloc.cpp:5] CUDA out of memory, retrying with a smaller batch",
+])
+def test_a_notice_that_tells_of_a_symptom_is_not_harmless(recipes, text):
+    assert "AD673" not in [m.rule for m in _explain(recipes, text + "\n").matches]
