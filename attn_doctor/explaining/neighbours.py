@@ -97,6 +97,8 @@ _NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call
                     # torch's lines after every CUDA error, whatever the error
                     r"|cuda kernel errors might be asynchronously reported|for debugging consider passing cuda_launch_blocking"
                     r"|compile with .?torch_use_cuda_dsa.? to enable device-side assertions"
+                    # ptxas's and nvcc's closing lines after whatever error came before them
+                    r"|ptxas fatal\W*ptx assembly aborted due to errors|error: command .{0,80}nvcc.{0,80} failed with exit (?:code|status) 0?\d+"
                     # a launcher's or installer's pointer to more detail, printed under whatever failed
                     r"|set the environment variable hydra_full_error=\d for a complete stack trace|error executing job with overrides"
                     r"|to enable traceback see: https?://pytorch\.org/docs/stable/elastic/errors\.html"

@@ -1112,6 +1112,26 @@ HARVEST_65_LOOK_ALIKES = [
     "RuntimeError: fairseq2n requires a CUDA 12.1 build of PyTorch 2.4.1, but the installed version is a CUDA 12.1 build of PyTorch 2.4.1.",
 ]
 
+HARVEST_66 = [
+    # a package that ships one compiled library per torch release, with none for this torch
+    ("ImportError: Trying to load featomic-torch with torch v2.8.0+cu128, we found builds for torch v2.5, v2.6, v2.7; "
+     "which are not ABI compatible.", "AD312"),
+    ("ImportError: libfeatomic_torch.so is not compatible with the current PyTorch installation.", "AD312"),
+    # DeepSpeed's CPU optimizer whose op never loaded, and its op builder without torch's CUDA
+    ("AttributeError: 'DeepSpeedCPUAdagrad' object has no attribute 'ds_opt_adagrad'", "AD354"),
+    ("[WARNING]  cpu_adagrad cuda is missing or is incompatible with installed torch, only cpu ops can be compiled!", "AD314"),
+    # a kernel compiler without a target for this GPU: below its floor, or newer than its release
+    ("LLVM ERROR: Cannot find option named 'sm_70'!", "AD110"),
+    ("ValueError: Unsupported target for this release: -arch=sm_121", "AD317"),
+    ("ptxas /tmp/k.ptx, line 88; error   : Instruction 'wgmma.fence' not supported on .target 'sm_89'", "AD317"),
+]
+
+HARVEST_66_NOTICES = [
+    # Inductor's autotuner dropping a choice that does not fit shared memory, in torch's log format
+    ("AUTOTUNE mm(64x4096, 4096x4096)\nW1102 10:00:01.000000 4242 torch/_inductor/select_algorithm.py:1517] [0/0] out of "
+     "resource: shared memory, Required: 196608, Hardware limit: 101376. Reducing block sizes or `num_stages` may help.", "AD265"),
+]
+
 HARVEST_64_NOTICES = [
     # onnxruntime's optional TensorRT provider without TensorRT, and the session retrying without it
     ("[E:onnxruntime:Default, provider_bridge_ort.cc:1532 TryGetProviderInfo_TensorRT] FAIL : Failed to load library "
@@ -1132,7 +1152,7 @@ HARVEST_64_LOOK_ALIKES = [
 ]
 
 
-@pytest.mark.parametrize("text, rule", HARVEST_64_NOTICES)
+@pytest.mark.parametrize("text, rule", [*HARVEST_64_NOTICES, *HARVEST_66_NOTICES])
 def test_notices_of_harvest_64_are_harmless(text, rule):
     report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="stdin")
     assert _first(text) is None and [m.rule for m in report.matches if m.harmless][:1] == [rule]
@@ -1374,7 +1394,7 @@ def test_notices_the_fresh_harvests_showed_are_harmless(text):
 
 # the wordings each fresh harvest showed (and a review of the change found), read as their mechanism
 @pytest.mark.parametrize("text, rule", [*HARVEST_34, *HARVEST_35, *HARVEST_36, *HARVEST_37, *HARVEST_38_AND_REVIEW,
-                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *HARVEST_62, *HARVEST_64, *HARVEST_65, *PENDING_READINGS])
+                                         *HARVEST_39, *HARVEST_40, *HARVEST_41, *HARVEST_42, *HARVEST_43, *HARVEST_44, *HARVEST_45, *HARVEST_46, *HARVEST_47, *HARVEST_48, *HARVEST_49, *HARVEST_50, *HARVEST_51, *HARVEST_52, *HARVEST_53, *HARVEST_54, *HARVEST_55, *HARVEST_57, *HARVEST_58, *HARVEST_59, *HARVEST_60, *HARVEST_61, *HARVEST_62, *HARVEST_64, *HARVEST_65, *HARVEST_66, *PENDING_READINGS])
 def test_wordings_the_fresh_harvests_showed(text, rule):
     first = _first(text)
     assert first is not None and first.rule == rule, (first and first.rule)
