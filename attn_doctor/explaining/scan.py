@@ -17,7 +17,7 @@ from typing import BinaryIO, Callable, Optional
 from ..facts import EXTENSION_DISTRIBUTIONS, distribution_of
 from . import versions as _versions
 from ..rules.loader import keep, read_kept
-from ..rules.signatures import (CompiledSignature, anchors_known, compile_rules, normalise, shown, signatures_key,
+from ..rules.signatures import (CompiledSignature, anchors_known, compile_rules, normalise, shown, signatures_key, without_ansi,
                                 tidied, unmarked)
 
 CHUNK = 8 << 20
@@ -285,7 +285,8 @@ class Scanner:
         head = data[: 64 << 10]
         decoded = [_decode(line) for line in head.split(b"\n", SHORT_PASTE + 1)[:SHORT_PASTE]]
         self._head_lines = [_shorten(normalise(line)) for line in decoded]
-        self._head_raw = [_shorten(line) for line in decoded]  # as written: a logger's level prefix says what kind of line it is
+        # as written, less colour codes: a logger's level prefix says what kind of line it is
+        self._head_raw = [_shorten(without_ansi(line)) for line in decoded]
         if not head:
             return
         nul = head.count(b"\x00")

@@ -380,6 +380,11 @@ _SPACES = re.compile(r" {2,}")
 _MARKUP = re.compile(r"`+|\*\*|__(?=\w)|(?<=\w)__")
 
 
+def without_ansi(line: str) -> str:
+    """A log line with its ANSI colours and cursor codes removed, nothing else changed."""
+    return _ANSI.sub("", line) if "\x1b" in line else line
+
+
 def shown(line: str) -> str:
     """A log line as evidence shows it: ANSI colours and launcher / logger prefixes removed,
     the words left as written."""

@@ -106,3 +106,9 @@ def test_a_long_log_is_not_read(recipes):
 ])
 def test_a_notice_that_tells_of_a_symptom_is_not_harmless(recipes, text):
     assert "AD673" not in [m.rule for m in _explain(recipes, text + "\n").matches]
+
+
+def test_a_coloured_notice_is_read_and_shown_without_its_colour_codes(recipes):
+    report = _explain(recipes, "\x1b[33mWARNING:root:optional module lava.lib missing\x1b[0m\n")
+    (match,) = report.matches
+    assert match.rule == "AD673" and match.evidence and "\x1b" not in match.evidence[0].text
