@@ -407,13 +407,13 @@ def _notices_only(scan: ScanResult, recipes: Recipes, live: Optional[Facts], tar
         return None
     from .matched import rule_match
     from .report import EvidenceLine
-    from .scan import EVIDENCE_KEEP
+    from .scan import EVIDENCE_KEEP, _shorten
 
     what = f"{len(found)} line{'s' if len(found) > 1 else ''}"
     match = rule_match(
         rule, live if live is not None else scan.versions.to_facts(), target, captures={"what": what}, priority=-9,
         likelihood="confirmed", reason="every message of the text is a warning or a notice and no line says something failed",
-        evidence=[EvidenceLine(line=n, text=t) for t, n in found[:EVIDENCE_KEEP]],
+        evidence=[EvidenceLine(line=n, text=_shorten(t)) for t, n in found[:EVIDENCE_KEEP]],
     )
     match.occurrences = len(found)
     return match

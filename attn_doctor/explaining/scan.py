@@ -29,6 +29,7 @@ GENERIC_ANCHORS = ["Error", "error:", "ERROR", "Exception", "Warning", "WARNING"
                    # exception classes named otherwise (OutOfResources, UnsupportedLanguageConstruct)
                    "unsupported", "outofresources"]
 CANDIDATE_LINES = 200
+HEAD_BYTES = 64 << 10  # the start of the input read whole for a short paste's lines
 SHORT_PASTE = 40  # an input of at most this many lines is a paste: each of its lines may be a library's message
 JOIN_MAX = 1000  # a line longer than this is no wrapped part of a message: never joined with its neighbours
 # Where a traceback says who raised: a frame's file, or a path in the message itself
@@ -276,17 +277,19 @@ class Scanner:
         if result.lines <= SHORT_PASTE:
             tried = set(self._candidate_numbers) | self._read_head
             result.paste_lines = [(t, n) for n, t in enumerate(self._head_lines, 1) if t and n not in tried]
-            result.whole_paste = [(t, n) for n, t in enumerate(self._head_raw, 1) if t.strip()]
+            if result.bytes <= HEAD_BYTES:
+                # the whole text, each line whole: what it is made of can be said of all of it
+                result.whole_paste = [(t, n) for n, t in enumerate(self._head_raw, 1) if t.strip()]
         return result
 
     _ends_with_newline = True
 
     def _inspect_head(self, data: bytes, result: ScanResult) -> None:
-        head = data[: 64 << 10]
+        head = data[:HEAD_BYTES]
         decoded = [_decode(line) for line in head.split(b"\n", SHORT_PASTE + 1)[:SHORT_PASTE]]
         self._head_lines = [_shorten(normalise(line)) for line in decoded]
         # as written, less colour codes: a logger's level prefix says what kind of line it is
-        self._head_raw = [_shorten(without_ansi(line)) for line in decoded]
+        self._head_raw = [without_ansi(line) for line in decoded]  # whole: within HEAD_BYTES, read to its end
         if not head:
             return
         nul = head.count(b"\x00")

@@ -486,23 +486,43 @@ def op_dtype_not_in_later_torch(groups: dict, before: list[str], after: list[str
 
 def built_torch_differs(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
     """A package's statement of the torch build it needs (or was built for) and the one found: a
-    mismatch only where the two differ, in torch's release or in the CUDA they name."""
+    mismatch only where the two differ, in torch's release (compared as far as both are written:
+    2.1 is 2.1.2), in the local build tag (+cu118, +cu121), or in the CUDA or CPU variant named."""
     from packaging.version import InvalidVersion, Version
 
-    def release(v: Optional[str]) -> Optional[str]:
-        return v.split("+")[0].rstrip(".") if v else None
+    def split(v: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+        if not v:
+            return None, None
+        release, _, local = v.partition("+")
+        return release.rstrip("."), (local or None)
 
-    built, found = release(groups.get("built_torch")), release(groups.get("torch"))
+    (built, built_local), (found, found_local) = split(groups.get("built_torch")), split(groups.get("torch"))
     if built is None or found is None:
         return None
     try:
-        same_torch = Version(built) == Version(found)
+        a, b = Version(built).release, Version(found).release
+        n = min(len(a), len(b))
+        same_torch = a[:n] == b[:n]
     except InvalidVersion:
         same_torch = built == found
-    built_cuda, found_cuda = groups.get("built_cuda"), groups.get("found_cuda")
-    if same_torch and (not built_cuda or not found_cuda or built_cuda == found_cuda):
-        return None
-    return {}
+    if built_local and found_local and built_local != found_local:
+        return {}
+    built_variant = groups.get("built_cuda") or ("cpu" if groups.get("built_cpu") else None)
+    found_variant = groups.get("found_cuda") or ("cpu" if groups.get("found_cpu") else None)
+    if built_variant and found_variant and built_variant != found_variant:
+        return {}
+    return None if same_torch else {}
+
+
+_NOT_A_PICKLE = re.compile(r"Unsupported operand \d+|invalid load key|version https://git-lfs")
+
+
+def not_a_pickle(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """torch's weights-only refusal of a file that is no checkpoint at all (a Git LFS pointer, a
+    truncated or HTML download: the unpickler meets an operand no pickle has) is not a Python object
+    the safe loader refused: the file itself is the problem."""
+    around = [*before[-6:], groups.get("rest") or "", *after[:6]]
+    return None if any(_NOT_A_PICKLE.search(line) for line in around) else {}
 
 
 def _support_guards() -> dict:
@@ -526,6 +546,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "op_dtype_in_later_torch": op_dtype_in_later_torch,
     "float16_run": float16_run,
     "built_torch_differs": built_torch_differs,
+    "not_a_pickle": not_a_pickle,
     "torch_api_added": torch_api_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     **_support_guards(),

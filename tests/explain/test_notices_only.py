@@ -68,11 +68,15 @@ def test_torchs_own_cpp_warning_is_harmless(recipes):
     "Segmentation fault (core dumped)",
     "and then the training is stuck at step 0",
     "ERROR:root:the dataloader worker died",
+    "E1129 12:00:00.000000 4242 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation",
+    "[E socket.cpp:860] [c10d] The client socket has timed out",
+    "CRITICAL:trainer:worker lost",
     "训练报错了",
 ])
 def test_a_line_that_failed_takes_the_reading_away(recipes, after):
-    text = "/x/lib.py:12: UserWarning: the foo option is deprecated\n  warnings.warn(\n" + after + "\n"
-    report = _explain(recipes, text)
+    base = "/x/lib.py:12: UserWarning: the foo option is ignored when bar is set\n  warnings.warn(\n"
+    assert [m.rule for m in _explain(recipes, base).matches] == ["AD673"]  # the warning alone is read
+    report = _explain(recipes, base + after + "\n")
     assert "AD673" not in [m.rule for m in report.matches]
 
 
@@ -101,6 +105,9 @@ def test_a_long_log_is_not_read(recipes):
 
 @pytest.mark.parametrize("text", [
     "WARNING:root:NaN or Inf found in input tensor.",
+    "Warning: CUDA warning: an illegal memory access was encountered",
+    "[W socket.cpp:601] [c10d] The client socket has failed to connect to [localhost]:29500",
+    "WARNING: training stuck at step 0",
     "/x/amp.py:10: UserWarning: gradient overflow, skipping step",
     "[W1129 12:00:00.000 alloc.cpp:5] CUDA out of memory, retrying with a smaller batch",
 ])
@@ -112,3 +119,9 @@ def test_a_coloured_notice_is_read_and_shown_without_its_colour_codes(recipes):
     report = _explain(recipes, "\x1b[33mWARNING:root:optional module lava.lib missing\x1b[0m\n")
     (match,) = report.matches
     assert match.rule == "AD673" and match.evidence and "\x1b" not in match.evidence[0].text
+
+
+def test_a_text_read_only_in_part_is_not_said_to_be_all_notices(recipes):
+    # a line longer than the scanner keeps whole: what it holds past its cut is not read
+    text = "/x/lib.py:1: UserWarning: note\n" + "x" * 70000 + " then Traceback (most recent call last) ValueError\n"
+    assert "AD673" not in [m.rule for m in _explain(recipes, text).matches]

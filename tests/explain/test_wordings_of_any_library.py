@@ -1098,7 +1098,7 @@ HARVEST_65 = [
      "build of PyTorch 2.6.0.", "AD312"),
     ("ImportError: mykernels was built for PyTorch 2.5.1, but the installed version is 2.7.0", "AD312"),
     # a per-CUDA wheel index with no build of the package
-    ("Looking in indexes: https://pypi.org/simple, https://wheels.example.org/whl/cu128\nERROR: Could not find a version "
+    ("Looking in indexes: https://wheels.example.org/whl/cu128\nERROR: Could not find a version "
      "that satisfies the requirement somekernel-cu (from versions: none)\nERROR: No matching distribution found for somekernel-cu", "AD312"),
     # the CUDA runtime's error name: an old driver; said of a CPU-only machine: CUDA code where there is no CUDA
     ("pipeline.cc:120 | CUDA runtime API error cudaErrorInsufficientDriver (35)", "AD107"),
