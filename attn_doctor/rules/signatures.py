@@ -388,8 +388,7 @@ def without_ansi(line: str) -> str:
 def shown(line: str) -> str:
     """A log line as evidence shows it: ANSI colours and launcher / logger prefixes removed,
     the words left as written."""
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
+    line = without_ansi(line)
     for _ in range(6):
         m = _PREFIX.match(line)
         if not m or not m.end():
