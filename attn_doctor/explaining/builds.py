@@ -162,3 +162,56 @@ def runtime_compiler_predates_the_gpu(rule: Rule, captures: dict, log_facts: Fac
     built = f"torch {version}, built with CUDA {cuda}" if len(cudas) == 1 else _wheels(version, cudas)
     return (f"the text names {built}, and a GPU of {_sm([c for c, _ in late])}: "
             f"CUDA compiles for it from {late[0][1]} on, so the runtime compiler torch brings cannot generate its code")
+
+
+def _release_or_wheel_cudas(log_facts: Facts, data: dict) -> tuple[Optional[str], list[Version]]:
+    """(torch's version, the CUDA releases its build may have been made with): the CUDA the text
+    says (+cu101, "CUDA used to build PyTorch", conda's cudatoolkit), else every CUDA of the
+    release's official wheels (data.torch_release_cudas); none for a CPU or source build."""
+    version = log_facts.torch.version or ""
+    if log_facts.torch.cuda:
+        try:
+            return version or None, [Version(log_facts.torch.cuda)]
+        except InvalidVersion:
+            return version or None, []
+    base, _, local = version.partition("+")
+    if not base or local:
+        return version or None, []
+    cudas = data.get("torch_release_cudas", {}).get(".".join(base.split(".")[:2]), [])
+    try:
+        return version, [Version(str(c)) for c in cudas]
+    except InvalidVersion:
+        return version, []
+
+
+_AMPERE = Version("8.0")
+_FIRST_CUDA_FOR_AMPERE = Version("11.0")
+
+
+def torch_build_predates_gpu(log_facts: Facts, data: dict) -> Optional[tuple[str, str]]:
+    """A CUDA library's failure to execute (cuDNN's or cuBLAS's EXECUTION_FAILED, which a bad input
+    or a faulty kernel give as well) read as torch's build lacking the GPU's code only where the text
+    names a torch built with CUDA before 11.0, which has no code for Ampere and newer GPUs in torch
+    nor in the cuDNN and cuBLAS it brings: confirmed with such a GPU named, possible with none named,
+    and no reading with only older GPUs named (the build has their code: the cause is elsewhere)."""
+    version, cudas = _release_or_wheel_cudas(log_facts, data)
+    if not cudas or max(cudas) >= _FIRST_CUDA_FOR_AMPERE:
+        return None
+    built = (f"torch {version}, built with CUDA {cudas[0]}" if len(cudas) == 1 and version
+             else f"a torch built with CUDA {cudas[0]}" if len(cudas) == 1 else _wheels(str(version), cudas))
+    try:
+        caps = [c for c in (log_facts.gpu_capabilities() or []) if c]
+        newer = [c for c in caps if Version(c) >= _AMPERE]
+    except InvalidVersion:
+        return None
+    if caps and not newer:
+        return None
+    if newer:
+        return ("confirmed", f"the text names {built} and a GPU of {_sm(newer)}: CUDA before 11.0 builds no code for "
+                "Ampere and newer GPUs, in torch nor in the cuDNN and cuBLAS it brings")
+    return ("possible", f"the text names {built}: CUDA before 11.0 builds no code for Ampere and newer GPUs (sm80 "
+            "and up: an RTX 30xx, an A100), in torch nor in its cuDNN and cuBLAS, which then fail to execute "
+            "exactly so; the GPU is not named, and on an older one the cause is elsewhere")
+
+
+FACT_JUDGEMENTS = {"torch_build_predates_gpu": torch_build_predates_gpu}

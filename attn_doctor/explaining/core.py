@@ -341,6 +341,13 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
                  or builds.runtime_compiler_predates_the_gpu(rule, captures, log_facts, recipes.data))
         if lacks:
             likelihood, reason = "confirmed", lacks
+        needs = {h.signature.facts for h in all_hits}
+        if None not in needs:
+            # every line matched is a message many causes give: the text's facts decide, or no match
+            read = next(filter(None, (builds.FACT_JUDGEMENTS[name](log_facts, recipes.data) for name in sorted(needs))), None)
+            if read is None:
+                continue
+            likelihood, reason = read
         evidence.update(fits)
         evidence.update(captures)
         evidence.update(_derived(captures, evidence, scan.versions, here))

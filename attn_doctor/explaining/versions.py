@@ -57,7 +57,8 @@ _WHEEL = re.compile(
 )
 _CUDA_DRIVER = re.compile(r"CUDA Version\s*:\s*(?P<v>\d+\.\d+)")
 _DRIVER = re.compile(r"Driver Version\s*:\s*(?P<v>\d+\.\d+(?:\.\d+)?)")
-_TORCH_CUDA = re.compile(r"CUDA used to build PyTorch\s*:\s*(?P<v>\d+\.\d+)")
+# collect_env's line, or conda's cudatoolkit (the CUDA its pytorch builds were made with and pin)
+_TORCH_CUDA = re.compile(r"CUDA used to build PyTorch\s*:\s*(?P<v>\d+\.\d+)|\bcudatoolkit\s*(?:==?|\s)\s*(?P<v2>\d+\.\d+)")
 _PACKAGES_PER_LINE = 64
 # words before a package name that make its version what something was built with, not the package's
 _BUILT_WITH = re.compile(r"(?i)\b(?:used to build|built (?:for|with)|compiled (?:for|with|against))\s*$")
@@ -173,7 +174,7 @@ class LogVersions:
         for regex, seq in ((_CUDA_DRIVER, self.driver_cuda), (_DRIVER, self.driver), (_TORCH_CUDA, self.torch_cuda), (_NVCC, self.nvcc), (_LIBC, self.libc)):
             m = regex.search(line)
             if m:
-                self._add(seq, m.group("v"))
+                self._add(seq, m.group("v") or m.groupdict().get("v2"))
         m = _ABI.search(line)
         if m:
             self._add(self.torch_cxx11_abi, m.group("v") in ("True", "1"))

@@ -551,3 +551,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     **_support_guards(),
 }
+
+# Judgements of the text's own versions and GPUs that a signature's `facts` names; explain runs them
+# (attn_doctor/explaining/builds.py FACT_JUDGEMENTS, the same names) once it has read the whole text.
+FACT_JUDGEMENTS = frozenset({"torch_build_predates_gpu"})

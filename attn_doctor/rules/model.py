@@ -140,6 +140,11 @@ class Signature(Strict):
     # for a message whose own literals are common words ("loss"): every match must contain one of
     # them (the signature fixtures, run through the scanner, show it).
     anchors: Optional[list[str]] = None
+    # a named judgement of the text's own facts (attn_doctor/explaining/builds.py FACT_JUDGEMENTS):
+    # the match counts only where the versions and GPUs the text names make it this cause, for a
+    # message many causes give ("cuDNN ... EXECUTION_FAILED") that one of them explains when the
+    # text shows it (a torch built before the GPU's CUDA)
+    facts: Optional[str] = None
 
 
 class SignatureFixtures(Strict):

@@ -130,6 +130,7 @@ class CompiledSignature:
     analyzer: Optional[str] = None
     guard: Optional[str] = None
     joinable: bool = True
+    facts: Optional[str] = None
 
 
 def _leading(items) -> str:
@@ -250,20 +251,23 @@ def compile_signature(rule_id: str, signature, known: Optional[tuple] = None) ->
         component, priority, decisive = signature.component, signature.priority, signature.decisive
     analyzer = None if isinstance(signature, str) else signature.analyzer
     guard = None if isinstance(signature, str) else signature.guard
-    if analyzer is not None or guard is not None:
-        from .analyzers import ANALYZERS, GUARDS
+    facts = None if isinstance(signature, str) else signature.facts
+    if analyzer is not None or guard is not None or facts is not None:
+        from .analyzers import ANALYZERS, FACT_JUDGEMENTS, GUARDS
 
         if analyzer is not None and analyzer not in ANALYZERS:
             raise SignatureError(f"unknown analyzer {analyzer!r} (known: {', '.join(sorted(ANALYZERS))})")
         if guard is not None and guard not in GUARDS:
             raise SignatureError(f"unknown guard {guard!r} (known: {', '.join(sorted(GUARDS))})")
+        if facts is not None and facts not in FACT_JUDGEMENTS:
+            raise SignatureError(f"unknown facts judgement {facts!r} (known: {', '.join(sorted(FACT_JUDGEMENTS))})")
     written = expand(pattern)
     joinable = True if isinstance(signature, str) else signature.join
     if known is not None:
         return CompiledSignature(rule_id, pattern, LazyPattern(written, MATCH_FLAGS), list(known[0]), severity,
                                  LazyPattern(context, MATCH_FLAGS) if context else None, list(known[1]), note,
                                  LazyPattern(component) if component else None, priority, decisive, analyzer,
-                                 guard, joinable)
+                                 guard, joinable, facts)
     try:
         regex = re.compile(written, MATCH_FLAGS)
     except re.error as exc:
@@ -290,7 +294,7 @@ def compile_signature(rule_id: str, signature, known: Optional[tuple] = None) ->
         except re.error as exc:
             raise SignatureError(f"invalid component expression {component!r}: {exc}") from None
     return CompiledSignature(rule_id, pattern, regex, anchors, severity, compiled_context, context_anchors, note,
-                             compiled_component, priority, decisive, analyzer, guard, joinable)
+                             compiled_component, priority, decisive, analyzer, guard, joinable, facts)
 
 
 def split_anchors(anchors: list[str]) -> list[str]:

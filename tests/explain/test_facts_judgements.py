@@ -1,0 +1,104 @@
+"""Readings that the text's own facts decide (a signature's `facts`): cuDNN's and cuBLAS's
+EXECUTION_FAILED is read as torch's build lacking the GPU's code only where the text names a torch
+built with CUDA before 11.0, confirmed where it also names an Ampere or newer GPU, and not at all
+where it names none or names a GPU that build has code for. Also the extension readings added with
+it: an extension installed without its CUDA part, a project's own ctypes library never built, a
+CPU-only torch read from its own factory op, MSVC without the Windows SDK's headers."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from attn_doctor.explaining import builds
+from attn_doctor.explaining.core import explain
+from attn_doctor.rules import analyzers
+from attn_doctor.rules.loader import RecipeError, load_recipes
+
+CUDNN = "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED"
+CUBLAS = ("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, "
+          "k, &alpha, a, lda, b, ldb, &beta, c, ldc)`")
+
+
+@pytest.fixture(scope="module")
+def recipes():
+    return load_recipes()
+
+
+def _found(recipes, text: str) -> list[tuple[str, str]]:
+    report = explain(io.BytesIO(text.encode()), recipes, kind="text")
+    return [(m.rule, m.likelihood) for m in report.matches]
+
+
+def test_the_judgements_named_by_signatures_are_the_ones_explain_runs():
+    assert set(analyzers.FACT_JUDGEMENTS) == set(builds.FACT_JUDGEMENTS)
+
+
+@pytest.mark.parametrize("text", [
+    CUDNN,  # nothing known: a bad input or a faulty kernel give it as well
+    f"torch 1.6.0 on a Tesla P100\n{CUDNN}",  # the build has the P100's code
+    f"torch 2.1.0+cu121\n{CUDNN}",  # a CUDA 12 build has every GPU of its time
+    f"torch 1.7.1\n{CUDNN}",  # 1.7's wheels include a CUDA 11.0 build: the CUDA is not known
+])
+def test_execution_failed_without_a_build_that_predates_the_gpu_is_not_torch_arch(recipes, text):
+    assert "AD105" not in dict(_found(recipes, text))
+
+
+@pytest.mark.parametrize("text, likelihood", [
+    (f"my environment: pytorch: 1.5.1+cu101\n{CUDNN}", "possible"),
+    (f"I followed the author to set the torch=1.6 with cuda=10.1\n{CUDNN}", "possible"),
+    (f"conda install pytorch==1.7.1 cudatoolkit=10.2\n{CUBLAS}", "possible"),
+    (f"torch 1.6.0 on an RTX 3090\n{CUDNN}", "confirmed"),
+    (f"torch 1.4.0+cu101, GPU: NVIDIA A100-SXM4-40GB\n{CUBLAS}", "confirmed"),
+])
+def test_execution_failed_with_a_build_before_cuda_11_is_torch_arch(recipes, text, likelihood):
+    found = _found(recipes, text)
+    assert found[0] == ("AD105", likelihood), found
+
+
+def test_a_signature_naming_an_unknown_judgement_is_refused(tmp_path):
+    (tmp_path / "r.toml").write_text('''
+[[rule]]
+id = "AD999"
+name = "x"
+area = "gpu"
+severity = "error"
+title = "x"
+message = "x"
+explanation = "x"
+signatures = [{ pattern = "CUDNN_STATUS_EXECUTION_FAILED", facts = "no_such_judgement" }]
+[rule.signature_fixtures]
+match = ["CUDNN_STATUS_EXECUTION_FAILED"]
+no_match = ["x"]
+''')
+    with pytest.raises(RecipeError, match="unknown facts judgement 'no_such_judgement'"):
+        load_recipes(tmp_path)
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("RuntimeError: Not compiled with CUDA support", "AD355"),
+    ("_RuntimeError: [KeOps] This KeOps shared object has been compiled without cuda support: ", "AD355"),
+    ("/x/site-packages/MinkowskiEngine/__init__.py:225: UserWarning: The MinkowskiEngine was compiled with CPU_ONLY flag. "
+     "If you want to compile with CUDA support, make sure `torch.cuda.is_available()` is True when you install MinkowskiEngine.",
+     "AD355"),
+    ("  File \"example.py\", line 5, in <module>\n    con = config.Config()\nOSError: ./release/Base.so: invalid ELF header", "AD354"),
+    ("NotImplementedError: Could not run 'aten::empty_strided' with arguments from the 'CUDA' backend. This could be because "
+     "the operator doesn't exist for this backend", "AD106"),
+    ("C:\\env\\include\\pyconfig.h(59): fatal error C1083: Cannot open include file: 'io.h': No such file or directory", "AD315"),
+    ("RuntimeError: Detected that PyTorch and torch_scatter were compiled with different CUDA versions. PyTorch has CUDA "
+     "version 10.1 and torch_scatter has CUDA version 10.2.", "AD312"),
+])
+def test_extension_and_build_readings(recipes, text, rule):
+    found = _found(recipes, text)
+    assert found and found[0][0] == rule, found
+
+
+@pytest.mark.parametrize("text", [
+    "UserWarning: The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers are unavailable.",
+    "ValueError: This CTranslate2 package was not compiled with CUDA support",
+    "OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory",
+    "NotImplementedError: Could not run 'aten::quantize_per_tensor' with arguments from the 'CUDA' backend.",
+])
+def test_look_alikes_of_those_readings_are_not_them(recipes, text):
+    assert not {"AD355", "AD354", "AD106"} & {r for r, _ in _found(recipes, text)}
