@@ -344,7 +344,7 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         needs = {h.signature.facts for h in all_hits}
         if None not in needs:
             # every line matched is a message many causes give: the text's facts decide, or no match
-            read = next(filter(None, (builds.FACT_JUDGEMENTS[name](log_facts, recipes.data) for name in sorted(needs))), None)
+            read = next(filter(None, (builds.FACT_JUDGEMENTS[name](log_facts, scan.versions, recipes.data) for name in sorted(needs))), None)
             if read is None:
                 continue
             likelihood, reason = read

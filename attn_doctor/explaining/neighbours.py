@@ -43,7 +43,7 @@ _TERMS = re.compile(
     r"sdpa|scaled_dot_product_attention|cudnn|cublas|bf16|bfloat16|fp16|float16|half|fp8|float8\w*|fp32|float32|"
     r"nan|inf|out of memory|oom|undefined symbol|glibc|cuda|rocm|hip|mps|compute capability|sm_?\d+|ampere|hopper|"
     r"volta|turing|head[_ ]?dim\w*|mask|autocast|no module|kernel image|ptxas|deepspeed|accelerate|peft|"
-    r"transformers|diffusers|unsloth|liger|fla\b|mamba\w*|apex|bitsandbytes|lib[a-z0-9_+-]+\.so)\b"
+    r"transformers|diffusers|unsloth|liger|fla\b|mamba\w*|apex|bitsandbytes|lib[a-z0-9_+-]+(?:\.\d+)*\.so)\b"
 )
 
 
@@ -112,7 +112,10 @@ _WORD = re.compile(r"[a-z]{3,}")
 
 
 # a traceback's frame or its code line (an assignment, tuple targets included, from a call)
-_FRAME = re.compile(r'^(?:file "|file p|at [\w.$]+\(|\w[\w.]*(?:\s*,\s*\w[\w.]*)*\s*=\s*[\w.]+\(|[\w.]+\([^()]*\)$)')
+# a C++ backtrace's frame ("1 0x7fcb... tensorrt_llm::common::throwRuntimeError(...) + 100", torch's
+# "frame #3: c10::Error::Error(...) + 0x8c"): the same throwing frames head every error of a library
+_FRAME = re.compile(r'^(?:file "|file p|at [\w.$]+\(|\w[\w.]*(?:\s*,\s*\w[\w.]*)*\s*=\s*[\w.]+\(|[\w.]+\([^()]*\)$'
+                    r'|0 h |frame #0: |#0 +h )')
 _EXCEPTION = re.compile(r"\w+(?:error|exception)\b")
 # the operating system's words for a path (which normalised() blanks): what such a line is about was its path
 _OS_ERROR = re.compile(r"^(?:\w+error: )?(?:\[errno 0\] )?(?:no such file or directory|permission denied|file exists|"

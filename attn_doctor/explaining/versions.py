@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Optional
 
 from ..facts import Facts, Gpu, GpuInfo, Package, Platform, TorchInfo
@@ -62,6 +63,9 @@ _TORCH_CUDA = re.compile(r"CUDA used to build PyTorch\s*:\s*(?P<v>\d+\.\d+)|\bcu
 _PACKAGES_PER_LINE = 64
 # words before a package name that make its version what something was built with, not the package's
 _BUILT_WITH = re.compile(r"(?i)\b(?:used to build|built (?:for|with)|compiled (?:for|with|against))\s*$")
+# torch's conda builds compile in a folder named for the build's start, in milliseconds since 1970
+# (/opt/conda/conda-bld/pytorch_1556653099582/work/aten/...): a frame or a THC message shows the date
+_CONDA_BUILD = re.compile(r"conda-bld[/\\]pytorch_(?P<ts>1[0-9]{9})[0-9]{3}[/\\]")
 _NVCC = re.compile(r"Cuda compilation tools, release (?P<v>\d+\.\d+)")
 _LIBC = re.compile(r"(?:Libc version:\s*glibc-|ldd \(GNU libc\)\s*|\bGLIBC |\bglibc )(?P<v>2\.\d+)")
 _ABI = re.compile(r"_GLIBCXX_USE_CXX11_ABI\W{0,4}(?P<v>True|False|1|0)\b")
@@ -131,6 +135,7 @@ class LogVersions:
     wheel: dict[str, str] = field(default_factory=dict)  # flash-attn wheel build tags
     prefixes: list[str] = field(default_factory=list)  # environments whose site-packages a frame shows
     amd: list[str] = field(default_factory=list)  # AMD GPUs named, as their LLVM targets (gfx942)
+    torch_built: list[str] = field(default_factory=list)  # the dates (ISO) of torch conda builds a path shows
 
     def _add(self, seq: list, value) -> None:
         if value not in seq:
@@ -185,6 +190,9 @@ class LogVersions:
             digits = version.split("+cu", 1)[1][:3] if "+cu" in version else ""
             if digits.isdigit() and len(digits) == 3:
                 self._add(self.torch_cuda, f"{digits[:2]}.{digits[2]}")
+        m = _CONDA_BUILD.search(line)
+        if m:
+            self._add(self.torch_built, datetime.fromtimestamp(int(m.group("ts")), timezone.utc).date().isoformat())
         m = _BUILDING.search(line)
         if m:
             self.building.append(m.group("name").rstrip("."))
@@ -286,6 +294,8 @@ class LogVersions:
                 out[key] = seq[-1]
         if self.torch_cxx11_abi:
             out["torch_cxx11_abi"] = str(self.torch_cxx11_abi[-1]).lower()
+        if self.torch_built:
+            out["torch_built"] = self.torch_built[-1]
         if self.prefixes:
             out["environment"] = self.prefixes[-1]
         for key, value in self.wheel.items():

@@ -525,6 +525,18 @@ def not_a_pickle(groups: dict, before: list[str], after: list[str]) -> Optional[
     return None if any(_NOT_A_PICKLE.search(line) for line in around) else {}
 
 
+_EARLIER_CUDA_FAILURE = re.compile(
+    r"device-side assert|illegal memory access|out of memory|error=59\b|_STATUS_ALLOC_FAILED|Assertion `[^`]{1,200}` failed|"
+    r"misaligned address|unspecified launch failure", re.I)
+
+
+def after_no_other_cuda_failure(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """A CUDA library's failure that follows another failure on the GPU (a device-side assert, an
+    illegal address, memory exhausted) is that failure's echo (CUDA errors are sticky and reported
+    late): not a reading of its own."""
+    return None if any(_EARLIER_CUDA_FAILURE.search(line) for line in before) else {}
+
+
 def _support_guards() -> dict:
     from .support_facts import GUARDS as support_guards  # refusals the support matrix judges (matrix_arch, ...)
 
@@ -547,6 +559,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "float16_run": float16_run,
     "built_torch_differs": built_torch_differs,
     "not_a_pickle": not_a_pickle,
+    "after_no_other_cuda_failure": after_no_other_cuda_failure,
     "torch_api_added": torch_api_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     **_support_guards(),

@@ -548,9 +548,14 @@ def main(argv=None):
     per_lib = collections.defaultdict(collections.Counter)
     by_family = collections.defaultdict(list)
     entries = {}
+    # messages torch raises out of the stack's scope (a user's shapes): another library's copy of the
+    # same words says no more of its cause than torch's does, and the text does not say which raised it
+    torch_out = set()
     for site in load(sorted(SITES.glob("*.jsonl.gz"))):
         lib = site["library"] + ("-cpp" if site.get("source") == "cpp" else "")
         if site.get("scope") != "in":
+            if site["library"] == "torch" and site.get("parts"):
+                torch_out.add(tuple(site["parts"]))
             continue
         per_lib[lib]["in"] += 1
         if len(literal(site).strip()) < MIN_LITERAL:
@@ -616,6 +621,10 @@ def main(argv=None):
         for site, how in rnd.sample(by_family["unclassified"], min(args.unclassified, len(by_family["unclassified"]))):
             print("  %s %s %s %s | %s | %s" % (site["library"], site.get("file"), site.get("kind"), site.get("exception"),
                                             literal(site)[:140].replace("\n", " "), (site.get("condition") or "")[:60]))
+    shared = [key for key in entries if key[0] in torch_out and not any(e.startswith("torch ") for e in entries[key]["at"])]
+    for key in shared:
+        del entries[key]
+    print("%d messages dropped: another library's copy of a message torch raises out of scope" % len(shared))
     if not args.no_write:
         rows = sorted(entries.values(), key=lambda e: (e["family"], e["parts"]))
         with gzip.GzipFile(args.out, "wb", mtime=0) as fh:

@@ -51,10 +51,27 @@ def test_execution_failed_without_a_build_that_predates_the_gpu_is_not_torch_arc
     (f"conda install pytorch==1.7.1 cudatoolkit=10.2\n{CUBLAS}", "possible"),
     (f"torch 1.6.0 on an RTX 3090\n{CUDNN}", "confirmed"),
     (f"torch 1.4.0+cu101, GPU: NVIDIA A100-SXM4-40GB\n{CUBLAS}", "confirmed"),
+    # no version written: the build's date, from torch's conda build folder in a THC path
+    ("RuntimeError: cublas runtime error : the GPU program failed to execute at C:/w/1/s/tmp_conda_3.7_044431/conda/"
+     "conda-bld/pytorch_1556686009173/work/aten/src/THC/THCBlas.cu:259", "possible"),
 ])
 def test_execution_failed_with_a_build_before_cuda_11_is_torch_arch(recipes, text, likelihood):
     found = _found(recipes, text)
     assert found[0] == ("AD105", likelihood), found
+
+
+def test_a_conda_build_after_the_first_cuda_11_torch_is_not_read_so(recipes):
+    text = ("File \"/opt/conda/conda-bld/pytorch_1659484810403/work/aten/src/ATen/native/cuda/Blas.cpp\", line 1\n"
+            + CUBLAS)
+    assert "AD105" not in dict(_found(recipes, text))
+
+
+def test_execution_failed_after_a_device_side_assert_is_its_echo(recipes):
+    failed = ("Traceback (most recent call last):\n  File \"train.py\", line 319, in train_loop\n    loss.backward()\n"
+              "  File \"/opt/conda/conda-bld/pytorch_1549630534704/work/torch/tensor.py\", line 102, in backward\n" + CUDNN)
+    assert dict(_found(recipes, failed))["AD105"] == "possible"
+    assert "AD105" not in dict(_found(recipes, "THCudaCheck FAIL file=x/serialization.cpp line=23 error=59 : device-side "
+                                                "assert triggered\n" + failed))
 
 
 def test_a_signature_naming_an_unknown_judgement_is_refused(tmp_path):
@@ -88,6 +105,10 @@ no_match = ["x"]
     ("C:\\env\\include\\pyconfig.h(59): fatal error C1083: Cannot open include file: 'io.h': No such file or directory", "AD315"),
     ("RuntimeError: Detected that PyTorch and torch_scatter were compiled with different CUDA versions. PyTorch has CUDA "
      "version 10.1 and torch_scatter has CUDA version 10.2.", "AD312"),
+    ("  File \"F:\\AI\\venv\\lib\\site-packages\\exllamav2\\ext.py\", line 291, in <module>\n    ext_c = exllamav2_ext\n"
+     "NameError: name 'exllamav2_ext' is not defined", "AD354"),
+    ("    raise child_exception_type(errno_num, err_msg, err_filename)\nFileNotFoundError: [Errno 2] No such file or "
+     "directory: 'cmake'", "AD315"),
 ])
 def test_extension_and_build_readings(recipes, text, rule):
     found = _found(recipes, text)
@@ -102,3 +123,21 @@ def test_extension_and_build_readings(recipes, text, rule):
 ])
 def test_look_alikes_of_those_readings_are_not_them(recipes, text):
     assert not {"AD355", "AD354", "AD106"} & {r for r, _ in _found(recipes, text)}
+
+
+@pytest.mark.parametrize("text", [
+    "NameError: name 'file_ext' is not defined",
+    "NameError: name 'use_cuda' is not defined",
+    # torch's own shape check (flashinfer's kernels repeat its words): a user's shapes, not the stack
+    "RuntimeError: mat1 and mat2 shapes cannot be multiplied (128x4 and 1x128)",
+    # Python's own shared library, not torch's (a known case names libc10.so in the same words)
+    "ImportError: libpython3.8.so.1.0: cannot open shared object file: No such file or directory",
+    # a C++ backtrace's throwing frame heads every TensorRT-LLM error, whatever the error
+    "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: Failed to refit transformer.layers.0.input_layernorm.bias "
+    "(/opt/TensorRT-LLM/cpp/tensorrt_llm/runtime/tllmRuntime.cpp:229)\n1       0x7fcb9b2f2ee4 tensorrt_llm::common::"
+    "throwRuntimeError(char const*, int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > "
+    "const&) + 100",
+])
+def test_look_alikes_that_are_no_failure_of_the_stack_raise_nothing(recipes, text):
+    report = explain(io.BytesIO(text.encode()), recipes, kind="text")
+    assert not [m.rule for m in report.matches if not m.harmless and m.likelihood != "unlikely"]
