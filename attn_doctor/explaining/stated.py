@@ -35,7 +35,7 @@ def capability(text: Optional[str]) -> Optional[float]:
 
 
 def need_capability(captures: dict) -> Optional[float]:
-    for key in ("need_cc", "need_cc2", "below_cc"):
+    for key in ("need_cc", "need_cc2", "need_cc3", "below_cc"):
         value = capability(captures.get(key))
         if value is not None:
             return value

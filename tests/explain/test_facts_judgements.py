@@ -109,10 +109,24 @@ no_match = ["x"]
      "NameError: name 'exllamav2_ext' is not defined", "AD354"),
     ("    raise child_exception_type(errno_num, err_msg, err_filename)\nFileNotFoundError: [Errno 2] No such file or "
      "directory: 'cmake'", "AD315"),
+    # thrust / CUB inside an extension name the CUDA runtime's error; torch names it only in its "Search for" line
+    ("RuntimeError: radix_sort: failed on 1st step: cudaErrorInvalidDeviceFunction: invalid device function", "AD313"),
 ])
+
 def test_extension_and_build_readings(recipes, text, rule):
     found = _found(recipes, text)
     assert found and found[0][0] == rule, found
+
+
+@pytest.mark.parametrize("text, likelihood", [
+    # an exception raised with several arguments prints them as a tuple
+    ("(EngineCore_DP0 pid=1014) RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min "
+     "capability: 80. ', 'Current capability: 75.')", "confirmed"),
+    ("RuntimeError: Quantization scheme is not supported for the current GPU. Min capability: 80. Current capability: 90.",
+     "unlikely"),
+])
+def test_a_stated_minimum_capability_is_judged_against_the_stated_gpu(recipes, text, likelihood):
+    assert dict(_found(recipes, text))["AD110"] == likelihood
 
 
 @pytest.mark.parametrize("text", [
