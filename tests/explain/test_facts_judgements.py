@@ -112,7 +112,6 @@ no_match = ["x"]
     # thrust / CUB inside an extension name the CUDA runtime's error; torch names it only in its "Search for" line
     ("RuntimeError: radix_sort: failed on 1st step: cudaErrorInvalidDeviceFunction: invalid device function", "AD313"),
 ])
-
 def test_extension_and_build_readings(recipes, text, rule):
     found = _found(recipes, text)
     assert found and found[0][0] == rule, found
