@@ -125,3 +125,13 @@ def test_a_text_read_only_in_part_is_not_said_to_be_all_notices(recipes):
     # a line longer than the scanner keeps whole: what it holds past its cut is not read
     text = "/x/lib.py:1: UserWarning: note\n" + "x" * 70000 + " then Traceback (most recent call last) ValueError\n"
     assert "AD673" not in [m.rule for m in _explain(recipes, text).matches]
+
+
+def test_a_loggers_one_letter_level_in_brackets_is_read(recipes):
+    """TensorRT's logger writes its level as one letter after its tag ("[TRT] [W] "): a paste of its
+    warnings is harmless; one of its errors is a failure."""
+    warned = ("[05/27/2023-19:14:07] [TRT] [W] TensorRT was linked against cuDNN 8.9.0 but loaded cuDNN 8.7.0\n"
+              "[05/27/2023-19:14:07] [TRT] [I] [MemUsageChange] Init CUDA: CPU +0, GPU +0, now: CPU 500, GPU 1000 (MiB)\n")
+    assert [m.rule for m in _explain(recipes, warned).matches] == ["AD673"]
+    failed = warned + "[05/27/2023-19:14:09] [TRT] [E] 4: [network.cpp::validate::2925] Error Code 4: Internal Error\n"
+    assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
