@@ -224,3 +224,14 @@ def torch_build_predates_gpu(log_facts: Facts, versions, data: dict) -> Optional
 
 
 FACT_JUDGEMENTS = {"torch_build_predates_gpu": torch_build_predates_gpu}
+
+
+def read_by_facts(rule: Rule, captures: dict, needs: set, log_facts: Facts, versions, data: dict) -> Optional[tuple]:
+    """What the text's own facts make of a match: where every line matched needs a facts judgement
+    (`needs`, the signatures' `facts`, without None), that judgement's (likelihood, reason), or ()
+    where it reads nothing (no match); else a confirmation that the torch wheel named cannot carry
+    the GPU's code, or None (the match stays as the message made it)."""
+    if None not in needs:
+        return next(filter(None, (FACT_JUDGEMENTS[name](log_facts, versions, data) for name in sorted(needs))), ())
+    lacks = torch_wheel_lacks_the_kernels(rule, log_facts, data) or runtime_compiler_predates_the_gpu(rule, captures, log_facts, data)
+    return ("confirmed", lacks) if lacks else None

@@ -337,17 +337,11 @@ def _matches(scan: ScanResult, rules: list[Rule], recipes: Recipes, live: Option
         same = builds.torch_side_clears_the_build(rule, captures, evidence) or builds.torch_has_the_kernels(rule, captures, log_facts, recipes.data)
         if same:
             likelihood, reason = "unlikely", same
-        lacks = (builds.torch_wheel_lacks_the_kernels(rule, log_facts, recipes.data)
-                 or builds.runtime_compiler_predates_the_gpu(rule, captures, log_facts, recipes.data))
-        if lacks:
-            likelihood, reason = "confirmed", lacks
-        needs = {h.signature.facts for h in all_hits}
-        if None not in needs:
-            # every line matched is a message many causes give: the text's facts decide, or no match
-            read = next(filter(None, (builds.FACT_JUDGEMENTS[name](log_facts, scan.versions, recipes.data) for name in sorted(needs))), None)
-            if read is None:
-                continue
-            likelihood, reason = read
+        facts = builds.read_by_facts(rule, captures, {h.signature.facts for h in all_hits}, log_facts, scan.versions, recipes.data)
+        if facts == ():
+            continue  # every line is a message many causes give, and the text's facts make it none of this rule's
+        if facts:
+            likelihood, reason = facts
         evidence.update(fits)
         evidence.update(captures)
         evidence.update(_derived(captures, evidence, scan.versions, here))
