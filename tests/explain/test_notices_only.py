@@ -135,3 +135,14 @@ def test_a_loggers_one_letter_level_in_brackets_is_read(recipes):
     assert [m.rule for m in _explain(recipes, warned).matches] == ["AD673"]
     failed = warned + "[05/27/2023-19:14:09] [TRT] [E] 4: [network.cpp::validate::2925] Error Code 4: Internal Error\n"
     assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
+
+
+def test_onnxruntimes_level_letter_before_its_name_is_read(recipes):
+    """onnxruntime writes its level as a letter before its logger's name ("[W:onnxruntime:, ...]")."""
+    noted = ("2025-07-01 14:55:30.4411378 [I:onnxruntime:, transformer_memcpy.cc:329 onnxruntime::TransformerMemcpyImpl] "
+             "Memcpy nodes\n2025-07-01 14:55:30.4464910 [W:onnxruntime:, transformer_memcpy.cc:74 "
+             "onnxruntime::MemcpyTransformer] 2 Memcpy nodes are added to the graph\n")
+    assert [m.rule for m in _explain(recipes, noted).matches] == ["AD673"]
+    failed = noted + ("2025-07-01 14:55:31.0000000 [E:onnxruntime:, sequential_executor.cc:572 ExecuteKernel] Non-zero "
+                      "status code returned while running Relu node.\n")
+    assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
