@@ -186,23 +186,23 @@ def _release_or_wheel_cudas(log_facts: Facts, data: dict) -> tuple[Optional[str]
 
 _AMPERE = Version("8.0")
 _FIRST_CUDA_FOR_AMPERE = Version("11.0")
-# torch 1.7.0 (2020-10-27) brought its first builds with CUDA 11: a torch conda build of an earlier
-# date was built with CUDA 10.2 or older
-_FIRST_CUDA_11_TORCH = "2020-10-27"
+# CUDA 11.0 first came out (as a release candidate) in May 2020: a torch conda build started before
+# then cannot have used it (torch's own CUDA 11 builds, nightlies and then 1.7.0, came months later)
+_FIRST_CUDA_11_TORCH = "2020-05-01"
 
 
 def torch_build_predates_gpu(log_facts: Facts, versions, data: dict) -> Optional[tuple[str, str]]:
     """A CUDA library's failure to execute (cuDNN's or cuBLAS's EXECUTION_FAILED, which a bad input
     or a faulty kernel give as well) read as torch's build lacking the GPU's code only where the text
-    names a torch built with CUDA before 11.0 (or a torch conda build dated before torch's first CUDA 11
-    builds), which has no code for Ampere and newer GPUs in torch nor in the cuDNN and cuBLAS it brings:
+    names a torch built with CUDA before 11.0 (or a torch conda build dated before CUDA 11 came out),
+    which has no code for Ampere and newer GPUs in torch nor in the cuDNN and cuBLAS it brings:
     confirmed with such a GPU named, possible with none named,
     and no reading with only older GPUs named (the build has their code: the cause is elsewhere)."""
     version, cudas = _release_or_wheel_cudas(log_facts, data)
     built_on = [d for d in versions.torch_built if d < _FIRST_CUDA_11_TORCH]
     if not cudas and built_on and "+cpu" not in (version or ""):
-        built = (f"a torch conda build of {built_on[-1]} (the date its build path shows), before torch's first "
-                 f"builds with CUDA 11 ({_FIRST_CUDA_11_TORCH})")
+        built = (f"a torch conda build of {built_on[-1]} (the date its build path shows), before CUDA 11 existed "
+                 f"({_FIRST_CUDA_11_TORCH})")
     elif not cudas or max(cudas) >= _FIRST_CUDA_FOR_AMPERE:
         return None
     else:

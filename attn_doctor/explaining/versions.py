@@ -58,7 +58,8 @@ _WHEEL = re.compile(
 )
 _CUDA_DRIVER = re.compile(r"CUDA Version\s*:\s*(?P<v>\d+\.\d+)")
 _DRIVER = re.compile(r"Driver Version\s*:\s*(?P<v>\d+\.\d+(?:\.\d+)?)")
-# collect_env's line, or conda's cudatoolkit (the CUDA its pytorch builds were made with and pin)
+# collect_env's line, or conda's cudatoolkit on a line that names torch too ("conda install pytorch==1.7.1
+# cudatoolkit=10.2": the CUDA that conda build of torch was made with and pins)
 _TORCH_CUDA = re.compile(r"CUDA used to build PyTorch\s*:\s*(?P<v>\d+\.\d+)|\bcudatoolkit\s*(?:==?|\s)\s*(?P<v2>\d+\.\d+)")
 _PACKAGES_PER_LINE = 64
 # words before a package name that make its version what something was built with, not the package's

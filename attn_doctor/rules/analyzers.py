@@ -526,7 +526,8 @@ def not_a_pickle(groups: dict, before: list[str], after: list[str]) -> Optional[
 
 
 _EARLIER_CUDA_FAILURE = re.compile(
-    r"device-side assert|illegal memory access|out of memory|error=59\b|_STATUS_ALLOC_FAILED|Assertion `[^`]{1,200}` failed|"
+    r"device-side assert|illegal memory access|CUDA out of memory|OutOfMemoryError|error: out of memory|: out of memory at|"
+    r"error=2 : out of memory|error=59\b|_STATUS_ALLOC_FAILED|Assertion `[^`]{1,200}` failed|"
     r"misaligned address|unspecified launch failure", re.I)
 
 

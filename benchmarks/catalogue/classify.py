@@ -330,6 +330,8 @@ FAMILIES = [
 
 # Sites in scope by their words whose subject is not the stack: the reason is kept with the count.
 OUT_OF_STACK = [
+    (re.compile(r""), _rx(r"mat1 and mat2 shapes cannot be multiplied"),
+     "a matrix multiply's operand shapes (torch's own check, repeated by kernel libraries): the model's shapes, not a kernel's limit"),
     (re.compile(r"^onnxruntime/"), _rx(r"WebGPU", r"ModelCompiler", r"package info: ", r"^onnxruntime build info: ",
                                        r"failed to get cudart_version from"),
      "onnxruntime's WebGPU graphs, model compiler and build-info printout: its own API and diagnostics"),
@@ -550,12 +552,12 @@ def main(argv=None):
     entries = {}
     # messages torch raises out of the stack's scope (a user's shapes): another library's copy of the
     # same words says no more of its cause than torch's does, and the text does not say which raised it
-    torch_out = set()
+    torch_out, torch_in = set(), set()
     for site in load(sorted(SITES.glob("*.jsonl.gz"))):
         lib = site["library"] + ("-cpp" if site.get("source") == "cpp" else "")
+        if site["library"] == "torch" and site.get("parts"):
+            (torch_in if site.get("scope") == "in" else torch_out).add(tuple(site["parts"]))
         if site.get("scope") != "in":
-            if site["library"] == "torch" and site.get("parts"):
-                torch_out.add(tuple(site["parts"]))
             continue
         per_lib[lib]["in"] += 1
         if len(literal(site).strip()) < MIN_LITERAL:
@@ -621,7 +623,7 @@ def main(argv=None):
         for site, how in rnd.sample(by_family["unclassified"], min(args.unclassified, len(by_family["unclassified"]))):
             print("  %s %s %s %s | %s | %s" % (site["library"], site.get("file"), site.get("kind"), site.get("exception"),
                                             literal(site)[:140].replace("\n", " "), (site.get("condition") or "")[:60]))
-    shared = [key for key in entries if key[0] in torch_out and not any(e.startswith("torch ") for e in entries[key]["at"])]
+    shared = [key for key in entries if key[0] in torch_out and key[0] not in torch_in]
     for key in shared:
         del entries[key]
     print("%d messages dropped: another library's copy of a message torch raises out of scope" % len(shared))

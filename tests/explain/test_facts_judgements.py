@@ -40,6 +40,9 @@ def test_the_judgements_named_by_signatures_are_the_ones_explain_runs():
     f"torch 1.6.0 on a Tesla P100\n{CUDNN}",  # the build has the P100's code
     f"torch 2.1.0+cu121\n{CUDNN}",  # a CUDA 12 build has every GPU of its time
     f"torch 1.7.1\n{CUDNN}",  # 1.7's wheels include a CUDA 11.0 build: the CUDA is not known
+    # torch 1.7.0's own conda builds (CUDA 11.0 among them) started the day before its release
+    "GPU: NVIDIA A100-SXM4-40GB\n  File \"/opt/conda/conda-bld/pytorch_1603729096996/work/torch/tensor.py\", line 102\n"
+    + CUBLAS,
 ])
 def test_execution_failed_without_a_build_that_predates_the_gpu_is_not_torch_arch(recipes, text):
     assert "AD105" not in dict(_found(recipes, text))
@@ -58,6 +61,12 @@ def test_execution_failed_without_a_build_that_predates_the_gpu_is_not_torch_arc
 def test_execution_failed_with_a_build_before_cuda_11_is_torch_arch(recipes, text, likelihood):
     found = _found(recipes, text)
     assert found[0] == ("AD105", likelihood), found
+
+
+def test_advice_that_names_memory_is_no_earlier_failure(recipes):
+    text = ("torch 1.6.0 on an RTX 3090\nTip: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid running out "
+            "of memory\n" + CUDNN)
+    assert dict(_found(recipes, text))["AD105"] == "confirmed"
 
 
 def test_a_conda_build_after_the_first_cuda_11_torch_is_not_read_so(recipes):
@@ -133,6 +142,10 @@ def test_a_stated_minimum_capability_is_judged_against_the_stated_gpu(recipes, t
     "ValueError: This CTranslate2 package was not compiled with CUDA support",
     "OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory",
     "NotImplementedError: Could not run 'aten::quantize_per_tensor' with arguments from the 'CUDA' backend.",
+    "NameError: name 'make_kernel' is not defined",
+    "NameError: name 'move_to_cuda' is not defined",
+    "OSError: /tmp/tmpab12cd/kernel.so: cannot open shared object file: No such file or directory",
+    "OSError: /home/u/.cache/numba/kernel.so: invalid ELF header",
 ])
 def test_look_alikes_of_those_readings_are_not_them(recipes, text):
     assert not {"AD355", "AD354", "AD106"} & {r for r, _ in _found(recipes, text)}
@@ -141,7 +154,7 @@ def test_look_alikes_of_those_readings_are_not_them(recipes, text):
 @pytest.mark.parametrize("text", [
     "NameError: name 'file_ext' is not defined",
     "NameError: name 'use_cuda' is not defined",
-    # torch's own shape check (flashinfer's kernels repeat its words): a user's shapes, not the stack
+    # torch's own shape check (kernel libraries repeat its words): the model's shapes, not the stack
     "RuntimeError: mat1 and mat2 shapes cannot be multiplied (128x4 and 1x128)",
     # Python's own shared library, not torch's (a known case names libc10.so in the same words)
     "ImportError: libpython3.8.so.1.0: cannot open shared object file: No such file or directory",
