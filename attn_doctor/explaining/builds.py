@@ -38,35 +38,37 @@ def torch_side_clears_the_build(rule: Rule, captures: dict, evidence: dict) -> O
             "CUDA runtime missing)")
 
 
+def _build_cudas(log_facts: Facts, data: dict) -> list[Version]:
+    """The CUDA releases the text's torch may have been built with: the wheel's own CUDA where the
+    text says it (+cu121, "CUDA used to build PyTorch", conda's cudatoolkit), else every CUDA of the
+    release's official wheels (data.torch_release_cudas) for a version without a local tag (pip's
+    default wheel on Linux). Empty for a source, CPU or untagged pre-release build (+git..., +cpu,
+    2.4.0a0: no official wheel's architecture list), a +cuXYZ tag whose CUDA was not read, or a
+    release the table does not know."""
+    version = log_facts.torch.version or ""
+    base, _, local = version.partition("+")
+    try:
+        if version and not (local.startswith("cu") or not (local or Version(base).is_prerelease)):
+            return []
+        if log_facts.torch.cuda:
+            return [Version(log_facts.torch.cuda)]
+        if local or not base:
+            return []
+        return [Version(str(c)) for c in data.get("torch_release_cudas", {}).get(".".join(base.split(".")[:2]), [])]
+    except InvalidVersion:
+        return []
+
+
 def _wheel_and_gpus(rule: Rule, log_facts: Facts, data: dict) -> Optional[tuple[str, list[Version], list[str]]]:
     """(torch's version, the CUDA releases its wheel may have been built with, the GPUs'
-    capabilities) the text names, for a "torch lacks this GPU's architecture" match: the wheel's
-    own CUDA where the text says it (+cu121, "CUDA used to build PyTorch"), else every CUDA of the
-    release's official wheels (data.torch_release_cudas) for a version without a local tag (pip's
-    default wheel on Linux). None where it names no GPU, a source or CPU build (+git..., +cpu), or
-    a release the table does not know."""
+    capabilities) the text names, for a "torch lacks this GPU's architecture" match; None where it
+    names no torch or no GPU, or no CUDA of the build is known (_build_cudas)."""
     if rule.when is None or rule.when.check != "torch_arch_missing":
         return None
     version = log_facts.torch.version or ""
     caps = log_facts.gpu_capabilities() or []
-    if not version or not caps:
-        return None
-    base, _, local = version.partition("+")
-    try:
-        # +cuXYZ names the wheel's CUDA; no tag, a release's wheel; a source, CPU or untagged
-        # pre-release build (+git..., +cpu, 2.4.0a0) has no official wheel's architecture list
-        official = local.startswith("cu") or not (local or Version(base).is_prerelease)
-        if not official:
-            return None
-        if log_facts.torch.cuda:
-            return version, [Version(log_facts.torch.cuda)], caps
-        if local:
-            return None  # a +cuXYZ tag whose CUDA was not read
-        release = ".".join(base.split(".")[:2])
-        cudas = data.get("torch_release_cudas", {}).get(release)
-        return (version, [Version(str(c)) for c in cudas], caps) if cudas else None
-    except InvalidVersion:
-        return None
+    cudas = _build_cudas(log_facts, data) if version and caps else []
+    return (version, cudas, caps) if cudas else None
 
 
 def _sm(caps) -> str:
@@ -164,63 +166,39 @@ def runtime_compiler_predates_the_gpu(rule: Rule, captures: dict, log_facts: Fac
             f"CUDA compiles for it from {late[0][1]} on, so the runtime compiler torch brings cannot generate its code")
 
 
-def _release_or_wheel_cudas(log_facts: Facts, data: dict) -> tuple[Optional[str], list[Version]]:
-    """(torch's version, the CUDA releases its build may have been made with): the CUDA the text
-    says (+cu101, "CUDA used to build PyTorch", conda's cudatoolkit), else every CUDA of the
-    release's official wheels (data.torch_release_cudas); none for a CPU or source build."""
-    version = log_facts.torch.version or ""
-    if log_facts.torch.cuda:
-        try:
-            return version or None, [Version(log_facts.torch.cuda)]
-        except InvalidVersion:
-            return version or None, []
-    base, _, local = version.partition("+")
-    if not base or local:
-        return version or None, []
-    cudas = data.get("torch_release_cudas", {}).get(".".join(base.split(".")[:2]), [])
-    try:
-        return version, [Version(str(c)) for c in cudas]
-    except InvalidVersion:
-        return version, []
-
-
-_AMPERE = Version("8.0")
-_FIRST_CUDA_FOR_AMPERE = Version("11.0")
 # CUDA 11.0 first came out (as a release candidate) in May 2020: a torch conda build started before
-# then cannot have used it (torch's own CUDA 11 builds, nightlies and then 1.7.0, came months later)
-_FIRST_CUDA_11_TORCH = "2020-05-01"
+# then was built with CUDA 10.2 (the newest before it) or older
+_CUDA_11_OUT = "2020-05-01"
+_NEWEST_BEFORE_CUDA_11 = Version("10.2")
+_AMPERE = ["8.0"]
 
 
 def torch_build_predates_gpu(log_facts: Facts, versions, data: dict) -> Optional[tuple[str, str]]:
     """A CUDA library's failure to execute (cuDNN's or cuBLAS's EXECUTION_FAILED, which a bad input
     or a faulty kernel give as well) read as torch's build lacking the GPU's code only where the text
-    names a torch built with CUDA before 11.0 (or a torch conda build dated before CUDA 11 came out),
-    which has no code for Ampere and newer GPUs in torch nor in the cuDNN and cuBLAS it brings:
-    confirmed with such a GPU named, possible with none named,
-    and no reading with only older GPUs named (the build has their code: the cause is elsewhere)."""
-    version, cudas = _release_or_wheel_cudas(log_facts, data)
-    built_on = [d for d in versions.torch_built if d < _FIRST_CUDA_11_TORCH]
-    if not cudas and built_on and "+cpu" not in (version or ""):
-        built = (f"a torch conda build of {built_on[-1]} (the date its build path shows), before CUDA 11 existed "
-                 f"({_FIRST_CUDA_11_TORCH})")
-    elif not cudas or max(cudas) >= _FIRST_CUDA_FOR_AMPERE:
-        return None
-    else:
-        built = (f"torch {version}, built with CUDA {cudas[0]}" if len(cudas) == 1 and version
-                 else f"a torch built with CUDA {cudas[0]}" if len(cudas) == 1 else _wheels(str(version), cudas))
+    names a torch whose CUDA cannot build code for the GPU (data.torch_wheel_lacks; a torch conda
+    build dated before CUDA 11 came out counts as CUDA 10.2): confirmed with such a GPU named,
+    possible with none named where the build has no Ampere code (the GPUs such builds met most),
+    and no reading with only GPUs named that the build has code for."""
+    version = log_facts.torch.version or ""
+    cudas = _build_cudas(log_facts, data)
+    built = f"torch {version}, built with CUDA {cudas[0]}" if len(cudas) == 1 and version else (
+        f"a torch built with CUDA {cudas[0]}" if len(cudas) == 1 else _wheels(version, cudas) if cudas else "")
+    early = [d for d in versions.torch_built if d < _CUDA_11_OUT]
+    if not cudas and early and "+cpu" not in version:
+        cudas = [_NEWEST_BEFORE_CUDA_11]
+        built = f"a torch conda build of {early[-1]} (the date its build path shows), before CUDA 11 came out"
+    caps = [c for c in (log_facts.gpu_capabilities() or []) if c]
     try:
-        caps = [c for c in (log_facts.gpu_capabilities() or []) if c]
-        newer = [c for c in caps if Version(c) >= _AMPERE]
+        whys = [_lacks(cuda, caps or _AMPERE, data) for cuda in cudas]
     except InvalidVersion:
         return None
-    if caps and not newer:
+    if not whys or not all(whys):
         return None
-    if newer:
-        return ("confirmed", f"the text names {built} and a GPU of {_sm(newer)}: CUDA before 11.0 builds no code for "
-                "Ampere and newer GPUs, in torch nor in the cuDNN and cuBLAS it brings")
-    return ("possible", f"the text names {built}: CUDA before 11.0 builds no code for Ampere and newer GPUs (sm80 "
-            "and up: an RTX 30xx, an A100), in torch nor in its cuDNN and cuBLAS, which then fail to execute "
-            "exactly so; the GPU is not named, and on an older one the cause is elsewhere")
+    if caps:
+        return "confirmed", f"the text names {built} and a GPU of {_sm(caps)}: {whys[-1]}"
+    return ("possible", f"the text names {built}: {whys[-1]}; cuDNN and cuBLAS then fail to execute exactly so. "
+            "The GPU is not named: on an older one the cause is elsewhere")
 
 
 FACT_JUDGEMENTS = {"torch_build_predates_gpu": torch_build_predates_gpu}
