@@ -23,6 +23,7 @@ from typing import Iterable, Optional
 CATALOGUE_NAME = "catalogue.jsonl.gz"
 MIN_LITERAL = 12  # literal characters a match must cover: shorter texts are not recognisable
 WHOLE_BELOW = 24  # a message with less literal text than this must be the line's whole message
+START_BELOW = 48  # one with less than this must start where a message starts, not inside a sentence
 CUT_MIN = 24  # a line cut short matches on its parts when they cover at least this many characters...
 CUT_SHARE = 0.5  # ...and this share of the message's literal text
 SQUEEZED_PARTS = 5  # a message known in another release's punctuation has at most this many parts...
@@ -59,6 +60,12 @@ _QUOTED = re.compile(r"^[\s>*_-]*`+|`+[\s.]*$")  # markdown's quote marks and ba
 # a traceback cut before its last line ends at the raise, whose message is written there
 _RAISE = re.compile(r"""^\s*raise\s+[\w.]+\(\s*[rbfRBF]{0,2}(?P<q>'''|\"\"\"|'|")(?P<msg>.*?)(?P=q)""")
 _FIELD = re.compile(r"\{[^{}]*\}")
+# Where a message starts in a normalised line: the line's start, after punctuation ("Error: ",
+# "[rank0]: ", "- ", a quote), or after a log level's word. A short message inside a sentence
+# ("PyTorch was not compiled with CUDA support") is another writer's sentence that holds its words.
+_LEVELS = ("warning", "warn", "error", "info", "debug", "critical", "fatal", "notice")
+_STARTS = "(?:^|(?<=[^a-z0-9_\\s])|(?<=[^a-z0-9_\\s] )%s)" % "".join("|(?<=\\b%s )" % w for w in _LEVELS)
+_START_AT = re.compile(_STARTS)
 
 
 _SENTENCE_END = re.compile(r"(?<![0-9])(?<!\be\.g)(?<!\bi\.e)(?<!\betc)[.!?](?=\s)")
@@ -142,6 +149,8 @@ class Catalogue:
             if self.entries[i].literal < WHOLE_BELOW:
                 # a short message ("not implemented") is recognised only as the line's whole message
                 body = r"(?:^|[:\]] )\s*%s\s*[.!]?\s*$" % body
+            elif self.entries[i].literal < START_BELOW and parts and parts[0]:
+                body = _STARTS + body
             self._regex[key] = re.compile(body)
         return self._regex[key]
 
@@ -182,7 +191,14 @@ class Catalogue:
         # letters and digits, in order, with the values between its parts (a message long enough to
         # be cut, as above)
         squeezed = self._squeezed_pattern(i)
-        m = squeezed.search(_squeeze(text)) if squeezed is not None else None
+        if squeezed is None:
+            return None
+        if e.literal < START_BELOW and e.parts[0]:
+            # where a message can start, as above
+            found = (squeezed.match(_squeeze(text[s.start():])) for s in _START_AT.finditer(text))
+            m = next((f for f in found if f is not None), None)
+        else:
+            m = squeezed.search(_squeeze(text))
         if m is not None and not _packed_weight(e, m.groups()):
             return Hit(entry=e, line=line, covered=e.literal, complete=True)
         return None

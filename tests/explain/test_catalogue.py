@@ -98,6 +98,23 @@ def test_a_short_message_counts_only_as_the_whole_message_of_its_line():
     assert m is None or m.site is None
 
 
+
+
+SHIPPED_CATALOGUE = cat.Catalogue.load(SHIPPED)
+
+
+@pytest.mark.parametrize("line,read", [
+    ("RuntimeError: Not compiled with CUDA support", True),
+    ("2024-01-01 12:00:00 WARNING Not compiled with CUDA support", True),
+    ("[rank0]: not compiled with CUDA support", True),
+    # another writer's sentence that holds a short message's words: XGBoost's, a script's
+    ("xgboost.core.XGBoostError: [10:21:12] ../src/gbm/gbm.cc:26: XGBoost version not compiled with GPU support.", False),
+    ("AssertionError: PyTorch was not compiled with CUDA support", False),
+    ("ValueError: my_lib not compiled with CUDA support, please reinstall", False),
+])
+def test_a_message_shorter_than_a_sentence_is_read_only_where_a_message_starts(line, read):
+    hit = SHIPPED_CATALOGUE.match(line)
+    assert (hit is not None) == read, hit and hit.entry
 @pytest.mark.parametrize("text", [
     # a status prefix carries no cause of its own: the status text after it does
     "RuntimeError: CUDA error: an illegal memory access was encountered",
