@@ -60,6 +60,8 @@ _QUOTED = re.compile(r"^[\s>*_-]*`+|`+[\s.]*$")  # markdown's quote marks and ba
 # a traceback cut before its last line ends at the raise, whose message is written there
 _RAISE = re.compile(r"""^\s*raise\s+[\w.]+\(\s*[rbfRBF]{0,2}(?P<q>'''|\"\"\"|'|")(?P<msg>.*?)(?P=q)""")
 _FIELD = re.compile(r"\{[^{}]*\}")
+# the source line Python prints under a warning, which follows the warning's own message line
+_WARN_ECHO = re.compile(r"^\s*warnings\.warn(?:_explicit)?\(")
 # Where a message starts in a normalised line: the line's start, after punctuation ("Error: ",
 # "[rank0]: ", "- ", a quote), or after a log level's word. A short message inside a sentence
 # ("PyTorch was not compiled with CUDA support") is another writer's sentence that holds its words.
@@ -156,6 +158,8 @@ class Catalogue:
 
     def match(self, line: str) -> Optional[Hit]:
         """The catalogue entry this line is a message of, or None."""
+        if _WARN_ECHO.match(line):
+            return None
         raised = _raised(line[:MAX_LINE])
         text = _norm(raised if raised is not None else line[:MAX_LINE])
         best: Optional[Hit] = None

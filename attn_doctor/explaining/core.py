@@ -427,7 +427,8 @@ def _resembled(scan: ScanResult, recipes: Recipes, live: Optional[Facts], target
     index = _known_cases(recipes)
     if index is None:
         return None
-    judged = frozenset(r.id for r in recipes.rules for sig in r.signatures if not isinstance(sig, str) and sig.guard)
+    from ..rules.analyzers import fact_judged
+    judged = fact_judged(recipes.rules)
     near = index.nearest(scan.candidate_lines, exclude=exclude, judged=judged)
     if near is None:
         return None

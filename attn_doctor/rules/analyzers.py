@@ -538,6 +538,30 @@ def after_no_other_cuda_failure(groups: dict, before: list[str], after: list[str
     return None if any(_EARLIER_CUDA_FAILURE.search(line) for line in before) else {}
 
 
+# a line that says something failed, after a warning: the source line Python prints under a warning
+# (`warnings.warn(f'Error checking ...')`) is the warning's own echo, not a failure
+_FAILURE_AFTER = re.compile(r"Traceback \(most recent call last\)|(?<![\w.])\w*(?:Error|Exception)(?::|\b(?! checking))|"
+                            r"(?i:\berror\b\s*(?::|C\d{4})|\bfailed\b|\bfatal\b)|错误|失败")
+
+
+def a_failure_follows(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """A warning that is a cause only when the run then fails (torch's extension builder warns that it
+    could not check the compiler's version, then tries to compile anyway): with no failure after it,
+    it is a notice of a run that went on."""
+    return {} if any(_FAILURE_AFTER.search(line) for line in after if "warnings.warn(" not in line) else None
+
+
+# guards that read only whether the lines around say something failed, not the facts a rule's
+# family judges: their rules' known cases are still offered on words alone (explaining/core.py)
+WORDS_GUARDS = frozenset({"a_failure_follows"})
+
+
+def fact_judged(rules) -> frozenset:
+    """The rules a guard judges by facts: their known cases are never offered on words alone."""
+    return frozenset(r.id for r in rules for sig in r.signatures
+                     if not isinstance(sig, str) and sig.guard and sig.guard not in WORDS_GUARDS)
+
+
 def _support_guards() -> dict:
     from .support_facts import GUARDS as support_guards  # refusals the support matrix judges (matrix_arch, ...)
 
@@ -561,6 +585,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "built_torch_differs": built_torch_differs,
     "not_a_pickle": not_a_pickle,
     "after_no_other_cuda_failure": after_no_other_cuda_failure,
+    "a_failure_follows": a_failure_follows,
     "torch_api_added": torch_api_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     **_support_guards(),

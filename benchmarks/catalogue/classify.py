@@ -109,6 +109,7 @@ FAMILIES = [
                                                   r"version mismatch between the installed \w+ and the PyTorch version"), None, None),
     # a machine without the GPUs the job asks for: no CUDA at all, or fewer GPUs than the job's device count
     ("no-cuda-platform", "AD259", _rx(r"no (?:visible )?CUDA devices", r"no supported gpu backend",
+                                      r"CUDA driver initialization failed, you might not have a CUDA gpu",
                                       r"no (?:CUDA )?GPUs? (?:is |are )?(?:available|found|detected)",
                                       r"torch\.cuda\.is_available\(\) should be True but is False"), None, None),
     ("framework-setting", "AD286", _rx(r"only has \S* ?GPUs", r"accelerator set to", r"choose one device type"), None, None),
@@ -118,12 +119,15 @@ FAMILIES = [
                 r".*cutlass|.*/cute_dsl/|triton/compiler/|triton/runtime/)")),
     # torch's extension builder: no compiler (MSVC's cl on Windows), an architecture its table does not
     # know (a torch older than the GPU): the build environment, not a package's version or the GPU
-    ("build-env", "AD315", _rx(r"Error checking compiler version for", r"Unknown CUDA arch", r"Compiler: .{0,20}is not found",
+    ("build-env", "AD315", _rx(r"Unknown CUDA arch", r"Compiler: .{0,20}is not found",
                                r"Could not find MSVC/GCC/CLANG"), None, None, None,
      re.compile(r"^torch/(?:utils/cpp_extension|_inductor/cpp_builder)\.py$")),
     # its notices that torch sees no CUDA runtime, that nvcc's minor release differs from torch's CUDA ("most likely
-    # not a problem"), that it knows no compiler bounds for this CUDA: facts it prints and builds on, not failures
-    ("harmless", "AD656", _rx(r"No CUDA runtime is found, using CUDA_HOME", r"minor version mismatch", r"version bounds defined"),
+    # not a problem"), that it knows no compiler bounds for this CUDA, that it could not run the compiler to read its
+    # version: facts it prints and builds on, not failures (a build that then fails says so in its own words,
+    # which AD315's signatures read)
+    ("harmless", "AD656", _rx(r"No CUDA runtime is found, using CUDA_HOME", r"minor version mismatch", r"version bounds defined",
+                              r"Error checking compiler version for"),
      None, None, None, re.compile(r"^torch/utils/cpp_extension\.py$")),
     # a warning that says what the library does instead (resets an option, skips a fused module, falls
     # back, switches backend): the run goes on, whatever was missing
@@ -368,6 +372,9 @@ OUT_OF_STACK = [
     (re.compile(r"^(?:accelerate|transformers)/"), _rx(r"on a different device than the one you're training on",
                                                         r"is not supported for `?4-bit`? or `?8-bit`? bitsandbytes models"),
      "a quantized model's placement over devices (device_map), not its precision"),
+    (re.compile(r"^xformers/"), _rx(r"^Incompatible shapes for attention inputs"),
+     "query, key and value of different batch or head shapes (xformers asks the caller to expand them): the caller's "
+     "tensors, not a kernel's limit"),
     (re.compile(r"^torch/nn/functional\.py$"), _rx(r"^The shape of the [23]D attn_mask is"),
      "the attention mask's shape against the caller's batch and sequence layout (a model's code, or a library release "
      "that changed batch_first): the caller's tensors, not a kernel's limit"),

@@ -146,3 +146,30 @@ def test_onnxruntimes_level_letter_before_its_name_is_read(recipes):
     failed = noted + ("2025-07-01 14:55:31.0000000 [E:onnxruntime:, sequential_executor.cc:572 ExecuteKernel] Non-zero "
                       "status code returned while running Relu node.\n")
     assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
+
+
+def test_tensorflows_timestamped_level_letter_is_read(recipes):
+    """TensorFlow's (and XLA's) C++ log lines put the level letter between the timestamp and the
+    source file ("...578885: W tensorflow/.../dso_loader.cc:64] "): its notice that the CUDA runtime
+    DLL is absent (it then runs on the CPU) is harmless; one of its E lines is a failure."""
+    noted = ("2022-06-22 15:44:53.578885: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load "
+             "dynamic library 'cudart64_110.dll'; dlerror: cudart64_110.dll not found\n")
+    assert [m.rule for m in _explain(recipes, noted).matches] == ["AD673"]
+    failed = noted + ("2022-06-22 15:44:55.000000: E tensorflow/stream_executor/cuda/cuda_driver.cc:271] failed call to "
+                      "cuInit: UNKNOWN ERROR (303)\n")
+    assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
+
+
+def test_a_compiler_check_warning_is_a_cause_only_where_the_build_then_fails(recipes):
+    """torch's extension builder warns that it could not run cl to read its version, then builds
+    anyway: alone, or before the build's success, the warning is a notice; before a failure it is
+    the build environment's (AD315)."""
+    warned = ("C:\\env\\lib\\site-packages\\torch\\utils\\cpp_extension.py:316: UserWarning: Error checking compiler "
+              "version for cl: [WinError 2] The system cannot find the file specified\n"
+              "  warnings.warn(f'Error checking compiler version for {compiler}: {error}')\n")
+    matches = _explain(recipes, warned).matches
+    assert matches and all(m.harmless for m in matches), [(m.rule, m.harmless) for m in matches]
+    built = warned + "copying build\\lib.win-amd64-3.7\\support\\_C.cp37-win_amd64.pyd -> support\nFinished processing dependencies for support==0.1\n"
+    assert all(m.harmless for m in _explain(recipes, built).matches)
+    failed = warned + "building 'model._C' extension\nerror: Microsoft Visual C++ 14.0 or greater is required.\n"
+    assert "AD315" in [m.rule for m in _explain(recipes, failed).matches if not m.harmless]
