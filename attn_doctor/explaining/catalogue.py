@@ -100,6 +100,25 @@ def _squeeze(text: str) -> str:
     return _NOT_ALNUM.sub("", text)
 
 
+@functools.lru_cache(maxsize=256)
+def _squeezed_starts(text: str) -> tuple[str, tuple[int, ...]]:
+    """The squeezed text and, in it, the positions where a message can start in `text` (_START_AT):
+    one pass over the line, however many entries are tried on it."""
+    kept = [0] * (len(text) + 1)  # kept[i]: characters of text[:i] the squeeze keeps
+    last = n = 0
+    for m in _NOT_ALNUM.finditer(text):
+        for i in range(last, m.start()):
+            kept[i] = n
+            n += 1
+        for i in range(m.start(), m.end()):
+            kept[i] = n
+        last = m.end()
+    for i in range(last, len(text) + 1):
+        kept[i] = n
+        n += 1
+    return _squeeze(text), tuple(sorted({kept[s.start()] for s in _START_AT.finditer(text)}))
+
+
 def _raised(line: str) -> Optional[str]:
     """The message written on a `raise X(f"...")` line, its fields as values; None for another line."""
     m = _RAISE.match(line)
@@ -151,8 +170,6 @@ class Catalogue:
             if self.entries[i].literal < WHOLE_BELOW:
                 # a short message ("not implemented") is recognised only as the line's whole message
                 body = r"(?:^|[:\]] )\s*%s\s*[.!]?\s*$" % body
-            elif self.entries[i].literal < START_BELOW and parts and parts[0]:
-                body = _STARTS + body
             self._regex[key] = re.compile(body)
         return self._regex[key]
 
@@ -175,7 +192,12 @@ class Catalogue:
     def _try(self, i: int, text: str, line: str) -> Optional[Hit]:
         e = self.entries[i]
         n = len(e.parts)
-        m = self._pattern(i, n).search(text)
+        if WHOLE_BELOW <= e.literal < START_BELOW and e.parts[0]:
+            # where a message can start (the pattern keeps its literal start, which the regex engine
+            # scans for quickly; the place is checked after)
+            m = next((f for f in self._pattern(i, n).finditer(text) if _START_AT.match(text, f.start())), None)
+        else:
+            m = self._pattern(i, n).search(text)
         if m is not None:
             if _packed_weight(e, m.groups()):
                 return None
@@ -197,10 +219,10 @@ class Catalogue:
         squeezed = self._squeezed_pattern(i)
         if squeezed is None:
             return None
-        if e.literal < START_BELOW and e.parts[0]:
+        if WHOLE_BELOW <= e.literal < START_BELOW and e.parts[0]:
             # where a message can start, as above
-            found = (squeezed.match(_squeeze(text[s.start():])) for s in _START_AT.finditer(text))
-            m = next((f for f in found if f is not None), None)
+            squeezed_text, starts = _squeezed_starts(text)
+            m = next((f for f in (squeezed.match(squeezed_text, q) for q in starts) if f is not None), None)
         else:
             m = squeezed.search(_squeeze(text))
         if m is not None and not _packed_weight(e, m.groups()):
