@@ -98,6 +98,9 @@ FAMILIES = [
     ("model-lacks-attention-implementation", "AD408", _rx(r"output_attentions=True can not be supported with BetterTransformer",
                                                           r"do not use attention masks when using `?BetterTransformer"),
      None, None, None, re.compile(r"^optimum/bettertransformer/")),
+    # bitsandbytes' CUDA setup found no CUDA runtime it can load (or no binary of its own for it)
+    ("cuda-runtime-missing", "AD418", _rx(r"CUDA Setup failed despite GPU being available", r"CUDA SETUP: Setup Failed"), None, None,
+     None, re.compile(r"^bitsandbytes/")),
     # onnxruntime's check that the CUDA runtime found is the one its build names
     ("cuda-runtime-missing", "AD418", _rx(r"failed to find cudart version that matches", r"found cudart versions: "), None, None, None,
      re.compile(r"^onnxruntime/")),
