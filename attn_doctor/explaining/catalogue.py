@@ -192,7 +192,8 @@ class Catalogue:
     def _try(self, i: int, text: str, line: str) -> Optional[Hit]:
         e = self.entries[i]
         n = len(e.parts)
-        if WHOLE_BELOW <= e.literal < START_BELOW and e.parts[0]:
+        anchored = WHOLE_BELOW <= e.literal < START_BELOW and bool(e.parts[0])
+        if anchored:
             # where a message can start (the pattern keeps its literal start, which the regex engine
             # scans for quickly; the place is checked after)
             m = next((f for f in self._pattern(i, n).finditer(text) if _START_AT.match(text, f.start())), None)
@@ -219,8 +220,7 @@ class Catalogue:
         squeezed = self._squeezed_pattern(i)
         if squeezed is None:
             return None
-        if WHOLE_BELOW <= e.literal < START_BELOW and e.parts[0]:
-            # where a message can start, as above
+        if anchored:  # where a message can start, as above
             squeezed_text, starts = _squeezed_starts(text)
             m = next((f for f in (squeezed.match(squeezed_text, q) for q in starts) if f is not None), None)
         else:
