@@ -55,9 +55,14 @@ class Spec:
     # of both: about 16 s, not 7). Compiling costs 10-25 s per environment, so only environments whose
     # tests start many such processes take it.
     bytecode: bool = False
+    # torch's bytecode hard-linked from one environment that compiled it (TORCH_BYTECODE), for
+    # environments used by one trace each: the trace would otherwise compile torch from source, about
+    # 12 of its 22 s. Where a source file is not the same file as there (uv copied instead of linking
+    # out of its cache), its bytecode is left out and Python compiles that module as before.
+    torch_bytecode: bool = False
 
     def key(self) -> str:
-        text = json.dumps([FORMAT, self.steps, self.seed, _base_python(), self.bytecode])
+        text = json.dumps([FORMAT, self.steps, self.seed, _base_python(), self.bytecode] + ([True] if self.torch_bytecode else []))
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -65,9 +70,12 @@ def _cpu(*steps) -> tuple:
     return (TORCH_CPU,) + tuple(tuple(s) for s in steps)
 
 
+TORCH_BYTECODE = "torch-2.13-cpu+bytecode"
+
 # The matrix. Versions are pinned so that a verdict is a fact about named releases.
 SPECS = {s.name: s for s in [
     Spec("torch-2.13-cpu", _cpu(), about="the pinned CPU build, without bytecode (as uv installs by default)"),
+    Spec(TORCH_BYTECODE, _cpu(), seed=False, bytecode=True, about="the pinned CPU build compiled once, its torch bytecode linked into others"),
     Spec("torch-2.0.1", (("torch==2.0.1",),), torch="2.0.1",
          about="the oldest torch attn-doctor supports, PyPI's CUDA 11.7 build (its triton 2.0.0 pin)"),
     Spec("torch-2.0.1+triton-2.1.0", (("torch==2.0.1",), ("triton==2.1.0",)), torch="2.0.1",
@@ -127,7 +135,7 @@ def _real_bug_specs() -> dict:
     specs = {}
     for case in load():
         for which, version in (("buggy", case.buggy), ("fixed", case.fixed)):
-            spec = Spec(case.env_name(which), _cpu(*case.steps(version)), seed=False,
+            spec = Spec(case.env_name(which), _cpu(*case.steps(version)), seed=False, torch_bytecode=True,
                         about="%s %s (%s release of a real bug: %s)" % (case.package, version, which, case.source))
             specs[spec.name] = spec
     return specs
@@ -183,6 +191,27 @@ def installed_version(python: Path, dist: str) -> Optional[str]:
 
 
 # ---------------------------------------------------------------- building
+
+
+def link_bytecode(source: Path, target: Path, package: str) -> int:
+    """Hard-link the bytecode of `package` in site-packages `source` into site-packages `target`,
+    for each module whose source file is the same file (inode) in both: Python validates a .pyc by
+    its source's mtime and size, which one file has once. The number of files linked."""
+    linked = 0
+    for cache in (source / package).rglob("__pycache__"):
+        folder = target / cache.parent.relative_to(source)
+        for pyc in cache.glob("*.pyc"):
+            module = pyc.name.split(".", 1)[0] + ".py"
+            try:
+                if (folder / module).stat().st_ino != (cache.parent / module).stat().st_ino:
+                    continue
+                (folder / "__pycache__").mkdir(exist_ok=True)
+                os.link(pyc, folder / "__pycache__" / pyc.name)
+            except (FileNotFoundError, FileExistsError):
+                continue
+            linked += 1
+    return linked
+
 
 
 @dataclass
@@ -268,6 +297,8 @@ class Builder:
             if found != spec.torch:
                 raise InstallFailed(f"torch is {found}, not the {spec.torch} this environment is built around "
                                     f"(is the CPU wheel in {torch_wheels()}? set ATTN_DOCTOR_TORCH_WHEELS)")
+        if spec.torch_bytecode:
+            link_bytecode(self.get(TORCH_BYTECODE).site_packages(), next((path / "lib").glob("python3*/site-packages")), "torch")
         build_s = round(time.monotonic() - start, 1)
         frozen = freeze(python)
         record.write_text(json.dumps({"spec": spec.name, "steps": spec.steps, "freeze": frozen, "build_s": build_s}, indent=1))
