@@ -312,7 +312,9 @@ _CONDITION = re.compile(
     r"Expected (?P<a>.{3,300}?) to be true, but got false"
     r"|Check failed: \(?(?P<b>.{3,300}?)\)? is false"
     r"|Assertion [`'\"](?P<c>.{3,300}?)['`\"] failed"
-    r"|'(?P<d>.{3,300}?)' failed(?::|$)")
+    r"|'(?P<d>.{3,300}?)' failed(?::|$)"
+    # torch 1.0's AT_ASSERTM, behind the exception's name
+    r"|^(?:\w+(?:Error|Exception): )?(?P<e>.{3,300}?) ASSERT FAILED at\b")
 
 
 def failed_condition(line: str) -> Optional[str]:

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .dispatch_guards import TORCH_STATED, op_dtype_in_later_torch, op_dtype_not_in_later_torch, op_is_torch_cpu_kernel
+
 
 @dataclass
 class Finding:
@@ -369,29 +371,7 @@ def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional
     return {}
 
 
-# a torch release the lines around a message state ("torch 2.6.0+cpu", "torch==2.1.0+cu121", "PyTorch version: 2.0.1")
-_TORCH_STATED = re.compile(r"(?i)\b(?:py)?torch(?: version)?\s*(?:==|:|=|\s)\s*v?(?P<v>\d+\.\d+(?:\.\d+)?)(?P<local>\+\w+)?")
 
-
-def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
-    """torch's own CUDA kernel `op` refusing `dtype` where a later torch dispatches it (read from
-    torch's sources): the release in use predates it. {"since": the oldest release read that has it}.
-    None where the lines around it show a torch at or past that release, or a CPU-only torch (its
-    CPU kernel is the one that refused)."""
-    from packaging.version import Version
-
-    from ..support.dispatch import first_release_with, releases_read
-
-    since = first_release_with(groups.get("op") or "", groups.get("dtype") or "")
-    if not since:
-        return None
-    for line in [*before[-20:], *after[:20]]:
-        for m in _TORCH_STATED.finditer(line):
-            if (m.group("local") or "").lower() == "+cpu":
-                return None
-            if Version(m.group("v")) >= Version(since):
-                return None
-    return {"since": since, "releases_read": ", ".join(releases_read())}
 
 
 # names a torch module binds by importing them (typing's, functools', warnings' helpers,
@@ -439,7 +419,7 @@ def torch_api_added(groups: dict, before: list[str], after: list[str]) -> Option
         return None
     without, since = found
     for line in [*before[-20:], *after[:20]]:
-        for m in _TORCH_STATED.finditer(line):
+        for m in TORCH_STATED.finditer(line):
             try:
                 if Version(m.group("v")) > Version(without):
                     return None  # a release past the last one read without it: it may have it
@@ -477,11 +457,6 @@ def float16_run(groups: dict, before: list[str], after: list[str]) -> Optional[d
         if not (_FP16_RUN.search(rest) or _AMP_ON.search(rest)):
             return None  # the run is said to be in full precision
     return {}
-
-
-def op_dtype_not_in_later_torch(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
-    """The op is not torch's, or no torch release read dispatches the dtype for it."""
-    return None if op_dtype_in_later_torch(groups, before, after) else {}
 
 
 def built_torch_differs(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
@@ -588,6 +563,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "a_failure_follows": a_failure_follows,
     "torch_api_added": torch_api_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
+    "op_is_torch_cpu_kernel": op_is_torch_cpu_kernel,
     **_support_guards(),
 }
 

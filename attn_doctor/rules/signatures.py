@@ -46,7 +46,7 @@ FRAGMENTS = {
         r"|(?:compute[ _]capability|capability)\s*(?:below|less than|lower than|<)\s*(?P<below_cc>" + _CC + r")[^\n]{0,30}?(?:not supported|unsupported)"
         # vLLM's "Min capability: 80. Current capability: 75."
         r"|\bmin(?:imum)?\.?\s+(?:compute[ _])?capability\s*(?:is\s*|of\s*|=\s*|:\s*)(?P<need_cc3>" + _CC + r")\b"
-        r"|\b" + _VERB + r"\s+(?:nvidia\s+)?(?:gpus?\s+(?:of|with)\s+)?(?:the\s+)?(?P<need_arch>" + _ARCH + r")"
+        r"|\b" + _VERB + r"\s+(?:(?:in|for|with|by)\s+)?(?:an?\s+)?(?:nvidia\s+)?(?:gpus?\s+(?:of|with)\s+)?(?:the\s+)?(?P<need_arch>" + _ARCH + r")"
         r"(?:\s+(?:architecture|arch|gpus?|cards?|series|generation))?\s*(?:\(?sm_?\d+\)?\s*)?(?:or|and|\+)\s*(?:newer|later|above|higher|up|beyond)\b"
         r")"
     ),

@@ -63,6 +63,13 @@ def first_release_with(kernel: str, dtype: str, device: str = "cuda") -> Optiona
     return next((r for r in releases if r in has), None)
 
 
+def devices_of(kernel: str) -> frozenset:
+    """The devices ("cpu", "cuda") torch's sources have a kernel of this name for; empty where the
+    name is not torch's."""
+    entry = table()["kernels"].get(kernel)
+    return frozenset(d for d in entry if isinstance(d, str)) if isinstance(entry, dict) else frozenset()
+
+
 def releases_read() -> list:
     """The torch releases the table was read from, oldest first."""
     return [r for r in table()["releases"] if isinstance(r, str)]

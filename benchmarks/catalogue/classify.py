@@ -120,10 +120,11 @@ FAMILIES = [
     ("library-internal", "AD283", None, None, ("assert", "raise:AssertionError"), None,
      re.compile(r"^(?:torch/_inductor/|torch/_dynamo/|torch/_higher_order_ops/|flash_attn/cute/(?!interface)|"
                 r".*cutlass|.*/cute_dsl/|triton/compiler/|triton/runtime/)")),
-    # torch's extension builder: no compiler (MSVC's cl on Windows), an architecture its table does not
-    # know (a torch older than the GPU): the build environment, not a package's version or the GPU
+    # torch's extension builder: no compiler (MSVC's cl on Windows), a host compiler outside the range
+    # this CUDA's nvcc takes, an architecture its table does not know (a torch older than the GPU): the
+    # build environment, not a package's version or the GPU
     ("build-env", "AD315", _rx(r"Unknown CUDA arch", r"Compiler: .{0,20}is not found",
-                               r"Could not find MSVC/GCC/CLANG"), None, None, None,
+                               r"Could not find MSVC/GCC/CLANG", r"(?:maximum|minimum) required version by CUDA"), None, None, None,
      re.compile(r"^torch/(?:utils/cpp_extension|_inductor/cpp_builder)\.py$")),
     # its notices that torch sees no CUDA runtime, that nvcc's minor release differs from torch's CUDA ("most likely
     # not a problem"), that it knows no compiler bounds for this CUDA, that it could not run the compiler to read its

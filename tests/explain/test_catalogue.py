@@ -139,6 +139,13 @@ def test_a_check_without_a_message_is_read_from_its_condition():
     assert m.rule == "AD256" and m.likelihood == "possible" and "q.is_cuda()" in m.likelihood_reason
     m, _ = _first("TVMError: Check failed: (head_dim == 128) is false: The head dimension must be 128")
     assert m.rule == "AD603"
+    # torch 1.0's AT_ASSERTM: an op's own float32-only check is its lack of a half kernel
+    m, _ = _first("RuntimeError: image.type().scalarType() == torch::ScalarType::Float ASSERT FAILED at "
+                  "roi_align/src/crop_and_resize_gpu.cpp:27")
+    assert m.rule == "AD269" and m.likelihood == "possible"
+    # the same check of another dtype is not read so
+    m, _ = _first("RuntimeError: x.type().scalarType() == at::ScalarType::Long ASSERT FAILED at ops.cpp:9")
+    assert m is None or m.rule != "AD269"
 
 
 def test_msvc_and_unspaced_dtype_mismatches_are_the_autocast_rule():
