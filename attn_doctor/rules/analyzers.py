@@ -526,9 +526,10 @@ def a_failure_follows(groups: dict, before: list[str], after: list[str]) -> Opti
     return {} if any(_FAILURE_AFTER.search(line) for line in after if "warnings.warn(" not in line) else None
 
 
-# guards that read only whether the lines around say something failed, not the facts a rule's
-# family judges: their rules' known cases are still offered on words alone (explaining/core.py)
-WORDS_GUARDS = frozenset({"a_failure_follows"})
+# guards that read only the words (whether the lines around say something failed; whether torch's own
+# kernel table has the named op for the CPU alone), not the facts a rule's family judges: their
+# rules' known cases are still offered on words alone (explaining/core.py)
+WORDS_GUARDS = frozenset({"a_failure_follows", "op_is_torch_cpu_kernel"})
 
 
 def fact_judged(rules) -> frozenset:
