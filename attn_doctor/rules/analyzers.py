@@ -371,9 +371,6 @@ def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional
     return {}
 
 
-
-
-
 # names a torch module binds by importing them (typing's, functools', warnings' helpers,
 # typing_extensions' deprecated): the table of module-level names holds them too, but no code uses
 # them as torch's API

@@ -1,6 +1,7 @@
 """Guards read from torch's own kernel tables (support/dispatch.py: the dtypes and devices each of
 torch's kernels is compiled for, read from its sources): whether a later torch has the kernel that
-refused a dtype, and whether the kernel is torch's CPU one. Pure."""
+refused a dtype, and whether the kernel is torch's CPU one. They read that table (loaded once) and
+the lines around; nothing of the machine."""
 
 from __future__ import annotations
 

@@ -137,27 +137,24 @@ def test_a_loggers_one_letter_level_in_brackets_is_read(recipes):
     assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
 
 
-def test_onnxruntimes_level_letter_before_its_name_is_read(recipes):
-    """onnxruntime writes its level as a letter before its logger's name ("[W:onnxruntime:, ...]")."""
-    noted = ("2025-07-01 14:55:30.4411378 [I:onnxruntime:, transformer_memcpy.cc:329 onnxruntime::TransformerMemcpyImpl] "
-             "Memcpy nodes\n2025-07-01 14:55:30.4464910 [W:onnxruntime:, transformer_memcpy.cc:74 "
-             "onnxruntime::MemcpyTransformer] 2 Memcpy nodes are added to the graph\n")
+# Level letters other loggers write: onnxruntime's before its logger's name ("[W:onnxruntime:, ...]");
+# TensorFlow's and XLA's C++ lines between the timestamp and the source file ("...578885: W
+# tensorflow/.../dso_loader.cc:64] ", whose notice that the CUDA runtime DLL is absent means it runs on
+# the CPU). Their notices alone are harmless; one E line after them is a failure.
+@pytest.mark.parametrize("noted,failure", [
+    ("2025-07-01 14:55:30.4411378 [I:onnxruntime:, transformer_memcpy.cc:329 onnxruntime::TransformerMemcpyImpl] "
+     "Memcpy nodes\n2025-07-01 14:55:30.4464910 [W:onnxruntime:, transformer_memcpy.cc:74 "
+     "onnxruntime::MemcpyTransformer] 2 Memcpy nodes are added to the graph\n",
+     "2025-07-01 14:55:31.0000000 [E:onnxruntime:, sequential_executor.cc:572 ExecuteKernel] Non-zero "
+     "status code returned while running Relu node.\n"),
+    ("2022-06-22 15:44:53.578885: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load "
+     "dynamic library 'cudart64_110.dll'; dlerror: cudart64_110.dll not found\n",
+     "2022-06-22 15:44:55.000000: E tensorflow/stream_executor/cuda/cuda_driver.cc:271] failed call to "
+     "cuInit: UNKNOWN ERROR (303)\n"),
+], ids=["onnxruntime", "tensorflow"])
+def test_another_loggers_level_letter_is_read(recipes, noted, failure):
     assert [m.rule for m in _explain(recipes, noted).matches] == ["AD673"]
-    failed = noted + ("2025-07-01 14:55:31.0000000 [E:onnxruntime:, sequential_executor.cc:572 ExecuteKernel] Non-zero "
-                      "status code returned while running Relu node.\n")
-    assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
-
-
-def test_tensorflows_timestamped_level_letter_is_read(recipes):
-    """TensorFlow's (and XLA's) C++ log lines put the level letter between the timestamp and the
-    source file ("...578885: W tensorflow/.../dso_loader.cc:64] "): its notice that the CUDA runtime
-    DLL is absent (it then runs on the CPU) is harmless; one of its E lines is a failure."""
-    noted = ("2022-06-22 15:44:53.578885: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load "
-             "dynamic library 'cudart64_110.dll'; dlerror: cudart64_110.dll not found\n")
-    assert [m.rule for m in _explain(recipes, noted).matches] == ["AD673"]
-    failed = noted + ("2022-06-22 15:44:55.000000: E tensorflow/stream_executor/cuda/cuda_driver.cc:271] failed call to "
-                      "cuInit: UNKNOWN ERROR (303)\n")
-    assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
+    assert "AD673" not in [m.rule for m in _explain(recipes, noted + failure).matches]
 
 
 def test_a_compiler_check_warning_is_a_cause_only_where_the_build_then_fails(recipes):

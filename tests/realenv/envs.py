@@ -193,6 +193,10 @@ def installed_version(python: Path, dist: str) -> Optional[str]:
 # ---------------------------------------------------------------- building
 
 
+def site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
 def link_bytecode(source: Path, target: Path, package: str) -> int:
     """Hard-link the bytecode of `package` in site-packages `source` into site-packages `target`,
     for each module whose source file is the same file (inode) in both: Python validates a .pyc by
@@ -231,7 +235,7 @@ class Env:
         return self.path / "bin" / "python"
 
     def site_packages(self) -> Path:
-        return next((self.path / "lib").glob("python3*/site-packages"))
+        return site_packages(self.path)
 
 
 class InstallFailed(Exception):
@@ -298,7 +302,7 @@ class Builder:
                 raise InstallFailed(f"torch is {found}, not the {spec.torch} this environment is built around "
                                     f"(is the CPU wheel in {torch_wheels()}? set ATTN_DOCTOR_TORCH_WHEELS)")
         if spec.torch_bytecode:
-            link_bytecode(self.get(TORCH_BYTECODE).site_packages(), next((path / "lib").glob("python3*/site-packages")), "torch")
+            link_bytecode(self.get(TORCH_BYTECODE).site_packages(), site_packages(path), "torch")
         build_s = round(time.monotonic() - start, 1)
         frozen = freeze(python)
         record.write_text(json.dumps({"spec": spec.name, "steps": spec.steps, "freeze": frozen, "build_s": build_s}, indent=1))
