@@ -283,7 +283,7 @@ FAMILIES = [
          r"launch failed", r"kernel launch", r"\bcu\w+ failed", r"initialize failed", r"\bfailed: ?$",
          r"\bcompile (?:error|failed)", r"\bjit\b", r"\bptx", r"\bcubin\b", r"\bnvcc\b",
          r"^Error .* at line .* in file", r"\berror detected\b", r"Driver API error", r"Matmul Algo Heuristic",
-         r"Error in \w+", r"library load error", r"\bsynclog\b"),
+         r"Error in \w+", r"\bsynclog\b"),
      _rx(r"cudaSuccess", r"CUDNN_STATUS_SUCCESS", r"CUBLAS_STATUS_SUCCESS", r"CUDA_SUCCESS", r"_STATUS_SUCCESS",
          r"status ==", r"err == ", r"__err == ", r"error == ", r"cutlass::Status::kSuccess"), None),
     # shared memory and other per-GPU resources
@@ -422,13 +422,14 @@ def out_of_stack(site):
     return None
 
 
-_STATUS_PREFIX = re.compile(r"(?i)\b(?:cuda|cudnn|cublas\w*|hip\w*|nccl|cutlass|driver api|xpu)?\s*(?:error|failure|failed)"
+_STATUS_PREFIX = re.compile(r"(?i)\b(?:cuda|cudnn|cublas\w*|hip\w*|nccl|cutlass|driver api|xpu|[\w-]+ library load)?\s*(?:error|failure|failed)"
                             r"(?:\s*(?:code|status))?[\s:()\[\]@,.-]*")
 
 
 def _prefix_only(msg: str) -> bool:
-    """A message whose words are only "CUDA error: " before a value: the value (the library's own
-    status text) carries the cause, and no family can be read from the site."""
+    """A message whose words are only "CUDA error: " (or "<library> library load error: ") before a
+    value: the value (the library's own status text, the loader's error) carries the cause, and no
+    family can be read from the site."""
     return len(_STATUS_PREFIX.sub("", msg).strip(" :()[]@,.-\n")) < MIN_LITERAL
 
 
