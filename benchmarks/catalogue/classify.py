@@ -148,8 +148,14 @@ FAMILIES = [
     ("build-feature", "AD289", _rx(r"\bkernel is not available\b", r"\bnot compiled\b", r"\brequires (?:the )?(?:cuda|CUDA|C\+\+|cpp) extensions?\b",
                                             r"without (?:its )?(?:--cuda_ext|--cpp_ext|(?:CUDA|C\+\+|cpp) extensions?)"), None, None),
     # a warning or a log line that says what the library does instead is a notice
-    ("harmless", "AD656", _rx(r"\bfall(?:ing|s)? back\b", r"\binstead\b", r"\bwill use\b", r"\bignor(?:ed|ing)\b",
-                              r"\bskipp(?:ed|ing)\b", r"\bdisabl(?:ed|ing)\b"), None, None, ("warn", "log")),
+    ("harmless", "AD656", _rx(r"\bfall(?:ing|s)? back\b", r"\bfallback\b", r"\binstead\b", r"\bwill use\b", r"\bignor(?:ed|ing)\b",
+                              r"\bskipp(?:ed|ing)\b", r"\bdisabl(?:ed|ing)\b",
+                              # ... or what it does to the tensors or settings it was given, and goes on
+                              r"\bcasting (?:\w+ )?to\b", r"\b[Ww]ill (?:change|switch|convert|cast|default|keep)\b",
+                              r"\b[Ww]e will (?:cast|default|convert|use|keep)\b", r"\bkeeping (?:a |the )?\w+",
+                              r"\b[Pp]erforming [\w-]+ in high precision\b", r"\b[Dd]equantizing and requantizing\b",
+                              r"^Padding \w+ from\b", r"\b[Ee]xcluding (?:from|\w+ from)\b", r"\bOverrid+ing \w+ to\b",
+                              r"\b[Ww]e (?:had )?convert(?:ed)? \w+ to\b"), None, None, ("warn", "log")),
     # a CUDA library's status reported by the wrapper that called it (its code quoted in the message
     # names strides and dtypes: the failing call, not the constraint)
     ("cuda-call-failed", "AD285", _rx(r"^(?:CUDA|cuDNN|cuBLAS\w*|hipblas\w*|cusparse\w*|NCCL|CUTLASS|nvrtc|Driver API) "
