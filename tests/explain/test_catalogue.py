@@ -127,6 +127,9 @@ def test_a_message_shorter_than_a_sentence_is_read_only_where_a_message_starts(l
     "RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Byte",
     # float against double: the user's data (numpy's float64), not the stack's precision
     "RuntimeError: expected scalar type Float but found Double",
+    # torch's dispatch refusing a full-precision or integer dtype: the caller's dtype (a float mask
+    # given to a bitwise op), not the stack's precision
+    "RuntimeError: \"bitwise_and_cuda\" not implemented for 'Float'",
     # DeepSpeed's batch arithmetic (train batch = micro batch x accumulation x GPUs): the job's config
     "x3202c0s31b0n0: AssertionError: Micro batch size per gpu: 0 has to be greater than 0",
     # a library's "load error: " before the loader's own words: the words after it carry the cause,
