@@ -364,8 +364,8 @@ OUT_OF_STACK = [
     (re.compile(r"^trl/"), _rx(r"--max-loras", r"Tree packing only routes", r"Dataset\.with_transform"),
      "TRL's dataset preparation and asynchronous trainers' serving options: the training pipeline's setup"),
     (re.compile(r"^torchaudio/"), _rx(r"Frequency and Time masking"), "an audio transform's arguments (SpecAugment's masking axes)"),
-    (re.compile(r"(?:^|/)ATen/(?:Dispatch\.h|native/cpu/FlashAttentionKernel\.cpp)$"), _rx(r'^"" not implemented for \'\'$'),
-     "torch's dispatch refusing a dtype, whichever it is: the dtype named decides the cause (a float mask given to a bitwise op, "
+    (None, _rx(r'^"?"? not implemented for \'\'$'),
+     "a dispatch macro's refusal of a dtype (torch's, and the copies of it in apex and flash-attn), whichever it is: the dtype named decides the cause (a float mask given to a bitwise op, "
      "an integer tensor to a float op are the caller's); the low-precision ones (Half, BFloat16, Float8) are read by their own rules"),
     (re.compile(r"^deepspeed/runtime/config\.py$"), _rx(r"[Bb]atch size", r"batch related parameters", r"train_batch_size",
                                                        r"micro_batch", r"Gradient accumulation steps"),
