@@ -474,7 +474,7 @@ def _load_sibling(stem):
     return nc._sibling(stem)
 
 
-def _jit(fake_fa4, capability=(9, 0), budget_s=None, numerics=True):
+def _jit(fake_fa4, capability=(9, 0), budget_s=300, numerics=True):  # a hang fails in minutes, not the default hour
     fake_fa4(0, "scale")
     jit = _load_sibling("jit_library")
     return jit.run(torch, "flash_attn_4", nc, 0, capability, budget_s, _smoke_row, ["float16", "bfloat16"], numerics,
@@ -601,6 +601,23 @@ def test_a_unit_whose_backward_alone_fails_to_compile_or_whose_worker_cannot_for
     assert out["phases"]["fork_error"] == 1 and out["phases"]["units_lost"] == 0 and "errors" not in out
     rows = {r["case"]: r["status"] for r in out["numerics"]}
     assert rows["gqa-2"] == rows["fa4-head-dim-72"] == "ok"
+
+
+def test_a_worker_forked_after_this_process_ran_torchs_openmp_team_does_not_hang(fake_fa4, compiles):
+    """A unit whose compile failed runs in its worker, on torch's CPU ops here; the group's process
+    had run a parallel op before it forked (libgomp's team then waits in the fork forever)."""
+    compiles["fail"] = ("gqa-2",)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.ones(1 << 22).sum()  # this process's OpenMP team runs
+        out = _jit(fake_fa4, budget_s=nc.TIME_MARGIN_S + 60)
+    finally:
+        torch.set_num_threads(threads)
+    part = 1 + [p[0] for p in nc.LIBRARY_PARTS["flash_attn_4"]].index("gqa-2")
+    assert "errors" not in out, out.get("errors")
+    assert out["not_ahead"] == {"part:%d" % part: "RuntimeError: Operation creation failed:"}
+    assert {r["case"]: r["status"] for r in out["numerics"]}["gqa-2"] == "ok"
 
 
 def test_no_compile_process_outlives_the_group(fake_fa4, compiles):

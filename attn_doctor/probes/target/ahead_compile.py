@@ -219,6 +219,9 @@ def start_worker(torch, library, case, dtype, capability, index, deadline, run_h
         os.close(read_fd)
         _die_with_parent(parent)
         lower_priority()
+        # libgomp is not fork-safe: where this process's OpenMP team ever ran, a new team in the fork
+        # waits at its barrier forever. One thread starts no team (a unit run here is small).
+        torch.set_num_threads(1)
         message = _work(torch, library, case, dtype, capability, index, deadline, run_here, write_fd)
         data = json.dumps(message, default=str).encode()
         view = memoryview(data)
