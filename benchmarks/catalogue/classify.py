@@ -367,6 +367,10 @@ OUT_OF_STACK = [
     (None, _rx(r'^"?"? not implemented for \'\'$'),
      "a dispatch macro's refusal of a dtype (torch's, and the copies of it in apex and flash-attn), whichever it is: the dtype named decides the cause (a float mask given to a bitwise op, "
      "an integer tensor to a float op are the caller's); the low-precision ones (Half, BFloat16, Float8) are read by their own rules"),
+    (None, _rx(r"^result type\s*\w*\s*can't be cast to the desired output type"),
+     "type promotion into an output of a lower dtype category (a float result written into an integer or bool tensor: an "
+     "in-place op on an integer tensor, an integer target given to a loss): the caller's dtypes; torch casts between "
+     "floating dtypes freely, so half, bfloat16 and float32 never meet this check"),
     (re.compile(r"^deepspeed/runtime/config\.py$"), _rx(r"[Bb]atch size", r"batch related parameters", r"train_batch_size",
                                                        r"micro_batch", r"Gradient accumulation steps"),
      "DeepSpeed's batch arithmetic (train batch = micro batch x accumulation steps x GPUs): the job's configuration, not kernels or precision"),

@@ -136,6 +136,9 @@ def test_a_message_shorter_than_a_sentence_is_read_only_where_a_message_starts(l
     # and a binary missing for this platform is not a CUDA call that failed
     "[bitsandbytes.cextension|ERROR]bitsandbytes library load error: Configured ROCm binary not found at "
     "/home/u/env/lib/python3.12/site-packages/bitsandbytes/libbitsandbytes_rocm82.so",
+    # a float result written into an integer tensor (an integer target given to a loss): torch casts
+    # between floating dtypes freely, so half and bfloat16 never meet this check
+    "RuntimeError: result type Float can't be cast to the desired output type Long",
 ])
 def test_look_alikes_raise_no_finding(text):
     m, report = _first(text)
