@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import gzip
 import json
 import re
@@ -60,6 +61,12 @@ _QUOTED = re.compile(r"^[\s>*_-]*`+|`+[\s.]*$")  # markdown's quote marks and ba
 # a traceback cut before its last line ends at the raise, whose message is written there
 _RAISE = re.compile(r"""^\s*raise\s+[\w.]+\(\s*[rbfRBF]{0,2}(?P<q>'''|\"\"\"|'|")(?P<msg>.*?)(?P=q)""")
 _FIELD = re.compile(r"\{[^{}]*\}")
+# a message quoted inside the writer's own sentence (a page's '遇到"RuntimeError: ..."错误', “...”,
+# 「...」), tried where the whole line is no message: the quoted words are the message, cut or whole
+_QUOTE_MARKS = re.compile('["\u201c\u300c]')
+_IN_PROSE = re.compile('"([^"\n]{%d,%d})"|\u201c([^\u201d\n]{%d,%d})\u201d|\u300c([^\u300d\n]{%d,%d})\u300d'
+                       % ((CUT_MIN, MAX_LINE) * 3))
+IN_PROSE_MAX = 3  # quoted runs tried in one line
 # the source line Python prints under a warning, which follows the warning's own message line
 _WARN_ECHO = re.compile(r"^\s*warnings\.warn(?:_explicit)?\(")
 # Where a message starts in a normalised line: the line's start, after punctuation ("Error: ",
@@ -178,7 +185,15 @@ class Catalogue:
         if _WARN_ECHO.match(line):
             return None
         raised = _raised(line[:MAX_LINE])
-        text = _norm(raised if raised is not None else line[:MAX_LINE])
+        best = self._best(_norm(raised if raised is not None else line[:MAX_LINE]), line, raised)
+        if best is None and raised is None and _QUOTE_MARKS.search(line):
+            for m in itertools.islice(_IN_PROSE.finditer(line[:MAX_LINE]), IN_PROSE_MAX):
+                best = self._best(_norm(next(g for g in m.groups() if g is not None)), line, None)
+                if best is not None:
+                    break
+        return best
+
+    def _best(self, text: str, line: str, raised: Optional[str]) -> Optional[Hit]:
         best: Optional[Hit] = None
         for word in set(_WORD.findall(text)):
             for i in self._index.get(word, ()):
@@ -280,8 +295,6 @@ class Catalogue:
     def first(self, lines: Iterable[str], numbers: Iterable[int] = ()) -> Optional[Hit]:
         """The best hit among the lines: a complete message before a cut one, the longer message
         first, the last line of the text among equals (where the final error is)."""
-        import itertools
-
         best: Optional[Hit] = None
         for line, number in zip(lines, itertools.chain(numbers, itertools.repeat(0))):
             hit = self.match(line)

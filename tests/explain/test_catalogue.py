@@ -91,6 +91,18 @@ def test_a_line_cut_inside_a_value_matches_but_one_that_goes_on_in_other_words_d
     assert m is None, (m.rule, m.likelihood_reason)
 
 
+@pytest.mark.parametrize("quote", ['"{}"', "\u201c{}\u201d", "\u300c{}\u300d"])
+def test_a_message_quoted_inside_a_sentence_of_prose_is_read_from_the_quote(quote):
+    line = ("\u5728\u4f7f\u7528PEFT\u5e93\u8fdb\u884cQLoRA\u5fae\u8c03\u65f6,\u4f1a\u9047\u5230"
+            + quote.format("RuntimeError: expected mat1 and mat2 to have the same dtype")
+            + "\u9519\u8bef\u3002\u8fd9\u4e2a\u95ee\u9898\u5728FP16\u7cbe\u5ea6\u4e0b\u4e0d\u4f1a\u51fa\u73b0\u3002")
+    m, _ = _first(line)
+    assert m is not None and m.rule == "AD651" and m.likelihood == "possible", m
+    # a quoted path or a quoted name of the writer's is no message
+    assert _first('  File "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1532, '
+                  'in _wrapped_call_impl\n')[0] is None
+
+
 def test_a_short_message_counts_only_as_the_whole_message_of_its_line():
     assert _first("RuntimeError: Unsupported dtype")[0].rule == "AD287"
     # the same words inside another sentence are not that message
