@@ -532,6 +532,38 @@ def _lines(parts):
     return [[p.strip() if len(line) == 1 else p for p in line] for line in lines]
 
 
+# A library's warning or info line (warnings.warn, a logger's warning or info) whose subject is not the
+# stack still says only what the library does and goes on: a paste of it alone is a notice, not a
+# failure. Shipped as the library-notice reading (AD656), unless it tells of a symptom of its own.
+NOTICE_KINDS = {"warn", "log"}
+NOTICE_LEVELS = re.compile(r"^(?:WARNING|INFO|\w*Warning)$")
+NOTICE_MIN = 24  # literal characters: shorter warnings ("Unused kwargs: {}") are any program's words
+
+
+def notice_entries(sites, known, recipes, named):
+    """{(parts, "harmless"): entry} for the out-of-scope warning sites not already known, nor read by
+    a rule's signature as a cause (named(site): that rule; "CUDA extension not installed." is a
+    warning that says a kernel is missing)."""
+    symptom = re.compile("|".join("(?:%s)" % p for p in recipes.data["notices_only"]["symptom"]))
+    out = {}
+    for site in sites:
+        if site.get("scope") == "in" or site.get("kind") not in NOTICE_KINDS:
+            continue
+        if not NOTICE_LEVELS.match(site.get("exception") or "") or not site.get("parts"):
+            continue
+        text = literal(site)
+        if len(text.strip()) < NOTICE_MIN or symptom.search(text):
+            continue
+        parts = tuple(site["parts"])
+        if parts in known or (parts, "harmless") not in out and named(site) is not None:
+            continue
+        e = out.setdefault((parts, "harmless"), {"parts": list(parts), "family": "harmless", "rule": "AD656",
+                                                 "exception": site.get("exception"), "kind": site.get("kind"), "at": []})
+        if len(e["at"]) < 4:
+            e["at"].append("%s %s %s:%s" % (site["library"], site.get("version") or "", site.get("file"), site.get("line")))
+    return out
+
+
 def load(paths):
     for path in paths:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -655,6 +687,9 @@ def main(argv=None):
     for key in shared:
         del entries[key]
     print("%d messages dropped: another library's copy of a message torch raises out of scope" % len(shared))
+    notices = notice_entries(load(sorted(SITES.glob("*.jsonl.gz"))), {key[0] for key in entries}, recipes, named)
+    entries.update(notices)
+    print("%d warnings out of the stack's scope shipped as library notices (AD656)" % len(notices))
     if not args.no_write:
         rows = sorted(entries.values(), key=lambda e: (e["family"], e["parts"]))
         with gzip.GzipFile(args.out, "wb", mtime=0) as fh:

@@ -192,6 +192,10 @@ def test_a_signature_that_names_the_message_wins_over_the_catalogue():
     "WARNING: Using FP8 quantized models requires a GPU or XPU, we will default to dequantizing the model to bf16 "
     "since no GPU or XPU is available",
     "Casting fp32 inputs back to torch.bfloat16 for flash-attn compatibility.",
+    # a library's warning whose subject is not the stack at all: it says what it found and goes on
+    "Some weights of the model checkpoint at bert-large-uncased were not used when initializing BertModel: "
+    "['cls.predictions.bias', 'cls.seq_relationship.weight']\n- This IS expected if you are initializing BertModel "
+    "from the checkpoint of a model trained on another task or with another architecture.",
 ])
 def test_a_notice_of_a_library_is_labelled_harmless(text):
     report = explain(io.BytesIO(text.encode("utf-8") + b"\n"), RECIPES, kind="stdin")
