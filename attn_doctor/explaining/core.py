@@ -452,7 +452,7 @@ def _supersede(by_rule: dict[str, list[SignatureHits]], rules_by_id: dict[str, R
     `supersedes`, read with a priority at least as high) are taken from the rules it supersedes; a rule left with no line is not reported,
     one left with others is read again from those (its captures: the library they name)."""
     for rule_id in list(by_rule):
-        for other in rules_by_id[rule_id].supersedes:
+        for other in rules_by_id[rule_id].supersedes if rule_id in by_rule else ():  # gone: superseded on all its lines
             if other not in by_rule or other == rule_id:
                 continue
             taken: dict[int, int] = {}  # line -> the priority it was read with

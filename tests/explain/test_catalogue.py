@@ -196,6 +196,10 @@ def test_a_signature_that_names_the_message_wins_over_the_catalogue():
     "Some weights of the model checkpoint at bert-large-uncased were not used when initializing BertModel: "
     "['cls.predictions.bias', 'cls.seq_relationship.weight']\n- This IS expected if you are initializing BertModel "
     "from the checkpoint of a model trained on another task or with another architecture.",
+    # vLLM's own choices on a T4, one notice superseding two capability readings of the same line
+    "WARNING 05-26 00:48:46 [config.py:2972] Casting torch.bfloat16 to torch.float16.\n"
+    "WARNING 05-26 00:49:01 [arg_utils.py:1658] Compute Capability < 8.0 is not supported by the V1 Engine. "
+    "Falling back to V0.",
 ])
 def test_a_notice_of_a_library_is_labelled_harmless(text):
     report = explain(io.BytesIO(text.encode("utf-8") + b"\n"), RECIPES, kind="stdin")

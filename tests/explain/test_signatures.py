@@ -137,3 +137,24 @@ def test_anchor_derivation():
     assert anchors_of(r"(?P<k>Flash attention|Memory efficient) kernel not used because") == [" kernel not used because"]
     with pytest.raises(SignatureError):
         anchors_of(r"\d+\.\d+")
+
+
+def test_a_rule_superseded_on_every_line_before_its_turn_takes_nothing():
+    """A supersedes B, B supersedes C: A takes B's only line first, so B, gone, has nothing to take
+    from C (reading B's lines then raised KeyError: explain's internal error on a notice's text)."""
+    import re as _re
+    from types import SimpleNamespace
+
+    from attn_doctor.explaining.core import _supersede
+    from attn_doctor.explaining.scan import Evidence, SignatureHits
+
+    signature = SimpleNamespace(priority=0, regex=_re.compile("x"), guard=None)
+
+    def hits(*lines):
+        return [SignatureHits(signature, count=len(lines), evidence=[Evidence(n, "x") for n in lines])]
+
+    rules = {rid: SimpleNamespace(supersedes=sup, cause="c", severity="warning")
+             for rid, sup in (("A", ["B"]), ("B", ["C"]), ("C", []))}
+    by_rule = {"A": hits(1), "B": hits(1), "C": hits(1, 2)}
+    _supersede(by_rule, rules)
+    assert sorted(by_rule) == ["A", "C"] and [e.line for e in by_rule["C"][0].evidence] == [1, 2]
