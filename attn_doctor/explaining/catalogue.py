@@ -293,14 +293,19 @@ class Catalogue:
         return self._regex[key]
 
     def first(self, lines: Iterable[str], numbers: Iterable[int] = ()) -> Optional[Hit]:
-        """The best hit among the lines: a complete message before a cut one, the longer message
-        first, the last line of the text among equals (where the final error is)."""
+        """The best hit among the lines: a failure's message before a library's notice, a complete
+        message before a cut one, the longer message first, the last line of the text among equals
+        (where the final error is)."""
         best: Optional[Hit] = None
+
+        def rank(h: Hit) -> tuple:
+            return h.entry.family != "harmless", h.complete, h.covered
+
         for line, number in zip(lines, itertools.chain(numbers, itertools.repeat(0))):
             hit = self.match(line)
             if hit is not None and number:
                 hit = dataclasses.replace(hit, number=number)
-            if hit is not None and (best is None or (hit.complete, hit.covered) >= (best.complete, best.covered)):
+            if hit is not None and (best is None or rank(hit) >= rank(best)):
                 best = hit
         return best
 

@@ -208,6 +208,22 @@ def test_a_notice_of_a_library_is_labelled_harmless(text):
 
 
 # mtime=0: the bytes (and so the test's id) are the same in every pytest-xdist worker
+def test_a_failures_message_goes_before_a_library_notice_in_the_same_paste():
+    # auto-gptq's warning that its CUDA kernels were not built, beside safetensors' metadata notice
+    # (the longer message): the paste is not labelled harmless on the notice's strength
+    # (pasted as the command's argument: every line is read, not only those with an error's words)
+    text = ('D:\\llama2_local>python llama.py --model_name="TheBloke/Llama-2-7b-Chat-GPTQ"\n'
+            "CUDA extension not installed.\n"
+            "The safetensors archive passed at /home/u/.cache/gptq_model-4bit-128g.safetensors does not "
+            "contain metadata. Make sure to save your model with the `save_pretrained` method. Defaulting to "
+            "'pt' metadata.\n"
+            "skip module injection for FusedLlamaMLPForQuantizedModel not support integrate without triton yet.\n"
+            "Running on local URL:  http://127.0.0.1:7860\n")
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind="text")
+    m = next((x for x in report.matches if not x.harmless), None)
+    assert m is not None and m.rule == "AD354" and report.exit_code == 1, [(x.rule, x.harmless) for x in report.matches]
+
+
 @pytest.mark.parametrize("damage", [b"", b"not gzip at all", gzip.compress(b"{broken json\n", mtime=0),
                                     gzip.compress(b'{"parts": 3}\n', mtime=0)],
                          ids=["empty", "not gzip", "broken json", "a row without its fields"])
