@@ -613,11 +613,13 @@ def main(argv=None):
     # messages torch raises out of the stack's scope (a user's shapes): another library's copy of the
     # same words says no more of its cause than torch's does, and the text does not say which raised it
     torch_out, torch_in = set(), set()
+    out_of_scope = []  # the notices are chosen among these once the in-scope entries are known
     for site in load(sorted(SITES.glob("*.jsonl.gz"))):
         lib = site["library"] + ("-cpp" if site.get("source") == "cpp" else "")
         if site["library"] == "torch" and site.get("parts"):
             (torch_in if site.get("scope") == "in" else torch_out).add(tuple(site["parts"]))
         if site.get("scope") != "in":
+            out_of_scope.append(site)
             continue
         per_lib[lib]["in"] += 1
         if len(literal(site).strip()) < MIN_LITERAL:
@@ -687,7 +689,7 @@ def main(argv=None):
     for key in shared:
         del entries[key]
     print("%d messages dropped: another library's copy of a message torch raises out of scope" % len(shared))
-    notices = notice_entries(load(sorted(SITES.glob("*.jsonl.gz"))), {key[0] for key in entries}, recipes, named)
+    notices = notice_entries(out_of_scope, {key[0] for key in entries}, recipes, named)
     entries.update(notices)
     print("%d warnings out of the stack's scope shipped as library notices (AD656)" % len(notices))
     if not args.no_write:
