@@ -278,7 +278,8 @@ FAMILIES = [
     ("attention-library-missing", "AD353",
      _rx(r"not installed", r"pip install", r"no module named", r"is not available", r"please install",
          r"could not (?:find|import|load)", r"cannot (?:find|import|load)", r"failed to (?:import|load)",
-         r"unable to (?:import|load)", r"not found", r"missing\b", r"is required", r"requires the .* package",
+         r"unable to (?:import|load)", r"not found", r"missing\b", r"is required(?! for)", r"(?:package|library|module|flash[_-]?attn|xformers|triton|flashinfer|apex|bitsandbytes)[\w-]*`?\s+(?:is|are) required for",
+         r"[<>=]=? ?[\d.]+`?\s+(?:is|are) required for", r"required for [^.]{1,60}\. Install from\b", r"requires the .* package",
          r"install (?:it|\w+) (?:with|from|via)"),
      None, ("raise:ImportError", "raise:ModuleNotFoundError")),
     # a CUDA library or the runtime returned an error status
@@ -367,6 +368,9 @@ OUT_OF_STACK = [
     (None, _rx(r'^"?"? not implemented for \'\'$'),
      "a dispatch macro's refusal of a dtype (torch's, and the copies of it in apex and flash-attn), whichever it is: the dtype named decides the cause (a float mask given to a bitwise op, "
      "an integer tensor to a float op are the caller's); the low-precision ones (Half, BFloat16, Float8) are read by their own rules"),
+    (None, _rx(r"following scalar types: (?:Long|Int|Short|Byte|Char)(?:, (?:Long|Int|Short|Byte|Char))*;"),
+     "an index tensor (an embedding's indices, a bag's offsets) given in a floating dtype: integer dtypes only are named, so "
+     "the caller's data built the indices as floats (a .float() on token ids), not a precision the stack chose"),
     (None, _rx(r"^result type\s*\w*\s*can't be cast to the desired output type"),
      "type promotion into an output of a lower dtype category (a float result written into an integer or bool tensor: an "
      "in-place op on an integer tensor, an integer target given to a loss): the caller's dtypes; torch casts between "

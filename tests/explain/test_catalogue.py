@@ -103,6 +103,17 @@ def test_a_message_quoted_inside_a_sentence_of_prose_is_read_from_the_quote(quot
                   'in _wrapped_call_impl\n')[0] is None
 
 
+def test_a_string_in_a_notebooks_numbered_source_lines_is_code_not_a_quoted_message():
+    # IPython prints the lines around the one that ran: a message written there was not raised
+    frame = ('   3604     logger.warning(\n'
+             '   3605         "This model has some weights that should be kept in higher precision, you need to upgrade "\n'
+             '   3606         "`accelerate` to properly deal with them (`pip install --upgrade accelerate`)."\n'
+             '-> 3609     max_memory = get_balanced_memory(\n')
+    # as an argument (kind "text"), every line is read, not only those with an error's words
+    report = explain(io.BytesIO(frame.encode("utf-8")), RECIPES, kind="text")
+    assert [m.rule for m in report.matches if not m.harmless] == []
+
+
 def test_a_short_message_counts_only_as_the_whole_message_of_its_line():
     assert _first("RuntimeError: Unsupported dtype")[0].rule == "AD287"
     # the same words inside another sentence are not that message
