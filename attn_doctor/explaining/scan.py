@@ -39,6 +39,9 @@ _CALLED_EXTENSIONS = sorted((m for m in EXTENSION_DISTRIBUTIONS if not m.startsw
 FRAME_ANCHORS = ["site-packages", "dist-packages", 'File "', " in _flash_attn", *(f"{m}." for m in _CALLED_EXTENSIONS)]
 _CODE_PACKAGE = re.compile(r"\bin _(?P<fn>flash_attn)\w*\s*$|=\s*(?P<ext>%s)\.\w+\(" % "|".join(map(re.escape, _CALLED_EXTENSIONS)))
 PACKAGE_PATH = re.compile(r"(?:site|dist)-packages[/\\]+(?P<name>[A-Za-z_][\w.-]*?)(?:[/\\]|\.cpython|\.abi3|\.so\b|\.py\b|-[\d])")
+# a line IPython prints around the one that ran in a frame, unmarked (no "-->"), inside a function (its
+# code indented past the number): never run there, so a message written in it is none the text met
+_CODE_AROUND = re.compile(r"^\s*\d+ {3,}\S")
 FRAME_REACH = 40  # lines after a frame during which it still names the component of a message
 
 
@@ -276,7 +279,8 @@ class Scanner:
         result.candidate_wrapped = list(self._candidate_wrapped)
         if result.lines <= SHORT_PASTE:
             tried = set(self._candidate_numbers) | self._read_head
-            result.paste_lines = [(t, n) for n, t in enumerate(self._head_lines, 1) if t and n not in tried]
+            result.paste_lines = [(t, n) for n, t in enumerate(self._head_lines, 1) if t and n not in tried
+                                  and not _CODE_AROUND.match(self._head_raw[n - 1])]
             if result.bytes <= HEAD_BYTES:
                 # the whole text, each line whole: what it is made of can be said of all of it
                 result.whole_paste = [(t, n) for n, t in enumerate(self._head_raw, 1) if t.strip()]
@@ -421,7 +425,7 @@ class Scanner:
                 self._last_text = text
         if matched_any and lineno <= SHORT_PASTE:
             self._read_head.add(lineno)
-        if not matched_any and (self._keep_all or any(kind == "gen" for kind, _ in kinds)) and text:
+        if not matched_any and (self._keep_all or any(kind == "gen" for kind, _ in kinds)) and text and not _CODE_AROUND.match(display):
             if not self._candidates or self._candidates[-1] != text:
                 self._candidates.append(_shorten(text))
                 self._candidate_numbers.append(lineno)
@@ -482,11 +486,12 @@ def _wrapped_symbol(m: re.Match, buf, end: int) -> Optional[tuple[str, str]]:
 
 # A line that begins a message of its own, never the continuation of a wrapped one: an exception's
 # "XError:" line (or a warning's "FILE:LINE: XWarning:"), a traceback's header or frame, a logger's
-# level, a markdown fence. An exception's class is CamelCase (ncclUnhandledCudaError too): an
+# level, a markdown fence, a notebook's frame (IPython's "File PATH:LINE, in f()", its "---> LINE" code
+# line). An exception's class is CamelCase (ncclUnhandledCudaError too): an
 # all-lower-case fragment ending in "Exception:" is the rest of a word a terminal wrapped mid-word
 # ("... with a cu" / "dnnException:").
 _NEW_MESSAGE = re.compile(
-    r"(?:(?:\S+:\d+: )?(?:[\w.]*\.)?(?:[A-Z_]\w*|[a-z]+[A-Z]\w*)?(?:Error|Exception|Warning|Interrupt|Exit):|Traceback \(most recent|File \"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|```|~~~)"
+    r"(?:(?:\S+:\d+: )?(?:[\w.]*\.)?(?:[A-Z_]\w*|[a-z]+[A-Z]\w*)?(?:Error|Exception|Warning|Interrupt|Exit):|Traceback \(most recent|File \"|File [^\s\x22][^\n]*?:\d+, in |-+> ?\d+ |(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|```|~~~)"
 )
 
 CONTEXT_BYTES = 64 << 10
@@ -506,15 +511,19 @@ def _context_start(buf: bytes, region_end: int) -> int:
     return keep
 
 
-def _lines_after(buf, end: int, window: int = LINE_WINDOW):
+def _lines_after(buf, end: int, window: int = LINE_WINDOW, around: bool = False):
     """The lines after the one ending at `end`, normalised, blank ones included: (line, whole), where
-    a line with no end within `window` bytes is cut there and is not whole (unless the text ends)."""
+    a line with no end within `window` bytes is cut there and is not whole (unless the text ends).
+    around: a notebook's code line around the one that ran (as written, before normalising) ends them."""
     pos = end
     while pos < len(buf):
         pos += 1 if buf[pos:pos + 2] != b"\r\n" else 2
         nl = [e for e in (buf.find(b"\n", pos, pos + window), buf.find(b"\r", pos, pos + window)) if e != -1]
         stop = min(nl) if nl else min(len(buf), pos + window)
-        yield normalise(_decode(buf[pos:stop])), bool(nl) or stop == len(buf)
+        raw = _decode(buf[pos:stop])
+        if around and _CODE_AROUND.match(raw):
+            return
+        yield normalise(raw), bool(nl) or stop == len(buf)
         pos = stop
 
 
@@ -539,7 +548,7 @@ def _wrapped(buf, end: int, text: str) -> tuple[str, ...]:
     if len(text) < WRAP_MIN or len(text) > JOIN_MAX:
         return ()
     joined, out = text, []
-    for line, whole in _lines_after(buf, end, JOIN_MAX + 2):
+    for line, whole in _lines_after(buf, end, JOIN_MAX + 2, around=True):
         # a line longer than any wrapped part of a message, a blank one, a message of its own: the end
         if len(out) >= WRAP_LINES or not whole or not line.strip() or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
             break

@@ -114,7 +114,8 @@ FAMILIES = [
     ("no-cuda-platform", "AD259", _rx(r"no (?:visible )?CUDA devices", r"no supported gpu backend",
                                       r"CUDA driver initialization failed, you might not have a CUDA gpu",
                                       r"no (?:CUDA )?GPUs? (?:is |are )?(?:available|found|detected)",
-                                      r"torch\.cuda\.is_available\(\) should be True but is False"), None, None),
+                                      r"torch\.cuda\.is_available\(\) should be True but is False",
+                                      r"cannot find any (?:torch )?accelerator", r"\byou need a GPU\b"), None, None),
     ("framework-setting", "AD286", _rx(r"only has \S* ?GPUs", r"accelerator set to", r"choose one device type"), None, None),
     # an invariant of a compiler or a kernel template (inductor, dynamo, CUTLASS/CuTe): not the caller's
     ("library-internal", "AD283", None, None, ("assert", "raise:AssertionError"), None,

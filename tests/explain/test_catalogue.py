@@ -114,6 +114,21 @@ def test_a_string_in_a_notebooks_numbered_source_lines_is_code_not_a_quoted_mess
     assert [m.rule for m in report.matches if not m.harmless] == []
 
 
+@pytest.mark.parametrize("kind", ["text", "file"])
+def test_the_lines_a_notebook_prints_around_the_one_that_ran_are_not_messages(kind):
+    # IPython shows the raise next to the one that ran: only the marked line and the error ran
+    frame = ('File d:\\venv\\lib\\site-packages\\unsloth_zoo\\device_type.py:46, in get_device_type()\n'
+             '     52             return "xpu"\n'
+             '     53     # Check torch.accelerator\n'
+             '     54     raise NotImplementedError("Unsloth currently only works on NVIDIA, AMD and Intel GPUs.")\n'
+             '     98         f"Unsloth: Please install unsloth_zoo via `pip install unsloth_zoo` then retry!"\n'
+             '---> 46         raise NotImplementedError("The weather is fine today, said the kernel.")\n'
+             '\n'
+             'NotImplementedError: The weather is fine today, said the kernel.\n')
+    report = explain(io.BytesIO(frame.encode("utf-8")), RECIPES, kind=kind)
+    assert [m.rule for m in report.matches if not m.harmless] == []
+
+
 def test_a_short_message_counts_only_as_the_whole_message_of_its_line():
     assert _first("RuntimeError: Unsupported dtype")[0].rule == "AD287"
     # the same words inside another sentence are not that message
