@@ -25,7 +25,7 @@ _NAMES = {
     "accelerate": "accelerate", "peft": "peft", "deepspeed": "deepspeed", "vllm": "vllm",
 }
 _NAME_RE = "|".join(sorted((re.escape(n) for n in _NAMES), key=len, reverse=True))
-_VERSION = r"v?(?P<version>\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)*(?:\+[\w.]+)?)"
+_VERSION = r"v?(?P<version>\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)*(?:\+\w+(?:\.\w+)*)?)"
 
 # Literal substrings a line must contain to be worth reading for versions (case-sensitive).
 ANCHORS = [

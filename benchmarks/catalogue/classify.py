@@ -473,6 +473,9 @@ def _kind_keys(site):
 
 # Sites whose function says what they are, whatever their words: (file, function, kinds, family, rule).
 BY_FUNCTION = [
+    # torch's cuDNN attention (SDPA's cuDNN backend): its checks without a message are the cuDNN graph
+    # failing to build or run, whatever the condition says
+    (re.compile(r"^aten/src/ATen/native/cudnn/MHA\.cpp$"), re.compile(r"."), ("check",), "cudnn-sdpa", "AD255"),
     # DeepSpeed's op builders ask, at every import and in ds_report, whether each optional op could be
     # built here, and warn for those that could not (sparse_attn's torch range, an untested triton, an
     # older GPU): a notice; a job that uses such an op fails later with the op's own error
@@ -502,12 +505,25 @@ def classify(site, named=None):
         if len(only) > 1 and not only[1].search(site.get("file") or ""):
             continue
         if kinds is not None and keys & set(kinds):
-            return family, rule, "kind"
+            return _said_and_went_on(site, family, rule, "kind")
         if msg_rx is not None and msg_rx.search(msg):
-            return family, rule, "message"
+            return _said_and_went_on(site, family, rule, "message")
         if cond_rx is not None and cond and cond_rx.search(cond):
-            return family, rule, "condition"
+            return _said_and_went_on(site, family, rule, "condition")
     return "unclassified", None, ""
+
+
+# Families of a call refused (its arguments, an option the kernel has no path for, a framework's
+# setting, an internal check): a warning or info line of those words refused nothing, the library
+# said what it did instead ("output_attentions is set to False", "will have no effect", "using the
+# default") and went on: a notice.
+REFUSALS = {"AD282", "AD283", "AD284", "AD286"}
+
+
+def _said_and_went_on(site, family, rule, how):
+    if rule in REFUSALS and site.get("kind") in NOTICE_KINDS and NOTICE_LEVELS.match(site.get("exception") or ""):
+        return "harmless", "AD656", how
+    return family, rule, how
 
 
 # the shortest line of a message of several lines that is known on its own
@@ -566,6 +582,33 @@ def notice_entries(sites, known, recipes, named):
                                                  "exception": site.get("exception"), "kind": site.get("kind"), "at": []})
         if len(e["at"]) < 4:
             e["at"].append("%s %s %s:%s" % (site["library"], site.get("version") or "", site.get("file"), site.get("line")))
+    return out
+
+
+# TORCH_CHECK(cond) with no message prints "Expected <cond> to be true, but got false." (the condition as
+# written: the macro stringises it), then its "(Could this error message be improved? ...)" advice.
+UNWORDED_CALLS = {"TORCH_CHECK", "STD_TORCH_CHECK"}
+UNWORDED = "Expected %s to be true, but got false."
+
+
+def unworded_entries(sites, known):
+    """{(parts, family): entry} for C++ checks without a message in a place the stack's scope covers
+    (their location: an attention kernel's file or function), each known by the words torch prints,
+    with the family its condition and place give; a condition no family reads is left out."""
+    out = {}
+    for site in sites:
+        if site.get("source") != "cpp" or site.get("parts") or site.get("call") not in UNWORDED_CALLS:
+            continue
+        cond = " ".join((site.get("condition") or "").split())
+        if site.get("location_scope") != "in" or len(cond) < MIN_LITERAL:
+            continue
+        parts = [UNWORDED % cond]
+        family, rule, _ = classify({**site, "parts": parts})
+        if rule is None or (tuple(parts), family) in out or tuple(parts) in known:
+            continue
+        out[(tuple(parts), family)] = {"parts": parts, "family": family, "rule": rule, "exception": "RuntimeError",
+                                       "kind": "check", "at": ["%s %s %s:%s" % (site["library"], site.get("version") or "",
+                                                                              site.get("file"), site.get("line"))]}
     return out
 
 
@@ -690,6 +733,9 @@ def main(argv=None):
         for site, how in rnd.sample(by_family["unclassified"], min(args.unclassified, len(by_family["unclassified"]))):
             print("  %s %s %s %s | %s | %s" % (site["library"], site.get("file"), site.get("kind"), site.get("exception"),
                                             literal(site)[:140].replace("\n", " "), (site.get("condition") or "")[:60]))
+    unworded = unworded_entries(out_of_scope, {key[0] for key in entries})
+    entries.update(unworded)
+    print("%d checks without a message shipped with the words TORCH_CHECK prints for them" % len(unworded))
     shared = [key for key in entries if key[0] in torch_out and key[0] not in torch_in]
     for key in shared:
         del entries[key]

@@ -78,6 +78,13 @@ def test_versions_in_pip_freeze_collect_env_and_banners():
     assert v["gpus"] == "NVIDIA A100-SXM4-80GB (sm80)"
 
 
+def test_a_version_at_the_end_of_a_sentence_keeps_its_period_out():
+    # Unsloth's banner: "Torch: 2.11.0+cu128. CUDA: 7.5."
+    v = _report(b"O^O/ \\_/ \\    Torch: 2.11.0+cu128. CUDA: 7.5. CUDA Toolkit: 12.8. Triton: 3.6.0\n").versions
+    assert v["torch"] == "2.11.0+cu128" and v["torch_cuda"] == "12.8"
+    assert _report(b"torch 2.3.1+cu121.post2\n").versions["torch"] == "2.3.1+cu121.post2"
+
+
 @pytest.mark.parametrize("force_regex", [False, True])
 @pytest.mark.parametrize("text, gpu", [
     (b"RuntimeError: FlashAttention only supports Ampere GPUs or newer. (on my GTX2080 Ti)\n", "GTX2080 Ti (sm75)"),
