@@ -143,10 +143,16 @@ def test_stop_ends_the_precompile_and_its_workers_and_it_never_holds_the_probes_
         os.read(read_fd, 1)  # end of file at once: no fork holds the pipe
         eof_s = time.monotonic() - start
         time.sleep(0.3)
-        children = [p for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{{p}}/stat").read().split(") ")[1].split()[1] == str(pid)]
+        def stat(p):  # (state, parent) of a process, None once it is gone (any process may end meanwhile)
+            try:
+                with open(f"/proc/{{p}}/stat") as fh:
+                    return fh.read().split(") ")[1].split()[:2]
+            except (FileNotFoundError, ProcessLookupError):
+                return None
+        children = [p for p in os.listdir("/proc") if p.isdigit() and (stat(p) or [None, None])[1] == str(pid)]
         lb.stop(pid)
         time.sleep(0.5)
-        left = [p for p in children if os.path.exists(f"/proc/{{p}}") and open(f"/proc/{{p}}/stat").read().split(") ")[1].split()[0] != "Z"]
+        left = [p for p in children if (stat(p) or ["Z"])[0] != "Z"]
         print(json.dumps([eof_s, len(children), left]))
     """, site))
     assert out[0] < 1.0 and out[1] == 2 and out[2] == []  # both workers were running, and none is left
