@@ -67,9 +67,6 @@ _QUOTE_MARKS = re.compile('["\u201c\u300c]')
 _IN_PROSE = re.compile('"([^"\n]{%d,%d})"|\u201c([^\u201d\n]{%d,%d})\u201d|\u300c([^\u300d\n]{%d,%d})\u300d'
                        % ((CUT_MIN, MAX_LINE) * 3))
 IN_PROSE_MAX = 3  # quoted runs tried in one line
-# a numbered source line of a notebook's traceback (IPython prints the lines around the one that ran,
-# "-->" marking it): a string there is code, often a message the code did not reach
-_CODE_CONTEXT = re.compile(r"^\s*(?:-*>\s*)?\d+ +\S")
 # the source line Python prints under a warning, which follows the warning's own message line
 _WARN_ECHO = re.compile(r"^\s*warnings\.warn(?:_explicit)?\(")
 # Where a message starts in a normalised line: the line's start, after punctuation ("Error: ",
@@ -189,7 +186,7 @@ class Catalogue:
             return None
         raised = _raised(line[:MAX_LINE])
         best = self._best(_norm(raised if raised is not None else line[:MAX_LINE]), line, raised)
-        if best is None and raised is None and _QUOTE_MARKS.search(line) and not _CODE_CONTEXT.match(line):
+        if best is None and raised is None and _QUOTE_MARKS.search(line):
             for m in itertools.islice(_IN_PROSE.finditer(line[:MAX_LINE]), IN_PROSE_MAX):
                 best = self._best(_norm(next(g for g in m.groups() if g is not None)), line, None)
                 if best is not None:
