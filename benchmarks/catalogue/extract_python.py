@@ -1089,6 +1089,19 @@ def _lists_epilog() -> str:
     return "\n".join(lines)
 
 
+def notices_only(records: List[dict], why: str) -> List[dict]:
+    """The sites of a library's modules outside the ones read whole, kept for their warnings and info
+    lines only: all marked out of scope, an in-scope raise (a model's own refusal) dropped."""
+    kept = []
+    for r in records:
+        if r["scope"] == "in":
+            if r["kind"] not in ("warn", "log"):
+                continue
+            r = dict(r, scope="out", scope_why="%s; by its words: %s" % (why, r["scope_why"]))
+        kept.append(r)
+    return kept
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, epilog=_lists_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1099,10 +1112,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--exclude", nargs="+", action="extend", default=[], help="globs under --root to leave out")
     ap.add_argument("--out", required=True, help="JSON-lines output file")
     ap.add_argument("--stats", help="also write the run's statistics as JSON here")
+    ap.add_argument("--notices-only", metavar="WHY",
+                    help="read the files for their notices only: every site is marked out of scope with this reason "
+                         "(and the words that would have put it in), and the raises those words put in are dropped")
     a = ap.parse_args(argv)
 
     files = iter_files(a.root, a.prefix, a.exclude)
     records, stats = extract(a.root, files, a.library, a.version)
+    if a.notices_only:
+        records = notices_only(records, a.notices_only)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w", encoding="utf-8", newline="\n") as fh:
         for r in records:

@@ -64,6 +64,32 @@ def test_a_message_joined_from_a_list_of_lines_is_one_site_per_line(tmp_path):
     assert len(other) == 1 and other[0]["unreadable"]
 
 
+def test_modules_read_for_their_notices_only_keep_no_cause(tmp_path):
+    # a model's own modules: a refusal in the stack's words, a warning in them, a raise outside them
+    pkg = tmp_path / "src" / "lib" / "models"
+    pkg.mkdir(parents=True)
+    (pkg / "modeling.py").write_text(textwrap.dedent('''
+        import logging
+        logger = logging.getLogger(__name__)
+
+        def forward(x, dtype):
+            if dtype != "fp16":
+                raise ValueError("FlashAttention only supports fp16 and bf16 dtypes in this model")
+            logger.warning("sdpa attention does not support output_attentions, falling back to eager attention")
+            if x is None:
+                raise ValueError("The input of this pipeline step is empty, give it a list of strings")
+    '''))
+    out = tmp_path / "sites.jsonl"
+    subprocess.run([sys.executable, str(EXTRACT), "--library", "lib", "--version", "1", "--root", str(tmp_path / "src"),
+                    "--notices-only", "read for its notices only", "--out", str(out)],
+                   check=True, capture_output=True, text=True, timeout=120)
+    sites = {s["text"]: s for s in map(json.loads, out.read_text().splitlines())}
+    assert not any(t.startswith("FlashAttention only supports") for t in sites)  # the in-scope raise is dropped
+    warning = sites["sdpa attention does not support output_attentions, falling back to eager attention"]
+    assert warning["scope"] == "out" and warning["scope_why"].startswith("read for its notices only; by its words: ")
+    assert sites["The input of this pipeline step is empty, give it a list of strings"]["scope"] == "out"
+
+
 RECIPES = load_recipes()
 
 
