@@ -350,6 +350,13 @@ def _dtype_named(text: str) -> str:
     return _TENSOR_TYPE.get(t, t)
 
 
+def _tensor_device(text: str) -> Optional[str]:
+    """The device a legacy tensor type's name says (torch.cuda.HalfTensor: cuda, torch.FloatTensor:
+    cpu); None for a name that says no device (c10::Half, torch.float16)."""
+    m = re.fullmatch(r"(?:torch\.)?(?:(cuda|mps|xpu)\.)?[A-Z]\w*Tensor", text.strip())
+    return (m.group(1) or "cpu") if m else None
+
+
 def is_half(text: str) -> bool:
     """Whether a type's name, however spelt, is a half-precision (or 8-bit float) dtype."""
     named = _dtype_named(text)
@@ -366,6 +373,9 @@ def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional
     a, b = _dtype_named(values[0]), _dtype_named(values[1])
     if a == b:
         return None
+    devices = {_tensor_device(values[0]), _tensor_device(values[1])}
+    if None not in devices and len(devices) == 2:
+        return None  # torch.FloatTensor beside torch.cuda.HalfTensor: the input is on another device first
     if {a, b} & {"uint8", "int8"}:
         return None  # a packed (quantized) weight reaching a float op: not a precision mismatch
     return {}

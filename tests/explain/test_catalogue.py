@@ -162,6 +162,9 @@ def test_a_message_shorter_than_a_sentence_is_read_only_where_a_message_starts(l
     "Assertion `srcIndex < srcSelectDimSize` failed.",
     # two types of one dtype on two devices; a packed 8-bit weight: no precision mismatch
     "RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.HalfTensor) should be the same",
+    # the input on the CPU, the half weight on the GPU: the device differs first
+    "RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.HalfTensor) should be the same "
+    "or input should be a MKLDNN tensor and weight is a dense tensor",
     "RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Byte",
     # float against double: the user's data (numpy's float64), not the stack's precision
     "RuntimeError: expected scalar type Float but found Double",
@@ -285,3 +288,9 @@ def test_lookup_is_fast_enough_for_every_candidate_line():
     started = time.perf_counter()
     assert catalogue.first(lines) is None
     assert time.perf_counter() - started < 0.5
+
+
+def test_a_half_weight_beside_a_float_input_on_one_device_is_a_precision_mismatch():
+    m, _ = _first("RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.cuda.HalfTensor) "
+                  "should be the same")
+    assert m is not None and m.rule == "AD651"
