@@ -32,7 +32,10 @@ What is a site
            `logging` or a name looking like a logger (log, logger, _logger,
            LOGGER, self.logger, ...); plus `self.warning(...)` /
            `self.warning_once(...)` (e.g. DeepSpeed's OpBuilder.warning),
-           and DeepSpeed's `log_dist(msg, ranks, level=...)`.  (`print`
+           DeepSpeed's `log_dist(msg, ranks, level=...)`, and the notice
+           helpers called by bare name in NOTICE_FUNCTIONS (Lightning's
+           `rank_zero_warn/info/deprecation`, torch's `warn_once(msg)`,
+           `warning_once(logger, msg)`).  (`print`
            is not a site.)
            (exception = the level: INFO / WARNING / ERROR / CRITICAL)
   check    `torch._check*(cond, msg_or_lambda)`, `torch._check_with(Exc,
@@ -281,6 +284,13 @@ LOG_METHODS = {
 }
 LOGGER_RECEIVER = re.compile(r"(^|[._])(_*log|_*logger|logging|_*LOG|_*LOGGER|log_|logger_)$|logger", re.I)
 SELF_LOG_METHODS = {"warning", "warning_once"}
+# Functions called by bare name that print a notice: (level, index of the message argument).
+# Lightning's rank-zero helpers; torch's warn_once(msg) and warning_once(logger, msg).
+NOTICE_FUNCTIONS = {
+    "rank_zero_warn": ("WARNING", 0), "rank_zero_info": ("INFO", 0),
+    "rank_zero_deprecation": ("WARNING", 0), "warn_once": ("WARNING", 0),
+    "_warn_once": ("WARNING", 0), "warning_once": ("WARNING", 1),
+}
 
 CHECK_EXCEPTIONS = {
     "_check": "RuntimeError",
@@ -857,6 +867,10 @@ class SiteVisitor(ast.NodeVisitor):
             msg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("msg", "message")), None)
             extra = [a for a in node.args[1:] if not isinstance(a, ast.Starred)]
             self._add(node, "log", callee, LOG_METHODS[name], msg, printf_args=extra or None)
+        elif recv is None and name in NOTICE_FUNCTIONS and len(node.args) > NOTICE_FUNCTIONS[name][1]:
+            level, i = NOTICE_FUNCTIONS[name]
+            self._add(node, "log", callee, level, node.args[i],
+                      printf_args=[a for a in node.args[i + 1:] if not isinstance(a, ast.Starred)] or None)
         elif recv is None and name == "log_dist" and node.args:
             # DeepSpeed's log_dist(message, ranks=None, level=logging.INFO)
             level = "INFO"

@@ -90,6 +90,34 @@ def test_modules_read_for_their_notices_only_keep_no_cause(tmp_path):
     assert sites["The input of this pipeline step is empty, give it a list of strings"]["scope"] == "out"
 
 
+def test_notices_printed_through_helpers_called_by_bare_name_are_sites(tmp_path):
+    # Lightning's rank-zero helpers and torch's warn_once / warning_once(logger, msg)
+    pkg = tmp_path / "src" / "lib"
+    pkg.mkdir(parents=True)
+    (pkg / "trainer.py").write_text(textwrap.dedent('''
+        from lightning_utilities import rank_zero_info, rank_zero_warn
+        from torch._logging import warning_once
+        from torch._utils import warn_once
+
+        def setup(name, used, log):
+            rank_zero_info(f"GPU available: {used}, used: {used}")
+            rank_zero_warn(f"The {name!r} does not have many workers which may be a bottleneck.")
+            warn_once("return_lse is deprecated, use return_aux")
+            warning_once(log, "Profiler function %s will be ignored", name)
+            print("Not a site: printed, not a notice")
+    '''))
+    out = tmp_path / "sites.jsonl"
+    subprocess.run([sys.executable, str(EXTRACT), "--library", "lib", "--version", "1", "--root", str(tmp_path / "src"),
+                    "--out", str(out)], check=True, capture_output=True, text=True, timeout=120)
+    sites = {s["text"]: (s["kind"], s["exception"]) for s in map(json.loads, out.read_text().splitlines())}
+    assert sites == {
+        "GPU available: {}, used: {}": ("log", "INFO"),
+        "The {} does not have many workers which may be a bottleneck.": ("log", "WARNING"),
+        "return_lse is deprecated, use return_aux": ("log", "WARNING"),
+        "Profiler function {} will be ignored": ("log", "WARNING"),
+    }
+
+
 RECIPES = load_recipes()
 
 
