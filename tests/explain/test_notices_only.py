@@ -170,3 +170,16 @@ def test_a_compiler_check_warning_is_a_cause_only_where_the_build_then_fails(rec
     assert all(m.harmless for m in _explain(recipes, built).matches)
     failed = warned + "building 'model._C' extension\nerror: Microsoft Visual C++ 14.0 or greater is required.\n"
     assert "AD315" in [m.rule for m in _explain(recipes, failed).matches if not m.harmless]
+
+
+# NCCL's own lines (NCCL_DEBUG=INFO: "host:pid:tid [device] NCCL INFO ..."), recorded from a real H200 node:
+# its INFO lines, and a WARN that names no failure, are notices; a WARN that failed is not one
+def test_nccls_info_lines_and_a_warning_without_a_failure_are_notices(recipes):
+    info = ("msm-h200-2:4009:4009 [0] NCCL INFO cudaDriverVersion 12040\n"
+            "msm-h200-2:4009:4009 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: "
+            "No such file or directory No plugin found (libnccl-net.so), using internal implementation\n"
+            "msm-h200-2:4009:4557 [0] NCCL INFO Using network IB\n")
+    assert [m.rule for m in _explain(recipes, info).matches] == ["AD673"]
+    assert [m.rule for m in _explain(recipes, "nid001:12:12 [1] misc/ibvwrap.cc:173 NCCL WARN lib wrapper not initialized.\n").matches] == ["AD673"]
+    failed = info + "msm-h200-2:4009:4557 [0] NCCL WARN Call to connect returned Connection refused, retrying\n"
+    assert "AD673" not in [m.rule for m in _explain(recipes, failed).matches]
