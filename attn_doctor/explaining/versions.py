@@ -104,7 +104,11 @@ _GPU_NAMED = re.compile(
     r"))(?![A-Za-z0-9_+])"  # "A100+": a requirement, not a GPU here
 )
 # What a message requires is no GPU of the user's: "bf16 is only supported on A100 GPUs".
-_REQUIRED = re.compile(r"(?i)(?:support(?:s|ed)?|requires?|needs?|only|at least|minimum|or newer than)\W+(?:\w+\W+){0,2}$")
+# GPUs named as what a requirement asks for ("only supports A100", "needs Ada/Hopper GPUs (L40S/H100",
+# "e.g. an H100"): examples of the floor, not the GPU the text ran on
+_REQUIRED = re.compile(r"(?i)(?:(?:support(?:s|ed)?|requires?|needs?|only|at least|minimum|or newer than)\W+(?:\w+\W+){0,2}"
+                       r"|GPUs?\s*\((?:[\w -]+(?:[/,]|\bor\b|\band\b)\s*){0,4}"
+                       r"|(?:e\.g\.|such as|for example)\W+(?:an? )?(?:[\w-]+\s*(?:[/,]|\bor\b|\band\b)\s*(?:an? )?){0,4})$")
 _FLOOR_AFTER = re.compile(r"(?i)\+|\s*(?:or|and) (?:higher|newer|above|later|greater)|\s*(?:is |are )?(?:required|needed)")
 
 

@@ -112,6 +112,8 @@ def test_a_blackwell_gpu_named_in_the_text_rules_out_the_old_gpu_cause():
 @pytest.mark.parametrize("line", [
     b"bf16 is only supported on A100+ GPUs",  # xformers: a requirement, not the user's GPU
     b"FP8 requires H100 GPUs",
+    b"the FP8 path needs Ada/Hopper GPUs (L40S/H100, GH200)",  # examples of the floor, in a list
+    b"run it on a newer GPU, e.g. an H100 or B200",
     b"loading /models/A100-tuned/config.json",
     b"step 5 0x7A100f loss 2.3 (KT4 L4a)",
 ])
