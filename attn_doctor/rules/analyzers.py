@@ -345,7 +345,8 @@ def _dtype_named(text: str) -> str:
     """The dtype a type's name says, whatever the spelling: torch.cuda.HalfTensor, c10::Half,
     struct c10::BFloat16, float, torch.float16."""
     t = re.sub(r"^(?:struct |class )", "", text.strip().lower())
-    t = re.sub(r"^(?:torch\.)?(?:cuda\.)?(?:mps\.)?|^c10::|^at::", "", t)
+    t = re.sub(r"^(?:torch\.)?(?:cuda\.|mps\.|xpu\.)?|^c10::|^at::", "", t)
+    t = re.sub(r"^(?:cpu|cuda|mps|xpu)(\w+)type$", r"\1", t)  # torch's MPSFloatType, CUDABFloat16Type
     t = re.sub(r"tensor$", "", t)
     return _TENSOR_TYPE.get(t, t)
 
@@ -353,8 +354,8 @@ def _dtype_named(text: str) -> str:
 def _tensor_device(text: str) -> Optional[str]:
     """The device a legacy tensor type's name says (torch.cuda.HalfTensor: cuda, torch.FloatTensor:
     cpu); None for a name that says no device (c10::Half, torch.float16)."""
-    m = re.fullmatch(r"(?:torch\.)?(?:(cuda|mps|xpu)\.)?[A-Z]\w*Tensor", text.strip())
-    return (m.group(1) or "cpu") if m else None
+    m = re.fullmatch(r"(?:torch\.)?(?:(cuda|mps|xpu)\.)?[A-Z]\w*Tensor|(CPU|CUDA|MPS|XPU)[A-Z]\w*Type", text.strip())
+    return ((m.group(1) or m.group(2) or "cpu").lower()) if m else None
 
 
 def is_half(text: str) -> bool:
@@ -533,10 +534,17 @@ def a_failure_follows(groups: dict, before: list[str], after: list[str]) -> Opti
     return {} if any(_FAILURE_AFTER.search(line) for line in after if "warnings.warn(" not in line) else None
 
 
+def bf16_refusal_ends_here(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """transformers' bf16 refusal whose Ampere sentence a wrapped paste put on the next line is not the
+    message that ends without it (which only a machine without CUDA prints)."""
+    following = next((line.strip() for line in after if line.strip()), "")
+    return None if re.match(r"(?i)you need (?:ampere|torch>=)", following) else {}
+
+
 # guards that read only the words (whether the lines around say something failed; whether torch's own
 # kernel table has the named op for the CPU alone), not the facts a rule's family judges: their
 # rules' known cases are still offered on words alone (explaining/core.py)
-WORDS_GUARDS = frozenset({"a_failure_follows", "op_is_torch_cpu_kernel"})
+WORDS_GUARDS = frozenset({"a_failure_follows", "op_is_torch_cpu_kernel", "bf16_refusal_ends_here"})
 
 
 def fact_judged(rules) -> frozenset:
@@ -569,6 +577,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "not_a_pickle": not_a_pickle,
     "after_no_other_cuda_failure": after_no_other_cuda_failure,
     "a_failure_follows": a_failure_follows,
+    "bf16_refusal_ends_here": bf16_refusal_ends_here,
     "torch_api_added": torch_api_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     "op_is_torch_cpu_kernel": op_is_torch_cpu_kernel,

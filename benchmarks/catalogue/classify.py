@@ -479,7 +479,8 @@ BY_FUNCTION = [
     # DeepSpeed's op builders ask, at every import and in ds_report, whether each optional op could be
     # built here, and warn for those that could not (sparse_attn's torch range, an untested triton, an
     # older GPU): a notice; a job that uses such an op fails later with the op's own error
-    # (and its helpers: the libaio package probe, the filter of the architecture list)
+    # (and its helpers: the libaio package probe it calls, and the architecture-list filter the build
+    # step calls, which warns of the architectures it leaves out)
     (re.compile(r"^op_builder/"), re.compile(r"\.(?:is_compatible|check_for_\w+|filter_ccs)$"), ("log:WARNING", "warn"), "harmless", "AD664"),
 ]
 

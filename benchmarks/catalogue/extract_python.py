@@ -35,7 +35,8 @@ What is a site
            DeepSpeed's `log_dist(msg, ranks, level=...)`, and the notice
            helpers called by bare name in NOTICE_FUNCTIONS (Lightning's
            `rank_zero_warn/info/deprecation`, torch's `warn_once(msg)`,
-           `warning_once(logger, msg)`).  (`print`
+           `_warn_once(id, message)`, `warning_once(logger, msg)`; a
+           helper that warns through `warnings` is a `warn` site).  (`print`
            is not a site.)
            (exception = the level: INFO / WARNING / ERROR / CRITICAL)
   check    `torch._check*(cond, msg_or_lambda)`, `torch._check_with(Exc,
@@ -287,9 +288,13 @@ SELF_LOG_METHODS = {"warning", "warning_once"}
 # Functions called by bare name that print a notice: (level, index of the message argument).
 # Lightning's rank-zero helpers; torch's warn_once(msg) and warning_once(logger, msg).
 NOTICE_FUNCTIONS = {
-    "rank_zero_warn": ("WARNING", 0), "rank_zero_info": ("INFO", 0),
-    "rank_zero_deprecation": ("WARNING", 0), "warn_once": ("WARNING", 0),
-    "_warn_once": ("WARNING", 0), "warning_once": ("WARNING", 1),
+    # name: (kind, exception, index of the message argument, its keyword)
+    "rank_zero_warn": ("warn", "UserWarning", 0, "message"),
+    "rank_zero_deprecation": ("warn", "LightningDeprecationWarning", 0, "message"),
+    "rank_zero_info": ("log", "INFO", 0, "msg"),
+    "warn_once": ("warn", "UserWarning", 0, "msg"),
+    "_warn_once": ("warn", "UserWarning", 1, "message"),  # torch's FlexAttention: _warn_once(warning_id, message, category)
+    "warning_once": ("log", "WARNING", 1, "msg"),  # torch._logging: warning_once(logger, msg, *args)
 }
 
 CHECK_EXCEPTIONS = {
@@ -574,7 +579,7 @@ class Resolver:
             entries = [e for e in self._assigns_for_scope(func).get(name, []) if e[0] < line]
             if entries:
                 where = "local" if idx == len(chain) - 1 else "enclosing-function"
-                return self._from_entries(name, entries, chain[:idx + 1], where, depth)
+                return self._from_entries(name, entries, chain[:idx + 1], where, depth, line)
             default = _param_default(func, name)
             if default is not None:
                 if default is _NO_DEFAULT:
@@ -587,11 +592,11 @@ class Resolver:
                 return [Ph(name)]
         entries = [e for e in self._module_assigns.get(name, []) if e[0] < line or chain]
         if entries:
-            return self._from_entries(name, entries, (), "module", depth)
+            return self._from_entries(name, entries, (), "module", depth, line)
         return [Ph(name)]
 
-    def _from_entries(self, name, entries, chain, where, depth) -> List[Seg]:
-        # nearest plain assignment above, then any `+=` after it
+    def _from_entries(self, name, entries, chain, where, depth, line) -> List[Seg]:
+        # nearest plain assignment above, then any `+=` after it that runs on every path to the site
         base_i = None
         for i in range(len(entries) - 1, -1, -1):
             if entries[i][1] == "=":
@@ -600,10 +605,16 @@ class Resolver:
         if base_i is None:
             return [Ph(name)]
         aline, _, value = entries[base_i]
-        segs = self.segments(value, chain, aline, depth + 1)
+        base = self.segments(value, chain, aline, depth + 1)
+        segs = base
         for eline, kind, evalue in entries[base_i + 1:]:
-            if kind == "+=":
+            if kind == "+=" and (where != "local" or _always_before(evalue, line)):
                 segs = _merge(segs + self.segments(evalue, chain, eline, depth + 1))
+        if not _has_text(segs):  # only its branches have words (msg = "" then msg += ... in an if): read them all
+            segs = base
+            for eline, kind, evalue in entries[base_i + 1:]:
+                if kind == "+=":
+                    segs = _merge(segs + self.segments(evalue, chain, eline, depth + 1))
         if _has_text(segs):
             if self.via is None:
                 self.via = "%s variable %s (line %d)" % (where, name, aline)
@@ -634,9 +645,42 @@ def _param_default(func: ast.AST, name: str):
     return None
 
 
+_BRANCHING = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
+def _mark_branches(scope: ast.AST) -> None:
+    """Give each `+=`'s value the line spans of the branches it sits in (`_branches`): a `+=` in a
+    branch that does not hold the site (`if cuda: msg += " You need Ampere+ GPU"` above the raise)
+    may not have run, so it is not part of the message the site always prints."""
+    todo = [(child, ()) for child in ast.iter_child_nodes(scope)]
+    while todo:
+        n, spans = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.AugAssign):
+            n.value._branches = spans
+        if isinstance(n, _BRANCHING):
+            for field in ("body", "orelse", "handlers", "finalbody"):
+                block = getattr(n, field, None) or []
+                if block:
+                    span = (block[0].lineno, getattr(block[-1], "end_lineno", block[-1].lineno))
+                    todo.extend((child, spans + (span,)) for child in block)
+            todo.extend((child, spans) for child in ast.iter_child_nodes(n)
+                        if not any(child in (getattr(n, f, None) or []) for f in ("body", "orelse", "handlers", "finalbody")))
+        else:
+            todo.extend((child, spans) for child in ast.iter_child_nodes(n))
+
+
+def _always_before(value: ast.AST, line: int) -> bool:
+    """Whether a `+=` whose value this is ran on every path to `line` (no branch of its own that
+    `line` is outside)."""
+    return all(start <= line <= end for start, end in getattr(value, "_branches", ()))
+
+
 def _collect_assigns(body_owner: ast.AST) -> Dict[str, List[Tuple[int, str, ast.AST]]]:
     """Name -> [(line, '=' | '+=', value)] in a function/module body, not
     descending into nested defs, classes or lambdas."""
+    _mark_branches(body_owner)
     table: Dict[str, List[Tuple[int, str, ast.AST]]] = {}
     for child in _walk_own(body_owner):
         if isinstance(child, ast.Assign):
@@ -867,10 +911,12 @@ class SiteVisitor(ast.NodeVisitor):
             msg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("msg", "message")), None)
             extra = [a for a in node.args[1:] if not isinstance(a, ast.Starred)]
             self._add(node, "log", callee, LOG_METHODS[name], msg, printf_args=extra or None)
-        elif recv is None and name in NOTICE_FUNCTIONS and len(node.args) > NOTICE_FUNCTIONS[name][1]:
-            level, i = NOTICE_FUNCTIONS[name]
-            self._add(node, "log", callee, level, node.args[i],
-                      printf_args=[a for a in node.args[i + 1:] if not isinstance(a, ast.Starred)] or None)
+        elif recv is None and name in NOTICE_FUNCTIONS:
+            kind, exception, i, keyword = NOTICE_FUNCTIONS[name]
+            msg = node.args[i] if len(node.args) > i else next((k.value for k in node.keywords if k.arg == keyword), None)
+            if msg is not None:
+                rest = [a for a in node.args[i + 1:] if not isinstance(a, ast.Starred)] if kind == "log" else []
+                self._add(node, kind, callee, exception, msg, printf_args=rest or None)
         elif recv is None and name == "log_dist" and node.args:
             # DeepSpeed's log_dist(message, ranks=None, level=logging.INFO)
             level = "INFO"

@@ -165,6 +165,8 @@ def test_a_message_shorter_than_a_sentence_is_read_only_where_a_message_starts(l
     # the input on the CPU, the half weight on the GPU: the device differs first
     "RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.HalfTensor) should be the same "
     "or input should be a MKLDNN tensor and weight is a dense tensor",
+    # torch's own spelling where no legacy name exists: float32 on MPS beside float32 on the CPU
+    "RuntimeError: Input type (MPSFloatType) and weight type (torch.FloatTensor) should be the same",
     "RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Byte",
     # float against double: the user's data (numpy's float64), not the stack's precision
     "RuntimeError: expected scalar type Float but found Double",
@@ -293,4 +295,6 @@ def test_lookup_is_fast_enough_for_every_candidate_line():
 def test_a_half_weight_beside_a_float_input_on_one_device_is_a_precision_mismatch():
     m, _ = _first("RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.cuda.HalfTensor) "
                   "should be the same")
+    assert m is not None and m.rule == "AD651"
+    m, _ = _first("RuntimeError: Input type (CUDABFloat16Type) and weight type (torch.cuda.FloatTensor) should be the same")
     assert m is not None and m.rule == "AD651"

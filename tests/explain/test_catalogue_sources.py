@@ -91,7 +91,8 @@ def test_modules_read_for_their_notices_only_keep_no_cause(tmp_path):
 
 
 def test_notices_printed_through_helpers_called_by_bare_name_are_sites(tmp_path):
-    # Lightning's rank-zero helpers and torch's warn_once / warning_once(logger, msg)
+    # Lightning's rank-zero helpers; torch's warn_once(msg), FlexAttention's _warn_once(warning_id, message)
+    # (by position and by keyword) and torch._logging's warning_once(logger, msg, *args)
     pkg = tmp_path / "src" / "lib"
     pkg.mkdir(parents=True)
     (pkg / "trainer.py").write_text(textwrap.dedent('''
@@ -102,7 +103,9 @@ def test_notices_printed_through_helpers_called_by_bare_name_are_sites(tmp_path)
         def setup(name, used, log):
             rank_zero_info(f"GPU available: {used}, used: {used}")
             rank_zero_warn(f"The {name!r} does not have many workers which may be a bottleneck.")
-            warn_once("return_lse is deprecated, use return_aux")
+            warn_once("key is not understood by this config")
+            _warn_once("deprecated_return_lse", "return_lse is deprecated and will be removed", FutureWarning)
+            _warn_once(warning_id="flex_attention_performance", message="flex_attention called without torch.compile()")
             warning_once(log, "Profiler function %s will be ignored", name)
             print("Not a site: printed, not a notice")
     '''))
@@ -112,8 +115,10 @@ def test_notices_printed_through_helpers_called_by_bare_name_are_sites(tmp_path)
     sites = {s["text"]: (s["kind"], s["exception"]) for s in map(json.loads, out.read_text().splitlines())}
     assert sites == {
         "GPU available: {}, used: {}": ("log", "INFO"),
-        "The {} does not have many workers which may be a bottleneck.": ("log", "WARNING"),
-        "return_lse is deprecated, use return_aux": ("log", "WARNING"),
+        "The {} does not have many workers which may be a bottleneck.": ("warn", "UserWarning"),
+        "key is not understood by this config": ("warn", "UserWarning"),
+        "return_lse is deprecated and will be removed": ("warn", "UserWarning"),
+        "flex_attention called without torch.compile()": ("warn", "UserWarning"),
         "Profiler function {} will be ignored": ("log", "WARNING"),
     }
 
