@@ -298,3 +298,14 @@ def test_a_half_weight_beside_a_float_input_on_one_device_is_a_precision_mismatc
     assert m is not None and m.rule == "AD651"
     m, _ = _first("RuntimeError: Input type (CUDABFloat16Type) and weight type (torch.cuda.FloatTensor) should be the same")
     assert m is not None and m.rule == "AD651"
+
+
+def test_transformers_bf16_refusal_is_read_by_whether_its_cuda_only_sentence_follows():
+    # training_args.py adds the Ampere sentence only where CUDA is available (transformers 4.57 and later)
+    m, _ = _first("ValueError: Your setup doesn't support bf16/gpu.")
+    assert m is not None and m.rule == "AD259"
+    m, _ = _first("ValueError: Your setup doesn't support bf16/gpu. You need Ampere+ GPU with cuda>=11.0")
+    assert m is not None and m.rule == "AD102"
+    # the same sentence a wrapped paste put on the next line
+    m, _ = _first("ValueError: Your setup doesn't support bf16/gpu.\nYou need Ampere+ GPU with cuda>=11.0")
+    assert m is not None and m.rule == "AD102"
