@@ -338,14 +338,15 @@ def fill_source(groups: dict, before: list[str], after: list[str]) -> Optional[d
 
 
 _TENSOR_TYPE = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16", "byte": "uint8",
-                "char": "int8", "int": "int32", "long": "int64", "short": "int16", "bool": "bool"}
+                "char": "int8", "int": "int32", "long": "int64", "short": "int16", "bool": "bool",
+                "fp16": "float16", "f16": "float16", "bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp64": "float64"}
 
 
 def _dtype_named(text: str) -> str:
     """The dtype a type's name says, whatever the spelling: torch.cuda.HalfTensor, c10::Half,
     struct c10::BFloat16, float, torch.float16."""
     t = re.sub(r"^(?:struct |class )", "", text.strip().lower())
-    t = re.sub(r"^(?:torch\.)?(?:cuda\.|mps\.|xpu\.)?|^c10::|^at::", "", t)
+    t = re.sub(r"^(?:torch\.)?(?:cuda\.|mps\.|xpu\.)?|^c10::?|^at::", "", t)
     t = re.sub(r"^(?:cpu|cuda|mps|xpu)(\w+)type$", r"\1", t)  # torch's MPSFloatType, CUDABFloat16Type
     t = re.sub(r"tensor$", "", t)
     return _TENSOR_TYPE.get(t, t)
@@ -379,6 +380,8 @@ def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional
         return None  # torch.FloatTensor beside torch.cuda.HalfTensor: the input is on another device first
     if {a, b} & {"uint8", "int8"}:
         return None  # a packed (quantized) weight reaching a float op: not a precision mismatch
+    if not (is_half(values[0]) or is_half(values[1])):
+        return None  # float32 beside float64: the caller's data (numpy's float64), not the stack's precision
     return {}
 
 

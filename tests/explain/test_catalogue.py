@@ -170,6 +170,7 @@ def test_a_message_shorter_than_a_sentence_is_read_only_where_a_message_starts(l
     "RuntimeError: self and mat2 must have the same dtype, but got BFloat16 and Byte",
     # float against double: the user's data (numpy's float64), not the stack's precision
     "RuntimeError: expected scalar type Float but found Double",
+    "RuntimeError: expected m1 and m2 to have the same dtype, but got: double != float",
     # torch's dispatch refusing a full-precision or integer dtype: the caller's dtype (a float mask
     # given to a bitwise op), not the stack's precision
     "RuntimeError: \"bitwise_and_cuda\" not implemented for 'Float'",
