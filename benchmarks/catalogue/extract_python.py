@@ -285,10 +285,9 @@ LOG_METHODS = {
 }
 LOGGER_RECEIVER = re.compile(r"(^|[._])(_*log|_*logger|logging|_*LOG|_*LOGGER|log_|logger_)$|logger", re.I)
 SELF_LOG_METHODS = {"warning", "warning_once"}
-# Functions called by bare name that print a notice: (level, index of the message argument).
-# Lightning's rank-zero helpers; torch's warn_once(msg) and warning_once(logger, msg).
+# Functions called by bare name that print a notice (Lightning's rank-zero helpers, torch's warn_once
+# helpers): name -> (kind, exception, index of the message argument, its keyword).
 NOTICE_FUNCTIONS = {
-    # name: (kind, exception, index of the message argument, its keyword)
     "rank_zero_warn": ("warn", "UserWarning", 0, "message"),
     "rank_zero_deprecation": ("warn", "LightningDeprecationWarning", 0, "message"),
     "rank_zero_info": ("log", "INFO", 0, "msg"),
@@ -605,16 +604,16 @@ class Resolver:
         if base_i is None:
             return [Ph(name)]
         aline, _, value = entries[base_i]
-        base = self.segments(value, chain, aline, depth + 1)
-        segs = base
-        for eline, kind, evalue in entries[base_i + 1:]:
-            if kind == "+=" and (where != "local" or _always_before(evalue, line)):
-                segs = _merge(segs + self.segments(evalue, chain, eline, depth + 1))
-        if not _has_text(segs):  # only its branches have words (msg = "" then msg += ... in an if): read them all
-            segs = base
+        def joined(keep) -> List[Seg]:
+            segs = self.segments(value, chain, aline, depth + 1)
             for eline, kind, evalue in entries[base_i + 1:]:
-                if kind == "+=":
+                if kind == "+=" and keep(evalue):
                     segs = _merge(segs + self.segments(evalue, chain, eline, depth + 1))
+            return segs
+
+        segs = joined(lambda v: where != "local" or _always_before(v, line))
+        if not _has_text(segs):  # only its branches have words (msg = "" then msg += ... in an if): read them all
+            segs = joined(lambda v: True)
         if _has_text(segs):
             if self.via is None:
                 self.via = "%s variable %s (line %d)" % (where, name, aline)
@@ -659,16 +658,14 @@ def _mark_branches(scope: ast.AST) -> None:
             continue
         if isinstance(n, ast.AugAssign):
             n.value._branches = spans
-        if isinstance(n, _BRANCHING):
-            for field in ("body", "orelse", "handlers", "finalbody"):
-                block = getattr(n, field, None) or []
-                if block:
-                    span = (block[0].lineno, getattr(block[-1], "end_lineno", block[-1].lineno))
-                    todo.extend((child, spans + (span,)) for child in block)
-            todo.extend((child, spans) for child in ast.iter_child_nodes(n)
-                        if not any(child in (getattr(n, f, None) or []) for f in ("body", "orelse", "handlers", "finalbody")))
-        else:
-            todo.extend((child, spans) for child in ast.iter_child_nodes(n))
+        for field, value in ast.iter_fields(n):
+            if isinstance(n, _BRANCHING) and field in ("body", "orelse", "handlers", "finalbody"):
+                if value:  # a block that may not run: its statements carry its span
+                    span = (value[0].lineno, getattr(value[-1], "end_lineno", value[-1].lineno))
+                    todo.extend((child, spans + (span,)) for child in value)
+            else:
+                todo.extend((child, spans) for child in (value if isinstance(value, list) else [value])
+                            if isinstance(child, ast.AST))
 
 
 def _always_before(value: ast.AST, line: int) -> bool:
