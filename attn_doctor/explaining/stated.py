@@ -74,6 +74,24 @@ def judge_floor(captures: dict, log_capabilities: list[str], decisive: bool = Fa
                         f"({meets}): the refusal has another cause")
 
 
+def judge_only_arch(captures: dict, log_capabilities: list[str]) -> Optional[tuple[str, str]]:
+    """(likelihood, reason) for the architectures a kernel is built for, stated as majors ("10.x"),
+    against the GPU the text or the log names; None when it states none or nothing shows the GPU."""
+    listed = captures.get("only_majors") or captures.get("only_majors2")
+    if not listed:
+        return None
+    majors = sorted({int(m) for m in re.findall(r"(\d+)\.x", listed)})
+    stated = capability(captures.get("have_cc") or captures.get("have_cc2"))
+    seen = [stated] if stated is not None else [c for c in (capability(x) for x in log_capabilities) if c is not None]
+    if not seen:
+        return None
+    names = " / ".join(f"{m}.x" for m in majors)
+    other = sorted({c for c in seen if int(c) not in majors})
+    if other:
+        return "confirmed", f"the kernel is built for compute capability {names} only, and the GPU is {', '.join(_sm(c) for c in other)}"
+    return "unlikely", f"the kernel is built for compute capability {names}, and the GPU named is of it: the refusal has another cause"
+
+
 def _dtypes(text: str) -> set[str]:
     out = set()
     for word in re.findall(r"[A-Za-z_]\w*", text.lower().replace("torch.", "")):
@@ -151,7 +169,8 @@ def judge(captures: dict, log_capabilities: list[str], log_torch: Optional[str] 
     """What the requirement a text states says about a match: (likelihood or None to keep the
     message's own, its reason, evidence the rule's message and remedies use), or None."""
     data = data or {}
-    for verdict in (judge_floor(captures, log_capabilities, decisive), judge_dtypes(captures)):
+    for verdict in (judge_floor(captures, log_capabilities, decisive), judge_only_arch(captures, log_capabilities),
+                    judge_dtypes(captures)):
         if verdict is not None:
             return verdict[0], verdict[1], {}
     return judge_api(captures, log_torch, data) or judge_library(captures, data)

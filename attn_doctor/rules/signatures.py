@@ -39,7 +39,7 @@ FRAGMENTS = {
     # a stated capability or architecture floor: "requires compute capability 8.9 or higher",
     # "only supports Ampere GPUs or newer", "sm_90 or newer", "capability below 8.0 are not supported"
     "floor": (
-        r"(?:\b" + _VERB + r"\b[^\n]{0,60}?(?:compute[ _]capability|capability|" + _CC_WORD + r"|\bsm_?|\barch)\s*(?:of\s+|is\s+|=\s*|:\s*)?"
+        r"(?:\b" + _VERB + r"\b(?:(?!\.\s)[^\n]){0,60}?(?:compute[ _]capability|capability|" + _CC_WORD + r"|\bsm_?|\barch)\s*(?:of\s+|is\s+|=\s*|:\s*)?"
         r"(?:at least\s+|>=?\s*|≥\s*|greater than\s+|higher than\s+)?(?P<need_cc>" + _CC + r")(?![\d.]*\s*(?:GB|GiB|MB))"
         r"|(?:compute[ _]capability|capability|" + _CC_WORD + r"|\bsm_?)\s*(?:of\s+)?(?:>=?\s*|≥\s*)?(?P<need_cc2>" + _CC + r")\+?\s*"
         r"(?:or (?:higher|newer|above|later|greater)\s+)?(?:is |are )?(?:required|needed)"
@@ -49,6 +49,14 @@ FRAGMENTS = {
         r"|\b" + _VERB + r"\s+(?:(?:in|for|with|by)\s+)?(?:an?\s+)?(?:nvidia\s+)?(?:gpus?\s+(?:of|with)\s+)?(?:the\s+)?(?P<need_arch>" + _ARCH + r")"
         r"(?:\s+(?:architecture|arch|gpus?|cards?|series|generation))?\s*(?:\(?sm_?\d+\)?\s*)?(?:or|and|\+)\s*(?:newer|later|above|higher|up|beyond)\b"
         r")"
+    ),
+    # the one architecture (or the few) a kernel is built for, as a major version: "This kernel requires
+    # 10.x architecture", "Only SM 10.x and 11.x are supported", "requires an SM 9.x GPU"
+    "only_arch": (
+        r"(?:\b(?:requires?|needs?|supports? only|only supports?|(?:is |are )?only supported on)\s+(?:an?\s+)?(?:sm\s*|sm_)?"
+        r"(?P<only_majors>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)\b"
+        r"|\bonly\s+(?:sm\s*|sm_)(?P<only_majors2>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)"
+        r"\s+(?:is|are)\s+supported)"
     ),
     # what the same sentence says the GPU has (optional): "but your GPU has compute capability 8.6"
     "have": (

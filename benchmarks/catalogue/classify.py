@@ -213,7 +213,7 @@ FAMILIES = [
     # the machine: the GPU's architecture
     ("kernel-gpu-unsupported", "AD317",
      _rx(r"\bsm_?\d{2,3}[a-z]?\b", r"\bSM ?\d{2,3}", r"compute capabilit", r"\bampere\b", r"\bhopper\b", r"\bturing\b",
-         r"\bvolta\b", r"\bblackwell\b", r"\bSM ?\d+\.\d\b", r"device capability", r"\bgfx\d", r"\bcdna\d?\b", r"\bMI\d{3}", r"\barch(?:itecture)?\b",
+         r"\bvolta\b", r"\bblackwell\b", r"\bSM ?\d+\.\d\b", r"device capability", r"\bgfx\d", r"\bcdna\d?\b", r"\bMI\d{3}", r"\barch(?:itecture)?\b", r"\bCUDA architectures\b",
          r"\bgpu (?:is not|isn't) supported", r"not supported on (?:this|the current|your) (?:gpu|device)",
          r"\bH100\b", r"\bA100\b", r"\bB200\b"),
      _rx(r"is_sm\d", r"sm\d{2}", r"\bmajor\b", r"compute_capability", r"capability", r"\barch\b", r"cc_major",

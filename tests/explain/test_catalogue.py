@@ -310,3 +310,14 @@ def test_transformers_bf16_refusal_is_read_by_whether_its_cuda_only_sentence_fol
     # the same sentence a wrapped paste put on the next line
     m, _ = _first("ValueError: Your setup doesn't support bf16/gpu.\nYou need Ampere+ GPU with cuda>=11.0")
     assert m is not None and m.rule == "AD102"
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: routing_bias must be bfloat16 or float.",
+    "RuntimeError: routing_bias must be bfloat16 or float",  # a log or a paste without the closing stop
+])
+def test_a_message_is_read_with_or_without_its_closing_stop(line):
+    m, _ = _first(line)
+    assert m is not None and m.rule == "AD287" and m.site is not None and m.site.complete
+    # the stop is optional, not any character: a line that goes on in other words is not the message
+    assert _first("RuntimeError: routing_bias must be bfloat16 or floating in my fork")[0] is None

@@ -167,3 +167,15 @@ def test_look_alikes_of_those_readings_are_not_them(recipes, text):
 def test_look_alikes_that_are_no_failure_of_the_stack_raise_nothing(recipes, text):
     report = explain(io.BytesIO(text.encode()), recipes, kind="text")
     assert not [m.rule for m in report.matches if not m.harmless and m.likelihood != "unlikely"]
+
+
+@pytest.mark.parametrize("text, rule, likelihood", [
+    # the one architecture a kernel is built for, against a newer GPU: not a GPU below a floor
+    ("RuntimeError: Check failed: (12 vs. 10) :\nThis kernel requires 10.x architecture. Current device has SM 120",
+     "AD317", "confirmed"),
+    ("RuntimeError: This kernel requires 9.x architecture. Current device has SM 90", "AD317", "unlikely"),
+])
+def test_the_architectures_a_kernel_is_built_for_are_judged_against_the_stated_gpu(recipes, text, rule, likelihood):
+    found = dict(_found(recipes, text))
+    assert found.get(rule) == likelihood, found
+    assert "AD110" not in found  # "SM 120" after the sentence's end is the GPU it has, not a floor
