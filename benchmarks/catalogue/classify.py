@@ -383,6 +383,8 @@ OUT_OF_STACK = [
      "ultralytics' own version parsing and quantization-aware training options"),
     (re.compile(r"^flashinfer/api_logging\.py$"), None, "flashinfer's own API logging, dump and replay tooling"),
     (re.compile(r"^torch/backends/xeon/"), None, "torch's CPU launcher (core binding, allocator preload)"),
+    (re.compile(r"^aten/src/ATen/native/cudnn/RNN\.cpp$"), _rx(r"\bis not contiguous\b"),
+     "cuDNN's RNN (LSTM, GRU) checking its input and hidden state's layout: a recurrent layer's tensors, not attention's"),
     (re.compile(r"^transformers/integrations/gguf/"), None, "GGUF file and tokenizer conversion"),
     (re.compile(r"^torch/cuda/__init__\.py$"), _rx(r"NVML", r"amdsmi", r"amd device", r"device UUID", r"device handle",
                                                   r"HIP ID"),
