@@ -185,7 +185,7 @@ def score_case(case: Case, report, variant: str = "") -> Outcome:
                    got_class=first.cause or "")
 
 
-def run(cases: list[Case], variants: bool = False):
+def run(cases: list[Case], variants: bool = False, kind: str = "text"):
     from attn_doctor.explaining.core import explain
     from attn_doctor.rules.loader import load_recipes
 
@@ -195,7 +195,7 @@ def run(cases: list[Case], variants: bool = False):
     for case in cases:
         if case.klass == "unlisted":
             continue
-        report = explain(io.BytesIO(case.text.encode("utf-8")), recipes, kind="text", exclude=frozenset({case.id}))
+        report = explain(io.BytesIO(case.text.encode("utf-8")), recipes, kind=kind, exclude=frozenset({case.id}))
         outcomes.append(score_case(case, report))
     seconds = time.perf_counter() - started
     variant_outcomes: list[Outcome] = []
@@ -254,6 +254,8 @@ def main(argv=None) -> int:
     ap.add_argument("--min-variant-recall", type=float)
     ap.add_argument("--max-false-alarms", type=int)
     ap.add_argument("--max-seconds", type=float)
+    ap.add_argument("--kind", choices=("text", "stdin"), default="text",
+                    help="how each text reaches explain: as an argument (text, the default) or piped in (stdin, as `explain -`)")
     args = ap.parse_args(argv)
     try:
         cases, _families = load_corpus(args.corpus)
@@ -267,7 +269,7 @@ def main(argv=None) -> int:
             print(f"score_explain: no cases in {sorted(unknown)}", file=sys.stderr)
             return 2
         cases = [c for c in cases if c.file in wanted]
-    outcomes, variant_outcomes, seconds = run(cases, args.variants)
+    outcomes, variant_outcomes, seconds = run(cases, args.variants, args.kind)
     summary = summarise(outcomes)
     summary["seconds"] = round(seconds, 2)
     summary["projects"] = len({c.source.split("#")[0] for c in cases})

@@ -102,6 +102,25 @@ def _dtypes(text: str) -> set[str]:
     return out
 
 
+def _any_dtypes(text: str) -> set[str]:
+    words = re.findall(r"[a-z]\w*", text.lower().replace("torch.", ""))
+    return {_HALF_NAMES.get(w) or _OTHER_NAMES.get(w) or {"fp64": "float64"}.get(w) for w in words} - {None}
+
+
+def judge_dtype_list(captures: dict) -> Optional[tuple[str, str]]:
+    """(likelihood, reason) for the floating dtypes an op states it is written for, against the half
+    dtype the text says it got; None where it states no list."""
+    listed = captures.get("listed_dtypes")
+    have = _HALF_NAMES.get((captures.get("dtype") or "").lower().replace("torch.", ""))
+    if not listed or have is None:
+        return None
+    need = _any_dtypes(listed)
+    names = " / ".join(sorted(need))
+    if have in need:
+        return "unlikely", f"the op takes {names} and the text says it got {have}: the refusal has another cause"
+    return "confirmed", f"the op takes only {names}, and the text says it got {have}"
+
+
 def judge_dtypes(captures: dict) -> Optional[tuple[str, str]]:
     """(likelihood, reason) for a stated dtype list of a half-precision kernel; None when the text
     states none or not the dtype it got."""
@@ -170,7 +189,7 @@ def judge(captures: dict, log_capabilities: list[str], log_torch: Optional[str] 
     message's own, its reason, evidence the rule's message and remedies use), or None."""
     data = data or {}
     for verdict in (judge_floor(captures, log_capabilities, decisive), judge_only_arch(captures, log_capabilities),
-                    judge_dtypes(captures)):
+                    judge_dtype_list(captures), judge_dtypes(captures)):
         if verdict is not None:
             return verdict[0], verdict[1], {}
     return judge_api(captures, log_torch, data) or judge_library(captures, data)

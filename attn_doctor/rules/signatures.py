@@ -34,6 +34,7 @@ _CC_WORD = r"(?<![.\w])cc(?![a-z_])"
 _VERB = (r"(?:requires?|required|needs?|needed|only supports?|(?:is |are )?only supported|supported only"
          r"|only (?:works|runs|available)|must (?:be|have|run)|minimum|at least)")
 _HALF = r"(?:torch\.)?(?:float16|bfloat16|fp16|bf16|half|bfloat|float8\w*|fp8\w*)"
+_ANY_FLOAT = r"(?:torch\.)?(?:float16|bfloat16|fp16|bf16|half|float32|float64|fp32|fp64|float|double)\b"
 _HALVES = _HALF + r"(?:\s*(?:,|or|and|/|\|)\s*(?:torch\.)?" + _HALF + r")+"
 FRAGMENTS = {
     # a stated capability or architecture floor: "requires compute capability 8.9 or higher",
@@ -72,6 +73,17 @@ FRAGMENTS = {
         r"|only supports?\s+(?:the\s+)?(?:dtypes?\s+|data ?types?\s+)?(?P<need_dtypes2>" + _HALVES + r")"
         r"|(?:expected|expects|supports? only|supported dtypes?(?: are| is)?:?)\s+(?:query |q |inputs? |tensors? )?(?:dtypes?\s+)?"
         r"(?:to be\s+)?(?:one of\s+)?[\[{(]?(?P<need_dtypes3>" + _HALVES + r"))"
+    ),
+    # the floating dtypes an op is written for, float or half: "view_as_complex is only supported for float and
+    # double tensors", "X only supports float32 and float64"
+    "dtype_list": (
+        r"(?:(?:is |are )?only supported for|only supports?|(?:must|should) be(?: of)?(?: type)?|supports? only)\s+(?:the\s+)?"
+        r"(?P<listed_dtypes>" + _ANY_FLOAT + r"(?:\s*(?:,|or|and|/)\s*(?:and\s+|or\s+)?" + _ANY_FLOAT + r")+)(?:\s+(?:tensors?|inputs?|dtypes?))?"
+    ),
+    # a half dtype the same sentence says it got: "but got a tensor of scalar type: Half"
+    "have_half": (
+        r"[^\n]{0,60}?\b(?:got|found|received|passed)\b[^\n]{0,30}?(?:scalar type|dtype|type)\s*:?\s*"
+        r"(?P<dtype>(?:torch\.)?(?:float16|bfloat16|half|bf16|fp16))\b"
     ),
     # what the same sentence says the tensors are (optional): "got torch.float32"
     "have_dtype": (
