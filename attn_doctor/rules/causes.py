@@ -10,7 +10,7 @@ CAUSES = {
     "build-toolchain": "building an extension from source: the compiler toolchain (nvcc, CUDA_HOME, gcc) or pip's build isolation does not fit torch",
     "gpu-arch": "the GPU is too old or too new for the installed kernels",
     "torch-arch": "torch (or an extension) was built without this GPU's architecture",
-    "driver": "the NVIDIA driver: none on the machine, its library (libcuda) not found, or older than the CUDA torch was built with",
+    "driver": "the NVIDIA driver: none on the machine, its library (libcuda) not found, older than the CUDA torch was built with, or not ready on the node",
     "torch-build": "a torch build without CUDA where CUDA is wanted",
     "bf16-unsupported": "bf16 or TF32 (or fp16 before Volta) requested on a GPU without native support for it",
     "fp32-model": "a model loaded or computing in fp32 reaches a half-precision-only kernel",
