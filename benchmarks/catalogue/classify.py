@@ -383,6 +383,10 @@ OUT_OF_STACK = [
      "ultralytics' own version parsing and quantization-aware training options"),
     (re.compile(r"^flashinfer/api_logging\.py$"), None, "flashinfer's own API logging, dump and replay tooling"),
     (re.compile(r"^torch/backends/xeon/"), None, "torch's CPU launcher (core binding, allocator preload)"),
+    (re.compile(r"^triton/runtime/jit\.py$"), _rx(r"is being called from a Triton function but is not a Triton function",
+                                                 r"Cannot call @triton\.jit'd outside of the scope of a kernel"),
+     "a Triton kernel's own code: a plain Python function called inside a kernel, a kernel function called from Python; "
+     "the kernel author's code, not the versions, the GPU or the precision"),
     (re.compile(r"^aten/src/ATen/native/cudnn/RNN\.cpp$"), _rx(r"\bis not contiguous\b"),
      "cuDNN's RNN (LSTM, GRU) checking its input and hidden state's layout: a recurrent layer's tensors, not attention's"),
     (re.compile(r"^transformers/integrations/gguf/"), None, "GGUF file and tokenizer conversion"),
