@@ -77,10 +77,10 @@ def judge_floor(captures: dict, log_capabilities: list[str], decisive: bool = Fa
 def judge_only_arch(captures: dict, log_capabilities: list[str]) -> Optional[tuple[str, str]]:
     """(likelihood, reason) for the architectures a kernel is built for, stated as majors ("10.x"),
     against the GPU the text or the log names; None when it states none or nothing shows the GPU."""
-    listed = captures.get("only_majors") or captures.get("only_majors2")
+    listed = captures.get("only_majors") or captures.get("only_majors2") or captures.get("only_majors3")
     if not listed:
         return None
-    majors = sorted({int(m) for m in re.findall(r"(\d+)\.x", listed)})
+    majors = sorted({int(m) for m in re.findall(r"(\d+)\.(?:x|\d)", listed)})
     stated = capability(captures.get("have_cc") or captures.get("have_cc2"))
     seen = [stated] if stated is not None else [c for c in (capability(x) for x in log_capabilities) if c is not None]
     if not seen:

@@ -4,6 +4,7 @@ recipes with it, and `check --quick` must stay fast."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -57,7 +58,8 @@ FRAGMENTS = {
         r"(?:\b(?:requires?|needs?|supports? only|only supports?|(?:is |are )?only supported on)\s+(?:an?\s+)?(?:sm\s*|sm_)?"
         r"(?P<only_majors>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)\b"
         r"|\bonly\s+(?:sm\s*|sm_)(?P<only_majors2>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)"
-        r"\s+(?:is|are)\s+supported)"
+        r"\s+(?:is|are)\s+supported"
+        r"|\bonly supported on [^\n]{0,40}?\bcompute capability\s*(?:==?|equal to)\s*(?P<only_majors3>(?:1[0-2]|[3-9])\.\d)\b)"
     ),
     # what the same sentence says the GPU has (optional): "but your GPU has compute capability 8.6"
     "have": (
@@ -403,6 +405,7 @@ _PUNCTUATION = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "�
 # the spaces around a full-width colon, comma, semicolon or full stop: its ASCII form brings its own
 _FULLWIDTH_SPACED = re.compile(r"[ \t\u3000]+(?=[：，；。])|(?<=[：，；。])[ \t\u3000]+")
 _SPACES = re.compile(r" {2,}")
+_ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|#39|#x27|#x60|#34);")
 _MARKUP = re.compile(r"`+|\*\*|__(?=\w)|(?<=\w)__")
 
 
@@ -433,6 +436,8 @@ def tidied(line: str) -> str:
     """A line `shown` already cleaned, with typographic punctuation as ASCII and runs of spaces as one."""
     if not line.isascii() or "\t" in line:
         line = _FULLWIDTH_SPACED.sub("", line).translate(_PUNCTUATION)
+    if "&" in line and _ENTITY.search(line):
+        line = html.unescape(line)  # a message copied from a web page's source: &quot;Half&quot;, &#x27;
     if '\\"' in line:
         line = line.replace('\\"', '"')  # a message quoted inside JSON (an API's or a tool's "message": "...")
     if "  " in line:
