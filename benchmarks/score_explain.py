@@ -204,7 +204,7 @@ def run(cases: list[Case], variants: bool = False, kind: str = "text"):
             if case.negative or case.klass == "unlisted":
                 continue
             for name, wrap in VARIANTS.items():
-                report = explain(io.BytesIO(wrap(case.text).encode("utf-8")), recipes, kind="text", exclude=frozenset({case.id}))
+                report = explain(io.BytesIO(wrap(case.text).encode("utf-8")), recipes, kind=kind, exclude=frozenset({case.id}))
                 variant_outcomes.append(score_case(case, report, name))
     return outcomes, variant_outcomes, seconds
 

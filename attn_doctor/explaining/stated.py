@@ -77,16 +77,21 @@ def judge_floor(captures: dict, log_capabilities: list[str], decisive: bool = Fa
 def judge_only_arch(captures: dict, log_capabilities: list[str]) -> Optional[tuple[str, str]]:
     """(likelihood, reason) for the architectures a kernel is built for, stated as majors ("10.x"),
     against the GPU the text or the log names; None when it states none or nothing shows the GPU."""
-    listed = captures.get("only_majors") or captures.get("only_majors2") or captures.get("only_majors3")
-    if not listed:
+    exact = [float(c) for c in re.findall(r"\d+\.\d", captures.get("only_exact") or "")]
+    listed = captures.get("only_majors") or captures.get("only_majors2") or captures.get("only_majors4")
+    if not listed and not exact:
         return None
-    majors = sorted({int(m) for m in re.findall(r"(\d+)\.(?:x|\d)", listed)})
+    majors = sorted({int(m) for m in re.findall(r"(\d+)\.x", listed or "")})
     stated = capability(captures.get("have_cc") or captures.get("have_cc2"))
     seen = [stated] if stated is not None else [c for c in (capability(x) for x in log_capabilities) if c is not None]
     if not seen:
         return None
-    names = " / ".join(f"{m}.x" for m in majors)
-    other = sorted({c for c in seen if int(c) not in majors})
+    if exact:  # "compute capability = 9.0": that capability, not its major
+        names = " / ".join(f"{c:.1f}" for c in exact)
+        other = sorted({c for c in seen if all(abs(c - e) > 0.05 for e in exact)})
+    else:
+        names = " / ".join(f"{m}.x" for m in majors)
+        other = sorted({c for c in seen if int(c) not in majors})
     if other:
         return "confirmed", f"the kernel is built for compute capability {names} only, and the GPU is {', '.join(_sm(c) for c in other)}"
     return "unlikely", f"the kernel is built for compute capability {names}, and the GPU named is of it: the refusal has another cause"

@@ -41,7 +41,7 @@ FRAGMENTS = {
     # a stated capability or architecture floor: "requires compute capability 8.9 or higher",
     # "only supports Ampere GPUs or newer", "sm_90 or newer", "capability below 8.0 are not supported"
     "floor": (
-        r"(?:\b" + _VERB + r"\b(?:(?!\.\s)[^\n]){0,60}?(?:compute[ _]capability|capability|" + _CC_WORD + r"|\bsm_?|\barch)\s*(?:of\s+|is\s+|=\s*|:\s*)?"
+        r"(?:\b" + _VERB + r"\b(?:(?!\.\s+(?-i:[A-Z]))[^\n]){0,60}?(?:compute[ _]capability|capability|" + _CC_WORD + r"|\bsm_?|\barch)\s*(?:of\s+|is\s+|=\s*|:\s*)?"
         r"(?:at least\s+|>=?\s*|≥\s*|greater than\s+|higher than\s+)?(?P<need_cc>" + _CC + r")(?![\d.]*\s*(?:GB|GiB|MB))"
         r"|(?:compute[ _]capability|capability|" + _CC_WORD + r"|\bsm_?)\s*(?:of\s+)?(?:>=?\s*|≥\s*)?(?P<need_cc2>" + _CC + r")\+?\s*"
         r"(?:or (?:higher|newer|above|later|greater)\s+)?(?:is |are )?(?:required|needed)"
@@ -55,11 +55,14 @@ FRAGMENTS = {
     # the one architecture (or the few) a kernel is built for, as a major version: "This kernel requires
     # 10.x architecture", "Only SM 10.x and 11.x are supported", "requires an SM 9.x GPU"
     "only_arch": (
-        r"(?:\b(?:requires?|needs?|supports? only|only supports?|(?:is |are )?only supported on)\s+(?:an?\s+)?(?:sm\s*|sm_)?"
-        r"(?P<only_majors>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)\b"
+        r"(?:\b(?:requires?|needs?|supports? only|only supports?|(?:is |are )?only supported on)\s+(?:an?\s+)?"
+        # a major is an architecture only with its word: "requires 12.x" alone is a CUDA or a library version
+        r"(?:(?:sm\s*|sm_)(?P<only_majors>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)\b"
+        r"|(?P<only_majors4>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:1[0-2]|[3-9])\.x)*)\s*(?:architectures?|arch|GPUs?|devices?)\b)"
         r"|\bonly\s+(?:sm\s*|sm_)(?P<only_majors2>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)"
         r"\s+(?:is|are)\s+supported"
-        r"|\bonly supported on [^\n]{0,40}?\bcompute capability\s*(?:==?|equal to)\s*(?P<only_majors3>(?:1[0-2]|[3-9])\.\d)\b)"
+        r"|\bonly supported on [^\n]{0,40}?\bcompute capability\s*(?:==?|equal to)\s*\[?"
+        r"(?P<only_exact>(?:1[0-2]|[3-9])\.\d(?:\s*,\s*(?:1[0-2]|[3-9])\.\d)*)\b)"
     ),
     # what the same sentence says the GPU has (optional): "but your GPU has compute capability 8.6"
     "have": (
@@ -405,7 +408,7 @@ _PUNCTUATION = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "�
 # the spaces around a full-width colon, comma, semicolon or full stop: its ASCII form brings its own
 _FULLWIDTH_SPACED = re.compile(r"[ \t\u3000]+(?=[：，；。])|(?<=[：，；。])[ \t\u3000]+")
 _SPACES = re.compile(r" {2,}")
-_ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|#39|#x27|#x60|#34);")
+_ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|nbsp|#\d{2,4}|#x[0-9a-fA-F]{2,4});")
 _MARKUP = re.compile(r"`+|\*\*|__(?=\w)|(?<=\w)__")
 
 
@@ -434,10 +437,10 @@ def normalise(line: str) -> str:
 
 def tidied(line: str) -> str:
     """A line `shown` already cleaned, with typographic punctuation as ASCII and runs of spaces as one."""
-    if not line.isascii() or "\t" in line:
-        line = _FULLWIDTH_SPACED.sub("", line).translate(_PUNCTUATION)
     if "&" in line and _ENTITY.search(line):
         line = html.unescape(line)  # a message copied from a web page's source: &quot;Half&quot;, &#x27;
+    if not line.isascii() or "\t" in line:
+        line = _FULLWIDTH_SPACED.sub("", line).translate(_PUNCTUATION)
     if '\\"' in line:
         line = line.replace('\\"', '"')  # a message quoted inside JSON (an API's or a tool's "message": "...")
     if "  " in line:

@@ -319,10 +319,13 @@ def test_transformers_bf16_refusal_is_read_by_whether_its_cuda_only_sentence_fol
 def test_a_message_is_read_with_or_without_its_closing_stop(line):
     m, _ = _first(line)
     assert m is not None and m.rule == "AD287" and m.site is not None and m.site.complete
-    # the stop is optional, not any character: a line that goes on in other words is not the message
+    # the stop is optional only where the message ends: a longer word, or a longer sentence, is not the message
     assert _first("RuntimeError: routing_bias must be bfloat16 or floating in my fork")[0] is None
+    assert _first("RuntimeError: routing_bias must be bfloat16 or float in my fork")[0] is None
 
 
 def test_a_message_copied_from_a_web_pages_source_is_read_through_its_entities():
-    m, _ = _first("- fix &quot;reflection_pad1d&quot; not implemented for &#x27;Half&#x27; [[536c19b](https://example.org)]")
-    assert m is not None and m.rule == "AD266"
+    for line in ("- fix &quot;reflection_pad1d&quot; not implemented for &#x27;Half&#x27; [[536c19b](https://example.org)]",
+                 "RuntimeError: &quot;reflection_pad1d&quot;&nbsp;not implemented for &#8216;Half&#8217;"):
+        m, _ = _first(line)
+        assert m is not None and m.rule == "AD266", line

@@ -185,7 +185,28 @@ def test_the_architectures_a_kernel_is_built_for_are_judged_against_the_stated_g
     # "= 9.0" is one architecture, not a floor: a B200 (10.0) is refused as unsupported, not as too old
     ("RuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability = 9.0", "AD317"),
     ("RuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability >= 9.0", "AD110"),
+    ("GPU 0: NVIDIA B200\nRuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability = 9.0", "AD317"),
 ])
 def test_an_exact_capability_is_not_a_floor(recipes, text, rule):
     found = _found(recipes, text)
     assert found and found[0][0] == rule, found
+
+
+@pytest.mark.parametrize("text, likelihood", [
+    # the exact capability, not its major: 8.6 is not 8.0
+    ("RuntimeError: foo is only supported on CUDA devices with compute capability = 8.0, but current device has compute "
+     "capability 8.6", "confirmed"),
+    ("RuntimeError: foo is only supported on CUDA devices with compute capability = 9.0, but current device has compute "
+     "capability 9.0", "unlikely"),
+])
+def test_an_exact_capability_is_judged_whole(recipes, text, likelihood):
+    assert dict(_found(recipes, text)).get("AD317") == likelihood
+
+
+@pytest.mark.parametrize("text", [
+    "GPU 0: NVIDIA GeForce RTX 3090\nCUDA: System has 11.8, ONNX Runtime 1.17.0 requires 12.x",
+    "RuntimeError: Logging system not yet initialized",
+])
+def test_a_version_or_another_system_is_no_gpu_reading(recipes, text):
+    found = dict(_found(recipes, text))
+    assert "AD317" not in found and "AD115" not in found, found
