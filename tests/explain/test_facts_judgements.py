@@ -120,8 +120,12 @@ no_match = ["x"]
      "directory: 'cmake'", "AD315"),
     # thrust / CUB inside an extension name the CUDA runtime's error; torch names it only in its "Search for" line
     ("RuntimeError: radix_sort: failed on 1st step: cudaErrorInvalidDeviceFunction: invalid device function", "AD313"),
+    # "= 9.0" is one architecture, not a floor: a B200 (10.0) is refused as unsupported, not as too old
+    ("RuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability = 9.0", "AD317"),
+    ("RuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability >= 9.0", "AD110"),
+    ("GPU 0: NVIDIA B200\nRuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability = 9.0", "AD317"),
 ])
-def test_extension_and_build_readings(recipes, text, rule):
+def test_extension_build_and_architecture_readings(recipes, text, rule):
     found = _found(recipes, text)
     assert found and found[0][0] == rule, found
 
@@ -179,17 +183,6 @@ def test_the_architectures_a_kernel_is_built_for_are_judged_against_the_stated_g
     found = dict(_found(recipes, text))
     assert found.get(rule) == likelihood, found
     assert "AD110" not in found  # "SM 120" after the sentence's end is the GPU it has, not a floor
-
-
-@pytest.mark.parametrize("text, rule", [
-    # "= 9.0" is one architecture, not a floor: a B200 (10.0) is refused as unsupported, not as too old
-    ("RuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability = 9.0", "AD317"),
-    ("RuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability >= 9.0", "AD110"),
-    ("GPU 0: NVIDIA B200\nRuntimeError: torch._grouped_mm is only supported on CUDA devices with compute capability = 9.0", "AD317"),
-])
-def test_an_exact_capability_is_not_a_floor(recipes, text, rule):
-    found = _found(recipes, text)
-    assert found and found[0][0] == rule, found
 
 
 @pytest.mark.parametrize("text, likelihood", [
