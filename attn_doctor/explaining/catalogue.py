@@ -169,10 +169,11 @@ class Catalogue:
         key = (i, upto)
         if key not in self._regex:
             parts = [p for p in self.entries[i].parts[:upto]]
-            body = ("(.{0,%d}?)" % GAP).join(re.escape(p) for p in parts if p)
+            escaped = [re.escape(p) for p in parts if p]
             if upto == len(self.entries[i].parts) and len(parts[-1]) > 1 and parts[-1][-1:] in (".", "!"):
                 # a paste that drops the closing stop, where the message ends: not the first words of a longer sentence
-                body = body[:-len(re.escape(parts[-1][-1]))] + r"(?:[.!]|(?=\s*(?:$|[\"'`)\]])))"
+                escaped[-1] = re.escape(parts[-1][:-1]) + r"(?:[.!]|(?=\s*(?:$|[\"'`)\]])))"
+            body = ("(.{0,%d}?)" % GAP).join(escaped)
             if parts and not parts[0]:
                 body = "(.{0,%d}?)" % GAP + body  # the value the message starts with
             if upto == len(self.entries[i].parts) and parts and not parts[-1]:

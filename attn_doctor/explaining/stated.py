@@ -15,9 +15,9 @@ ARCH_FLOOR = {
     "kepler": 3.0, "maxwell": 5.0, "pascal": 6.0, "volta": 7.0, "turing": 7.5, "ampere": 8.0,
     "ada": 8.9, "lovelace": 8.9, "ada lovelace": 8.9, "ada-lovelace": 8.9, "hopper": 9.0, "blackwell": 10.0,
 }
-_HALF_NAMES = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
-               "bfloat": "bfloat16"}
-_OTHER_NAMES = {"float32": "float32", "fp32": "float32", "float": "float32", "float64": "float64", "double": "float64"}
+_FLOAT_NAMES = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
+                "bfloat": "bfloat16", "float32": "float32", "fp32": "float32", "float": "float32", "float64": "float64",
+                "double": "float64", "fp64": "float64"}
 
 
 def capability(text: Optional[str]) -> Optional[float]:
@@ -100,41 +100,24 @@ def judge_only_arch(captures: dict, log_capabilities: list[str]) -> Optional[tup
 def _dtypes(text: str) -> set[str]:
     out = set()
     for word in re.findall(r"[A-Za-z_]\w*", text.lower().replace("torch.", "")):
-        if word in _HALF_NAMES:
-            out.add(_HALF_NAMES[word])
+        if word in _FLOAT_NAMES:
+            out.add(_FLOAT_NAMES[word])
         elif word.startswith(("float8", "fp8")):
             out.add("float8")
     return out
 
 
-def _any_dtypes(text: str) -> set[str]:
-    words = re.findall(r"[a-z]\w*", text.lower().replace("torch.", ""))
-    return {_HALF_NAMES.get(w) or _OTHER_NAMES.get(w) or {"fp64": "float64"}.get(w) for w in words} - {None}
-
-
-def judge_dtype_list(captures: dict) -> Optional[tuple[str, str]]:
-    """(likelihood, reason) for the floating dtypes an op states it is written for, against the half
-    dtype the text says it got; None where it states no list."""
-    listed = captures.get("listed_dtypes")
-    have = _HALF_NAMES.get((captures.get("dtype") or "").lower().replace("torch.", ""))
-    if not listed or have is None:
-        return None
-    need = _any_dtypes(listed)
-    names = " / ".join(sorted(need))
-    if have in need:
-        return "unlikely", f"the op takes {names} and the text says it got {have}: the refusal has another cause"
-    return "confirmed", f"the op takes only {names}, and the text says it got {have}"
-
-
 def judge_dtypes(captures: dict) -> Optional[tuple[str, str]]:
-    """(likelihood, reason) for a stated dtype list of a half-precision kernel; None when the text
-    states none or not the dtype it got."""
-    listed = captures.get("need_dtypes") or captures.get("need_dtypes2") or captures.get("need_dtypes3")
+    """(likelihood, reason) for the dtypes a kernel or an op states it takes (a half-precision kernel's
+    "must be float16 or bfloat16", an op's "only supported for float and double tensors") against the
+    dtype the text says it got; None when the text states none or not the dtype it got."""
+    listed = (captures.get("need_dtypes") or captures.get("need_dtypes2") or captures.get("need_dtypes3")
+              or captures.get("need_dtypes4"))
     if not listed:
         return None
     need = _dtypes(listed)
-    have_text = (captures.get("have_dtype") or "").lower().replace("torch.", "")
-    have = _HALF_NAMES.get(have_text) or _OTHER_NAMES.get(have_text) or (have_text or None)
+    have_text = (captures.get("have_dtype") or captures.get("dtype") or "").lower().replace("torch.", "")
+    have = _FLOAT_NAMES.get(have_text) or (have_text or None)
     names = " / ".join(sorted(need))
     if have is None:
         return None
@@ -194,7 +177,7 @@ def judge(captures: dict, log_capabilities: list[str], log_torch: Optional[str] 
     message's own, its reason, evidence the rule's message and remedies use), or None."""
     data = data or {}
     for verdict in (judge_floor(captures, log_capabilities, decisive), judge_only_arch(captures, log_capabilities),
-                    judge_dtype_list(captures), judge_dtypes(captures)):
+                    judge_dtypes(captures)):
         if verdict is not None:
             return verdict[0], verdict[1], {}
     return judge_api(captures, log_torch, data) or judge_library(captures, data)

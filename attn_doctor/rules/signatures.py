@@ -35,6 +35,10 @@ _CC_WORD = r"(?<![.\w])cc(?![a-z_])"
 _VERB = (r"(?:requires?|required|needs?|needed|only supports?|(?:is |are )?only supported|supported only"
          r"|only (?:works|runs|available)|must (?:be|have|run)|minimum|at least)")
 _HALF = r"(?:torch\.)?(?:float16|bfloat16|fp16|bf16|half|bfloat|float8\w*|fp8\w*)"
+# a GPU architecture's major version, and a list of them ("10.x and 11.x"; "SM 10.x or SM 12.x")
+_MAJOR = r"(?:1[0-2]|[3-9])"
+_MAJORS = _MAJOR + r"\.x(?:(?:, | and | or |/)" + _MAJOR + r"\.x)*"
+_SM_MAJORS = _MAJOR + r"\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?" + _MAJOR + r"\.x)*"
 _ANY_FLOAT = r"(?:torch\.)?(?:float16|bfloat16|fp16|bf16|half|float32|float64|fp32|fp64|float|double)\b"
 _HALVES = _HALF + r"(?:\s*(?:,|or|and|/|\|)\s*(?:torch\.)?" + _HALF + r")+"
 FRAGMENTS = {
@@ -57,12 +61,11 @@ FRAGMENTS = {
     "only_arch": (
         r"(?:\b(?:requires?|needs?|supports? only|only supports?|(?:is |are )?only supported on)\s+(?:an?\s+)?"
         # a major is an architecture only with its word: "requires 12.x" alone is a CUDA or a library version
-        r"(?:(?:sm\s*|sm_)(?P<only_majors>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)\b"
-        r"|(?P<only_majors4>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:1[0-2]|[3-9])\.x)*)\s*(?:architectures?|arch|GPUs?|devices?)\b)"
-        r"|\bonly\s+(?:sm\s*|sm_)(?P<only_majors2>(?:1[0-2]|[3-9])\.x(?:(?:, | and | or |/)(?:sm\s*|sm_)?(?:1[0-2]|[3-9])\.x)*)"
-        r"\s+(?:is|are)\s+supported"
+        r"(?:(?:sm\s*|sm_)(?P<only_majors>" + _SM_MAJORS + r")\b"
+        r"|(?P<only_majors4>" + _MAJORS + r")\s*(?:architectures?|arch|GPUs?|devices?)\b)"
+        r"|\bonly\s+(?:sm\s*|sm_)(?P<only_majors2>" + _SM_MAJORS + r")\s+(?:is|are)\s+supported"
         r"|\bonly supported on [^\n]{0,40}?\bcompute capability\s*(?:==?|equal to)\s*\[?"
-        r"(?P<only_exact>(?:1[0-2]|[3-9])\.\d(?:\s*,\s*(?:1[0-2]|[3-9])\.\d)*)\b)"
+        r"(?P<only_exact>" + _MAJOR + r"\.\d(?:\s*,\s*" + _MAJOR + r"\.\d)*)\b)"
     ),
     # what the same sentence says the GPU has (optional): "but your GPU has compute capability 8.6"
     "have": (
@@ -83,7 +86,7 @@ FRAGMENTS = {
     # double tensors", "X only supports float32 and float64"
     "dtype_list": (
         r"(?:(?:is |are )?only supported for|only supports?|(?:must|should) be(?: of)?(?: type)?|supports? only)\s+(?:the\s+)?"
-        r"(?P<listed_dtypes>" + _ANY_FLOAT + r"(?:\s*(?:,|or|and|/)\s*(?:and\s+|or\s+)?" + _ANY_FLOAT + r")+)(?:\s+(?:tensors?|inputs?|dtypes?))?"
+        r"(?P<need_dtypes4>" + _ANY_FLOAT + r"(?:\s*(?:,|or|and|/)\s*(?:and\s+|or\s+)?" + _ANY_FLOAT + r")+)(?:\s+(?:tensors?|inputs?|dtypes?))?"
     ),
     # a half dtype the same sentence says it got: "but got a tensor of scalar type: Half"
     "have_half": (
