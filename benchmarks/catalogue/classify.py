@@ -346,6 +346,8 @@ FAMILIES = [
 
 # Sites in scope by their words whose subject is not the stack: the reason is kept with the count.
 OUT_OF_STACK = [
+    (re.compile(r"^torch/__init__\.py$"), _rx(r"^Failed to load the backend extension: "),
+     "torch's autoload of an out-of-tree device backend (an installed torch_* plugin package failing to import): the plugin, not the attention stack"),
     (re.compile(r""), _rx(r"mat1 and mat2 shapes cannot be multiplied"),
      "a matrix multiply's operand shapes (torch's own check, repeated by kernel libraries): the model's shapes, not a kernel's limit"),
     (re.compile(r"^onnxruntime/"), _rx(r"WebGPU", r"ModelCompiler", r"package info: ", r"^onnxruntime build info: ",

@@ -735,33 +735,8 @@ def _last_name(f: ast.AST) -> str:
     return ""
 
 
-_PRINT_LEVEL = re.compile(r"^\W{0,4}(?:[\w.-]{1,30}:\s{0,2})?\[?(?P<level>WARNING|WARN|ERROR|FATAL|CRITICAL)\b", re.I)
-
-
-def _print_level(msg: ast.AST) -> str:
-    """The level a printed line announces itself with ("[WARNING] ...", "Unsloth: WARNING - ...",
-    DeepSpeed's f"{WARNING} ..." whose constant holds "[WARNING]"), else INFO."""
-    head = ""
-    if isinstance(msg, ast.Constant) and isinstance(msg.value, str):
-        head = msg.value
-    elif isinstance(msg, ast.JoinedStr) and msg.values:
-        first = msg.values[0]
-        if isinstance(first, ast.Constant):
-            head = str(first.value)
-        elif isinstance(first, ast.FormattedValue):
-            head = _src(first.value)  # the name of the level's constant (WARNING, self.warning_prefix)
-    m = _PRINT_LEVEL.match(head) or re.match(r"^(?:self\.)?(?P<level>warning|warn|error)\w*$", head, re.I)
-    if not m:
-        return "INFO"
-    level = m.group("level").upper()
-    return {"WARN": "WARNING", "FATAL": "ERROR", "CRITICAL": "ERROR"}.get(level, level)
-
-
 class SiteVisitor(ast.NodeVisitor):
-    def __init__(self, prints: str = "no"):
-        # "no", "also" or "only": read print(...) calls as the library's log lines (DeepSpeed's op
-        # builders, bitsandbytes' CUDA setup and Unsloth report through print, not a logger)
-        self.prints = prints
+    def __init__(self):
         self.sites: List[dict] = []
         self.stack: List[str] = []
         self.scopes: List[ast.AST] = []
@@ -939,9 +914,6 @@ class SiteVisitor(ast.NodeVisitor):
             if msg is not None:
                 rest = [a for a in node.args[i + 1:] if not isinstance(a, ast.Starred)] if kind == "log" else []
                 self._add(node, kind, callee, exception, msg, printf_args=rest or None)
-        elif recv is None and name == "print" and self.prints != "no" and node.args:
-            msg = node.args[0]
-            self._add(node, "log", callee, _print_level(msg), msg)
         elif recv is None and name == "log_dist" and node.args:
             # DeepSpeed's log_dist(message, ranks=None, level=logging.INFO)
             level = "INFO"
@@ -1134,7 +1106,7 @@ def finish_record(site: dict, library: str, version: str, rel: str) -> dict:
     return rec
 
 
-def extract(root: str, files: Sequence[str], library: str, version: str, prints: str = "no"):
+def extract(root: str, files: Sequence[str], library: str, version: str):
     records = []
     stats = {"files_found": len(files), "files_parsed": 0, "parse_failures": [], "skipped_reraise": 0}
     for rel in files:
@@ -1149,12 +1121,10 @@ def extract(root: str, files: Sequence[str], library: str, version: str, prints:
             stats["parse_failures"].append("%s: %s" % (rel, e.__class__.__name__ + ": " + str(e).splitlines()[0]))
             continue
         stats["files_parsed"] += 1
-        v = SiteVisitor(prints)
+        v = SiteVisitor()
         v.visit(tree)
         stats["skipped_reraise"] += v.skipped_reraise
         for site in v.sites:
-            if prints == "only" and not site["call"].endswith("print"):
-                continue
             records.append(finish_record(site, library, version, rel))
     records.sort(key=lambda r: (r["file"], r["line"], r["col"], r["kind"], r["call"]))
     stats["sites"] = len(records)
@@ -1199,15 +1169,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--exclude", nargs="+", action="extend", default=[], help="globs under --root to leave out")
     ap.add_argument("--out", required=True, help="JSON-lines output file")
     ap.add_argument("--stats", help="also write the run's statistics as JSON here")
-    ap.add_argument("--prints", choices=("no", "also", "only"), default="no",
-                    help="also (or only) read print(...) calls, as log lines at the level their text announces")
     ap.add_argument("--notices-only", metavar="WHY",
                     help="read the files for their notices only: every site is marked out of scope with this reason "
                          "(and the words that would have put it in), and the raises those words put in are dropped")
     a = ap.parse_args(argv)
 
     files = iter_files(a.root, a.prefix, a.exclude)
-    records, stats = extract(a.root, files, a.library, a.version, a.prints)
+    records, stats = extract(a.root, files, a.library, a.version)
     if a.notices_only:
         records = notices_only(records, a.notices_only)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
