@@ -1338,8 +1338,6 @@ def test_notices_of_harvests_52_and_53_are_harmless(text, rule):
 HARVEST_51_LOOK_ALIKES = [
     # an application's own fallback notice, not a refusal
     "Your GPU does not support FP16, falling back to FP32",
-    # an nvcc build's ptxas in a log whose pip step installed triton: not Triton's ptxas
-    "Collecting triton==3.1.0\n    ptxas fatal   : Value 'sm_30' is not defined for option 'gpu-name'",
     "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some other API call,so the "
     "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
 ]
@@ -1349,11 +1347,23 @@ HARVEST_50_LOOK_ALIKES = [
     "FileNotFoundError: [Errno 2] No such file or directory: './config/text_sentiment_classifier/Textbased_Bart_b32.json'",
 ]
 
-# harvest 49: ptxas refusing an architecture in a CMake / nvcc build, Triton nowhere in the text
-HARVEST_49_LOOK_ALIKES = [
+# harvest 49: ptxas refusing an architecture in a CMake / nvcc build, Triton nowhere in the text: the
+# toolkit dropped the architecture the build asks for (build-env's family), not Triton's ptxas (AD264)
+@pytest.mark.parametrize("text", [
     "    /usr/bin/nvcc     -x cu -c /home/m/altis/CMakeFiles/CMakeTmp/main.cu -o CMakeFiles/cmTC_a1746.dir/main.cu.o\n"
     "    ptxas fatal   : Value 'sm_30' is not defined for option 'gpu-name'",
-]
+    # an nvcc build's ptxas in a log whose pip step installed triton: not Triton's ptxas
+    "Collecting triton==3.1.0\n    ptxas fatal   : Value 'sm_30' is not defined for option 'gpu-name'",
+])
+def test_a_toolkits_compiler_refusing_the_builds_architecture_is_the_build_environment(text):
+    assert _first(text).rule == "AD315"
+
+
+def test_tensorflows_ptxas_fallback_notice_raises_nothing():
+    text = ("W asm_compiler.cc:235] Your CUDA software stack is old. We fallback to the NVIDIA driver for some "
+            "compilation. Update your CUDA version to get the best performance. The ptxas error was: ptxas fatal   : "
+            "Value 'sm_86' is not defined for option 'gpu-name'")
+    assert _first(text) is None
 
 # harvest 48: a forked process that cannot start CUDA, a missing attribute of a module outside the stack
 HARVEST_48_LOOK_ALIKES = [
@@ -1402,7 +1412,7 @@ def test_wordings_the_fresh_harvests_showed(text, rule):
 
 @pytest.mark.parametrize("text", [*HARVEST_34_LOOK_ALIKES, *HARVEST_36_LOOK_ALIKES, *HARVEST_37_LOOK_ALIKES,
                                   *HARVEST_39_LOOK_ALIKES, *HARVEST_41_LOOK_ALIKES, *HARVEST_44_LOOK_ALIKES, *HARVEST_46_LOOK_ALIKES,
-                                  *HARVEST_48_LOOK_ALIKES, *HARVEST_49_LOOK_ALIKES,
+                                  *HARVEST_48_LOOK_ALIKES,
                                   *HARVEST_50_LOOK_ALIKES, *HARVEST_51_LOOK_ALIKES, *HARVEST_52_LOOK_ALIKES, *HARVEST_54_LOOK_ALIKES, *HARVEST_57_LOOK_ALIKES, *HARVEST_58_LOOK_ALIKES, *HARVEST_59_LOOK_ALIKES, *HARVEST_60_LOOK_ALIKES, *HARVEST_61_LOOK_ALIKES, *HARVEST_64_LOOK_ALIKES, *HARVEST_65_LOOK_ALIKES])
 def test_look_alikes_the_fresh_harvests_showed_raise_nothing(text):
     assert _first(text) is None
