@@ -57,6 +57,11 @@ class Hit:
     raised: bool = False  # read from the `raise` line of a traceback cut before its message
 
 
+# what `_try` returns for a line that is the entry's message but whose two dtypes differ in no
+# precision (float against double, Long against Float): no finding, and none of its rule either
+_NOT_PRECISION = object()
+
+
 _QUOTED = re.compile(r"^[\s>*_-]*`+|`+[\s.]*$")  # markdown's quote marks and backticks around a pasted message
 # a traceback cut before its last line ends at the raise, whose message is written there
 _RAISE = re.compile(r"""^\s*raise\s+[\w.]+\(\s*[rbfRBF]{0,2}(?P<q>'''|\"\"\"|'|")(?P<msg>.*?)(?P=q)""")
@@ -198,17 +203,26 @@ class Catalogue:
         return best
 
     def _best(self, text: str, line: str, raised: Optional[str]) -> Optional[Hit]:
-        best: Optional[Hit] = None
+        hits: list[Hit] = []
+        judged: set[str] = set()  # rules whose message the dtype judge found no precision mismatch in
         for word in set(_WORD.findall(text)):
             for i in self._index.get(word, ()):
                 hit = self._try(i, text, line)
-                if hit is not None and raised is not None:
-                    hit = dataclasses.replace(hit, complete=False, raised=True)
-                if hit is not None and (best is None or (hit.complete, hit.covered) > (best.complete, best.covered)):
-                    best = hit
+                if hit is _NOT_PRECISION:
+                    judged.add(self.entries[i].rule)
+                elif hit is not None:
+                    hits.append(dataclasses.replace(hit, complete=False, raised=True) if raised is not None else hit)
+        best: Optional[Hit] = None
+        for hit in hits:
+            # a shorter message of the same rule inside the judged one (another library's "mat1 and
+            # mat2 must have the same dtype" in torch's "..., but got Long and Float") is judged with it
+            if hit.entry.rule in judged:
+                continue
+            if best is None or (hit.complete, hit.covered) > (best.complete, best.covered):
+                best = hit
         return best
 
-    def _try(self, i: int, text: str, line: str) -> Optional[Hit]:
+    def _try(self, i: int, text: str, line: str) -> "Optional[Hit] | object":
         e = self.entries[i]
         n = len(e.parts)
         anchored = WHOLE_BELOW <= e.literal < START_BELOW and bool(e.parts[0])
@@ -220,7 +234,7 @@ class Catalogue:
             m = self._pattern(i, n).search(text)
         if m is not None:
             if _packed_weight(e, m.groups()):
-                return None
+                return _NOT_PRECISION
             return Hit(entry=e, line=line, covered=e.literal, complete=True)
         # a line cut short (a terminal's width, a truncated log): the line ends inside the message,
         # after its first parts and some leading words of the next
@@ -244,8 +258,8 @@ class Catalogue:
             m = next((f for f in (squeezed.match(squeezed_text, q) for q in starts) if f is not None), None)
         else:
             m = squeezed.search(_squeeze(text))
-        if m is not None and not _packed_weight(e, m.groups()):
-            return Hit(entry=e, line=line, covered=e.literal, complete=True)
+        if m is not None:
+            return _NOT_PRECISION if _packed_weight(e, m.groups()) else Hit(entry=e, line=line, covered=e.literal, complete=True)
         return None
 
     def _squeezed_pattern(self, i: int) -> Optional[re.Pattern]:

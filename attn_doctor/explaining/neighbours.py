@@ -43,7 +43,7 @@ _TERMS = re.compile(
     r"sdpa|scaled_dot_product_attention|cudnn|cublas|bf16|bfloat16|fp16|float16|half|fp8|float8\w*|fp32|float32|"
     r"nan|inf|out of memory|oom|undefined symbol|glibc|cuda|rocm|hip|mps|compute capability|sm_?\d+|ampere|hopper|"
     r"volta|turing|head[_ ]?dim\w*|mask|autocast|no module|kernel image|ptxas|deepspeed|accelerate|peft|"
-    r"transformers|diffusers|unsloth|liger|fla\b|mamba\w*|apex|bitsandbytes|lib[a-z0-9_+-]+(?:\.\d+)*\.so)\b"
+    r"transformers|diffusers|unsloth|liger|fla\b|mamba\w*|apex|bitsandbytes|lib[a-z0-9_+-]+(?:\.[a-z0-9]+)*?\.so)\b"
 )
 
 

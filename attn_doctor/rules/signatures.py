@@ -446,6 +446,8 @@ def tidied(line: str) -> str:
         line = _FULLWIDTH_SPACED.sub("", line).translate(_PUNCTUATION)
     if '\\"' in line:
         line = line.replace('\\"', '"')  # a message quoted inside JSON (an API's or a tool's "message": "...")
+    if "\\'" in line:
+        line = line.replace("\\'", "'")  # ... or inside a Python repr of a dict or an exception ({'message': '... for \\'Half\\''})
     if "  " in line:
         line = _SPACES.sub(" ", line)
     return line.strip()

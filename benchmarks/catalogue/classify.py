@@ -54,6 +54,23 @@ _MIXED = _rx(r"(?:must|should) (?:have|be) the same (?:dtype|type|scalar type|da
              r"dtypes? (?:do not|don't|must) match", r"dtype mismatch", r"type mismatch",
              r"(?:to|must) have the same dtype", r"and \w+ type .* should be the same",
              r"\bExpected \w+\.dtype to be equal to \w+\.dtype")
+# the words of something missing or required: a package, a module, a library, a tool
+_MISSING = (r"not installed", r"pip install", r"no module named", r"is not available", r"please install",
+            r"could not (?:find|import|load)", r"cannot (?:find|import|load)", r"failed to (?:import|load)",
+            r"unable to (?:import|load)", r"not found", r"missing\b", r"is required(?! for)",
+            r"(?:package|library|module|flash[_-]?attn|xformers|triton|flashinfer|apex|bitsandbytes)[\w-]*`?\s+(?:is|are) required for",
+            r"[<>=]=? ?[\d.]+`?\s+(?:is|are) required for", r"required for [^.]{1,60}\. Install from\b", r"requires the .* package",
+            r"install (?:it|\w+) (?:with|from|via)")
+# the pieces of the attention stack a message can name: its libraries, their compiled parts, CUDA's
+# and ROCm's libraries and tools, the devices
+_STACK_PIECE = re.compile(
+    r"(?i)flash[_ -]?attn|flash[_ -]?attention|flash_?mla|xformers|triton|sage[_ -]?attn|sage[_ -]?attention|spas_sage|sparge|"
+    r"flashinfer|\bapex\b|bitsandbytes|\bbnb\b|deepspeed|\bds_|mamba|causal[_-]?conv1d|selective_scan|natten|\bfla\b|"
+    r"flash[-_ ]linear|liger|cutlass|\bcute\b|cute[_-]?dsl|\bkernels\b|transformer[_ -]?engine|\bfused|_C\b|_ext\b|\w_cuda\b|"
+    r"_cuda_\w|\bcsrc\b|extension|compiled|\bkernel|cubin|rotary_emb|layer_norm|xentropy|ring[_-]?flash|yunchang|xfuser|"
+    r"megablocks|grouped_gemm|deep_?gemm|deep_?ep|sonic|quack|tilelang|thunderkittens|\bcuda\b|\bcudnn|\bcublas|nccl|"
+    r"\bnvcc\b|ptxas|nvrtc|\bhip\b|rocm|aotriton|ck_tile|composable|marlin|exllama|awq|gptq|\bfp8\b|torchao|\bmslk\b|"
+    r"\bvllm\b|sglang|tensorrt|\btrt\b|\bops?\b|\battention\b|\battn\b|\bgpu\b|\bmps\b|\bxpu\b|\bnpu\b")
 _ATTENTION_SITE = re.compile(r"attn|attention|fmha|flash_|mha|sdp|sage|decode|prefill|\bmla\b", re.I)
 
 # (family, rule, test on the message, test on the condition, kinds that decide by themselves[, kinds
@@ -276,13 +293,15 @@ FAMILIES = [
     # Triton's search for the driver's unversioned libcuda.so in the linker cache (Colab, WSL, a
     # container): a driver library's location, which no family describes yet
     ("unclassified", None, _rx(r"libcuda\.so cannot found"), None, None),
-    ("attention-library-missing", "AD353",
-     _rx(r"not installed", r"pip install", r"no module named", r"is not available", r"please install",
-         r"could not (?:find|import|load)", r"cannot (?:find|import|load)", r"failed to (?:import|load)",
-         r"unable to (?:import|load)", r"not found", r"missing\b", r"is required(?! for)", r"(?:package|library|module|flash[_-]?attn|xformers|triton|flashinfer|apex|bitsandbytes)[\w-]*`?\s+(?:is|are) required for",
-         r"[<>=]=? ?[\d.]+`?\s+(?:is|are) required for", r"required for [^.]{1,60}\. Install from\b", r"requires the .* package",
-         r"install (?:it|\w+) (?:with|from|via)"),
-     None, ("raise:ImportError", "raise:ModuleNotFoundError")),
+    # something missing that is no piece of the attention stack (a logger's SDK, an export backend, a
+    # vector store's client, a config field, an internal tensor): the code's own dependency or state,
+    # which "an optional attention library is not installed" would misname; a kernel library's own
+    # sites are its pieces whatever their words
+    ("out:something missing that is no piece of the attention stack (another package, a tool, a config field or an internal state)", None,
+     _AllOf(_rx(*_MISSING, r"\brequires?\b", r"\bnecessary\b"), none_of=_STACK_PIECE),
+     None, None, None, re.compile(r"^(?!flash_attn/|hopper/|xformers/|flashinfer/|include/flashinfer/|sageattention/|mamba_ssm/|"
+                                  r"causal_conv1d/|natten/|fla/|kernels/|bitsandbytes/|op_builder/|csrc/)")),
+    ("attention-library-missing", "AD353", _rx(*_MISSING), None, ("raise:ImportError", "raise:ModuleNotFoundError")),
     # a CUDA library or the runtime returned an error status
     ("cuda-call-failed", "AD285",
      _rx(r"(?:cudnn|cublas\w*|cusparse|cufft|cusolver|curand|\bnccl|cutlass|hipblas\w*|\bmiopen|\brocblas)\w*\W{0,3}"

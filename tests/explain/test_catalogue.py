@@ -210,6 +210,33 @@ def test_msvc_and_unspaced_dtype_mismatches_are_the_autocast_rule():
     assert _first("expected mat1 and mat2 to have the same dtype, but got: float!= c10::Half")[0].rule == "AD651"
 
 
+def test_a_shorter_copy_of_a_judged_message_is_judged_with_it():
+    # torch's "mat1 and mat2 must have the same dtype, but got {} and {}" with two dtypes of which
+    # neither is a half type is the caller's data; flashinfer's shorter "mat1 and mat2 must have the
+    # same dtype" inside it is the same message and gets the same verdict
+    for data in ("Long and Float", "Double and Float"):
+        m, report = _first(f"RuntimeError: mat1 and mat2 must have the same dtype, but got {data}")
+        assert m is None and report.exit_code == 0, data
+    assert _first("RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float")[0].rule == "AD651"
+    assert _first("RuntimeError: mat1 and mat2 must have the same dtype")[0].rule == "AD651"
+
+
+def test_a_missing_package_that_is_no_piece_of_the_stack_is_not_an_attention_library():
+    # the catalogue marks these out: torchaudio's TorchCodec, a logger's SDK, a vector store's client
+    for text in ("RuntimeError: TorchCodec is required for load_with_torchcodec. Please install torchcodec to use this function.",
+                 "ImportError: SwanLabCallback requires swanlab to be installed. Run `pip install swanlab`."):
+        m, _ = _first(text)
+        assert m is None or m.rule != "AD353", text
+    # an attention library's is
+    m, _ = _first("ImportError: sageattention not installed, please install it with pip install sageattention")
+    assert m is not None and m.rule == "AD353"
+
+
+def test_a_message_inside_a_python_repr_with_escaped_quotes_is_itself():
+    m, _ = _first("requests.exceptions.HTTPError: {'message': '\"LayerNormKernelImpl\" not implemented for \\'Half\\''}")
+    assert m is not None and m.rule == "AD266"
+
+
 def test_a_signature_that_names_the_message_wins_over_the_catalogue():
     m, _ = _first("RuntimeError: FlashAttention only supports Ampere GPUs or newer.")
     assert m.rule == "AD103" and m.site is None

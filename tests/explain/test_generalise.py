@@ -195,6 +195,13 @@ def test_a_line_that_states_other_dtypes_does_not_resemble_a_dtype_case():
                          judged=JUDGED) is None
 
 
+def test_a_missing_library_resembles_only_cases_of_that_library():
+    # the library's name is what the line is about: Python's own libpython is not torch's libc10
+    assert "libpython3.7m.so" in neighbours.terms("ImportError: libpython3.7m.so.1.0: cannot open shared object file")
+    assert INDEX.nearest(["ImportError: libpython3.7m.so.1.0: cannot open shared object file: No such file or directory"],
+                         judged=JUDGED) is None
+
+
 def test_the_search_raises_no_alarm_on_the_corpus_negatives_leave_one_out():
     """The calibration's claim (benchmarks/calibrate_neighbours.py): no negative or harmless text of
     the corpus resembles a failure once its own entry is left out."""
