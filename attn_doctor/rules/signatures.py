@@ -412,6 +412,8 @@ _PUNCTUATION = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "�
 _FULLWIDTH_SPACED = re.compile(r"[ \t\u3000]+(?=[：，；。])|(?<=[：，；。])[ \t\u3000]+")
 _SPACES = re.compile(r" {2,}")
 _ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|nbsp|#\d{2,4}|#x[0-9a-fA-F]{2,4});")
+_MD_ESCAPE = re.compile(r"\\([_*`\[\]#])")
+_WINDOWS_PATH = re.compile(r"[A-Za-z]:\\|\\[\w .-]+\\")  # its backslashes are the path's: D:\\x\\__init__.py
 _MARKUP = re.compile(r"`+|\*\*|__(?=\w)|(?<=\w)__")
 
 
@@ -448,6 +450,8 @@ def tidied(line: str) -> str:
         line = line.replace('\\"', '"')  # a message quoted inside JSON (an API's or a tool's "message": "...")
     if "\\'" in line:
         line = line.replace("\\'", "'")  # ... or inside a Python repr of a dict or an exception ({'message': '... for \\'Half\\''})
+    if "\\" in line and _MD_ESCAPE.search(line) and not _WINDOWS_PATH.search(line):
+        line = _MD_ESCAPE.sub(r"\1", line)  # markdown's source escapes (a Reddit or GitHub post as stored): CXXABI\_1.3.15, \[rank0\]
     if "  " in line:
         line = _SPACES.sub(" ", line)
     return line.strip()

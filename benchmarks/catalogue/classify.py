@@ -71,6 +71,16 @@ _STACK_PIECE = re.compile(
     r"megablocks|grouped_gemm|deep_?gemm|deep_?ep|sonic|quack|tilelang|thunderkittens|\bcuda\b|\bcudnn|\bcublas|nccl|"
     r"\bnvcc\b|ptxas|nvrtc|\bhip\b|rocm|aotriton|ck_tile|composable|marlin|exllama|awq|gptq|\bfp8\b|torchao|\bmslk\b|"
     r"\bvllm\b|sglang|tensorrt|\btrt\b|\bops?\b|\battention\b|\battn\b|\bgpu\b|\bmps\b|\bxpu\b|\bnpu\b")
+_FEATURE_REFUSED = _rx(r"not (?:yet )?supported", r"unsupported", r"does(?: not|n't) support", r"not implemented",
+                       r"only supports?", r"\bsupports? only\b", r"is only (?:supported|available|implemented)", r"not (?:yet )?available",
+                       r"cannot be used (?:with|together|when|for)", r"can(?:not|'t) be combined", r"(?:is|are) not allowed",
+                       r"no (?:kernel|implementation|support) (?:for|available)", r"\bno (?:valid )?(?:kernel|config)",
+                       r"not (?:a )?valid (?:combination|option)", r"\bonly (?:works|available|valid|implemented) (?:for|with|when|on)",
+                       r"requires? (?:that |the )?\w+ (?:to be|be) (?:enabled|disabled|set|true|false|none)", r"\bnot (?:yet )?enabled",
+                       r"failed to dispatch", r"no suitable", r"(?:is|are) not compatible", r"incompatible",
+                       r"had not been implemented", r"no layer mapping", r"No (?:compiled )?tier covers", r"\bno \w+ kernel for\b",
+                       r"is supported only with", r"Gradients not supported", r"Mutations detected", r"is not support\b",
+                       r"Only \S+ supported", r"does not define any", r"is a CUDA \w+ backend", r"on ROCm use")
 _ATTENTION_SITE = re.compile(r"attn|attention|fmha|flash_|mha|sdp|sage|decode|prefill|\bmla\b", re.I)
 
 # (family, rule, test on the message, test on the condition, kinds that decide by themselves[, kinds
@@ -318,18 +328,12 @@ FAMILIES = [
      _rx(r"shared memory", r"\bsmem\b", r"out of resource", r"too many resources", r"registers?\b.*exceed",
          r"exceeds? (?:the )?(?:hardware|device) limit"),
      _rx(r"smem", r"shared_mem", r"max_shared", r"sharedMemPerBlock"), None),
-    # an option the kernel (or this build / this GPU) has no path for
+    # an option the kernel (or this build / this GPU) has no path for; in a serving engine's attention
+    # backend, the backend the engine chose (or was told to use) lacking what the model or its settings need
+    ("serving-attention-backend", "AD281", _FEATURE_REFUSED, None, ("raise:NotImplementedError",), None,
+     re.compile(r"^(?:vllm/(?:v1/)?attention/backends/|(?:python/)?sglang/srt/layers/attention/)")),
     ("kernel-feature-unsupported", "AD284",
-     _rx(r"not (?:yet )?supported", r"unsupported", r"does(?: not|n't) support", r"not implemented",
-         r"only supports?", r"\bsupports? only\b", r"is only (?:supported|available|implemented)", r"not (?:yet )?available",
-         r"cannot be used (?:with|together|when|for)", r"can(?:not|'t) be combined", r"(?:is|are) not allowed",
-         r"no (?:kernel|implementation|support) (?:for|available)", r"\bno (?:valid )?(?:kernel|config)",
-         r"not (?:a )?valid (?:combination|option)", r"\bonly (?:works|available|valid|implemented) (?:for|with|when|on)",
-         r"requires? (?:that |the )?\w+ (?:to be|be) (?:enabled|disabled|set|true|false|none)", r"\bnot (?:yet )?enabled",
-         r"failed to dispatch", r"no suitable", r"(?:is|are) not compatible", r"incompatible",
-         r"had not been implemented", r"no layer mapping", r"No (?:compiled )?tier covers", r"\bno \w+ kernel for\b",
-         r"is supported only with", r"Gradients not supported", r"Mutations detected", r"is not support\b",
-         r"Only \S+ supported", r"does not define any", r"is a CUDA \w+ backend", r"on ROCm use"),
+     _FEATURE_REFUSED,
      None, ("raise:NotImplementedError",)),
     # what Triton's code generator, JIT and interpreter say of a kernel's own source
     ("triton-compiler", "AD263", None, None, ("raise", "assert", "warn", "check"), None,
@@ -367,14 +371,14 @@ FAMILIES = [
 OUT_OF_STACK = [
     (re.compile(r"^torch/__init__\.py$"), _rx(r"^Failed to load the backend extension: "),
      "torch's autoload of an out-of-tree device backend (an installed torch_* plugin package failing to import): the plugin, not the attention stack"),
-    (re.compile(r""), _rx(r"mat1 and mat2 shapes cannot be multiplied"),
+    (re.compile(r""), _rx(r"mat1 and mat2 shapes cannot be multiplied", r"Expected size for first two dimensions of batch2 tensor to be"),
      "a matrix multiply's operand shapes (torch's own check, repeated by kernel libraries): the model's shapes, not a kernel's limit"),
     (re.compile(r"^onnxruntime/"), _rx(r"WebGPU", r"ModelCompiler", r"package info: ", r"^onnxruntime build info: ",
                                        r"failed to get cudart_version from"),
      "onnxruntime's WebGPU graphs, model compiler and build-info printout: its own API and diagnostics"),
     (re.compile(r"^peft/"), _rx(r"NaNs detected in the merged (?:weights|bias)", r"sampling produced NaNs",
-                                r"compiled_hotswap", r"enable_softmax", r"LoRA conversion", r"Rank-Stabilized LoRA",
-                                r"AutoPeftModel"),
+                       r"compiled_hotswap", r"enable_softmax", r"LoRA conversion", r"Rank-Stabilized LoRA",
+                       r"AutoPeftModel"),
      "an adapter's own weights, options or API (peft's safe merge finds a broken adapter; hot-swapping, X-LoRA "
      "settings, conversions, its Auto classes): the adapter, not the precision stack"),
     (re.compile(r"^pytorch3d/"), _rx(r"Pulsar assertion failed", r"supported by the pulsar backend", r"NDC to screen",

@@ -237,6 +237,34 @@ def test_a_message_inside_a_python_repr_with_escaped_quotes_is_itself():
     assert m is not None and m.rule == "AD266"
 
 
+def test_markdown_escapes_of_a_stored_post_are_read_through_but_a_windows_paths_backslashes_are_kept():
+    # a Reddit or GitHub post's source: CXXABI\_1.3.15, vllm/\_C.abi3.so
+    m, _ = _first("ImportError: /home/u/miniconda3/bin/../lib/libstdc++.so.6: version \\`CXXABI\\_1.3.15' not found "
+                  "(required by /home/u/vllm/vllm/\\_C.abi3.so)")
+    assert m is not None and m.rule == "AD352"
+    # a Windows traceback's D:\\...\\xformers\\__init__.py is a path: xformers' own optional import stays a notice
+    m, report = _first('WARNING  A matching Triton is not available, some optimizations will not be enabled\n'
+                       'Traceback (most recent call last):\n'
+                       '  File "D:\\AI\\venv\\Lib\\site-packages\\xformers\\__init__.py", line 57, in _is_triton_available\n'
+                       '    import triton  # noqa\n'
+                       "ModuleNotFoundError: No module named 'triton'")
+    assert m is None and report.exit_code == 0
+
+
+def test_a_library_word_is_not_a_library_name():
+    # "Failed to load library libonnxruntime_providers_shared.so": onnxruntime's provider bridge, no torch extension
+    m, _ = _first("FAIL : Failed to load library libonnxruntime_providers_shared.so with error: "
+                  "libonnxruntime_providers_shared.so: cannot open shared object file: No such file or directory")
+    assert m is None or m.rule != "AD312"
+
+
+def test_complex_half_against_complex_float_is_a_precision_mismatch():
+    assert _first("RuntimeError: Input type (CUDAComplexHalfType) and weight type (CUDAComplexFloatType) "
+                  "should be the same")[0].rule == "AD651"
+    assert _first("RuntimeError: Input type (CUDAComplexFloatType) and weight type (CUDAComplexDoubleType) "
+                  "should be the same")[0] is None
+
+
 def test_a_signature_that_names_the_message_wins_over_the_catalogue():
     m, _ = _first("RuntimeError: FlashAttention only supports Ampere GPUs or newer.")
     assert m.rule == "AD103" and m.site is None
