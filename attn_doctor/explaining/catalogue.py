@@ -45,6 +45,7 @@ class Entry:
     rule: str
     at: tuple[str, ...]  # "library version file:line" of the sites that raise it
     literal: int  # characters of literal text
+    raised: bool = True  # the sites raise it (an error); False: they warn or log it
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ _IN_PROSE = re.compile('"([^"\n]{%d,%d})"|\u201c([^\u201d\n]{%d,%d})\u201d|\u300
 IN_PROSE_MAX = 3  # quoted runs tried in one line
 # the source line Python prints under a warning, which follows the warning's own message line
 _WARN_ECHO = re.compile(r"^\s*warnings\.warn(?:_explicit)?\(")
+# the header Python's warnings module prints before a warning's message ("x.py:51: UserWarning: ")
+_WARNED = re.compile(r"\.py:\d+: (?:\w+\.)*\w*Warning: ")
 # Where a message starts in a normalised line: the line's start, after punctuation ("Error: ",
 # "[rank0]: ", "- ", a quote), or after a log level's word. A short message inside a sentence
 # ("PyTorch was not compiled with CUDA support") is another writer's sentence that holds its words.
@@ -166,7 +169,8 @@ class Catalogue:
                 if literal < MIN_LITERAL:
                     continue
                 entries.append(Entry(parts=parts, family=str(row["family"]), rule=str(row["rule"]),
-                                     at=tuple(str(a) for a in row.get("at", ())[:4]), literal=literal))
+                                     at=tuple(str(a) for a in row.get("at", ())[:4]), literal=literal,
+                                     raised=str(row.get("kind", "raise")) not in ("warn", "log")))
         return cls(entries)
 
     def _pattern(self, i: int, upto: int) -> re.Pattern:
@@ -213,10 +217,15 @@ class Catalogue:
                 elif hit is not None:
                     hits.append(dataclasses.replace(hit, complete=False, raised=True) if raised is not None else hit)
         best: Optional[Hit] = None
+        warned = _WARNED.search(line[:MAX_LINE]) is not None
         for hit in hits:
             # a shorter message of the same rule inside the judged one (another library's "mat1 and
             # mat2 must have the same dtype" in torch's "..., but got Long and Float") is judged with it
             if hit.entry.rule in judged:
+                continue
+            # words a library raises, printed here by Python's warnings as another library's warning
+            # (flute's "utils.py:51: UserWarning: Only CUDA devices are supported"): not that raise
+            if warned and hit.entry.raised and hit.entry.family != "harmless":
                 continue
             if best is None or (hit.complete, hit.covered) > (best.complete, best.covered):
                 best = hit

@@ -340,7 +340,7 @@ def fill_source(groups: dict, before: list[str], after: list[str]) -> Optional[d
 _TENSOR_TYPE = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16", "byte": "uint8",
                 "char": "int8", "int": "int32", "long": "int64", "short": "int16", "bool": "bool",
                 "fp16": "float16", "f16": "float16", "bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp64": "float64",
-                # complex tensors (an STFT's): two half-precision parts, two float32 parts
+                # complex tensors (an STFT's): not a precision autocast reconciles, whichever side
                 "complexhalf": "complex32", "complexfloat": "complex64", "complexdouble": "complex128"}
 
 
@@ -364,7 +364,7 @@ def _tensor_device(text: str) -> Optional[str]:
 def is_half(text: str) -> bool:
     """Whether a type's name, however spelt, is a half-precision (or 8-bit float) dtype."""
     named = _dtype_named(text)
-    return named in ("float16", "bfloat16", "complex32") or named.startswith("float8")
+    return named in ("float16", "bfloat16") or named.startswith("float8")
 
 
 def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:

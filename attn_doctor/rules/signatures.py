@@ -413,7 +413,8 @@ _FULLWIDTH_SPACED = re.compile(r"[ \t\u3000]+(?=[：，；。])|(?<=[：，；�
 _SPACES = re.compile(r" {2,}")
 _ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|nbsp|#\d{2,4}|#x[0-9a-fA-F]{2,4});")
 _MD_ESCAPE = re.compile(r"\\([_*`\[\]#])")
-_WINDOWS_PATH = re.compile(r"[A-Za-z]:\\|\\[\w .-]+\\")  # its backslashes are the path's: D:\\x\\__init__.py
+# a drive letter or a UNC share: the line's backslashes are a path's (D:\\x\\__init__.py), not markdown's
+_WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\|\\\\[\w.-]+\\")
 _MARKUP = re.compile(r"`+|\*\*|__(?=\w)|(?<=\w)__")
 
 

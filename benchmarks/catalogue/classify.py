@@ -70,7 +70,8 @@ _STACK_PIECE = re.compile(
     r"_cuda_\w|\bcsrc\b|extension|compiled|\bkernel|cubin|rotary_emb|layer_norm|xentropy|ring[_-]?flash|yunchang|xfuser|"
     r"megablocks|grouped_gemm|deep_?gemm|deep_?ep|sonic|quack|tilelang|thunderkittens|\bcuda\b|\bcudnn|\bcublas|nccl|"
     r"\bnvcc\b|ptxas|nvrtc|\bhip\b|rocm|aotriton|ck_tile|composable|marlin|exllama|awq|gptq|\bfp8\b|torchao|\bmslk\b|"
-    r"\bvllm\b|sglang|tensorrt|\btrt\b|\bops?\b|\battention\b|\battn\b|\bgpu\b|\bmps\b|\bxpu\b|\bnpu\b")
+    r"\bvllm\b|sglang|tensorrt|\btrt\b|\bops?\b|attention|attn|\bgpu\b|\bmps\b|\bxpu\b|\bnpu\b|hipblas\w*|rocblas|miopen|"
+    r"\bmla\b|kv.?cache|paged|block.?size|aiter|flex|flash_\w+|\bkda\b")
 _FEATURE_REFUSED = _rx(r"not (?:yet )?supported", r"unsupported", r"does(?: not|n't) support", r"not implemented",
                        r"only supports?", r"\bsupports? only\b", r"is only (?:supported|available|implemented)", r"not (?:yet )?available",
                        r"cannot be used (?:with|together|when|for)", r"can(?:not|'t) be combined", r"(?:is|are) not allowed",
@@ -308,9 +309,10 @@ FAMILIES = [
     # which "an optional attention library is not installed" would misname; a kernel library's own
     # sites are its pieces whatever their words
     ("out:something missing that is no piece of the attention stack (another package, a tool, a config field or an internal state)", None,
-     _AllOf(_rx(*_MISSING, r"\brequires?\b", r"\bnecessary\b"), none_of=_STACK_PIECE),
+     _AllOf(_rx(*_MISSING), none_of=_STACK_PIECE),
      None, None, None, re.compile(r"^(?!flash_attn/|hopper/|xformers/|flashinfer/|include/flashinfer/|sageattention/|mamba_ssm/|"
-                                  r"causal_conv1d/|natten/|fla/|kernels/|bitsandbytes/|op_builder/|csrc/)")),
+                                  r"causal_conv1d/|natten/|fla/|kernels/|bitsandbytes/|op_builder/|csrc/|vllm/|(?:python/)?sglang/|"
+                                  r"transformer_engine/|torch/_inductor/kernel/)")),
     ("attention-library-missing", "AD353", _rx(*_MISSING), None, ("raise:ImportError", "raise:ModuleNotFoundError")),
     # a CUDA library or the runtime returned an error status
     ("cuda-call-failed", "AD285",
@@ -547,10 +549,10 @@ def classify(site, named=None):
 
 
 # Families of a call refused (its arguments, an option the kernel has no path for, a framework's
-# setting, an internal check): a warning or info line of those words refused nothing, the library
+# setting, an internal check, a serving backend lacking a feature): a warning or info line of those words refused nothing, the library
 # said what it did instead ("output_attentions is set to False", "will have no effect", "using the
 # default") and went on: a notice.
-REFUSALS = {"AD282", "AD283", "AD284", "AD286"}
+REFUSALS = {"AD281", "AD282", "AD283", "AD284", "AD286"}
 
 
 def _said_and_went_on(site, family, rule, how):
