@@ -45,7 +45,7 @@ class Entry:
     rule: str
     at: tuple[str, ...]  # "library version file:line" of the sites that raise it
     literal: int  # characters of literal text
-    raised: bool = True  # the sites raise it (an error); False: they warn or log it
+    error: bool = True  # the sites raise, assert or check it; False: they warn or log it
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ class Catalogue:
                     continue
                 entries.append(Entry(parts=parts, family=str(row["family"]), rule=str(row["rule"]),
                                      at=tuple(str(a) for a in row.get("at", ())[:4]), literal=literal,
-                                     raised=str(row.get("kind", "raise")) not in ("warn", "log")))
+                                     error=str(row.get("kind", "raise")) not in ("warn", "log")))
         return cls(entries)
 
     def _pattern(self, i: int, upto: int) -> re.Pattern:
@@ -225,7 +225,7 @@ class Catalogue:
                 continue
             # words a library raises, printed here by Python's warnings as another library's warning
             # (flute's "utils.py:51: UserWarning: Only CUDA devices are supported"): not that raise
-            if warned and hit.entry.raised and hit.entry.family != "harmless":
+            if warned and hit.entry.error and hit.entry.family != "harmless":
                 continue
             if best is None or (hit.complete, hit.covered) > (best.complete, best.covered):
                 best = hit

@@ -339,9 +339,7 @@ def fill_source(groups: dict, before: list[str], after: list[str]) -> Optional[d
 
 _TENSOR_TYPE = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16", "byte": "uint8",
                 "char": "int8", "int": "int32", "long": "int64", "short": "int16", "bool": "bool",
-                "fp16": "float16", "f16": "float16", "bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp64": "float64",
-                # complex tensors (an STFT's): not a precision autocast reconciles, whichever side
-                "complexhalf": "complex32", "complexfloat": "complex64", "complexdouble": "complex128"}
+                "fp16": "float16", "f16": "float16", "bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp64": "float64"}
 
 
 def _dtype_named(text: str) -> str:

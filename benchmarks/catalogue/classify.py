@@ -379,8 +379,8 @@ OUT_OF_STACK = [
                                        r"failed to get cudart_version from"),
      "onnxruntime's WebGPU graphs, model compiler and build-info printout: its own API and diagnostics"),
     (re.compile(r"^peft/"), _rx(r"NaNs detected in the merged (?:weights|bias)", r"sampling produced NaNs",
-                       r"compiled_hotswap", r"enable_softmax", r"LoRA conversion", r"Rank-Stabilized LoRA",
-                       r"AutoPeftModel"),
+                                r"compiled_hotswap", r"enable_softmax", r"LoRA conversion", r"Rank-Stabilized LoRA",
+                                r"AutoPeftModel"),
      "an adapter's own weights, options or API (peft's safe merge finds a broken adapter; hot-swapping, X-LoRA "
      "settings, conversions, its Auto classes): the adapter, not the precision stack"),
     (re.compile(r"^pytorch3d/"), _rx(r"Pulsar assertion failed", r"supported by the pulsar backend", r"NDC to screen",
