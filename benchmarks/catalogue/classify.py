@@ -55,8 +55,11 @@ _MIXED = _rx(r"(?:must|should) (?:have|be) the same (?:dtype|type|scalar type|da
              r"(?:to|must) have the same dtype", r"and \w+ type .* should be the same",
              r"\bExpected \w+\.dtype to be equal to \w+\.dtype")
 # the words of something missing or required: a package, a module, a library, a tool
+# "could not find a valid config / a compatible kernel" is a search for a kernel that fits the call
+_FITTING = r" (?:a |any )?(?:valid|suitable|compatible|matching|usable|working) "
 _MISSING = (r"not installed", r"pip install", r"no module named", r"is not available", r"please install",
-            r"could not (?:find|import|load)", r"cannot (?:find|import|load)", r"failed to (?:import|load)",
+            r"could not (?:find(?!" + _FITTING + ")|import|load)", r"cannot (?:find(?!" + _FITTING + ")|import|load)",
+            r"failed to (?:import|load)",
             r"unable to (?:import|load)", r"not found", r"missing\b", r"is required(?! for)",
             r"(?:package|library|module|flash[_-]?attn|xformers|triton|flashinfer|apex|bitsandbytes)[\w-]*`?\s+(?:is|are) required for",
             r"[<>=]=? ?[\d.]+`?\s+(?:is|are) required for", r"required for [^.]{1,60}\. Install from\b", r"requires the .* package",
@@ -72,7 +75,8 @@ _STACK_PIECE = re.compile(
     r"\bnvcc\b|ptxas|nvrtc|\bhip\b|rocm|aotriton|ck_tile|composable|marlin|exllama|awq|gptq|\bfp8\b|torchao|\bmslk\b|"
     r"\bvllm\b|sglang|tensorrt|\btrt\b|\bops?\b|attention|attn|\bgpu\b|\bmps\b|\bxpu\b|\bnpu\b|hipblas\w*|rocblas|miopen|"
     r"\bmla\b|kv.?cache|paged|block.?size|aiter|flex|flash_\w+|\bkda\b")
-_FEATURE_REFUSED = _rx(r"not (?:yet )?supported", r"unsupported", r"does(?: not|n't) support", r"not implemented",
+_FEATURE_REFUSED = _rx(r"(?:could not|cannot|unable to|failed to) find" + _FITTING + r"(?:\w+ ){0,4}(?:kernel|config|solution|backend)",
+                       r"not (?:yet )?supported", r"unsupported", r"does(?: not|n't) support", r"not implemented",
                        r"only supports?", r"\bsupports? only\b", r"is only (?:supported|available|implemented)", r"not (?:yet )?available",
                        r"cannot be used (?:with|together|when|for)", r"can(?:not|'t) be combined", r"(?:is|are) not allowed",
                        r"no (?:kernel|implementation|support) (?:for|available)", r"\bno (?:valid )?(?:kernel|config)",
