@@ -22,6 +22,21 @@ def test_what_every_release_has_or_none_has_says_nothing_of_the_torch_age():
     assert torch_api.added_in("numpy") is None
 
 
+def test_keywords_are_read_from_the_python_sources_and_the_argument_parsers():
+    # a Python function's keyword (torch/__init__.py's compile)
+    assert torch_api.keyword_added_in("compile", "recompile_limit") == ("2.10.0", "2.13.0")
+    # a C function's keyword, from the parser's signature in libtorch_python: 2.0.1's stub lists SDPA's
+    # scale, its parser does not
+    assert torch_api.keyword_added_in("scaled_dot_product_attention", "scale") == ("2.0.1", "2.2.2")
+    assert torch_api.keyword_added_in("scaled_dot_product_attention", "enable_gqa") == ("2.4.1", "2.6.0")
+
+
+def test_a_keyword_the_function_always_took_or_took_through_kwargs_says_nothing():
+    assert torch_api.keyword_added_in("compile", "options") is None  # torch.compile had it from its first release
+    assert torch_api.keyword_added_in("load", "weights_only") is None  # 1.7.1's load took **pickle_load_args
+    assert torch_api.keyword_added_in("forward", "padding_mask") is None  # no torch function of that name
+
+
 def test_a_damaged_table_reads_as_empty(tmp_path, monkeypatch):
     bad = tmp_path / "torch_api.json.gz"
     bad.write_bytes(gzip.compress(json.dumps({"releases": "x"}).encode()))
@@ -29,6 +44,7 @@ def test_a_damaged_table_reads_as_empty(tmp_path, monkeypatch):
     torch_api.table.cache_clear()
     try:
         assert torch_api.added_in("torch.library", "register_fake") is None
+        assert torch_api.keyword_added_in("compile", "recompile_limit") is None
         bad.write_bytes(b"not gzip")
         torch_api.table.cache_clear()
         assert torch_api.added_in("torch.profiler") is None

@@ -9,12 +9,12 @@ have run: the general cutlass operator when it is built, else what every operato
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .dispatch_guards import TORCH_STATED, op_dtype_in_later_torch, op_dtype_not_in_later_torch, op_is_torch_cpu_kernel
+from .dispatch_guards import op_dtype_in_later_torch, op_dtype_not_in_later_torch, op_is_torch_cpu_kernel
+from .torch_age import torch_api_added, torch_keyword_added
 
 
 @dataclass
@@ -385,60 +385,6 @@ def dtypes_differ(groups: dict, before: list[str], after: list[str]) -> Optional
     return {}
 
 
-# names a torch module binds by importing them (typing's, functools', warnings' helpers,
-# typing_extensions' deprecated): the table of module-level names holds them too, but no code uses
-# them as torch's API
-_EXTRA_HELPERS = frozenset({"deprecated", "override", "Self", "TypeAlias", "ParamSpec", "TypeGuard", "Concatenate",
-                            "Unpack", "TypeVarTuple", "Never", "LiteralString", "Required", "NotRequired"})
-
-
-@functools.lru_cache(maxsize=1)
-def _imported_helpers() -> frozenset:
-    import abc
-    import collections
-    import collections.abc
-    import contextlib
-    import dataclasses
-    import enum
-    import itertools
-    import typing
-    import warnings
-
-    names = set(_EXTRA_HELPERS)
-    for module in (typing, collections, collections.abc, functools, contextlib, dataclasses, enum, abc, warnings, itertools):
-        names.update(n for n in dir(module) if not n.startswith("_"))
-    return frozenset(names)
-
-
-def torch_api_added(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
-    """A torch module, or a module-level name, that a later torch release added (read from the
-    sources of several releases): the torch in use predates it. {"api", "since"} (since: the first
-    release read that has it). None where every release read has it (a shadowing file or a broken
-    install, not the torch's age), none has it, or the lines around it show a torch at or past that
-    release."""
-    from packaging.version import InvalidVersion, Version
-
-    from ..support.torch_api import added_in
-
-    module, name = groups.get("module") or "", groups.get("name")
-    if name is not None and name.startswith("_"):
-        return None  # a private name: torch moves those between releases in both directions
-    if name is not None and name in _imported_helpers():
-        return None  # a helper the module imports (typing_extensions' deprecated, typing's names): not torch's API
-    found = added_in(module, name) if module.startswith("torch") else None
-    if found is None:
-        return None
-    without, since = found
-    for line in [*before[-20:], *after[:20]]:
-        for m in TORCH_STATED.finditer(line):
-            try:
-                if Version(m.group("v")) > Version(without):
-                    return None  # a release past the last one read without it: it may have it
-            except InvalidVersion:
-                continue
-    return {"api": f"{module}.{name}" if name else module, "since": since}
-
-
 _BF16_RUN = re.compile(r"(?i)\bbf16\b|bfloat16")
 _FP16_RUN = re.compile(r"(?i)\bfp16\b|(?<!b)float16|\.half\(|halftensor|16-mixed")
 # mixed precision said to be off: a NaN of such a run is no float16 overflow
@@ -582,6 +528,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "a_failure_follows": a_failure_follows,
     "bf16_refusal_ends_here": bf16_refusal_ends_here,
     "torch_api_added": torch_api_added,
+    "torch_keyword_added": torch_keyword_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     "op_is_torch_cpu_kernel": op_is_torch_cpu_kernel,
     **_support_guards(),

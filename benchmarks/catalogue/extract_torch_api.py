@@ -22,6 +22,7 @@ import argparse
 import ast
 import gzip
 import json
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -34,7 +35,7 @@ SKIPPED = ("torch.testing._internal", "torch.include", "torch.share", "torch.bin
 
 
 def _files(source: str):
-    """(module name, source text) for each torch/**/*.py of a wheel or a site-packages folder."""
+    """(module name, source text, is a package) for each torch/**/*.py of a wheel or a site-packages folder."""
     path = Path(source)
     if path.is_file():
         with zipfile.ZipFile(path) as whl:
@@ -63,6 +64,47 @@ def _kept(module: str) -> bool:
     parts = module.split(".")
     private = [p for p in parts[1:] if p.startswith("_")]
     return not private or _under(module, PRIVATE_KEPT)
+
+
+def _called(module: str) -> bool:
+    """A public module, whose functions code calls by keyword."""
+    return not any(p.startswith("_") for p in module.split(".")[1:]) and not _under(module, SKIPPED)
+
+
+# The C functions' signatures as torch's Python argument parser holds them in libtorch_python (the
+# text it checks keywords against: "scaled_dot_product_attention(Tensor query, ..., bool
+# is_causal=False)"). The .pyi stubs are not read: some were written by hand and ran ahead of the
+# binding (2.0.1's stub has SDPA's scale, its parser does not).
+_BINDING = re.compile(rb"(?<![\w.])([a-z][a-z0-9_]*)\(((?:Tensor|int|SymInt|float|double|bool|Scalar|ScalarType|Dimname|Generator|"
+                      rb"Layout|Device|MemoryFormat|c10|at|std|IntArrayRef|TensorList|Storage|Stream|PyObject|QScheme|"
+                      rb"std::string|c10::string_view|str|\*)[^()\x00\n]{0,600})\)(?= ->|\x00)")
+_LIB = ("torch/lib/libtorch_python.so", "torch/lib/libtorch_python.dylib")
+
+
+def _bound_signatures(source: str) -> dict[str, set[str]]:
+    """{C function name: its keywords (every overload's)} from a wheel's or a site-packages folder's
+    libtorch_python; empty where there is none."""
+    path = Path(source)
+    data = b""
+    if path.is_file():
+        with zipfile.ZipFile(path) as whl:
+            for name in whl.namelist():
+                if name in _LIB:
+                    data = whl.read(name)
+    else:
+        for name in _LIB:
+            if (path / name).is_file():
+                data = (path / name).read_bytes()
+    found: dict[str, set[str]] = {}
+    for m in _BINDING.finditer(data):
+        func, params = m.group(1).decode(), m.group(2).decode("ascii", "replace")
+        named = set()
+        for param in params.split(", "):
+            words = param.split("=")[0].split()
+            if len(words) >= 2 and words[-1].isidentifier():
+                named.add(words[-1])
+        found[func] = found.get(func, set()) | named
+    return found
 
 
 def _top_nodes(body):
@@ -109,6 +151,26 @@ def _top_names(text: str, module: str = "") -> tuple[set[str], list[str]]:
     return {n for n in names if not n.startswith("__")}, stars
 
 
+def _signatures(text: str) -> dict[str, set[str] | None]:
+    """The keyword arguments of each public module-level function of a module (a stub's overloads
+    together); None for a function that takes **kwargs, which no keyword makes fail."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    found: dict[str, set[str] | None] = {}
+    for node in _top_nodes(tree.body):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith("_"):
+            continue
+        args = node.args
+        named = {a.arg for a in [*args.args, *args.kwonlyargs] if not a.arg.startswith("_")} - {"self", "cls"}
+        if args.kwarg is not None or found.get(node.name, set()) is None:
+            found[node.name] = None
+        else:
+            found[node.name] = found.get(node.name, set()) | named
+    return found
+
+
 def _absolute(module: str, target: str, level: int) -> str:
     if not level:
         return target
@@ -116,14 +178,22 @@ def _absolute(module: str, target: str, level: int) -> str:
     return ".".join([*base, target] if target else base)
 
 
-def read(source: str) -> tuple[set[str], dict[str, set[str]]]:
+def read(source: str) -> tuple[set[str], dict[str, set[str]], dict[str, set[str] | None]]:
+    """The modules, each kept module's names, and the keyword arguments of each public function code
+    calls ("torch.nn.functional.pad": its keywords, None where it takes **kwargs)."""
     modules: set[str] = set()
+    kwargs: dict[str, set[str] | None] = {}
     names: dict[str, set[str]] = {}
     stars: dict[str, list[str]] = {}
     packages: set[str] = set()
     for module, text, is_package in _files(source):
         if _under(module, SKIPPED):
             continue
+        if _called(module):
+            for func, named in _signatures(text).items():
+                key = f"{module}.{func}"
+                known = kwargs.get(key, set())
+                kwargs[key] = None if named is None or (key in kwargs and known is None) else known | named
         modules.add(module)
         if is_package:
             packages.add(module)
@@ -142,15 +212,18 @@ def read(source: str) -> tuple[set[str], dict[str, set[str]]]:
                     names[module] |= extra
                     changed = True
     # a submodule is not an attribute of its package until something imports it: not listed as one
-    return modules, {m: ns for m, ns in names.items() if _kept(m)}
+    return modules, {m: ns for m, ns in names.items() if _kept(m)}, kwargs
 
 
 def build(sources: list[tuple[str, str]]) -> dict:
     releases = [r for r, _ in sources]
     modules: dict[str, list[int]] = {}
     names: dict[str, dict[str, list[int]]] = {}
+    kwargs: dict[str, list[set[str] | None | bool]] = {}  # per function, per release: False where absent
     for i, (_, source) in enumerate(sources):
-        mods, found = read(source)
+        mods, found, signatures = read(source)
+        for func, named in [*signatures.items(), *((f"torch._C.{f}", k) for f, k in _bound_signatures(source).items())]:
+            kwargs.setdefault(func, [False] * len(sources))[i] = named
         for m in mods:
             modules.setdefault(m, []).append(i)
         for m, ns in found.items():
@@ -160,11 +233,36 @@ def build(sources: list[tuple[str, str]]) -> dict:
     # only what the newest release has and the oldest lacks can say "added later"; the rest is left out
     keep = lambda present: last in present and 0 not in present  # noqa: E731
     return {
+        "kwargs": _kwargs_added(kwargs),
         "releases": releases,
         "modules": {m: min(p) for m, p in sorted(modules.items()) if keep(p)},
         "names": {m: {n: min(p) for n, p in sorted(ns.items()) if keep(p)}
                   for m, ns in sorted(names.items()) if any(keep(p) for p in ns.values())},
     }
+
+
+def _kwargs_added(kwargs: dict[str, list]) -> dict[str, dict[str, int]]:
+    """{function's bare name (what a TypeError prints: `compile() got an unexpected keyword argument`):
+    {keyword: the first release read that takes it}} for the keywords the newest release's function
+    takes and the first release read that has the function does not (nor takes **kwargs): an older
+    torch raises "got an unexpected keyword argument" for them. Functions of one name in several
+    modules share an entry, each keyword with its earliest release."""
+    added: dict[str, dict[str, int]] = {}
+    for qualified, per_release in sorted(kwargs.items()):
+        func = qualified.rpartition(".")[2]
+        present = [i for i, named in enumerate(per_release) if named is not False]
+        newest = per_release[-1]
+        if not present or not isinstance(newest, set):
+            continue
+        first = per_release[present[0]]
+        if first is None:
+            continue
+        for key in sorted(newest - first):
+            since = min(i for i in present if per_release[i] is None or key in per_release[i])
+            if per_release[since] is not None:  # a release that takes it by name, not by **kwargs
+                known = added.setdefault(func, {})
+                known[key] = min(known.get(key, since), since)
+    return added
 
 
 def main() -> int:
@@ -184,8 +282,10 @@ def main() -> int:
     with open(args.out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
         f.write(data)
     added = sum(len(v) for v in doc["names"].values())
+    keywords = sum(len(v) for v in doc["kwargs"].values())
     print(f"wrote {args.out}: {len(doc['releases'])} releases, {len(doc['modules'])} modules and {added} names "
-          f"added after {doc['releases'][0]}")
+          f"added after {doc['releases'][0]}; {keywords} keyword arguments of {len(doc['kwargs'])} functions added "
+          f"after the first release read that has the function")
     return 0
 
 
