@@ -25,7 +25,7 @@ one() {  # library, pip requirement, version, prefixes...
     mkdir -p "$dir/dl" "$dir/src"
     # a wheel where there is one; flash-attn's sdist runs its setup.py to be downloaded: it needs
     # torch importable (this Python's) and no CUDA build
-    "$PY" -m pip download --quiet --no-deps "$req" -d "$dir/dl" --python-version 3.11 --platform manylinux2014_x86_64 --only-binary :all: 2>/dev/null \
+    "$PY" -m pip download --quiet --no-deps "$req" -d "$dir/dl" --python-version "${PYV:-3.11}" --platform "${PLAT:-manylinux2014_x86_64}" --only-binary :all: 2>/dev/null \
       || FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE "$PY" -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation "$req" -d "$dir/dl"
     f=$(ls "$dir/dl"/* | head -1)
     case "$f" in
@@ -46,6 +46,10 @@ PYEOF
      --out "sites/$lib-$ver.jsonl" && gzip -n -9 -f "sites/$lib-$ver.jsonl")
 }
 
+# torch 1.x has no wheel for Python 3.11; only a wheel's .py files are read, so its small macOS wheels serve
+PYV=3.8 PLAT=macosx_10_9_x86_64 one torch torch==1.7.1 1.7.1 $TORCH_PREFIX
+PYV=3.9 PLAT=macosx_11_0_arm64 one torch torch==1.10.2 1.10.2 $TORCH_PREFIX
+PYV=3.10 PLAT=macosx_11_0_arm64 one torch torch==1.13.1 1.13.1 $TORCH_PREFIX
 one torch torch==2.0.1 2.0.1 $TORCH_PREFIX
 one torch torch==2.3.1 2.3.1 $TORCH_PREFIX
 one torch torch==2.5.1 2.5.1 $TORCH_PREFIX
