@@ -347,7 +347,7 @@ def _packed_weight(entry: Entry, values) -> bool:
     said = [v.strip(" .,:'\"") for v in values if v and v.strip()]
     if any(p.startswith(("expected scalar type", "expected dtype")) for p in entry.parts):
         return len(said) == 2 and not any(is_half(v) for v in said)
-    if not any("same dtype" in p or "same type" in p or "same scalar type" in p for p in entry.parts):
+    if not any("same dtype" in p or "same type" in p or "same scalar type" in p or "dtypes match" in p for p in entry.parts):
         return False
     return len(said) == 2 and dtypes_differ({"a_dtype": said[0], "b_dtype": said[1]}, [], []) is None
 

@@ -9,7 +9,8 @@ import re
 from typing import Optional
 
 # a torch release the lines around a message state ("torch 2.6.0+cpu", "torch==2.1.0+cu121", "PyTorch version: 2.0.1")
-TORCH_STATED = re.compile(r"(?i)\b(?:py)?torch(?: version)?\s*(?:==|:|=|\s)\s*v?(?P<v>\d+\.\d+(?:\.\d+)?)(?P<local>\+\w+)?")
+# (not collect_env's "CUDA used to build PyTorch: 12.1", which is CUDA's)
+TORCH_STATED = re.compile(r"(?i)(?<!used to build )\b(?:py)?torch(?: version)?\s*(?:==|:|=|\s)\s*v?(?P<v>\d+\.\d+(?:\.\d+)?)(?P<local>\+\w+)?")
 
 
 def op_dtype_in_later_torch(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:

@@ -86,7 +86,7 @@ def torch_keyword_added(groups: dict, before: list[str], after: list[str]) -> Op
     if found is None:
         return None
     lines = [*before[-20:], *after[:20]]
-    call = re.compile(r"\b(?:torch|F|functional)(?:\.\w+)*\." + re.escape(func) + r"\b")
+    call = re.compile(r"(?<![\w.])(?:torch|F|functional)(?:\.\w+)*\." + re.escape(func) + r"\b")
     if not groups.get("qualified") and not any(call.search(line) for line in lines):
         return None
     without, since = found

@@ -56,7 +56,7 @@ _MIXED = _rx(r"(?:must|should) (?:have|be) the same (?:dtype|type|scalar type|da
              r"\bExpected \w+\.dtype to be equal to \w+\.dtype")
 # the words of something missing or required: a package, a module, a library, a tool
 # "could not find a valid config / a compatible kernel" is a search for a kernel that fits the call
-_FITTING = r" (?:a |any )?(?:valid|suitable|compatible|matching|usable|working) "
+_FITTING = r" (?:a |any )?(?:valid|suitable|compatible|matching|usable) "
 _MISSING = (r"not installed", r"pip install", r"no module named", r"is not available", r"please install",
             r"could not (?:find(?!" + _FITTING + ")|import|load)", r"cannot (?:find(?!" + _FITTING + ")|import|load)",
             r"failed to (?:import|load)",
@@ -522,9 +522,39 @@ BY_FUNCTION = [
 ]
 
 
+# torch's general tensor ops (aten/src/ATen/native beyond its attention, cuDNN, cuBLAS and autocast
+# files): their checks of their own arguments (a shape, a device, a layout, an integer or quantized
+# dtype) are the model's code or data; of their words only a precision the dtype judge reads (two
+# dtypes that differ) and a GPU's architecture speak of the stack; their warnings reach users behind
+# "(Triggered internally at ...)", which a rule of its own reads
+_TORCH_GENERAL_OPS = re.compile(
+    r"^aten/src/ATen/native/(?!transformers/|cudnn/|mps/operations/Attention\.mm$|cpu/FlashAttentionKernel\.cpp$|"
+    r"Linear\.cpp$|LinearAlgebra\.cpp$|cuda/Blas\.cpp$|cuda/AmpKernels\.cu$|AmpKernels\.)")
+_GENERAL_OPS_KEPT = {"autocast-scope", "kernel-gpu-unsupported"}
+_DTYPE_PAIR = re.compile(r"(?i)^(?!.*\b(?:u?int\d*|long|for index)\b).*\b(?:dtypes? (?:to )?match|(?:expected|same) (?:scalar )?(?:type|dtype)s?)\b.*\b(?:got|found|but)\b")
+
+
+def _general_op(site) -> bool:
+    return (site.get("library") == "torch" and site.get("source") == "cpp"
+            and bool(_TORCH_GENERAL_OPS.match(site.get("file") or "")))
+
+
 def classify(site, named=None):
     """(family, rule, the test that decided) of one site. `named`: the rule explain's own signatures
     already name for the site's text (they are curated for that message: they win)."""
+    family, rule, how = _classify(site, named)
+    if _general_op(site) and family == "harmless":
+        return ("out:a general tensor op's warning: torch prints it with '(Triggered internally at ...)', which its own "
+                "rule reads", None, "out of the stack")
+    if _general_op(site) and not family.startswith(("rule:", "out:")) and family not in _GENERAL_OPS_KEPT:
+        if family == "kernel-dtype" and len(site.get("placeholders") or []) >= 2 and _DTYPE_PAIR.search(literal(site)):
+            return "autocast-scope", "AD651", "two dtypes"  # the dtype judge reads the pair: a half type, or the caller's data
+        return ("out:a general tensor op's check of its own arguments (shape, device, layout, an integer or quantized "
+                "dtype): the model's code or data", None, "out of the stack")
+    return family, rule, how
+
+
+def _classify(site, named=None):
     if named:
         return "rule:" + named, named, "signature"
     if _prefix_only(literal(site)):
@@ -607,7 +637,7 @@ def notice_entries(sites, known, recipes, named):
     symptom = re.compile("|".join("(?:%s)" % p for p in recipes.data["notices_only"]["symptom"]))
     out = {}
     for site in sites:
-        if site.get("scope") == "in" or site.get("kind") not in NOTICE_KINDS:
+        if site.get("scope") == "in" or site.get("kind") not in NOTICE_KINDS or _general_op(site):
             continue
         if not NOTICE_LEVELS.match(site.get("exception") or "") or not site.get("parts"):
             continue
@@ -636,7 +666,7 @@ def unworded_entries(sites, known):
     with the family its condition and place give; a condition no family reads is left out."""
     out = {}
     for site in sites:
-        if site.get("source") != "cpp" or site.get("parts") or site.get("call") not in UNWORDED_CALLS:
+        if site.get("source") != "cpp" or site.get("parts") or site.get("call") not in UNWORDED_CALLS or _general_op(site):
             continue
         cond = " ".join((site.get("condition") or "").split())
         if site.get("location_scope") != "in" or len(cond) < MIN_LITERAL:

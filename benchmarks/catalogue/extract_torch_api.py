@@ -1,17 +1,19 @@
 """Which module-level names and modules each torch release has, read from its Python sources with
 `ast` (no import): every module's top-level functions, classes, assignments and imports, its
-`__all__`, and its submodules. `explain` reads the table (recipes/support/torch_api.json.gz) to tell
-code that calls a torch API a later release added (`module 'torch.library' has no attribute
-'register_fake'`, `No module named 'torch.profiler'`: the torch in use predates it, upgrading fixes
-it) from a name every release read has (a shadowing file, a broken install: not a version question)
-or none has (removed, or never torch's).
+`__all__`, and its submodules; and the keyword arguments of its public functions (their Python
+signatures, and the C functions' signatures torch's argument parser holds in libtorch_python).
+`explain` reads the table (recipes/support/torch_api.json.gz) to tell code that calls a torch API a
+later release added (`module 'torch.library' has no attribute 'register_fake'`, `No module named
+'torch.profiler'`, `compile() got an unexpected keyword argument 'recompile_limit'`: the torch in
+use predates it, upgrading fixes it) from a name every release read has (a shadowing file, a broken
+install: not a version question) or none has (removed, or never torch's).
 
     python benchmarks/catalogue/extract_torch_api.py \\
-        --source 1.13.1=torch-1.13.1-cp310-none-macosx_11_0_arm64.whl ... \\
+        --source 1.7.1=torch-1.7.1-cp38-none-macosx_10_9_x86_64.whl ... \\
         --source 2.13.0=.venv-dev/lib/python3.11/site-packages [--out recipes/support/torch_api.json.gz]
 
-A source is a wheel (any platform's: only its .py files are read; macOS arm64 wheels are the small
-ones, `pip download torch==X --no-deps --platform macosx_11_0_arm64 --only-binary=:all:
+A source is a wheel (any platform's: only its .py files and libtorch_python are read; macOS wheels
+are the small ones, `pip download torch==X --no-deps --platform macosx_11_0_arm64 --only-binary=:all:
 --python-version 3.11`) or a site-packages folder. Standard library only; the output is
 byte-identical for the same sources.
 """
@@ -67,23 +69,25 @@ def _kept(module: str) -> bool:
 
 
 def _called(module: str) -> bool:
-    """A public module, whose functions code calls by keyword."""
-    return not any(p.startswith("_") for p in module.split(".")[1:]) and not _under(module, SKIPPED)
+    """A public module, whose functions code calls by keyword (the caller skips SKIPPED)."""
+    return not any(p.startswith("_") for p in module.split(".")[1:])
 
 
 # The C functions' signatures as torch's Python argument parser holds them in libtorch_python (the
 # text it checks keywords against: "scaled_dot_product_attention(Tensor query, ..., bool
 # is_causal=False)"). The .pyi stubs are not read: some were written by hand and ran ahead of the
 # binding (2.0.1's stub has SDPA's scale, its parser does not).
-_BINDING = re.compile(rb"(?<![\w.])([a-z][a-z0-9_]*)\(((?:Tensor|int|SymInt|float|double|bool|Scalar|ScalarType|Dimname|Generator|"
+_BINDING = re.compile(rb"(?<![\w.:])([a-z][a-z0-9_]*)\(((?:Tensor|int|SymInt|float|double|bool|Scalar|ScalarType|Dimname|Generator|"
                       rb"Layout|Device|MemoryFormat|c10|at|std|IntArrayRef|TensorList|Storage|Stream|PyObject|QScheme|"
-                      rb"std::string|c10::string_view|str|\*)[^()\x00\n]{0,600})\)(?= ->|\x00)")
-_LIB = ("torch/lib/libtorch_python.so", "torch/lib/libtorch_python.dylib")
+                      rb"std::string|c10::string_view|str|\*)[^()\x00\n]{0,600})\)(?=\x00)")
+_LIB = ("torch/lib/libtorch_python.so", "torch/lib/libtorch_python.dylib", "torch/lib/torch_python.dll")
 
 
-def _bound_signatures(source: str) -> dict[str, set[str]]:
-    """{C function name: its keywords (every overload's)} from a wheel's or a site-packages folder's
-    libtorch_python; empty where there is none."""
+def _bound_signatures(source: str) -> dict[str, set[str] | None]:
+    """{C function name: its keywords} from a wheel's or a site-packages folder's libtorch_python;
+    None for a function of several overloads, whose parser says "received an invalid combination
+    of arguments" for an unknown keyword, never "got an unexpected keyword argument"; empty where
+    there is no libtorch_python."""
     path = Path(source)
     data = b""
     if path.is_file():
@@ -95,16 +99,18 @@ def _bound_signatures(source: str) -> dict[str, set[str]]:
         for name in _LIB:
             if (path / name).is_file():
                 data = (path / name).read_bytes()
+    overloads: dict[str, set[str]] = {}
     found: dict[str, set[str]] = {}
     for m in _BINDING.finditer(data):
         func, params = m.group(1).decode(), m.group(2).decode("ascii", "replace")
+        overloads.setdefault(func, set()).add(params)
         named = set()
         for param in params.split(", "):
             words = param.split("=")[0].split()
             if len(words) >= 2 and words[-1].isidentifier():
                 named.add(words[-1])
         found[func] = found.get(func, set()) | named
-    return found
+    return {func: (named if len(overloads[func]) == 1 else None) for func, named in found.items()}
 
 
 def _top_nodes(body):
@@ -243,25 +249,35 @@ def build(sources: list[tuple[str, str]]) -> dict:
 
 def _kwargs_added(kwargs: dict[str, list]) -> dict[str, dict[str, int]]:
     """{function's bare name (what a TypeError prints: `compile() got an unexpected keyword argument`):
-    {keyword: the first release read that takes it}} for the keywords the newest release's function
-    takes and the first release read that has the function does not (nor takes **kwargs): an older
-    torch raises "got an unexpected keyword argument" for them. Functions of one name in several
-    modules share an entry, each keyword with its earliest release."""
+    {keyword: the first release read that takes it}} for the keywords a later release added to a
+    function: the newest release takes it, the first release with the function does not, and no
+    release between takes **kwargs or is one of several overloads (which accept anything, or fail
+    in other words). A keyword is left out where another public function of that name in the newest
+    release does not take it at all, or took it from another release: the message alone does not say
+    which of them raised it."""
+    by_name: dict[str, dict[str, list]] = {}
+    for qualified, per_release in kwargs.items():
+        by_name.setdefault(qualified.rpartition(".")[2], {})[qualified] = per_release
     added: dict[str, dict[str, int]] = {}
-    for qualified, per_release in sorted(kwargs.items()):
-        func = qualified.rpartition(".")[2]
-        present = [i for i, named in enumerate(per_release) if named is not False]
-        newest = per_release[-1]
-        if not present or not isinstance(newest, set):
-            continue
-        first = per_release[present[0]]
-        if first is None:
-            continue
-        for key in sorted(newest - first):
-            since = min(i for i in present if per_release[i] is None or key in per_release[i])
-            if per_release[since] is not None:  # a release that takes it by name, not by **kwargs
-                known = added.setdefault(func, {})
-                known[key] = min(known.get(key, since), since)
+    sinces: dict[tuple[str, str], set[int]] = {}
+    for func, functions in sorted(by_name.items()):
+        # the functions of that name in the newest release that refuse a keyword they lack
+        strict = [per_release[-1] for per_release in functions.values() if isinstance(per_release[-1], set)]
+        for per_release in functions.values():
+            present = [i for i, named in enumerate(per_release) if named is not False]
+            newest = per_release[-1]
+            if not present or not isinstance(newest, set) or not isinstance(per_release[present[0]], set):
+                continue
+            for key in sorted(newest - per_release[present[0]]):
+                since = min(i for i in present if per_release[i] is None or key in per_release[i])
+                if any(per_release[i] is None for i in present if i <= since):
+                    continue  # a release before it took it through **kwargs, or failed in other words
+                if not all(key in named for named in strict):
+                    continue  # another function of this name never takes it
+                sinces.setdefault((func, key), set()).add(since)
+    for (func, key), found in sorted(sinces.items()):
+        if len(found) == 1:  # functions of that name that took it from different releases: which one raised?
+            added.setdefault(func, {})[key] = found.pop()
     return added
 
 

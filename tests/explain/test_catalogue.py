@@ -232,6 +232,30 @@ def test_a_missing_package_that_is_no_piece_of_the_stack_is_not_an_attention_lib
     assert m is not None and m.rule == "AD353"
 
 
+def test_torchs_general_ops_speak_of_precision_only_by_their_dtypes():
+    # aten/src/ATen/native's index_put, read from torch's source: two dtypes of which one is a half
+    # type is a precision mismatch; the same check of the caller's data is not
+    m, _ = _first("RuntimeError: Index put requires the source and destination dtypes match, got Float for the "
+                  "destination and BFloat16 for the source.")
+    assert m is not None and m.rule == "AD651" and any("TensorAdvancedIndexing.cpp" in at for at in m.site.at)
+    m, report = _first("RuntimeError: Index put requires the source and destination dtypes match, got Float for the "
+                       "destination and Long for the source.")
+    assert m is None and report.exit_code == 0
+    # a general op's check of its own arguments (devices, shapes) is the model's code, not an attention kernel's
+    for text in ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+                 "RuntimeError: weight should have at least three dimensions"):
+        m, _ = _first(text)
+        assert m is None or m.rule not in ("AD256", "AD282", "AD287"), text
+
+
+def test_a_search_for_a_kernel_that_fits_is_not_a_package_missing():
+    # "could not find a compatible kernel / a valid config" is a kernel without a path for the call
+    m, _ = _first("RuntimeError: could not find valid hipblaslt solution")
+    assert m is not None and m.rule == "AD284"
+    m, _ = _first('RuntimeError: "Could not find a compatible FMHA forward kernel."')
+    assert m is None or m.rule != "AD353"
+
+
 def test_a_message_inside_a_python_repr_with_escaped_quotes_is_itself():
     m, _ = _first("requests.exceptions.HTTPError: {'message': '\"LayerNormKernelImpl\" not implemented for \\'Half\\''}")
     assert m is not None and m.rule == "AD266"
