@@ -74,11 +74,12 @@ def _torch_at_or_past(without: str, lines: list[str]) -> bool:
 
 
 def torch_keyword_added(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
-    """"f() got an unexpected keyword argument 'k'" where the message or the lines around it call
-    torch's f (torch.f, F.f, torch.nn.functional.f) and k is a keyword of f that a later torch release added (read from the
-    releases' sources and their argument parsers): the torch in use predates it. {"api", "since"}.
-    None where no line calls f as torch's (a function of that name in the code itself), the first
-    release with f takes k already, or the lines show a torch at or past the release that added it."""
+    """"f() got an unexpected keyword argument 'k'" where the message, or the code line just above
+    it, calls torch's f (torch.f, F.f, torch.nn.functional.f) with k, and k is a keyword of f that a
+    later torch release added (read from the releases' sources and their argument parsers): the
+    torch in use predates it. {"api", "since"}. None where no such call is there (a function of that
+    name in the code itself, a method), the table has no entry for it, or the lines show a torch at
+    or past the release that added it."""
     from ..support.torch_api import keyword_added_in
 
     func, keyword = groups.get("func") or "", groups.get("keyword") or ""
@@ -86,8 +87,9 @@ def torch_keyword_added(groups: dict, before: list[str], after: list[str]) -> Op
     if found is None:
         return None
     lines = [*before[-20:], *after[:20]]
-    call = re.compile(r"(?<![\w.])(?:torch|F|functional)(?:\.\w+)*\." + re.escape(func) + r"\b")
-    if not groups.get("qualified") and not any(call.search(line) for line in lines):
+    # the traceback's code line above the error: torch's function called with that keyword
+    call = re.compile(r"(?<![\w.])(?:torch|F|functional)(?:\.\w+)*\." + re.escape(func) + r"\b.*\b" + re.escape(keyword) + r"\s*=")
+    if not groups.get("qualified") and not any(call.search(line) for line in before[-4:]):
         return None
     without, since = found
     if _torch_at_or_past(without, lines):
