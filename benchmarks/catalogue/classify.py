@@ -543,15 +543,15 @@ def classify(site, named=None):
     """(family, rule, the test that decided) of one site. `named`: the rule explain's own signatures
     already name for the site's text (they are curated for that message: they win)."""
     family, rule, how = _classify(site, named)
-    if _general_op(site) and family == "harmless":
+    if not _general_op(site) or family.startswith(("rule:", "out:")) or family in _GENERAL_OPS_KEPT:
+        return family, rule, how
+    if family == "harmless":
         return ("out:a general tensor op's warning: torch prints it with '(Triggered internally at ...)', which its own "
                 "rule reads", None, "out of the stack")
-    if _general_op(site) and not family.startswith(("rule:", "out:")) and family not in _GENERAL_OPS_KEPT:
-        if family == "kernel-dtype" and len(site.get("placeholders") or []) >= 2 and _DTYPE_PAIR.search(literal(site)):
-            return "autocast-scope", "AD651", "two dtypes"  # the dtype judge reads the pair: a half type, or the caller's data
-        return ("out:a general tensor op's check of its own arguments (shape, device, layout, an integer or quantized "
-                "dtype): the model's code or data", None, "out of the stack")
-    return family, rule, how
+    if family == "kernel-dtype" and len(site.get("placeholders") or []) >= 2 and _DTYPE_PAIR.search(literal(site)):
+        return "autocast-scope", "AD651", "two dtypes"  # the dtype judge reads the pair: a half type, or the caller's data
+    return ("out:a general tensor op's check of its own arguments (shape, device, layout, an integer or quantized "
+            "dtype): the model's code or data", None, "out of the stack")
 
 
 def _classify(site, named=None):
