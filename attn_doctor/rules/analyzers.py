@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .compiled_modules import compiled_module_named
 from .dispatch_guards import op_dtype_in_later_torch, op_dtype_not_in_later_torch, op_is_torch_cpu_kernel
 from .torch_age import torch_api_added, torch_keyword_added
 
@@ -493,7 +494,7 @@ def bf16_refusal_ends_here(groups: dict, before: list[str], after: list[str]) ->
 # guards that read only the words (whether the lines around say something failed; whether torch's own
 # kernel table has the named op for the CPU alone), not the facts a rule's family judges: their
 # rules' known cases are still offered on words alone (explaining/core.py)
-WORDS_GUARDS = frozenset({"a_failure_follows", "op_is_torch_cpu_kernel", "bf16_refusal_ends_here"})
+WORDS_GUARDS = frozenset({"a_failure_follows", "op_is_torch_cpu_kernel", "bf16_refusal_ends_here", "compiled_module_named"})
 
 
 def fact_judged(rules) -> frozenset:
@@ -531,6 +532,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "torch_keyword_added": torch_keyword_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,
     "op_is_torch_cpu_kernel": op_is_torch_cpu_kernel,
+    "compiled_module_named": compiled_module_named,
     **_support_guards(),
 }
 
