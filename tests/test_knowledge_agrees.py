@@ -209,6 +209,12 @@ def verdicts():
     return generic, specific, out
 
 
+def _specialises(rule: str, likely: set) -> bool:
+    """`rule` supersedes one of `likely` that has its cause: the specific reading of the same cause."""
+    this = RECIPES.get(rule)
+    return any(r in (this.supersedes or ()) and RECIPES.get(r).cause == this.cause for r in likely)
+
+
 def test_every_import_failure_kind_agrees_with_explain(verdicts):
     """A probed import failure and the same text given to `explain` get one cause: the rule that
     `check` fires for the probe's classification is among explain's verdicts; and where the
@@ -219,7 +225,10 @@ def test_every_import_failure_kind_agrees_with_explain(verdicts):
     assert kinds == set(typing.get_args(ErrorKind)), kinds  # every classification is exercised
     for kind, message, fired, likely in out:
         if fired:
-            assert fired <= likely, (kind, message, fired, likely)
+            # explain, given the bare line, may name the general rule of the same cause that check's
+            # rule specialises (the probe knows flash_attn raised it; the line alone does not say so)
+            unmatched = {r for r in fired if r not in likely and not _specialises(r, likely)}
+            assert not unmatched, (kind, message, fired, likely)
         else:
             assert not likely & specific, (kind, message, likely & specific)
             if kind == "cuda_init":  # no flash-attn rule of its own: explain must still see a driver problem
