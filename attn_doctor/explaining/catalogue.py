@@ -337,6 +337,10 @@ class Catalogue:
         return best
 
 
+# torch's convolution: "Input type (X) and bias type (Y) should be the same"
+_TYPES_THE_SAME = re.compile(r"\btype \(.*\btype \(.*\bshould be the same\b")
+
+
 def _packed_weight(entry: Entry, values) -> bool:
     """Two dtypes that must match and do not differ in precision (one dtype on two devices, or a
     packed 8-bit weight against a float op): AD651's guard, which no precision family explains;
@@ -347,7 +351,9 @@ def _packed_weight(entry: Entry, values) -> bool:
     said = [v.strip(" .,:'\"") for v in values if v and v.strip()]
     if any(p.startswith(("expected scalar type", "expected dtype")) for p in entry.parts):
         return len(said) == 2 and not any(is_half(v) for v in said)
-    if not any("same dtype" in p or "same type" in p or "same scalar type" in p or "dtypes match" in p for p in entry.parts):
+    joined = " ".join(entry.parts)
+    if not (any("same dtype" in p or "same type" in p or "same scalar type" in p or "dtypes match" in p for p in entry.parts)
+            or _TYPES_THE_SAME.search(joined)):
         return False
     return len(said) == 2 and dtypes_differ({"a_dtype": said[0], "b_dtype": said[1]}, [], []) is None
 
@@ -443,6 +449,9 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
         # read only as a library's notice, since a plain sentence can hold a refusal's words
         rest = [(t, n) for t, n in scan.paste_lines if t not in taken]
         hit = catalogue.first([t for t, _ in rest], [n for _, n in rest])
+        if hit is None:  # a notice printed over lines (transformers' "Some weights ... / You should probably TRAIN ...")
+            joins = _paste_joins(rest)
+            hit = catalogue.first([w for w, _ in joins], [n for _, n in joins]) if joins else None
         if hit is not None and hit.entry.family != "harmless":
             hit = None
     if hit is not None:
@@ -479,6 +488,23 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
                            {"library": "a library", "site": f"its check `{_inert(condition)}`", "refusal": refusal},
                            number, "possible", reason, None)
     return None
+
+
+def _paste_joins(lines: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Each line of a short paste joined with the first, the first two, ... of the lines right after
+    it that continue it (as a scan joins a log's wrapped lines: up to WRAP_LINES, stopping at a gap
+    or a line that starts a message of its own), numbered by its first line."""
+    from .scan import _NEW_MESSAGE, JOIN_MAX, WRAP_LINES
+
+    out = []
+    for i, (text, number) in enumerate(lines):
+        joined, last = text, number
+        for nxt, n in lines[i + 1:i + 1 + WRAP_LINES]:
+            if n != last + 1 or _NEW_MESSAGE.match(nxt) or len(joined) + len(nxt) > JOIN_MAX:
+                break
+            joined, last = joined.rstrip() + " " + nxt.strip(), n
+            out.append((joined, number))
+    return out
 
 
 def _inert(text: str, limit: int = 300) -> str:

@@ -171,6 +171,7 @@ def test_a_message_shorter_than_a_sentence_is_read_only_where_a_message_starts(l
     # float against double: the user's data (numpy's float64), not the stack's precision
     "RuntimeError: expected scalar type Float but found Double",
     "RuntimeError: expected m1 and m2 to have the same dtype, but got: double != float",
+    "RuntimeError: Input type (double) and bias type (float) should be the same",
     # torch's dispatch refusing a full-precision or integer dtype: the caller's dtype (a float mask
     # given to a bitwise op), not the stack's precision
     "RuntimeError: \"bitwise_and_cuda\" not implemented for 'Float'",
@@ -320,6 +321,17 @@ def test_a_notice_of_a_library_is_labelled_harmless(text):
     report = explain(io.BytesIO(text.encode("utf-8") + b"\n"), RECIPES, kind="stdin")
     assert report.matches and all(m.harmless for m in report.matches) and report.exit_code == 0, \
         [(m.rule, m.harmless) for m in report.matches]
+
+
+@pytest.mark.parametrize("kind", ["text", "stdin", "file"])
+def test_a_notice_printed_over_two_lines_is_harmless_however_the_paste_arrives(kind):
+    # transformers' notice of newly initialized weights, its two lines as printed: no line alone is
+    # the message, and no line carries an error's words (piped, only such lines are tried whole)
+    text = ("Some weights of Wav2Vec2Model were not initialized from the model checkpoint at "
+            "facebook/wav2vec2-base-960h and are newly initialized: ['wav2vec2.masked_spec_embed']\n"
+            "You should probably TRAIN this model on a down-stream task to be able to use it for predictions and inference.\n")
+    report = explain(io.BytesIO(text.encode("utf-8")), RECIPES, kind=kind)
+    assert report.matches and all(m.harmless for m in report.matches), [(m.rule, m.harmless) for m in report.matches]
 
 
 # mtime=0: the bytes (and so the test's id) are the same in every pytest-xdist worker
