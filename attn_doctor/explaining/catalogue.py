@@ -337,8 +337,11 @@ class Catalogue:
         return best
 
 
-# torch's convolution: "Input type (X) and bias type (Y) should be the same"
-_TYPES_THE_SAME = re.compile(r"\btype \(.*\btype \(.*\bshould be the same\b")
+def _types_the_same(parts) -> bool:
+    """torch's convolution: "Input type (X) and bias type (Y) should be the same", its parts around
+    two types and the words that they must be the same."""
+    return (len(parts) >= 3 and sum(p.rstrip().endswith("type (") for p in parts[:-1]) >= 2
+            and parts[-1].lstrip(") ").startswith("should be the same"))
 
 
 def _packed_weight(entry: Entry, values) -> bool:
@@ -351,9 +354,8 @@ def _packed_weight(entry: Entry, values) -> bool:
     said = [v.strip(" .,:'\"") for v in values if v and v.strip()]
     if any(p.startswith(("expected scalar type", "expected dtype")) for p in entry.parts):
         return len(said) == 2 and not any(is_half(v) for v in said)
-    joined = " ".join(entry.parts)
     if not (any("same dtype" in p or "same type" in p or "same scalar type" in p or "dtypes match" in p for p in entry.parts)
-            or _TYPES_THE_SAME.search(joined)):
+            or _types_the_same(entry.parts)):
         return False
     return len(said) == 2 and dtypes_differ({"a_dtype": said[0], "b_dtype": said[1]}, [], []) is None
 
@@ -494,10 +496,12 @@ def _paste_joins(lines: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """Each line of a short paste joined with the first, the first two, ... of the lines right after
     it that continue it (as a scan joins a log's wrapped lines: up to WRAP_LINES, stopping at a gap
     or a line that starts a message of its own), numbered by its first line."""
-    from .scan import _NEW_MESSAGE, JOIN_MAX, WRAP_LINES
+    from .scan import _NEW_MESSAGE, JOIN_MAX, WRAP_LINES, WRAP_MIN
 
     out = []
     for i, (text, number) in enumerate(lines):
+        if len(text) < WRAP_MIN or len(text) > JOIN_MAX:
+            continue  # a line shorter than a wrapped one ends its message; a longer one was never wrapped
         joined, last = text, number
         for nxt, n in lines[i + 1:i + 1 + WRAP_LINES]:
             if n != last + 1 or _NEW_MESSAGE.match(nxt) or len(joined) + len(nxt) > JOIN_MAX:

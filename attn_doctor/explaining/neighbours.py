@@ -104,7 +104,7 @@ _NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call
                     r"|to enable traceback see: https?://pytorch\.org/docs/stable/elastic/errors\.html"
                     r"|note: this error originates from a subprocess, and is likely not a problem with pip"
                     # transformers' lazy import, above whatever its module raised on import
-                    r"|(?:runtimeerror: )?failed to import [\w.]+ because of the following error \(look up to see its traceback\):?"
+                    r"|(?:runtimeerror: )?failed to import [\w.]+ because of the following error \(look up to see its traceback\):?\W*$"
                     # the reporter's own words introducing a paste
                     r"|(?:but |and |then |so )?i(?:'m| am| have| ve|'ve)? (?:encountered|got|get|getting|received|see|saw|hit|ran into|run into|am getting) "
                     r"(?:the |this |an? )?(?:following |same )?(?:error|problem|issue|exception)s?(?: message)?\W*$"

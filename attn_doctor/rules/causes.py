@@ -16,6 +16,7 @@ CAUSES = {
     "fp32-model": "a model loaded or computing in fp32 reaches a half-precision-only kernel",
     "dtype-promotion": "an implicit fp32 promotion inside the forward pass",
     "autocast-scope": "the forward runs outside autocast, or autocast was disabled",
+    "autocast-refused": "an op that torch.autocast refuses rather than casts (binary_cross_entropy on probabilities) runs inside autocast",
     "half-weights-training": "fp16 weights trained with a GradScaler or optimizer that needs fp32 master weights",
     "version-pair": "two releases known not to work together",
     "api-skew": "a caller uses an API that the installed release of a library lacks or changed",

@@ -334,6 +334,17 @@ def test_a_notice_printed_over_two_lines_is_harmless_however_the_paste_arrives(k
     assert report.matches and all(m.harmless for m in report.matches), [(m.rule, m.harmless) for m in report.matches]
 
 
+def test_a_pastes_lines_are_joined_only_where_one_continues_the_other():
+    first = "Some weights of Wav2Vec2Model were not initialized from the model checkpoint at x"
+    second = "You should probably TRAIN this model on a down-stream task."
+    assert cat._paste_joins([(first, 1), (second, 2)]) == [(first + " " + second, 1)]
+    assert cat._paste_joins([(first, 1), (second, 3)]) == []  # a blank line between them: two messages
+    assert cat._paste_joins([(first, 1), ("RuntimeError: CUDA error: out of memory", 2)]) == []  # a message of its own
+    assert cat._paste_joins([("short line", 1), (second, 2)]) == []  # too short to have been wrapped
+    three = cat._paste_joins([(first, 1), (second, 2), ("and more words here", 3)])
+    assert [n for _, n in three] == [1, 1, 2] and three[1][0].endswith("and more words here")
+
+
 # mtime=0: the bytes (and so the test's id) are the same in every pytest-xdist worker
 def test_a_failures_message_goes_before_a_library_notice_in_the_same_paste():
     # auto-gptq's warning that its CUDA kernels were not built, beside safetensors' metadata notice
