@@ -493,21 +493,15 @@ def finding(scan, recipes: "Recipes", live, target, named: set[str], among_read:
 
 
 def _paste_joins(lines: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """Each line of a short paste joined with the first, the first two, ... of the lines right after
-    it that continue it (as a scan joins a log's wrapped lines: up to WRAP_LINES, stopping at a gap
-    or a line that starts a message of its own), numbered by its first line."""
-    from .scan import _NEW_MESSAGE, JOIN_MAX, WRAP_LINES, WRAP_MIN
+    """Each line of a short paste joined with the lines right after it that continue it, as a scan
+    joins a log's wrapped lines (scan.continued), numbered by its first line; a gap in the numbers (a
+    blank line, a line a signature read) ends a message."""
+    from .scan import continued
 
     out = []
     for i, (text, number) in enumerate(lines):
-        if len(text) < WRAP_MIN or len(text) > JOIN_MAX:
-            continue  # a line shorter than a wrapped one ends its message; a longer one was never wrapped
-        joined, last = text, number
-        for nxt, n in lines[i + 1:i + 1 + WRAP_LINES]:
-            if n != last + 1 or _NEW_MESSAGE.match(nxt) or len(joined) + len(nxt) > JOIN_MAX:
-                break
-            joined, last = joined.rstrip() + " " + nxt.strip(), n
-            out.append((joined, number))
+        following = itertools.takewhile(lambda pair: pair[1][1] == number + 1 + pair[0], enumerate(lines[i + 1:]))
+        out.extend((joined, number) for joined in continued(text, (line for _, (line, _) in following)))
     return out
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import itertools
 import os
 import re
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Optional
+from typing import BinaryIO, Callable, Iterable, Optional
 
 from ..facts import EXTENSION_DISTRIBUTIONS, distribution_of
 from . import versions as _versions
@@ -429,7 +430,8 @@ class Scanner:
             if not self._candidates or self._candidates[-1] != text:
                 self._candidates.append(_shorten(text))
                 self._candidate_numbers.append(lineno)
-                self._candidate_wrapped.append(_wrapped(buf, end, text))
+                whole_lines = itertools.takewhile(lambda pair: pair[1], _lines_after(buf, end, JOIN_MAX + 2, around=True))
+                self._candidate_wrapped.append(continued(text, (line for line, _ in whole_lines)))
 
     def _joined(self, buf, start, end, prev_line, text, regex):
         """A message wrapped over lines: try the line with its neighbours, joined with and without a space."""
@@ -541,16 +543,15 @@ WRAP_MIN = 40  # a line shorter than this was not hard-wrapped: its message ends
 WRAP_LINES = 4  # the lines after a wrapped one that may continue its message
 
 
-def _wrapped(buf, end: int, text: str) -> tuple[str, ...]:
-    """`text` joined with the first, the first two, ... of the lines after it that continue its
-    message (up to WRAP_LINES, stopping at a blank line or one that starts a message of its own):
-    a wrapped message may end, or its wording change, on any of them."""
+def continued(text: str, following: Iterable[str]) -> tuple[str, ...]:
+    """`text` joined with the first, the first two, ... of the `following` lines that continue its
+    message (up to WRAP_LINES, stopping at a blank line or one that starts a message of its own)."""
     if len(text) < WRAP_MIN or len(text) > JOIN_MAX:
         return ()
     joined, out = text, []
-    for line, whole in _lines_after(buf, end, JOIN_MAX + 2, around=True):
+    for line in following:
         # a line longer than any wrapped part of a message, a blank one, a message of its own: the end
-        if len(out) >= WRAP_LINES or not whole or not line.strip() or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
+        if len(out) >= WRAP_LINES or not line.strip() or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
             break
         joined = joined.rstrip() + " " + line.strip()
         out.append(joined)
