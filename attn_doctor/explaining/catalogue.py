@@ -501,7 +501,7 @@ def _paste_joins(lines: list[tuple[str, int]]) -> list[tuple[str, int]]:
     out = []
     for i, (text, number) in enumerate(lines):
         following = itertools.takewhile(lambda pair: pair[1][1] == number + 1 + pair[0], enumerate(lines[i + 1:]))
-        out.extend((joined, number) for joined in continued(text, (line for _, (line, _) in following)))
+        out.extend((joined, number) for joined in continued(text, ((line, True) for _, (line, _) in following)))
     return out
 
 

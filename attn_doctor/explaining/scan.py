@@ -7,7 +7,6 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
-import itertools
 import os
 import re
 import zlib
@@ -69,8 +68,7 @@ class ScanResult:
     versions: _versions.LogVersions = field(default_factory=_versions.LogVersions)
     candidate_lines: list[str] = field(default_factory=list)
     candidate_numbers: list[int] = field(default_factory=list)  # each candidate line's number (1-based)
-    # each candidate line joined with the first, the first two, ... of the lines that continue it (a
-    # message hard-wrapped by a terminal or a console renderer), () where none does
+    # each candidate line joined with the lines that continue it (a message hard-wrapped: continued())
     candidate_wrapped: list[tuple[str, ...]] = field(default_factory=list)
     # every line of a short paste (SHORT_PASTE lines at most) with its number: a title or a quote
     # holds a library's message without the words an error or a warning line carries
@@ -430,8 +428,7 @@ class Scanner:
             if not self._candidates or self._candidates[-1] != text:
                 self._candidates.append(_shorten(text))
                 self._candidate_numbers.append(lineno)
-                whole_lines = itertools.takewhile(lambda pair: pair[1], _lines_after(buf, end, JOIN_MAX + 2, around=True))
-                self._candidate_wrapped.append(continued(text, (line for line, _ in whole_lines)))
+                self._candidate_wrapped.append(_wrapped(buf, end, text))
 
     def _joined(self, buf, start, end, prev_line, text, regex):
         """A message wrapped over lines: try the line with its neighbours, joined with and without a space."""
@@ -543,15 +540,18 @@ WRAP_MIN = 40  # a line shorter than this was not hard-wrapped: its message ends
 WRAP_LINES = 4  # the lines after a wrapped one that may continue its message
 
 
-def continued(text: str, following: Iterable[str]) -> tuple[str, ...]:
-    """`text` joined with the first, the first two, ... of the `following` lines that continue its
-    message (up to WRAP_LINES, stopping at a blank line or one that starts a message of its own)."""
+def _wrapped(buf, end: int, text: str) -> tuple[str, ...]:
+    return continued(text, _lines_after(buf, end, JOIN_MAX + 2, around=True))
+
+
+def continued(text: str, following: Iterable[tuple[str, bool]]) -> tuple[str, ...]:
+    """`text` joined with the first, the first two, ... of the `following` (line, read whole) that continue
+    its message: up to WRAP_LINES, stopping at a line cut, too long, blank, or starting a message."""
     if len(text) < WRAP_MIN or len(text) > JOIN_MAX:
         return ()
     joined, out = text, []
-    for line in following:
-        # a line longer than any wrapped part of a message, a blank one, a message of its own: the end
-        if len(out) >= WRAP_LINES or not line.strip() or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
+    for line, whole in following:
+        if len(out) >= WRAP_LINES or not whole or not line.strip() or _NEW_MESSAGE.match(line) or len(joined) + len(line) > JOIN_MAX:
             break
         joined = joined.rstrip() + " " + line.strip()
         out.append(joined)
