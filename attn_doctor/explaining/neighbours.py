@@ -81,10 +81,16 @@ _COMMON_PARTS = frozenset({"cuda", "cpu", "gpu", "torch", "model", "models", "mo
                            "functional", "func", "init", "main", "src", "impl", "base", "common"})
 
 
-def quoted(line: str) -> frozenset[str]:
+def quoted(line: str) -> tuple[frozenset[str], ...]:
+    """Each name the line quotes, as its parts (the name itself where every part is common)."""
     names = [name.lower() for name in _QUOTED_NAME.findall(line)]
-    parts = {part for name in names for part in _NAME_PART.findall(name)} - _COMMON_PARTS
-    return frozenset(parts or names)
+    return tuple(frozenset(set(_NAME_PART.findall(name)) - _COMMON_PARTS or {name}) for name in names)
+
+
+def same_names(a: tuple[frozenset[str], ...], b: tuple[frozenset[str], ...]) -> bool:
+    """Whether two lines quote the same things: every name of each shares a part with a name of the
+    other ("'<' not supported between instances of 'str' and 'float'" is not 'tuple' and 'float')."""
+    return all(any(x & y for y in b) for x in a) and all(any(x & y for x in a) for y in b)
 
 
 def dtypes(line: str) -> frozenset[str]:
@@ -167,7 +173,7 @@ class Index:
         self.owner: list[int] = []
         self.line_terms: list[frozenset[str]] = []
         self.line_dtypes: list[frozenset[str]] = []
-        self.line_quoted: list[frozenset[str]] = []
+        self.line_quoted: list[tuple[frozenset[str], ...]] = []
         for i, entry in enumerate(entries):
             for line in entry["lines"]:
                 self.lines.append(normalised(line))
@@ -209,7 +215,7 @@ class Index:
                     continue  # the two lines name different things, or the case's line none of the pieces this one names
                 if qtypes and self.line_dtypes[j] and qtypes != self.line_dtypes[j]:
                     continue  # the two lines state other dtypes
-                if qquoted and self.line_quoted[j] and not (qquoted & self.line_quoted[j]):
+                if qquoted and self.line_quoted[j] and not same_names(qquoted, self.line_quoted[j]):
                     continue  # the two lines quote other names (No module named 'mmcv' is not 'torch.nn.attention')
                 if i not in near or score > near[i][0]:
                     near[i] = (score, raw, choice)

@@ -26,6 +26,8 @@ import re
 import sys
 from pathlib import Path
 
+import python_messages
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SITES = HERE / "sites"
@@ -681,6 +683,27 @@ def unworded_entries(sites, known):
     return out
 
 
+def python_said(entries):
+    """The entries a message of Python itself is read as: the library re-raises Python's words."""
+    from attn_doctor.explaining.catalogue import Catalogue, Entry, _norm
+
+    keys = list(entries)
+    shipped = []
+    for key in keys:
+        parts = tuple(_norm(p) for p in entries[key]["parts"])
+        shipped.append(Entry(parts=parts, family=key[1], rule=entries[key]["rule"], at=(str(len(shipped)),),
+                             literal=sum(len(p) for p in parts)))
+    said: set = set()
+    lines = python_messages.lines()
+    while True:  # a line reads its best entry only: drop it and read the line again, until none reads it
+        catalogue = Catalogue([e for e in shipped if e.literal >= MIN_LITERAL and keys[int(e.at[0])] not in said])
+        found = {keys[int(hit.entry.at[0])] for line in lines if (hit := catalogue.match(line)) is not None
+                 and hit.entry.family != "harmless"}
+        if not found:
+            return said
+        said |= found
+
+
 def load(paths):
     for path in paths:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -809,6 +832,10 @@ def main(argv=None):
     for key in shared:
         del entries[key]
     print("%d messages dropped: another library's copy of a message torch raises out of scope" % len(shared))
+    python_own = python_said(entries)
+    for key in python_own:
+        del entries[key]
+    print("%d messages dropped: Python's own words (read from %s), which any program raises" % (len(python_own), python_messages.binary()))
     notices = notice_entries(out_of_scope, {key[0] for key in entries}, recipes, named)
     entries.update(notices)
     print("%d warnings out of the stack's scope shipped as library notices (AD656)" % len(notices))

@@ -140,3 +140,24 @@ def test_a_long_log_is_not_read_line_by_line_for_words_without_error_words():
     # warning word are tried against the catalogue there
     log = "".join(f"step {i} loss 1.{i:03d}\n" for i in range(60)) + "[deepspeed] fp16 dynamic loss scale overflow!\n"
     assert _harmless(log) == []
+
+
+def test_pythons_own_messages_are_read_from_the_interpreter_and_none_is_shipped_as_a_librarys():
+    """The catalogue leaves out a library's copy of a message Python itself raises (Triton's code
+    generator re-raising "not enough values to unpack"): read from this interpreter's libpython, and
+    no shipped entry reads one of them."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "catalogue"))
+    import python_messages
+
+    from attn_doctor.explaining import catalogue as cat
+    from attn_doctor.rules.loader import default_recipes_dir
+
+    said = python_messages.messages()
+    assert ("not enough values to unpack (expected ", ", got ", ")") in said
+    assert any(parts[0].startswith("too many values to unpack") for parts in said)
+    shipped = cat.Catalogue.load(default_recipes_dir() / cat.CATALOGUE_NAME)
+    read = [(line, hit.entry.rule) for line in python_messages.lines()
+            if (hit := shipped.match(line)) is not None and hit.entry.family != "harmless"]
+    assert read == [], read[:5]
+    report = explain(io.BytesIO(b"ValueError: not enough values to unpack (expected 2, got 1)\n"), load_recipes(), kind="text")
+    assert not [m for m in report.matches if not m.harmless and m.likelihood != "unlikely"]

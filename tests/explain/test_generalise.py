@@ -202,6 +202,18 @@ def test_a_missing_library_resembles_only_cases_of_that_library():
                          judged=JUDGED) is None
 
 
+def test_a_line_quoting_other_names_does_not_resemble_a_case_that_shares_one_of_them():
+    # Python's comparison TypeError names the user's types: 'str' and 'float' are not 'tuple' and 'float'
+    known = "typeerror: '<' not supported between instances of 'tuple' and 'float'"
+    assert neighbours.same_names(neighbours.quoted(known), neighbours.quoted(known.replace("tuple", "TUPLE")))
+    assert not neighbours.same_names(neighbours.quoted("TypeError: '<' not supported between instances of 'str' and 'float'"),
+                                     neighbours.quoted(known))
+    assert INDEX.nearest(["TypeError: '<' not supported between instances of 'str' and 'float'"], judged=JUDGED) is None
+    # one op's two names share their parts: a module and its compiled part are still alike
+    assert neighbours.same_names(neighbours.quoted("No module named 'selective_scan_cuda'"),
+                                 neighbours.quoted("cannot import name 'selective_scan_fn'"))
+
+
 def test_the_search_raises_no_alarm_on_the_corpus_negatives_leave_one_out():
     """The calibration's claim (benchmarks/calibrate_neighbours.py): no negative or harmless text of
     the corpus resembles a failure once its own entry is left out."""
