@@ -484,6 +484,21 @@ def a_failure_follows(groups: dict, before: list[str], after: list[str]) -> Opti
     return {} if any(_FAILURE_AFTER.search(line) for line in after if "warnings.warn(" not in line) else None
 
 
+# TensorFlow's own lines that it saw a GPU (its device list, the libraries it skipped for one)
+_TF_GPU_SEEN = re.compile(r"Found device \d+ with properties|Skipping registering GPU devices|Cannot dlopen some GPU libraries|"
+                          r"Created (?:TensorFlow )?device [^\n]{0,80}GPU|/device:GPU:\d|Adding visible gpu devices: \d")
+
+
+def tensorflow_saw_no_gpu(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
+    """TensorFlow probing for the CUDA runtime on a machine without a GPU: its own notice says to
+    ignore the failed load there ("Ignore above cudart dlerror if you do not have a GPU set up"), and
+    none of its lines shows a GPU. Where one does (its device list), the load failure is the cause."""
+    lines = [*before, *after]
+    if not any("Ignore above cudart dlerror" in line for line in after[:6]):
+        return None
+    return None if any(_TF_GPU_SEEN.search(line) for line in lines) else {}
+
+
 def bf16_refusal_ends_here(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
     """transformers' bf16 refusal whose Ampere sentence a wrapped paste put on the next line is not the
     message that ends without it (which only a machine without CUDA prints)."""
@@ -494,7 +509,8 @@ def bf16_refusal_ends_here(groups: dict, before: list[str], after: list[str]) ->
 # guards that read only the words (whether the lines around say something failed; whether torch's own
 # kernel table has the named op for the CPU alone), not the facts a rule's family judges: their
 # rules' known cases are still offered on words alone (explaining/core.py)
-WORDS_GUARDS = frozenset({"a_failure_follows", "op_is_torch_cpu_kernel", "bf16_refusal_ends_here", "compiled_module_named"})
+WORDS_GUARDS = frozenset({"a_failure_follows", "op_is_torch_cpu_kernel", "bf16_refusal_ends_here", "compiled_module_named",
+                          "tensorflow_saw_no_gpu"})
 
 
 def fact_judged(rules) -> frozenset:
@@ -528,6 +544,7 @@ GUARDS: dict[str, Callable[[dict, list[str], list[str]], Optional[dict]]] = {
     "after_no_other_cuda_failure": after_no_other_cuda_failure,
     "a_failure_follows": a_failure_follows,
     "bf16_refusal_ends_here": bf16_refusal_ends_here,
+    "tensorflow_saw_no_gpu": tensorflow_saw_no_gpu,
     "torch_api_added": torch_api_added,
     "torch_keyword_added": torch_keyword_added,
     "op_dtype_not_in_later_torch": op_dtype_not_in_later_torch,

@@ -185,3 +185,25 @@ def test_nccls_info_lines_and_a_warning_without_a_failure_are_notices(recipes):
                     "msm-h200-2:4009:4557 [0] NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000\n",
                     "msm-h200-2:4009:4557 [0] NCCL INFO misc/socket.cc:484 -> 6\n"):
         assert "AD673" not in [m.rule for m in _explain(recipes, info + failure).matches], failure
+
+
+# TensorFlow's start-up lines as it prints them (tensorflow/stream_executor, 2.x)
+_TF_PROBE = (
+    "2023-02-14 11:37:10.700086: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+    "library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+    "2023-02-14 11:37:10.700103: I tensorflow/stream_executor/cuda/cudart_stub.cc:29] Ignore above cudart dlerror if you "
+    "do not have a GPU set up on your machine.\n"
+)
+_TF_GPU = ("2021-08-28 11:45:41.068597: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1720] Found device 0 with "
+           "properties:\npciBusID: 0000:00:04.0 name: Tesla V100-SXM2-16GB computeCapability: 7.0\n")
+
+
+def test_tensorflows_cuda_probe_on_a_machine_without_a_gpu_is_its_own_notice(recipes):
+    report = _explain(recipes, _TF_PROBE)
+    assert [m.rule for m in report.matches if not m.harmless and m.likelihood != "unlikely"] == []
+    assert any(m.harmless for m in report.matches)
+
+
+def test_tensorflows_cuda_probe_where_it_lists_a_gpu_is_the_missing_runtime(recipes):
+    report = _explain(recipes, _TF_PROBE + _TF_GPU)
+    assert "AD418" in [m.rule for m in report.matches if not m.harmless]
