@@ -87,10 +87,20 @@ def quoted(line: str) -> tuple[frozenset[str], ...]:
     return tuple(frozenset(set(_NAME_PART.findall(name)) - _COMMON_PARTS or {name}) for name in names)
 
 
+# Python's own type names, which a TypeError quotes as its facts ("'<' not supported between
+# instances of 'str' and 'float'"): another pair of types is another failure
+_TYPE_NAMES = frozenset({"str", "int", "float", "complex", "bool", "bytes", "tuple", "list", "dict", "set", "nonetype", "object"})
+
+
 def same_names(a: tuple[frozenset[str], ...], b: tuple[frozenset[str], ...]) -> bool:
-    """Whether two lines quote the same things: every name of each shares a part with a name of the
-    other ("'<' not supported between instances of 'str' and 'float'" is not 'tuple' and 'float')."""
-    return all(any(x & y for y in b) for x in a) and all(any(x & y for x in a) for y in b)
+    """Whether two lines quote the same things: the same Python types where both quote types,
+    else a name of one that shares a part with a name of the other (a module and another of its
+    attributes are alike: 'triton' ... 'ops' and 'triton' ... 'Function')."""
+    types_a = {name for name in a if name <= _TYPE_NAMES}
+    types_b = {name for name in b if name <= _TYPE_NAMES}
+    if types_a and types_b:
+        return types_a == types_b
+    return bool(frozenset().union(*a) & frozenset().union(*b))
 
 
 def dtypes(line: str) -> frozenset[str]:

@@ -417,7 +417,7 @@ class Scanner:
         # nothing; another line between them may, so only the last one read is skipped)
         if text != self._last_text:
             for kind, idx in kinds:
-                if kind == "ctx" and idx not in result.contexts_seen and self.signatures[idx].context.search(text):
+                if kind == "ctx" and idx not in result.contexts_seen and (self.signatures[idx].context.search(text) or self.signatures[idx].context.search(unmarked(text))):
                     result.contexts_seen.add(idx)
             if any(kind == "ver" for kind, _ in kinds):
                 result.versions.read(text, self.gpu_table)

@@ -484,19 +484,25 @@ def a_failure_follows(groups: dict, before: list[str], after: list[str]) -> Opti
     return {} if any(_FAILURE_AFTER.search(line) for line in after if "warnings.warn(" not in line) else None
 
 
-# TensorFlow's own lines that it saw a GPU (its device list, the libraries it skipped for one)
-_TF_GPU_SEEN = re.compile(r"Found device \d+ with properties|Skipping registering GPU devices|Cannot dlopen some GPU libraries|"
-                          r"Created (?:TensorFlow )?device [^\n]{0,80}GPU|/device:GPU:\d|Adding visible gpu devices: \d")
+# a line that shows a GPU: TensorFlow's device list (or the libraries it skipped for one),
+# nvidia-smi's table, a GPU named in the writer's words
+_GPU_SEEN = re.compile(r"Found device \d+ with properties|Skipping registering GPU devices|Cannot dlopen some GPU libraries|"
+                       r"Created (?:TensorFlow )?device [^\n]{0,80}GPU|/device:GPU:\d|Adding visible gpu devices: \d|"
+                       r"NVIDIA-SMI|Driver Version|(?i:\b(?:geforce|quadro|tesla|rtx|gtx|titan|[ahlbv]100|h200|a10g?|l4|l40s?|t4|"
+                       r"a[2-6]000|jetson)\b)")
 
 
 def tensorflow_saw_no_gpu(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:
-    """TensorFlow probing for the CUDA runtime on a machine without a GPU: its own notice says to
-    ignore the failed load there ("Ignore above cudart dlerror if you do not have a GPU set up"), and
-    none of its lines shows a GPU. Where one does (its device list), the load failure is the cause."""
-    lines = [*before, *after]
-    if not any("Ignore above cudart dlerror" in line for line in after[:6]):
+    """TensorFlow probing for its CUDA runtime on a machine without a GPU: its own notice to ignore
+    the failed load there ("Ignore above cudart dlerror if you do not have a GPU set up") on the next
+    line, and no line of the whole text showing a GPU. The guard reads the text whole only where it is
+    short (fewer lines around than it is given): in a longer log the device list may lie further on,
+    and the load failure stays the cause."""
+    if len(before) >= GUARD_LINES or len(after) >= GUARD_LINES:
         return None
-    return None if any(_TF_GPU_SEEN.search(line) for line in lines) else {}
+    if not any("Ignore above cudart dlerror" in line for line in after[:2]):
+        return None
+    return None if any(_GPU_SEEN.search(line) for line in [*before, *after]) else {}
 
 
 def bf16_refusal_ends_here(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:

@@ -698,7 +698,7 @@ def python_said(entries):
     while True:  # a line reads its best entry only: drop it and read the line again, until none reads it
         catalogue = Catalogue([e for e in shipped if e.literal >= MIN_LITERAL and keys[int(e.at[0])] not in said])
         found = {keys[int(hit.entry.at[0])] for line in lines if (hit := catalogue.match(line)) is not None
-                 and hit.entry.family != "harmless"}
+                 and hit.complete and hit.entry.family != "harmless"}
         if not found:
             return said
         said |= found
@@ -835,7 +835,7 @@ def main(argv=None):
     python_own = python_said(entries)
     for key in python_own:
         del entries[key]
-    print("%d messages dropped: Python's own words (read from %s), which any program raises" % (len(python_own), python_messages.binary()))
+    print("%d messages dropped: Python's own words (%s), which any program raises" % (len(python_own), python_messages.DATA.name))
     notices = notice_entries(out_of_scope, {key[0] for key in entries}, recipes, named)
     entries.update(notices)
     print("%d warnings out of the stack's scope shipped as library notices (AD656)" % len(notices))

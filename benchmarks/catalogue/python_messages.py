@@ -1,47 +1,73 @@
-"""The messages Python itself raises, read from the interpreter that runs this: the printf-style
-strings of its shared library (libpython), or of its executable where Python is linked statically.
+"""The messages Python itself raises, read from the interpreters' own shared libraries (libpython):
+their printf-style strings, each as its literal parts between the placeholders.
 
 A library that raises one of them word for word (Triton's code generator re-raising "not enough
 values to unpack (expected 2, got 1)") says nothing a user's own code does not: the catalogue leaves
-such messages out, since a text holding them names no cause of the stack."""
+such messages out, since a text holding them names no cause of the stack. The messages are kept as
+data (python_messages.jsonl.gz, read from the libpython of every Python release the package supports),
+so the catalogue does not depend on the interpreter that rebuilds it.
+
+    python benchmarks/catalogue/python_messages.py LIBPYTHON...   # rewrite python_messages.jsonl.gz
+"""
 
 from __future__ import annotations
 
-import os
+import gzip
+import json
 import re
 import sys
-import sysconfig
 from pathlib import Path
 
-# a C format's conversion (%d, %.200s, %zd, %R, %U...), where a value goes in the message
-_CONVERSION = re.compile(rb"%[-+ #0]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?[diouxXscRSUVApfgeE]")
+DATA = Path(__file__).resolve().parent / "python_messages.jsonl.gz"
+# a C format's conversion (%d, %.200s, %zd, %R, %U, 3.13's %T and %N...), where a value goes in the
+# message; "%%" is a literal percent sign
+_CONVERSION = re.compile(rb"(?<!%)%[-+ #0]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?[diouxXscRSUVApfgeETN]")
 _RUN = re.compile(rb"[\x20-\x7e]{12,}")
 MIN_LITERAL = 12
+MIN_MESSAGES = 1000  # fewer read from a libpython means it was not one
 FILLS = ("foo_bar", "2", "Tensor")  # what a placeholder holds in a user's text: a name, a count, a type
 
 
-def binary() -> Path:
-    """libpython where the interpreter links it dynamically, else the executable itself."""
-    folder, name = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
-    if folder and name and not name.endswith(".a"):
-        path = Path(folder) / name
-        if path.is_file():
-            return path
-    return Path(os.path.realpath(sys.executable))
-
-
-def messages(path: Path | None = None) -> set[tuple[str, ...]]:
-    """Each message as its literal parts between the placeholders."""
+def read(path: Path) -> set[tuple[str, ...]]:
+    """The messages of one libpython, each as its literal parts."""
     found = set()
-    for run in _RUN.findall((path or binary()).read_bytes()):
+    for run in _RUN.findall(path.read_bytes()):
         if b" " not in run:
             continue  # a symbol's or a file's name, not a sentence
-        parts = tuple(re.sub(r"\s+", " ", p.decode("ascii")) for p in _CONVERSION.split(run))
+        parts = tuple(re.sub(r"\s+", " ", p.decode("ascii")).replace("%%", "%") for p in _CONVERSION.split(run))
         if sum(len(p) for p in parts) >= MIN_LITERAL:
             found.add(parts)
+    if len(found) < MIN_MESSAGES:
+        raise ValueError(f"{path}: {len(found)} messages; not a libpython")
     return found
 
 
-def lines(path: Path | None = None) -> list[str]:
+def messages() -> list[tuple[str, ...]]:
+    """The shipped messages (python_messages.jsonl.gz: a header line naming the libraries read, then
+    one message per line)."""
+    with gzip.open(DATA, "rt", encoding="utf-8") as fh:
+        rows = fh.read().splitlines()[1:]
+    return [tuple(json.loads(row)) for row in rows if row.strip()]
+
+
+def lines() -> list[str]:
     """Each message as a user's text holds it, once per kind of value in its placeholders."""
-    return sorted({fill.join(parts) for parts in messages(path) for fill in FILLS})
+    return sorted({fill.join(parts) for parts in messages() for fill in FILLS})
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    found: set[tuple[str, ...]] = set()
+    for path in argv:
+        found |= read(Path(path))
+    head = json.dumps({"read_from": sorted(Path(p).name for p in argv)})
+    with gzip.GzipFile(DATA, "wb", mtime=0) as fh:
+        fh.write(("\n".join([head, *(json.dumps(list(parts)) for parts in sorted(found))]) + "\n").encode("utf-8"))
+    print(f"wrote {len(found)} messages from {len(argv)} libraries to {DATA.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

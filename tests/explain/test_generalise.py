@@ -209,9 +209,12 @@ def test_a_line_quoting_other_names_does_not_resemble_a_case_that_shares_one_of_
     assert not neighbours.same_names(neighbours.quoted("TypeError: '<' not supported between instances of 'str' and 'float'"),
                                      neighbours.quoted(known))
     assert INDEX.nearest(["TypeError: '<' not supported between instances of 'str' and 'float'"], judged=JUDGED) is None
-    # one op's two names share their parts: a module and its compiled part are still alike
+    # one op's two names share their parts: a module and its compiled part are still alike, and a
+    # module's other attribute is the same module's
     assert neighbours.same_names(neighbours.quoted("No module named 'selective_scan_cuda'"),
                                  neighbours.quoted("cannot import name 'selective_scan_fn'"))
+    assert neighbours.same_names(neighbours.quoted("AttributeError: module 'triton' has no attribute 'ops'"),
+                                 neighbours.quoted("AttributeError: module 'triton' has no attribute 'Function'"))
 
 
 def test_the_search_raises_no_alarm_on_the_corpus_negatives_leave_one_out():

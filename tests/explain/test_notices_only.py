@@ -207,3 +207,12 @@ def test_tensorflows_cuda_probe_on_a_machine_without_a_gpu_is_its_own_notice(rec
 def test_tensorflows_cuda_probe_where_it_lists_a_gpu_is_the_missing_runtime(recipes):
     report = _explain(recipes, _TF_PROBE + _TF_GPU)
     assert "AD418" in [m.rule for m in report.matches if not m.harmless]
+
+
+def test_tensorflows_cuda_probe_is_the_missing_runtime_where_the_text_names_a_gpu_or_goes_on(recipes):
+    # a GPU in the writer's words, or nvidia-smi's table: the user who has a GPU and lacks the runtime
+    named = "I have an RTX 3090 but tensorflow says Num GPUs Available: 0\n" + _TF_PROBE
+    assert "AD418" in [m.rule for m in _explain(recipes, named).matches if not m.harmless]
+    # a long log, whose device list may lie past what the guard reads: the load failure stays the cause
+    long = _TF_PROBE + "".join(f"step {i}: loss 0.{i:03d}\n" for i in range(60))
+    assert "AD418" in [m.rule for m in _explain(recipes, long).matches if not m.harmless]
