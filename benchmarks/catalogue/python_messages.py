@@ -50,6 +50,12 @@ def messages() -> list[tuple[str, ...]]:
     return [tuple(json.loads(row)) for row in rows if row.strip()]
 
 
+def read_from() -> list[str]:
+    """The libraries the shipped messages were read from (python_messages.jsonl.gz's header)."""
+    with gzip.open(DATA, "rt", encoding="utf-8") as fh:
+        return json.loads(fh.readline())["read_from"]
+
+
 def lines() -> list[str]:
     """Each message as a user's text holds it, once per kind of value in its placeholders."""
     return sorted({fill.join(parts) for parts in messages() for fill in FILLS})
