@@ -687,17 +687,15 @@ def python_said(entries):
     """The entries a message of Python itself is read as: the library re-raises Python's words."""
     from attn_doctor.explaining.catalogue import Catalogue, Entry, _norm
 
-    keys = list(entries)
-    shipped = []
-    for key in keys:
-        parts = tuple(_norm(p) for p in entries[key]["parts"])
-        shipped.append(Entry(parts=parts, family=key[1], rule=entries[key]["rule"], at=(str(len(shipped)),),
-                             literal=sum(len(p) for p in parts)))
+    key_of = {}  # an entry as explain reads it -> its key here ((parts, family) makes each one distinct)
+    for key, e in entries.items():
+        parts = tuple(_norm(p) for p in e["parts"])
+        key_of[Entry(parts=parts, family=key[1], rule=e["rule"], at=(), literal=sum(len(p) for p in parts))] = key
     said: set = set()
     lines = python_messages.lines()
     while True:  # a line reads its best entry only: drop it and read the line again, until none reads it
-        catalogue = Catalogue([e for e in shipped if e.literal >= MIN_LITERAL and keys[int(e.at[0])] not in said])
-        found = {keys[int(hit.entry.at[0])] for line in lines if (hit := catalogue.match(line)) is not None
+        catalogue = Catalogue([e for e, key in key_of.items() if e.literal >= MIN_LITERAL and key not in said])
+        found = {key_of[hit.entry] for line in lines if (hit := catalogue.match(line)) is not None
                  and hit.complete and hit.entry.family != "harmless"}
         if not found:
             return said
