@@ -118,6 +118,8 @@ _NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call
                     # a launcher's or installer's pointer to more detail, printed under whatever failed
                     r"|set the environment variable hydra_full_error=\d for a complete stack trace|error executing job with overrides"
                     r"|to enable traceback see: https?://pytorch\.org/docs/stable/elastic/errors\.html"
+                    # vLLM's line after whatever failed in its engine process
+                    r"|(?:runtimeerror: )?engine core initialization failed\. see root cause above"
                     r"|note: this error originates from a subprocess, and is likely not a problem with pip"
                     # transformers' lazy import, above whatever its module raised on import
                     r"|(?:runtimeerror: )?failed to import [\w.]+ because of the following error \(look up to see its traceback\):?\W*$"

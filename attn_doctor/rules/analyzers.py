@@ -447,7 +447,8 @@ def built_torch_differs(groups: dict, before: list[str], after: list[str]) -> Op
     return None if same_torch else {}
 
 
-_NOT_A_PICKLE = re.compile(r"Unsupported operand \d+|invalid load key|version https://git-lfs")
+_NOT_A_PICKLE = re.compile(r"Unsupported operand \d+|invalid load key|version https://git-lfs|unexpected EOF|file might be corrupted"
+                           r"|Ran out of input|pickle data was truncated")
 
 
 def not_a_pickle(groups: dict, before: list[str], after: list[str]) -> Optional[dict]:

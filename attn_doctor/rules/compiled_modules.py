@@ -22,6 +22,9 @@ _INSTALLED = re.compile(r"^(?:torch|triton|xformers|vllm|flash_attn|sgl_kernel|s
 # the name the code gives it on import (private, and a word for a compiled part), or a comment on the
 # import line that says the module is built by the project's build step
 _ALIAS = re.compile(r"^(?:\.\w+)*\s+as\s+_(?:\w+_)?(?:backends?|kernels?|cuda|cpp|csrc|native|ext|C|lib)\b")
+# a package's folder of Cython-compiled modules (pandas._libs, a project's data._libs.rolling): a
+# module under it is compiled by the package's build step, never written in Python
+_LIBS_SEGMENT = "_libs"
 _BUILT = re.compile(r"#.*(?:\bsetup\.py\b|\bbuild_ext\b|\bmake\.sh\b|\bnvcc\b|\b(?:CUDA|C\+\+) extension\b)", re.I)
 
 
@@ -34,6 +37,8 @@ def compiled_module_named(groups: dict, before: list[str], after: list[str]) -> 
     if not module or len(module) > 120 or _INSTALLED.match(module):
         return None
     if "." not in module and _NAMED.match(module):
+        return {}
+    if _LIBS_SEGMENT in module.split(".")[1:-1]:
         return {}
     last = re.escape(module.rsplit(".", 1)[-1])
     imported = re.compile(r"^\s*(?:import\s+" + re.escape(module) + r"\b|from\s+[\w.]+\s+import\s+(?:\(?\s*)?(?:\w+\s*,\s*)*"

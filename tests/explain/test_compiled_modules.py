@@ -16,6 +16,9 @@ from attn_doctor.rules.compiled_modules import compiled_module_named
     ("curope", ["    import curope.kernels as _kernels"]),
     ("roi_align", ["    import roi_align  # built by make.sh"]),
     ("grid_ops", ["    from ops import grid_ops as _C"]),
+    # a package's folder of Cython-compiled modules
+    ("qlib.data._libs.rolling", []),
+    ("pandas._libs.interval", []),
 ])
 def test_a_compiled_part_by_its_name_or_its_import(module, before):
     assert compiled_module_named({"module": module}, before, []) == {}
@@ -35,6 +38,9 @@ def test_a_compiled_part_by_its_name_or_its_import(module, before):
     ("utils", ["    import utils as backend  # compile the model"]),
     # the import is of another module
     ("curope", ["    import other as _kernels"]),
+    # "_libs" as the top-level package or the module itself names no compiled folder
+    ("_libs.rolling", []),
+    ("project._libs", []),
     ("", []),
 ])
 def test_no_compiled_part_without_such_words(module, before):
