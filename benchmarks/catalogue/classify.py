@@ -252,6 +252,10 @@ FAMILIES = [
          r"\bH100\b", r"\bA100\b", r"\bB200\b"),
      _rx(r"is_sm\d", r"sm\d{2}", r"\bmajor\b", r"compute_capability", r"capability", r"\barch\b", r"cc_major",
          r"dprops->major"), None),
+    # torch's check that its build's CUDA is older than the GPU needs ("which requires CUDA_VERSION >=
+    # 9000 ... your PyTorch was compiled with CUDA_VERSION 8000"): the build, not the inputs' device
+    ("no-kernel-image", "AD105", _rx(r"which requires CUDA_VERSION >=", r"your PyTorch was compiled with CUDA_VERSION"),
+     None, None),
     # the inputs' device
     ("attention-on-cpu", "AD256",
      _rx(r"must be (?:a |on )?(?:a )?cuda", r"on cuda\b", r"cuda tensor", r"not implemented (?:on|for) cpu",
@@ -635,8 +639,10 @@ NOTICE_MIN = 24  # literal characters: shorter warnings ("Unused kwargs: {}") ar
 def notice_entries(sites, known, recipes, named):
     """{(parts, "harmless"): entry} for the out-of-scope warning sites not already known, nor read by
     a rule's signature as a cause (named(site): that rule; "CUDA extension not installed." is a
-    warning that says a kernel is missing)."""
+    warning that says a kernel is missing). A warning only a harmless rule reads (a notice of
+    torch's own, a deprecation) is kept: its words alone are read the same way."""
     symptom = re.compile("|".join("(?:%s)" % p for p in recipes.data["notices_only"]["symptom"]))
+    harmless = {r.id for r in recipes.rules if r.cause == "harmless"}
     out = {}
     for site in sites:
         if site.get("scope") == "in" or site.get("kind") not in NOTICE_KINDS or _general_op(site):
@@ -647,7 +653,7 @@ def notice_entries(sites, known, recipes, named):
         if len(text.strip()) < NOTICE_MIN or symptom.search(text):
             continue
         parts = tuple(site["parts"])
-        if parts in known or (parts, "harmless") not in out and named(site) is not None:
+        if parts in known or (parts, "harmless") not in out and named(site) not in (None, *harmless):
             continue
         e = out.setdefault((parts, "harmless"), {"parts": list(parts), "family": "harmless", "rule": "AD656",
                                                  "exception": site.get("exception"), "kind": site.get("kind"), "at": []})

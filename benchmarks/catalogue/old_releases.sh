@@ -15,7 +15,7 @@ TF_PREFIX="transformers/integrations transformers/modeling_utils.py transformers
 ACC_PREFIX="accelerate/accelerator.py accelerate/state.py accelerate/utils"
 XF_PREFIX="xformers/ops xformers/_cpp_lib.py xformers/info.py"
 FA_PREFIX="flash_attn"
-TV_PREFIX="torchvision/extension.py torchvision/ops torchvision/io/image.py torchvision/_meta_registrations.py"
+TV_PREFIX="torchvision/extension.py torchvision/ops torchvision/io torchvision/_meta_registrations.py torchvision/transforms/functional_tensor.py torchvision/transforms/functional_pil.py torchvision/transforms/_functional_video.py torchvision/transforms/_transforms_video.py"
 
 one() {  # library, pip requirement, version, prefixes...
   local lib=$1 req=$2 ver=$3; shift 3
