@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 WRAPPERS = {"plain", "traceback", "rank", "ray", "slurm", "deepspeed", "glog", "logging", "ansi", "crlf",
-            "wrapped", "truncated", "chinese"}
+            "wrapped", "truncated", "chinese", "windows"}
 # a repository's issue or pull request (owner/repo#N), or the address of a page (a forum thread, a model hub discussion)
 SOURCE = re.compile(r"^(?:[\w.-]+/[\w.-]+#\d+|https?://[^\s/]+/\S+)$")
 

@@ -14,11 +14,12 @@ import sys
 import tomllib
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from cited_repos import cited  # noqa: E402
+from score_explain import WRAPPERS  # noqa: E402
 
 _CORPUS = pathlib.Path(__file__).resolve().parents[2] / "tests" / "corpus"
 _REPO = re.compile(r"(?:github\.com/)?([\w.-]+)/([\w.-]+?)(?:\.git)?(?:#\d+|/(?:issues|pull|discussions)/\d+)", re.I)
-_WRAPPERS = {"plain", "traceback", "rank", "timestamp", "markdown", "cut", "windows", "log", "ansi", "json"}
 
 
 def families() -> set[str]:
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         if cid in ids:
             problems.append(f"{cid}: duplicate id")
         ids.add(cid)
+        if set(case.get("wrapper") or ()) - WRAPPERS:
+            problems.append(f"{cid}: unknown wrappers {sorted(set(case['wrapper']) - WRAPPERS)}")
         if case.get("family") and case["family"] not in fams:
             problems.append(f"{cid}: unknown family {case['family']!r}")
         m = _REPO.search(case.get("source", ""))
