@@ -110,6 +110,10 @@ def dtypes(line: str) -> frozenset[str]:
 # lines that say nothing of their own: a warnings call, a caret line, a traceback's header, a bare
 # `UserWarning:`, a compiler's count of its errors ("1 error generated when compiling for gfx900.")
 _NOISE = re.compile(r"^(?:warnings\.warn\(|[\^~ ]+$|traceback \(most recent call last\)|\w*warning:?$|\d+ errors? generated\b"
+                    # a raise of an exception class with no words of its own (a stub's `raise ImportError`)
+                    r"|raise [\w.]+(?:\(\s*\)?)?$"
+                    # Python's words between two tracebacks, whatever the two errors
+                    r"|during handling of the above exception, another exception occurred|the above exception was the direct cause of the following exception"
                     # torch's lines after every CUDA error, whatever the error
                     r"|cuda kernel errors might be asynchronously reported|for debugging consider passing cuda_launch_blocking"
                     r"|compile with .?torch_use_cuda_dsa.? to enable device-side assertions"
