@@ -381,6 +381,11 @@ FAMILIES = [
 
 # Sites in scope by their words whose subject is not the stack: the reason is kept with the count.
 OUT_OF_STACK = [
+    (re.compile(r"^src/ggml-vulkan/"), _rx(r"^ggml_vulkan:\s+(?:error\s+)?at :\s*$", r"^Shared memory size too small for matrix multiplication"),
+     "ggml's Vulkan backend: its matmul self-test printouts, and a device's limit its own shaders need (llama.cpp's "
+     "Vulkan path, not torch's stack)"),
+    (re.compile(r"^src/ggml-cuda/ggml-cuda\.cu$"), _rx(r"^\s*current device: , in function\s+at :"),
+     "the place ggml prints under a CUDA error (device, function, file): the error's own line above it carries the cause"),
     (re.compile(r"^torch/__init__\.py$"), _rx(r"^Failed to load the backend extension: "),
      "torch's autoload of an out-of-tree device backend (an installed torch_* plugin package failing to import): the plugin, not the attention stack"),
     (re.compile(r""), _rx(r"mat1 and mat2 shapes cannot be multiplied", r"Expected size for first two dimensions of batch2 tensor to be"),

@@ -28,8 +28,9 @@ What counts as a site
 * library macros whose message convention is known: flashinfer
   (``FLASHINFER_CHECK``, ``FLASHINFER_ERROR``, ``FLASHINFER_WARN``), tvm-ffi
   stream checks (``TVM_FFI_ICHECK[_EQ|_NE|...]``, ``TVM_FFI_CHECK``,
-  ``TVM_FFI_THROW``, ``TVM_FFI_LOG_AND_THROW``) and TensorRT-LLM
-  (``TLLM_CHECK``, ``TLLM_CHECK_WITH_INFO``, ``TLLM_THROW``).
+  ``TVM_FFI_THROW``, ``TVM_FFI_LOG_AND_THROW``), TensorRT-LLM
+  (``TLLM_CHECK``, ``TLLM_CHECK_WITH_INFO``, ``TLLM_THROW``) and ggml (``GGML_LOG_ERROR``,
+  ``GGML_LOG_WARN`` / ``INFO`` / ``DEBUG`` read as a logger's WARNING and INFO lines, ``GGML_ABORT``).
 * helper macros the scanned sources define themselves (``CHECK_SHAPE``,
   ``CHECK_DEVICE``, ``CHECK_CONTIGUOUS``, ``TORCH_CUDABLAS_CHECK``, ...): any
   ``#define`` in the scanned files whose body (recursively) contains one of the
@@ -289,6 +290,13 @@ SPECS: dict[str, Spec] = {
     "TLLM_THROW": Spec("error", "RuntimeError", "printf", ncond=0, fmt_index=0),
     "TLLM_LOG_WARNING": Spec("warn", "stderr log", "printf", ncond=0, fmt_index=0),
     "TLLM_LOG_ERROR": Spec("print", "stderr log", "printf", ncond=0, fmt_index=0),
+    # ggml (llama.cpp's and whisper.cpp's tensor library): its logger and its abort, printf-style
+    # (a logger's levels: its INFO and DEBUG lines are notices, as a Python logger's are)
+    "GGML_LOG_ERROR": Spec("print", "stderr log", "printf", ncond=0, fmt_index=0),
+    "GGML_LOG_WARN": Spec("log", "WARNING", "printf", ncond=0, fmt_index=0),
+    "GGML_LOG_INFO": Spec("log", "INFO", "printf", ncond=0, fmt_index=0),
+    "GGML_LOG_DEBUG": Spec("log", "INFO", "printf", ncond=0, fmt_index=0),
+    "GGML_ABORT": Spec("error", "abort", "printf", ncond=0, fmt_index=0),
 }
 
 # c10::Error subclasses (C10_THROW_ERROR / TORCH_CHECK_WITH) -> python class
