@@ -19,7 +19,7 @@ from cited_repos import cited  # noqa: E402
 from score_explain import WRAPPERS  # noqa: E402
 
 _CORPUS = pathlib.Path(__file__).resolve().parents[2] / "tests" / "corpus"
-_REPO = re.compile(r"(?:github\.com/)?([\w.-]+)/([\w.-]+?)(?:\.git)?(?:#\d+|/(?:issues|pull|discussions)/\d+)", re.I)
+REPO = re.compile(r"(?:github\.com/)?([\w.-]+)/([\w.-]+?)(?:\.git)?(?:#\d+|/(?:issues|pull|discussions)/\d+)", re.I)
 
 
 def families() -> set[str]:
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("file", type=pathlib.Path)
     ap.add_argument("--cited", type=pathlib.Path)
     args = ap.parse_args(argv)
-    known = (set(args.cited.read_text().split()) if args.cited else cited()) - set()
+    known = set(args.cited.read_text().split()) if args.cited else cited()
     fams = families()
     data = tomllib.loads(args.file.read_text(encoding="utf-8"))
     problems, ids = [], set()
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(f"{cid}: unknown wrappers {sorted(set(case['wrapper']) - WRAPPERS)}")
         if case.get("family") and case["family"] not in fams:
             problems.append(f"{cid}: unknown family {case['family']!r}")
-        m = _REPO.search(case.get("source", ""))
+        m = REPO.search(case.get("source", ""))
         if not m:
             problems.append(f"{cid}: source is not a GitHub issue/discussion: {case.get('source')!r}")
         elif f"{m.group(1)}/{m.group(2)}".lower() in known:

@@ -21,10 +21,9 @@ def cited(root: pathlib.Path = _ROOT) -> set[str]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         for case in data.get("case", []):
             for src in (case.get("source", ""), case.get("note", "")):
-                for m in list(_URL.finditer(src)) + ([_SHORT.match(src)] if _SHORT.match(src) else []):
-                    if m:
-                        name = m.group(2).removesuffix(".git")
-                        repos.add(f"{m.group(1)}/{name}".lower())
+                short = _SHORT.match(src)
+                for m in [*_URL.finditer(src), *([short] if short else [])]:
+                    repos.add(f"{m.group(1)}/{m.group(2).removesuffix('.git')}".lower())
     return repos
 
 

@@ -2,8 +2,8 @@
 
     python benchmarks/harvest/merge_parts.py OUT.toml HEADER.txt PART.toml...
 
-Keeps each part's cases as written (their text is copied byte for byte), drops a case whose source
-repository already gave two cases in an earlier part, and a case whose id or source thread repeats.
+Keeps each part's cases as written (their text is copied byte for byte), and drops a case whose id
+repeats or whose source repository already gave two cases.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 import sys
 import tomllib
 
-_REPO = re.compile(r"(?:github\.com/)?([\w.-]+)/([\w.-]+?)(?:\.git)?(?:#(\d+)|/(?:issues|pull|discussions)/(\d+))", re.I)
+from check_harvest import REPO
 
 
 def blocks(text: str) -> list[str]:
@@ -23,18 +23,16 @@ def blocks(text: str) -> list[str]:
 def main(argv: list[str]) -> int:
     out, header, parts = argv[0], argv[1], argv[2:]
     per_repo: dict[str, int] = {}
-    ids, threads, kept, dropped = set(), set(), [], []
+    ids, kept, dropped = set(), [], []
     for part in parts:
         for block in blocks(open(part, encoding="utf-8").read()):
             case = tomllib.loads(block)["case"][0]
-            m = _REPO.search(case["source"])
+            m = REPO.search(case["source"])
             repo = f"{m.group(1)}/{m.group(2)}".lower()
-            thread = (repo, m.group(3) or m.group(4))
             if case["id"] in ids or per_repo.get(repo, 0) >= 2:
                 dropped.append(f"{part}: {case['id']} (id or repository repeats)")
                 continue
             ids.add(case["id"])
-            threads.add(thread)
             per_repo[repo] = per_repo.get(repo, 0) + 1
             kept.append(block)
     text = open(header, encoding="utf-8").read().rstrip() + "\n\n" + "\n".join(kept)
